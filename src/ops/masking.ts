@@ -145,7 +145,8 @@ export function sequenceMask(x: tf.Tensor, validLens: tf.Tensor, value = 0): tf.
  * d2l's `masked_softmax`: softmax over the last axis with the keys at or beyond the valid length
  * excluded.
  *
- * - `validLens` of shape `[batch]`: one length per sequence, shared by every query (and head).
+ * - `validLens` of shape `[batch]` (or `[batch, 1]`, the form a model input takes): one length
+ *   per sequence, shared by every query (and head).
  * - `validLens` of shape `[batch, queries]` (queries = `scores.shape[rank - 2]`): one per query.
  * - no `validLens`: a plain softmax.
  *
@@ -183,17 +184,18 @@ export function validLensMask(validLens: tf.Tensor, scoresShape: number[], calle
   const batch = scoresShape[0];
   const keys = scoresShape[rank - 1];
   const queries = scoresShape[rank - 2];
+  const perQuery = validLens.rank === 2 ? validLens.shape[1] : 0;
   const ok =
     (validLens.rank === 1 && validLens.shape[0] === batch) ||
     (validLens.rank === 2 &&
       rank >= 3 &&
       validLens.shape[0] === batch &&
-      validLens.shape[1] === queries);
+      (perQuery === queries || perQuery === 1));
   if (!ok) {
     throw new Error(
-      `${caller}: expected validLens of shape [${batch}] (one length per sequence) or ` +
-        `[${batch}, ${queries}] (one per query) for scores of shape [${scoresShape.join(', ')}], ` +
-        `received ${describeShape(validLens)}`,
+      `${caller}: expected validLens of shape [${batch}] or [${batch}, 1] (one length per ` +
+        `sequence) or [${batch}, ${queries}] (one per query) for scores of shape ` +
+        `[${scoresShape.join(', ')}], received ${describeShape(validLens)}`,
     );
   }
   return tf.tidy(() => {
@@ -201,7 +203,7 @@ export function validLensMask(validLens: tf.Tensor, scoresShape: number[], calle
     const shape =
       validLens.rank === 1
         ? [batch, ...new Array(rank - 2).fill(1), keys]
-        : [batch, ...new Array(rank - 3).fill(1), queries, keys];
+        : [batch, ...new Array(rank - 3).fill(1), perQuery, keys];
     return tf.reshape(mask, shape);
   });
 }

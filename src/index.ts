@@ -1,0 +1,23 @@
+/**
+ * tfjs-attention: attention layers for TensorFlow.js.
+ *
+ * Importing the package registers every layer class with `tf.serialization.registerClass`.
+ */
+import './layers/register';
+
+export {MultiHeadAttention} from './layers/multi_head_attention';
+export type {MultiHeadAttentionArgs} from './layers/multi_head_attention';
+export {Attention, DotProductAttention} from './layers/dot_product_attention';
+export type {AttentionArgs, DotProductAttentionArgs, ScoreMode} from './layers/dot_product_attention';
+export {AdditiveAttention} from './layers/additive_attention';
+export type {AdditiveAttentionArgs} from './layers/additive_attention';
+export {EinsumDense} from './layers/einsum_dense';
+export type {EinsumDenseArgs} from './layers/einsum_dense';
+export {BaseAttention} from './layers/base_attention';
+export type {AttentionCallArgs, BaseAttentionArgs} from './layers/base_attention';
+export {layers} from './layers/factories';
+
+export {einsum} from './ops/einsum';
+export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
+
+export {fileSystem} from './io/file_system';
