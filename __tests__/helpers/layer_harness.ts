@@ -1,0 +1,128 @@
+/**
+ * One test harness for every layer (after Keras' `run_layer_test`): build, symbolic apply, eager
+ * apply, a training step with a gradient for every weight, serialization and leak checks.
+ */
+import * as tf from '@tensorflow/tfjs';
+
+import {expectClose} from './close';
+
+export interface LayerCase {
+  /** A fresh layer. */
+  make: () => tf.layers.Layer;
+  /** Input shapes with the batch axis first (used for eager inputs; batch is symbolic). */
+  inputShapes: number[][];
+  inputDtypes?: Array<'float32' | 'int32' | 'bool'>;
+  /** Concrete inputs of those shapes (defaults to seeded random normal floats). */
+  makeInputs?: () => tf.Tensor[];
+  /** The output shape for the concrete inputs. */
+  outputShape: number[];
+  /** Trainable weight count after build. */
+  trainableWeights: number;
+  /** Expected `originalName`s of the weights (with the layer name `layer`), when given. */
+  weightNames?: string[];
+}
+
+function inputsFor(c: LayerCase): tf.Tensor[] {
+  if (c.makeInputs) return c.makeInputs();
+  return c.inputShapes.map((s, i) => tf.randomNormal(s, 0, 1, 'float32', 100 + i));
+}
+
+function symbolicModel(c: LayerCase): {model: tf.LayersModel; layer: tf.layers.Layer} {
+  const layer = c.make();
+  const ins = c.inputShapes.map((s, i) => tf.input({shape: s.slice(1), dtype: c.inputDtypes?.[i] ?? 'float32'}));
+  let out = layer.apply(ins.length === 1 ? ins[0] : ins) as tf.SymbolicTensor | tf.SymbolicTensor[];
+  if (Array.isArray(out)) out = out[0];
+  return {model: tf.model({inputs: ins, outputs: out}), layer};
+}
+
+export function runLayerTest(name: string, c: LayerCase): void {
+  describe(`layer harness: ${name}`, () => {
+    it('builds on symbolic inputs with the right output shape and weights', () => {
+      const {model, layer} = symbolicModel(c);
+      expect(model.outputs[0].shape).toEqual([null, ...c.outputShape.slice(1)]);
+      expect(layer.trainableWeights.length).toBe(c.trainableWeights);
+      if (c.weightNames) {
+        expect(layer.weights.map((w) => w.originalName)).toEqual(c.weightNames.map((n) => n.replace(/^layer/, layer.name)));
+      }
+      model.dispose();
+    });
+
+    it('applies eagerly, with the shape computeOutputShape promised, leaking nothing', () => {
+      const layer = c.make();
+      const xs = inputsFor(c);
+      const arg = xs.length === 1 ? xs[0] : xs;
+      let y = layer.apply(arg) as tf.Tensor | tf.Tensor[];
+      if (Array.isArray(y)) y = y[0];
+      expect(y.shape).toEqual(c.outputShape);
+      let shape = layer.computeOutputShape(xs.length === 1 ? xs[0].shape : xs.map((x) => x.shape));
+      if (Array.isArray(shape[0])) shape = shape[0] as number[];
+      expect(shape).toEqual(c.outputShape);
+      y.dispose();
+      const before = tf.memory().numTensors;
+      const again = layer.apply(arg) as tf.Tensor | tf.Tensor[];
+      expect(tf.memory().numTensors).toBe(before + (Array.isArray(again) ? again.length : 1));
+      tf.dispose(again);
+      expect(tf.memory().numTensors).toBe(before);
+      tf.dispose(xs);
+      layer.dispose();
+    });
+
+    it('trains: every trainable weight gets a non-zero gradient and fit lowers the loss', async () => {
+      const {model} = symbolicModel(c);
+      const xs = inputsFor(c);
+      const target = tf.randomNormal(c.outputShape, 0, 1, 'float32', 7);
+      const vars = model.trainableWeights.map((w) => w.read() as tf.Variable);
+      expect(vars.length).toBe(c.trainableWeights);
+      const {grads} = tf.variableGrads(() => {
+        const y = model.apply(xs, {training: true}) as tf.Tensor;
+        return tf.losses.meanSquaredError(target, y) as tf.Scalar;
+      }, vars);
+      for (const v of vars) {
+        const g = grads[v.name];
+        expect(g).toBeDefined();
+        expect(tf.max(tf.abs(g)).dataSync()[0]).toBeGreaterThan(0);
+      }
+      tf.dispose(Object.values(grads));
+      model.compile({optimizer: tf.train.adam(0.01), loss: 'meanSquaredError'});
+      const h = await model.fit(xs, target, {epochs: 15, batchSize: c.outputShape[0], verbose: 0});
+      const loss = h.history.loss as number[];
+      expect(loss[loss.length - 1]).toBeLessThan(loss[0]);
+      // after the first fit has created the optimizer's slots, fit and predict leak nothing
+      const before = tf.memory().numTensors;
+      await model.fit(xs, target, {epochs: 1, batchSize: c.outputShape[0], verbose: 0});
+      tf.dispose(model.predict(xs));
+      expect(tf.memory().numTensors).toBe(before);
+      tf.dispose([...xs, target]);
+      model.dispose();
+    });
+
+    it('serializes: config round trip, save and load predict identically', async () => {
+      const {model, layer} = symbolicModel(c);
+      const config = layer.getConfig();
+      const entry = tf.serialization.SerializationMap.getMap().classNameMap[layer.getClassName()];
+      expect(entry).toBeDefined();
+      const clone = entry[1](entry[0], {...config}) as tf.layers.Layer;
+      expect(clone.getConfig()).toEqual(config);
+
+      let saved: tf.io.ModelArtifacts | null = null;
+      await model.save(
+        tf.io.withSaveHandler(async (a) => {
+          saved = a;
+          return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
+        }),
+      );
+      const artifacts = saved as unknown as tf.io.ModelArtifacts;
+      const topology = JSON.stringify(artifacts.modelTopology);
+      expect(topology).toContain(`"class_name":"${layer.getClassName()}"`);
+      const loaded = await tf.loadLayersModel(tf.io.fromMemory(artifacts));
+      expect(loaded.weights.map((w) => w.originalName)).toEqual(model.weights.map((w) => w.originalName));
+      const xs = inputsFor(c);
+      const a = model.predict(xs) as tf.Tensor;
+      const b = loaded.predict(xs) as tf.Tensor;
+      expectClose(b, a, 1e-6, 1e-6);
+      tf.dispose([...xs, a, b]);
+      model.dispose();
+      loaded.dispose();
+    });
+  });
+}
