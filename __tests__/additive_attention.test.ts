@@ -1,0 +1,117 @@
+import * as tf from '@tensorflow/tfjs';
+
+import {AdditiveAttention} from '../src';
+import {describeBackends} from './helpers/backends';
+import {expectClose} from './helpers/close';
+import {randTensor} from './helpers/data';
+import {runLayerTest} from './helpers/layer_harness';
+import {lensAllowed, M2, M3, refAdditiveAttention, softmaxRow} from './helpers/reference_attention';
+import seeds from './fixtures/seed_inputs.json';
+
+describeBackends('AdditiveAttention', () => {
+  runLayerTest('Keras form (scale over dim)', {
+    make: () => new AdditiveAttention(),
+    inputShapes: [
+      [2, 3, 4],
+      [2, 5, 4],
+    ],
+    outputShape: [2, 3, 4],
+    trainableWeights: 1,
+    weightNames: ['layer/scale'],
+  });
+  runLayerTest('d2l form with numHiddens, query and key of different sizes, lengths input', {
+    make: () => new AdditiveAttention({numHiddens: 6, dropout: 0.2}),
+    inputShapes: [
+      [2, 3, 5],
+      [2, 4, 2],
+      [2, 4, 3],
+      [2, 1],
+    ],
+    inputDtypes: ['float32', 'float32', 'float32', 'int32'],
+    makeInputs: () => [randTensor([2, 3, 5], 1), randTensor([2, 4, 2], 2), randTensor([2, 4, 3], 3), tf.tensor2d([[3], [1]], [2, 1], 'int32')],
+    outputShape: [2, 3, 2],
+    trainableWeights: 3,
+    weightNames: ['layer/query_kernel', 'layer/key_kernel', 'layer/scale'],
+  });
+
+  it('reproduces the JAX notebook: [[2, 3, 4, 5]] and [[10, 11, 12, 13]]', () => {
+    tf.tidy(() => {
+      const keys = tf.ones([2, 10, 2]);
+      const values = tf.tile(tf.reshape(tf.range(0, 40, 1, 'float32'), [1, 10, 4]), [2, 1, 1]);
+      const att = new AdditiveAttention({numHiddens: 8, dropout: 0.1});
+      const out = att.apply([tf.tensor(seeds.additive_queries), values, keys], {validLens: tf.tensor1d([2, 6], 'int32')}) as tf.Tensor;
+      expectClose(out, [[[2, 3, 4, 5]], [[10, 11, 12, 13]]], 1e-5, 1e-6);
+    });
+  });
+
+  it("reproduces Keras' correctness and mask cases (use_scale=False, atol 1e-3)", () => {
+    tf.tidy(() => {
+      const q = tf.tensor([[[1, 0], [0, 1]]]);
+      const k = tf.tensor([[[0, 1], [1, 0]]]);
+      const v = tf.tensor([[[1, 2], [3, 4]]]);
+      const [o, s] = new AdditiveAttention({useScale: false}).apply([q, v, k], {returnAttentionScores: true}) as tf.Tensor[];
+      expectClose(o, [[[1.727, 2.727], [2.272, 3.272]]], 1e-3, 0);
+      expectClose(s, [[[0.636, 0.363], [0.363, 0.636]]], 1e-3, 0);
+      const m = tf.tensor2d([[1, 0]], [1, 2], 'bool');
+      const [o2, s2] = new AdditiveAttention({useScale: false}).apply([q, tf.tensor([[[1, 1], [1, 1]]])], {
+        mask: [m, m],
+        returnAttentionScores: true,
+      }) as tf.Tensor[];
+      expectClose(o2, [[[1, 1], [0, 0]]], 1e-6, 0);
+      expectClose(s2, [[[1, 0], [1, 0]]], 1e-6, 0);
+    });
+  });
+
+  it("reproduces tf-keras' hand-computed cases with a set scale (atol 1e-6)", () => {
+    tf.tidy(() => {
+      const layer = new AdditiveAttention();
+      const v = tf.tensor3d([[[1.6], [0.7], [-0.8]]]);
+      layer.apply([tf.tensor3d([[[1.1]]]), v]);
+      layer.setWeights([tf.tensor1d([0.5])]);
+      const vMask = tf.tensor2d([[1, 1, 0]], [1, 3], 'bool');
+      expectClose(layer.apply([tf.tensor3d([[[1.1]]]), v], {mask: [null, vMask]}) as tf.Tensor, [[[1.15497245968]]], 1e-6, 0);
+
+      const multi = new AdditiveAttention();
+      const q = tf.tensor3d([[[1, 1.1, 1.2, 1.3], [2, 2.1, 2.2, 2.3]]]);
+      const k = tf.tensor3d([[[1.5, 1.6, 1.7, 1.8], [2.5, 2.6, 2.7, 2.8], [3.5, 3.6, 3.7, 3.8]]]);
+      multi.apply([q, k]);
+      multi.setWeights([tf.tensor1d([0.5, 0.6, 0.7, 0.8])]);
+      const [, s] = multi.apply([q, k], {returnAttentionScores: true}) as tf.Tensor[];
+      const raw = [[2.5804453, 2.5973432, 2.5996402], [2.5973432, 2.5996402, 2.5999513]];
+      expectClose(s, [raw.map((r) => softmaxRow(r, r.map(() => true)))], 1e-6, 1e-6);
+    });
+  });
+
+  it('matches a plain loop in the d2l form with 2-D lengths (atol 1e-5)', () => {
+    tf.tidy(() => {
+      const layer = new AdditiveAttention({numHiddens: 5});
+      const q = randTensor([2, 3, 4], 11);
+      const v = randTensor([2, 4, 2], 12);
+      const k = randTensor([2, 4, 3], 13);
+      const lens = [
+        [4, 1, 2],
+        [0, 3, 4],
+      ];
+      const out = layer.apply([q, v, k], {validLens: tf.tensor2d(lens, [2, 3], 'int32')}) as tf.Tensor;
+      const ref = refAdditiveAttention(
+        q.arraySync() as M3,
+        k.arraySync() as M3,
+        v.arraySync() as M3,
+        layer.queryKernel!.read().arraySync() as M2,
+        layer.keyKernel!.read().arraySync() as M2,
+        layer.scale!.read().arraySync() as number[],
+        lensAllowed(lens),
+      );
+      expectClose(out, ref.out, 1e-5, 1e-5);
+    });
+  });
+
+  it('names bad arguments', () => {
+    expect(() => new AdditiveAttention({numHiddens: 0})).toThrow(/numHiddens to be a positive integer, received 0/);
+    tf.tidy(() => {
+      expect(() => new AdditiveAttention().apply([tf.ones([1, 2, 3]), tf.ones([1, 4, 2])])).toThrow(
+        /query and key must have the same last dimension/,
+      );
+    });
+  });
+});
