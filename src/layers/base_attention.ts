@@ -241,11 +241,15 @@ export abstract class BaseAttention extends layers.Layer {
     return x;
   }
 
-  /** The output's Keras mask is the query's, as in Keras. */
+  /**
+   * The output's Keras mask is the query's, as in Keras. A mask read off the query tensor is
+   * copied: tfjs disposes a tensor's `kerasMask` with the tensor, so the output must not share it.
+   */
   override computeMask(inputs: tf.Tensor | tf.Tensor[], mask?: tf.Tensor | tf.Tensor[]): tf.Tensor | tf.Tensor[] {
     const first = toList(inputs)[0];
     const given = Array.isArray(mask) ? mask[0] : mask;
-    const queryMask = (given ?? (first instanceof tf.Tensor ? first.kerasMask : null) ?? null) as tf.Tensor;
+    const own = first instanceof tf.Tensor && first.kerasMask != null ? tf.clone(first.kerasMask) : null;
+    const queryMask = (given ?? own) as tf.Tensor;
     return this.returnsScoresNow ? [queryMask, null as unknown as tf.Tensor] : queryMask;
   }
 
