@@ -28,7 +28,12 @@ describeBackends('AdditiveAttention', () => {
       [2, 1],
     ],
     inputDtypes: ['float32', 'float32', 'float32', 'int32'],
-    makeInputs: () => [randTensor([2, 3, 5], 1), randTensor([2, 4, 2], 2), randTensor([2, 4, 3], 3), tf.tensor2d([[3], [1]], [2, 1], 'int32')],
+    makeInputs: () => [
+      randTensor([2, 3, 5], 1),
+      randTensor([2, 4, 2], 2),
+      randTensor([2, 4, 3], 3),
+      tf.tensor2d([[3], [1]], [2, 1], 'int32'),
+    ],
     outputShape: [2, 3, 2],
     trainableWeights: 3,
     weightNames: ['layer/query_kernel', 'layer/key_kernel', 'layer/scale'],
@@ -39,26 +44,96 @@ describeBackends('AdditiveAttention', () => {
       const keys = tf.ones([2, 10, 2]);
       const values = tf.tile(tf.reshape(tf.range(0, 40, 1, 'float32'), [1, 10, 4]), [2, 1, 1]);
       const att = new AdditiveAttention({numHiddens: 8, dropout: 0.1});
-      const out = att.apply([tf.tensor(seeds.additive_queries), values, keys], {validLens: tf.tensor1d([2, 6], 'int32')}) as tf.Tensor;
+      const out = att.apply([tf.tensor(seeds.additive_queries), values, keys], {
+        validLens: tf.tensor1d([2, 6], 'int32'),
+      }) as tf.Tensor;
       expectClose(out, [[[2, 3, 4, 5]], [[10, 11, 12, 13]]], 1e-5, 1e-6);
     });
   });
 
   it("reproduces Keras' correctness and mask cases (use_scale=False, atol 1e-3)", () => {
     tf.tidy(() => {
-      const q = tf.tensor([[[1, 0], [0, 1]]]);
-      const k = tf.tensor([[[0, 1], [1, 0]]]);
-      const v = tf.tensor([[[1, 2], [3, 4]]]);
-      const [o, s] = new AdditiveAttention({useScale: false}).apply([q, v, k], {returnAttentionScores: true}) as tf.Tensor[];
-      expectClose(o, [[[1.727, 2.727], [2.272, 3.272]]], 1e-3, 0);
-      expectClose(s, [[[0.636, 0.363], [0.363, 0.636]]], 1e-3, 0);
-      const m = tf.tensor2d([[1, 0]], [1, 2], 'bool');
-      const [o2, s2] = new AdditiveAttention({useScale: false}).apply([q, tf.tensor([[[1, 1], [1, 1]]])], {
-        mask: [m, m],
+      const q = tf.tensor([
+        [
+          [1, 0],
+          [0, 1],
+        ],
+      ]);
+      const k = tf.tensor([
+        [
+          [0, 1],
+          [1, 0],
+        ],
+      ]);
+      const v = tf.tensor([
+        [
+          [1, 2],
+          [3, 4],
+        ],
+      ]);
+      const [o, s] = new AdditiveAttention({useScale: false}).apply([q, v, k], {
         returnAttentionScores: true,
       }) as tf.Tensor[];
-      expectClose(o2, [[[1, 1], [0, 0]]], 1e-6, 0);
-      expectClose(s2, [[[1, 0], [1, 0]]], 1e-6, 0);
+      expectClose(
+        o,
+        [
+          [
+            [1.727, 2.727],
+            [2.272, 3.272],
+          ],
+        ],
+        1e-3,
+        0,
+      );
+      expectClose(
+        s,
+        [
+          [
+            [0.636, 0.363],
+            [0.363, 0.636],
+          ],
+        ],
+        1e-3,
+        0,
+      );
+      const m = tf.tensor2d([[1, 0]], [1, 2], 'bool');
+      const [o2, s2] = new AdditiveAttention({useScale: false}).apply(
+        [
+          q,
+          tf.tensor([
+            [
+              [1, 1],
+              [1, 1],
+            ],
+          ]),
+        ],
+        {
+          mask: [m, m],
+          returnAttentionScores: true,
+        },
+      ) as tf.Tensor[];
+      expectClose(
+        o2,
+        [
+          [
+            [1, 1],
+            [0, 0],
+          ],
+        ],
+        1e-6,
+        0,
+      );
+      expectClose(
+        s2,
+        [
+          [
+            [1, 0],
+            [1, 0],
+          ],
+        ],
+        1e-6,
+        0,
+      );
     });
   });
 
@@ -69,16 +144,47 @@ describeBackends('AdditiveAttention', () => {
       layer.apply([tf.tensor3d([[[1.1]]]), v]);
       layer.setWeights([tf.tensor1d([0.5])]);
       const vMask = tf.tensor2d([[1, 1, 0]], [1, 3], 'bool');
-      expectClose(layer.apply([tf.tensor3d([[[1.1]]]), v], {mask: [null, vMask]}) as tf.Tensor, [[[1.15497245968]]], 1e-6, 0);
+      expectClose(
+        layer.apply([tf.tensor3d([[[1.1]]]), v], {mask: [null, vMask]}) as tf.Tensor,
+        [[[1.15497245968]]],
+        1e-6,
+        0,
+      );
 
       const multi = new AdditiveAttention();
-      const q = tf.tensor3d([[[1, 1.1, 1.2, 1.3], [2, 2.1, 2.2, 2.3]]]);
-      const k = tf.tensor3d([[[1.5, 1.6, 1.7, 1.8], [2.5, 2.6, 2.7, 2.8], [3.5, 3.6, 3.7, 3.8]]]);
+      const q = tf.tensor3d([
+        [
+          [1, 1.1, 1.2, 1.3],
+          [2, 2.1, 2.2, 2.3],
+        ],
+      ]);
+      const k = tf.tensor3d([
+        [
+          [1.5, 1.6, 1.7, 1.8],
+          [2.5, 2.6, 2.7, 2.8],
+          [3.5, 3.6, 3.7, 3.8],
+        ],
+      ]);
       multi.apply([q, k]);
       multi.setWeights([tf.tensor1d([0.5, 0.6, 0.7, 0.8])]);
       const [, s] = multi.apply([q, k], {returnAttentionScores: true}) as tf.Tensor[];
-      const raw = [[2.5804453, 2.5973432, 2.5996402], [2.5973432, 2.5996402, 2.5999513]];
-      expectClose(s, [raw.map((r) => softmaxRow(r, r.map(() => true)))], 1e-6, 1e-6);
+      const raw = [
+        [2.5804453, 2.5973432, 2.5996402],
+        [2.5973432, 2.5996402, 2.5999513],
+      ];
+      expectClose(
+        s,
+        [
+          raw.map((r) =>
+            softmaxRow(
+              r,
+              r.map(() => true),
+            ),
+          ),
+        ],
+        1e-6,
+        1e-6,
+      );
     });
   });
 
@@ -92,7 +198,9 @@ describeBackends('AdditiveAttention', () => {
         [4, 1, 2],
         [0, 3, 4],
       ];
-      const out = layer.apply([q, v, k], {validLens: tf.tensor2d(lens, [2, 3], 'int32')}) as tf.Tensor;
+      const out = layer.apply([q, v, k], {
+        validLens: tf.tensor2d(lens, [2, 3], 'int32'),
+      }) as tf.Tensor;
       const ref = refAdditiveAttention(
         q.arraySync() as M3,
         k.arraySync() as M3,
@@ -107,7 +215,9 @@ describeBackends('AdditiveAttention', () => {
   });
 
   it('names bad arguments', () => {
-    expect(() => new AdditiveAttention({numHiddens: 0})).toThrow(/numHiddens to be a positive integer, received 0/);
+    expect(() => new AdditiveAttention({numHiddens: 0})).toThrow(
+      /numHiddens to be a positive integer, received 0/,
+    );
     tf.tidy(() => {
       expect(() => new AdditiveAttention().apply([tf.ones([1, 2, 3]), tf.ones([1, 4, 2])])).toThrow(
         /query and key must have the same last dimension/,

@@ -53,16 +53,62 @@ describeBackends('Attention (Keras Luong)', () => {
   // Keras 3 attention_test.py test_attention_correctness (atol 1e-3 as in Keras)
   it("reproduces Keras' dot and concat correctness cases", () => {
     tf.tidy(() => {
-      const [o1, s1] = new Attention({scoreMode: 'dot'}).apply([tf.tensor(Q), tf.tensor(V), tf.tensor(K)], {
-        returnAttentionScores: true,
-      }) as tf.Tensor[];
-      expectClose(o1, [[[2.462, 3.462], [1.538, 2.538]]], 1e-3, 0);
-      expectClose(s1, [[[0.269, 0.731], [0.731, 0.269]]], 1e-3, 0);
-      const [o2, s2] = new Attention({scoreMode: 'concat'}).apply([tf.tensor(Q), tf.tensor(V), tf.tensor(K)], {
-        returnAttentionScores: true,
-      }) as tf.Tensor[];
-      expectClose(o2, [[[1.727, 2.727], [2.272, 3.272]]], 1e-3, 0);
-      expectClose(s2, [[[0.636, 0.363], [0.363, 0.636]]], 1e-3, 0);
+      const [o1, s1] = new Attention({scoreMode: 'dot'}).apply(
+        [tf.tensor(Q), tf.tensor(V), tf.tensor(K)],
+        {
+          returnAttentionScores: true,
+        },
+      ) as tf.Tensor[];
+      expectClose(
+        o1,
+        [
+          [
+            [2.462, 3.462],
+            [1.538, 2.538],
+          ],
+        ],
+        1e-3,
+        0,
+      );
+      expectClose(
+        s1,
+        [
+          [
+            [0.269, 0.731],
+            [0.731, 0.269],
+          ],
+        ],
+        1e-3,
+        0,
+      );
+      const [o2, s2] = new Attention({scoreMode: 'concat'}).apply(
+        [tf.tensor(Q), tf.tensor(V), tf.tensor(K)],
+        {
+          returnAttentionScores: true,
+        },
+      ) as tf.Tensor[];
+      expectClose(
+        o2,
+        [
+          [
+            [1.727, 2.727],
+            [2.272, 3.272],
+          ],
+        ],
+        1e-3,
+        0,
+      );
+      expectClose(
+        s2,
+        [
+          [
+            [0.636, 0.363],
+            [0.363, 0.636],
+          ],
+        ],
+        1e-3,
+        0,
+      );
     });
   });
 
@@ -70,12 +116,43 @@ describeBackends('Attention (Keras Luong)', () => {
     tf.tidy(() => {
       const qMask = tf.tensor2d([[1, 0]], [1, 2], 'bool');
       const vMask = tf.tensor2d([[1, 0]], [1, 2], 'bool');
-      const [o, s] = new Attention().apply([tf.tensor(Q), tf.tensor([[[1, 1], [1, 1]]])], {
-        mask: [qMask, vMask],
-        returnAttentionScores: true,
-      }) as tf.Tensor[];
-      expectClose(o, [[[1, 1], [0, 0]]], 1e-6, 0);
-      expectClose(s, [[[1, 0], [1, 0]]], 1e-6, 0);
+      const [o, s] = new Attention().apply(
+        [
+          tf.tensor(Q),
+          tf.tensor([
+            [
+              [1, 1],
+              [1, 1],
+            ],
+          ]),
+        ],
+        {
+          mask: [qMask, vMask],
+          returnAttentionScores: true,
+        },
+      ) as tf.Tensor[];
+      expectClose(
+        o,
+        [
+          [
+            [1, 1],
+            [0, 0],
+          ],
+        ],
+        1e-6,
+        0,
+      );
+      expectClose(
+        s,
+        [
+          [
+            [1, 0],
+            [1, 0],
+          ],
+        ],
+        1e-6,
+        0,
+      );
     });
   });
 
@@ -85,28 +162,83 @@ describeBackends('Attention (Keras Luong)', () => {
       const causal = new Attention({useCausalMask: true});
       const qv = tf.tensor3d([[[0.5], [0.8], [-0.3]]]);
       const [o, s] = causal.apply([qv, qv], {returnAttentionScores: true}) as tf.Tensor[];
-      expectClose(s, [[[1, 0, 0], [0.44028635, 0.55971365, 0], [0.31395397, 0.28693232, 0.39911371]]], 1e-6, 0);
+      expectClose(
+        s,
+        [
+          [
+            [1, 0, 0],
+            [0.44028635, 0.55971365, 0],
+            [0.31395397, 0.28693232, 0.39911371],
+          ],
+        ],
+        1e-6,
+        0,
+      );
       expectClose(o, [[[0.5], [0.66791409], [0.26678873]]], 1e-6, 0);
 
       const v = tf.tensor3d([[[1.6], [0.7], [-0.8]]]);
       const vMask = tf.tensor2d([[1, 1, 0]], [1, 3], 'bool');
-      expectClose(new Attention().apply([tf.tensor3d([[[1.1]]]), v], {mask: [null, vMask]}) as tf.Tensor, [[[1.3561791301]]], 1e-6, 0);
+      expectClose(
+        new Attention().apply([tf.tensor3d([[[1.1]]]), v], {mask: [null, vMask]}) as tf.Tensor,
+        [[[1.3561791301]]],
+        1e-6,
+        0,
+      );
 
       const q2 = tf.tensor3d([[[1.1], [-0.5]]]);
       const qMask = tf.tensor2d([[1, 0]], [1, 2], 'bool');
-      const [o2, s2] = new Attention().apply([q2, v], {mask: [qMask, vMask], returnAttentionScores: true}) as tf.Tensor[];
+      const [o2, s2] = new Attention().apply([q2, v], {
+        mask: [qMask, vMask],
+        returnAttentionScores: true,
+      }) as tf.Tensor[];
       expectClose(o2, [[[1.3561791301], [0]]], 1e-6, 0);
-      expectClose(s2, [[[0.72908792, 0.27091208, 0], [0.38936077, 0.61063923, 0]]], 1e-6, 0);
+      expectClose(
+        s2,
+        [
+          [
+            [0.72908792, 0.27091208, 0],
+            [0.38936077, 0.61063923, 0],
+          ],
+        ],
+        1e-6,
+        0,
+      );
 
       // raw dot and concat scores, checked through the softmax of Keras' numbers
-      const q = tf.tensor3d([[[1, 1.1, 1.2, 1.3], [2, 2.1, 2.2, 2.3]]]);
-      const k = tf.tensor3d([[[1.5, 1.6, 1.7, 1.8], [2.5, 2.6, 2.7, 2.8], [3.5, 3.6, 3.7, 3.8]]]);
-      const dotScores = [[7.64, 12.24, 16.84], [14.24, 22.84, 31.44]];
-      const concatScores = [[3.9675343, 3.9955878, 3.9994025], [3.9955878, 3.9994025, 3.9999191]];
-      const sm = (rows: number[][]) => [rows.map((r) => softmaxRow(r, r.map(() => true)))];
+      const q = tf.tensor3d([
+        [
+          [1, 1.1, 1.2, 1.3],
+          [2, 2.1, 2.2, 2.3],
+        ],
+      ]);
+      const k = tf.tensor3d([
+        [
+          [1.5, 1.6, 1.7, 1.8],
+          [2.5, 2.6, 2.7, 2.8],
+          [3.5, 3.6, 3.7, 3.8],
+        ],
+      ]);
+      const dotScores = [
+        [7.64, 12.24, 16.84],
+        [14.24, 22.84, 31.44],
+      ];
+      const concatScores = [
+        [3.9675343, 3.9955878, 3.9994025],
+        [3.9955878, 3.9994025, 3.9999191],
+      ];
+      const sm = (rows: number[][]) => [
+        rows.map((r) =>
+          softmaxRow(
+            r,
+            r.map(() => true),
+          ),
+        ),
+      ];
       const [, sd] = new Attention().apply([q, k, k], {returnAttentionScores: true}) as tf.Tensor[];
       expectClose(sd, sm(dotScores), 1e-5, 1e-5);
-      const [, sc] = new Attention({scoreMode: 'concat'}).apply([q, k, k], {returnAttentionScores: true}) as tf.Tensor[];
+      const [, sc] = new Attention({scoreMode: 'concat'}).apply([q, k, k], {
+        returnAttentionScores: true,
+      }) as tf.Tensor[];
       expectClose(sc, sm(concatScores), 1e-5, 1e-5);
     });
   });
@@ -120,7 +252,13 @@ describeBackends('Attention (Keras Luong)', () => {
       layer.apply([q, v, k]);
       layer.setWeights([tf.scalar(-0.7)]);
       const out = layer.apply([q, v, k], {validLens: tf.tensor1d([2, 5], 'int32')}) as tf.Tensor;
-      const ref = refDotAttention(q.arraySync() as M3, k.arraySync() as M3, v.arraySync() as M3, -0.7, lensAllowed([2, 5]));
+      const ref = refDotAttention(
+        q.arraySync() as M3,
+        k.arraySync() as M3,
+        v.arraySync() as M3,
+        -0.7,
+        lensAllowed([2, 5]),
+      );
       expectClose(out, ref.out, 1e-5, 1e-5);
     });
   });
@@ -129,7 +267,10 @@ describeBackends('Attention (Keras Luong)', () => {
     tf.tidy(() => {
       const layer = new Attention({dropout: 0.5, seed: 1});
       const x = randTensor([1, 6, 4], 4);
-      const [, s] = layer.apply([x, x], {training: true, returnAttentionScores: true}) as tf.Tensor[];
+      const [, s] = layer.apply([x, x], {
+        training: true,
+        returnAttentionScores: true,
+      }) as tf.Tensor[];
       const values = Array.from(s.dataSync());
       expect(values.some((w) => w === 0)).toBe(true);
       expect(values.some((w) => w > 1 / 6)).toBe(true);
@@ -141,12 +282,14 @@ describeBackends('Attention (Keras Luong)', () => {
       /invalid value for argument scoreMode. Expected one of \{'dot', 'concat'\}, received "cosine"/,
     );
     tf.tidy(() => {
-      expect(() => new Attention({name: 'att'}).apply([tf.ones([1, 2, 3]), tf.ones([1, 4, 2])])).toThrow(
+      expect(() =>
+        new Attention({name: 'att'}).apply([tf.ones([1, 2, 3]), tf.ones([1, 4, 2])]),
+      ).toThrow(
         /query and key must have the same last dimension; received query \[1, 2, 3\] and key \[1, 4, 2\]/,
       );
-      expect(() => new Attention().apply([tf.ones([1, 2, 3]), tf.ones([1, 4, 3]), tf.ones([1, 5, 3])])).toThrow(
-        /key and value must have the same length/,
-      );
+      expect(() =>
+        new Attention().apply([tf.ones([1, 2, 3]), tf.ones([1, 4, 3]), tf.ones([1, 5, 3])]),
+      ).toThrow(/key and value must have the same length/);
     });
   });
 });
@@ -161,7 +304,12 @@ describeBackends('DotProductAttention (d2l)', () => {
       [2, 1],
     ],
     inputDtypes: ['float32', 'float32', 'float32', 'int32'],
-    makeInputs: () => [randTensor([2, 3, 4], 1), randTensor([2, 5, 6], 2), randTensor([2, 5, 4], 3), tf.tensor2d([[2], [4]], [2, 1], 'int32')],
+    makeInputs: () => [
+      randTensor([2, 3, 4], 1),
+      randTensor([2, 5, 6], 2),
+      randTensor([2, 5, 4], 3),
+      tf.tensor2d([[2], [4]], [2, 1], 'int32'),
+    ],
     outputShape: [2, 3, 6],
     trainableWeights: 0,
   });
@@ -177,7 +325,12 @@ describeBackends('DotProductAttention (d2l)', () => {
       }) as tf.Tensor[];
       expectClose(out, [[[2, 3, 4, 5]], [[10, 11, 12, 13]]], 1e-5, 1e-6);
       // the notebook's heatmap: uniform over the valid keys
-      expectClose(tf.slice(w, [1, 0, 0], [1, 1, 10]), [[[...new Array(6).fill(1 / 6), 0, 0, 0, 0]]], 1e-6, 0);
+      expectClose(
+        tf.slice(w, [1, 0, 0], [1, 1, 10]),
+        [[[...new Array(6).fill(1 / 6), 0, 0, 0, 0]]],
+        1e-6,
+        0,
+      );
     });
   });
 
@@ -190,8 +343,19 @@ describeBackends('DotProductAttention (d2l)', () => {
         [1, 2, 4],
         [3, 0, 2],
       ];
-      const out = new DotProductAttention().apply([q, v, k, tf.tensor2d(lens, [2, 3], 'int32')]) as tf.Tensor;
-      const ref = refDotAttention(q.arraySync() as M3, k.arraySync() as M3, v.arraySync() as M3, 1 / 2, lensAllowed(lens));
+      const out = new DotProductAttention().apply([
+        q,
+        v,
+        k,
+        tf.tensor2d(lens, [2, 3], 'int32'),
+      ]) as tf.Tensor;
+      const ref = refDotAttention(
+        q.arraySync() as M3,
+        k.arraySync() as M3,
+        v.arraySync() as M3,
+        1 / 2,
+        lensAllowed(lens),
+      );
       expectClose(out, ref.out, 1e-5, 1e-5);
       expect(new DotProductAttention().getConfig()).not.toHaveProperty('useScale');
     });

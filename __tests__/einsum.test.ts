@@ -25,16 +25,20 @@ const caseArb: fc.Arbitrary<Case> = fc
   })
   .chain(({nLabels, sizes, nOps, seed}) => {
     const labels = LETTERS.slice(0, nLabels).split('');
-    const term = fc.shuffledSubarray(labels, {minLength: 0, maxLength: Math.min(3, nLabels)}).map((a) => a.join(''));
-    return fc.tuple(fc.array(term, {minLength: nOps, maxLength: nOps}), fc.constant(labels)).chain(([terms, ls]) => {
-      const used = [...new Set(terms.join(''))];
-      return fc.shuffledSubarray(used.length ? used : ls.slice(0, 0)).map((out) => ({
-        terms,
-        output: out.join(''),
-        sizes: Object.fromEntries(ls.map((l, i) => [l, sizes[i]])),
-        seed,
-      }));
-    });
+    const term = fc
+      .shuffledSubarray(labels, {minLength: 0, maxLength: Math.min(3, nLabels)})
+      .map((a) => a.join(''));
+    return fc
+      .tuple(fc.array(term, {minLength: nOps, maxLength: nOps}), fc.constant(labels))
+      .chain(([terms, ls]) => {
+        const used = [...new Set(terms.join(''))];
+        return fc.shuffledSubarray(used.length ? used : ls.slice(0, 0)).map((out) => ({
+          terms,
+          output: out.join(''),
+          sizes: Object.fromEntries(ls.map((l, i) => [l, sizes[i]])),
+          seed,
+        }));
+      });
   });
 
 function randomData(n: number, seed: number): Float32Array {
@@ -81,7 +85,10 @@ describeBackends('einsum', () => {
           const ops = operandsFor(c);
           const eq = `${c.terms.join(',')}->${c.output}`;
           const outShape = [...c.output].map((l) => c.sizes[l]);
-          const g = randomData(outShape.reduce((p, d) => p * d, 1), c.seed + 1);
+          const g = randomData(
+            outShape.reduce((p, d) => p * d, 1),
+            c.seed + 1,
+          );
           // d/dA sum(einsum(A, B) * G) = einsum(G, B -> A-labels), computed by loops.
           const expectedA = naiveEinsum(
             [
@@ -149,9 +156,17 @@ describeBackends('einsum', () => {
       tf.tidy(() => {
         const [l, r] = eq.split('->')[0].split(',');
         const sizes: Record<string, number> = {a: 2, b: 3, c: 4, d: 2, e: 3, i: 3, j: 4, k: 2};
-        const ops = [l, r].filter((t) => t !== undefined).map((t, k) =>
-          tf.tensor(randomData([...t].reduce((p, c) => p * sizes[c], 1), 10 + k), [...t].map((c) => sizes[c])),
-        );
+        const ops = [l, r]
+          .filter((t) => t !== undefined)
+          .map((t, k) =>
+            tf.tensor(
+              randomData(
+                [...t].reduce((p, c) => p * sizes[c], 1),
+                10 + k,
+              ),
+              [...t].map((c) => sizes[c]),
+            ),
+          );
         expectClose(einsum(eq, ...ops), tf.einsum(eq, ...ops), 1e-5, 1e-5);
       });
     }

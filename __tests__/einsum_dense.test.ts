@@ -9,7 +9,9 @@ import {runLayerTest} from './helpers/layer_harness';
 import {naiveEinsum} from './helpers/naive_einsum';
 
 // Keras einsum_dense_test.py: equation | bias_axes | input | output_shape -> kernel | bias | output
-const KERAS_CASES: Array<[string, string, string | null, number[], number | number[], number[], number[] | null, number[]]> = [
+const KERAS_CASES: Array<
+  [string, string, string | null, number[], number | number[], number[], number[] | null, number[]]
+> = [
   ['_1d_end_weight', 'ab,b->a', null, [2, 32], [], [32], null, [2]],
   ['_2d_middle_weight', 'ab,bc->ac', null, [2, 32], 64, [32, 64], null, [2, 64]],
   ['_3d_bert', 'abc,cde->abde', null, [2, 1, 2], [1, 3, 4], [2, 3, 4], null, [2, 1, 3, 4]],
@@ -21,17 +23,80 @@ const KERAS_CASES: Array<[string, string, string | null, number[], number | numb
   ['_embedding_1d', 'i,d->id', null, [2], [2], [2], null, [2, 2]],
   ['_xlnet_lm', 'ibd,nd->ibn', null, [2, 2, 1], [2, 2], [2, 1], null, [2, 2, 2]],
   ['_2d_precast', '...b,bc->...c', null, [2, 32], [64], [32, 64], null, [2, 64]],
-  ['_2d_precast_elided_input_used_in_output', '...bc,bc->...b', null, [2, 32, 64], [32], [32, 64], null, [2, 32]],
-  ['_2d_precast_multiple_elided_dims', '...b,bc->...c', null, [2, 3, 32], [64], [32, 64], null, [2, 3, 64]],
+  [
+    '_2d_precast_elided_input_used_in_output',
+    '...bc,bc->...b',
+    null,
+    [2, 32, 64],
+    [32],
+    [32, 64],
+    null,
+    [2, 32],
+  ],
+  [
+    '_2d_precast_multiple_elided_dims',
+    '...b,bc->...c',
+    null,
+    [2, 3, 32],
+    [64],
+    [32, 64],
+    null,
+    [2, 3, 64],
+  ],
   ['_3d_precast', '...c,cde->...de', null, [2, 1, 2], [3, 4], [2, 3, 4], null, [2, 1, 3, 4]],
   ['_3d_precast_3_bias', '...c,cde->...de', 'e', [2, 1, 2], [3, 4], [2, 3, 4], [4], [2, 1, 3, 4]],
-  ['_3d_precast_2_bias', '...c,cde->...de', 'd', [2, 1, 2], [3, 4], [2, 3, 4], [3, 1], [2, 1, 3, 4]],
-  ['_3d_precast_2_3_bias', '...c,cde->...de', 'de', [2, 1, 2], [3, 4], [2, 3, 4], [3, 4], [2, 1, 3, 4]],
+  [
+    '_3d_precast_2_bias',
+    '...c,cde->...de',
+    'd',
+    [2, 1, 2],
+    [3, 4],
+    [2, 3, 4],
+    [3, 1],
+    [2, 1, 3, 4],
+  ],
+  [
+    '_3d_precast_2_3_bias',
+    '...c,cde->...de',
+    'de',
+    [2, 1, 2],
+    [3, 4],
+    [2, 3, 4],
+    [3, 4],
+    [2, 1, 3, 4],
+  ],
   ['_2d_postcast', 'bc...,cd->bd...', null, [2, 1, 2, 3], [4], [1, 4], null, [2, 4, 2, 3]],
   ['_3d_postcast', 'bc...,cde->bde...', null, [2, 1, 2], [3, 4], [1, 3, 4], null, [2, 3, 4, 2]],
-  ['_3d_postcast_1_bias', 'bc...,cde->bde...', 'd', [2, 1, 2], [3, 4], [1, 3, 4], [3, 1, 1], [2, 3, 4, 2]],
-  ['_3d_postcast_2_bias', 'bc...,cde->bde...', 'e', [2, 1, 2], [3, 4], [1, 3, 4], [4, 1], [2, 3, 4, 2]],
-  ['_3d_postcast_1_2_bias', 'bc...,cde->bde...', 'de', [2, 1, 2], [3, 4], [1, 3, 4], [3, 4, 1], [2, 3, 4, 2]],
+  [
+    '_3d_postcast_1_bias',
+    'bc...,cde->bde...',
+    'd',
+    [2, 1, 2],
+    [3, 4],
+    [1, 3, 4],
+    [3, 1, 1],
+    [2, 3, 4, 2],
+  ],
+  [
+    '_3d_postcast_2_bias',
+    'bc...,cde->bde...',
+    'e',
+    [2, 1, 2],
+    [3, 4],
+    [1, 3, 4],
+    [4, 1],
+    [2, 3, 4, 2],
+  ],
+  [
+    '_3d_postcast_1_2_bias',
+    'bc...,cde->bde...',
+    'de',
+    [2, 1, 2],
+    [3, 4],
+    [1, 3, 4],
+    [3, 4, 1],
+    [2, 3, 4, 2],
+  ],
 ];
 
 describe("EinsumDense shape analysis (Keras' cases)", () => {
@@ -48,7 +113,13 @@ describe("EinsumDense shape analysis (Keras' cases)", () => {
 
 describeBackends('EinsumDense', () => {
   runLayerTest('the MultiHeadAttention query projection', {
-    make: () => new EinsumDense({equation: 'abc,cde->abde', outputShape: [null, 3, 4], biasAxes: 'de', activation: 'relu'}),
+    make: () =>
+      new EinsumDense({
+        equation: 'abc,cde->abde',
+        outputShape: [null, 3, 4],
+        biasAxes: 'de',
+        activation: 'relu',
+      }),
     inputShapes: [[2, 5, 6]],
     outputShape: [2, 5, 3, 4],
     trainableWeights: 2,
@@ -63,7 +134,11 @@ describeBackends('EinsumDense', () => {
 
   it('computes einsum(x, kernel) + bias like loops (atol 1e-5)', () => {
     tf.tidy(() => {
-      const layer = new EinsumDense({equation: 'abc,cde->abde', outputShape: [null, 3, 4], biasAxes: 'e'});
+      const layer = new EinsumDense({
+        equation: 'abc,cde->abde',
+        outputShape: [null, 3, 4],
+        biasAxes: 'e',
+      });
       const x = randTensor([2, 5, 6], 1);
       layer.apply(x);
       layer.setWeights([randTensor([6, 3, 4], 2), randTensor([4], 3)]);
@@ -84,13 +159,29 @@ describeBackends('EinsumDense', () => {
   });
 
   it('names bad equations and shapes', () => {
-    expect(() => new EinsumDense({equation: 'ab,bc->ac', outputShape: 0})).toThrow(/outputShape to be a positive integer/);
-    expect(() => new EinsumDense({equation: 'ab,bc->ac', outputShape: 4, activityRegularizer: 'l1l2'})).toThrow(/activityRegularizer/);
-    expect(() => analyzeEinsumDense('ab,bc', null, [2, 3], [4])).toThrow(/invalid equation 'ab,bc': equations must be of the form/);
-    expect(() => analyzeEinsumDense('abc,cd->abd', null, [2, 3], [3, 4])).toThrow(/input has rank 2/);
-    expect(() => analyzeEinsumDense('ab,bc->ac', 'x', [2, 3], [4])).toThrow(/bias axis 'x' is not an output dimension/);
-    expect(() => analyzeEinsumDense('ab,bc->acd', null, [2, 3], [4, 5])).toThrow(/output dimension 'd' appears in neither/);
-    expect(() => analyzeEinsumDense('abc,cd->abd', null, [2, 3, 4], [5, 6])).toThrow(/input dimension 'b' is 3 but the requested output shape has 5/);
-    expect(() => analyzeEinsumDense('ab,bc->ac', null, [2, 3], [null])).toThrow(/size of weight dimension 'c' is unknown/);
+    expect(() => new EinsumDense({equation: 'ab,bc->ac', outputShape: 0})).toThrow(
+      /outputShape to be a positive integer/,
+    );
+    expect(
+      () => new EinsumDense({equation: 'ab,bc->ac', outputShape: 4, activityRegularizer: 'l1l2'}),
+    ).toThrow(/activityRegularizer/);
+    expect(() => analyzeEinsumDense('ab,bc', null, [2, 3], [4])).toThrow(
+      /invalid equation 'ab,bc': equations must be of the form/,
+    );
+    expect(() => analyzeEinsumDense('abc,cd->abd', null, [2, 3], [3, 4])).toThrow(
+      /input has rank 2/,
+    );
+    expect(() => analyzeEinsumDense('ab,bc->ac', 'x', [2, 3], [4])).toThrow(
+      /bias axis 'x' is not an output dimension/,
+    );
+    expect(() => analyzeEinsumDense('ab,bc->acd', null, [2, 3], [4, 5])).toThrow(
+      /output dimension 'd' appears in neither/,
+    );
+    expect(() => analyzeEinsumDense('abc,cd->abd', null, [2, 3, 4], [5, 6])).toThrow(
+      /input dimension 'b' is 3 but the requested output shape has 5/,
+    );
+    expect(() => analyzeEinsumDense('ab,bc->ac', null, [2, 3], [null])).toThrow(
+      /size of weight dimension 'c' is unknown/,
+    );
   });
 });

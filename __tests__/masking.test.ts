@@ -28,7 +28,17 @@ describeBackends('masking', () => {
 
     it('reproduces the JAX notebook with 2-D lengths [[1, 3], [2, 4]] (printed values, atol 1e-6)', () => {
       tf.tidy(() => {
-        const y = maskedSoftmax(tf.tensor(seeds.masked_softmax_x), tf.tensor2d([[1, 3], [2, 4]], [2, 2], 'int32'));
+        const y = maskedSoftmax(
+          tf.tensor(seeds.masked_softmax_x),
+          tf.tensor2d(
+            [
+              [1, 3],
+              [2, 4],
+            ],
+            [2, 2],
+            'int32',
+          ),
+        );
         const printed = [
           [
             [1, 0, 0, 0],
@@ -48,9 +58,23 @@ describeBackends('masking', () => {
         const x = tf.randomNormal([2, 3, 2, 5], 0, 3, 'float32', 1);
         const rows = x.arraySync() as number[][][][];
         const lens = [4, 2];
-        const expected = rows.map((b, bi) => b.map((h) => h.map((r) => softmaxRow(r, r.map((_, s) => s < lens[bi])))));
+        const expected = rows.map((b, bi) =>
+          b.map((h) =>
+            h.map((r) =>
+              softmaxRow(
+                r,
+                r.map((_, s) => s < lens[bi]),
+              ),
+            ),
+          ),
+        );
         expectClose(maskedSoftmax(x, tf.tensor1d(lens, 'int32')), expected, 1e-6, 1e-6);
-        expectClose(maskedSoftmax(x, tf.tensor2d([[4], [2]], [2, 1], 'int32')), expected, 1e-6, 1e-6);
+        expectClose(
+          maskedSoftmax(x, tf.tensor2d([[4], [2]], [2, 1], 'int32')),
+          expected,
+          1e-6,
+          1e-6,
+        );
       });
     });
 
@@ -73,7 +97,9 @@ describeBackends('masking', () => {
         /expected validLens of shape \[2\] or \[2, 1\] .* or \[2, 3\] \(one per query\) .* received \[3\]/,
       );
       expect(() => maskedSoftmax(tf.ones([3]))).toThrow(/expected scores of rank >= 2/);
-      expect(() => maskedSoftmax([1, 2] as unknown as tf.Tensor)).toThrow(/expected scores to be a tf.Tensor/);
+      expect(() => maskedSoftmax([1, 2] as unknown as tf.Tensor)).toThrow(
+        /expected scores to be a tf.Tensor/,
+      );
       tf.dispose([x, l]);
     });
   });
@@ -115,8 +141,12 @@ describeBackends('masking', () => {
 
     it('names bad arguments', () => {
       tf.tidy(() => {
-        expect(() => sequenceMask(tf.ones([2, 3]), tf.ones([3]))).toThrow(/expected validLens of shape \[2\] .* received \[3\]/);
-        expect(() => sequenceMask(tf.ones([2, 3]), tf.ones([2, 3]))).toThrow(/expected validLens of rank 1 to 1/);
+        expect(() => sequenceMask(tf.ones([2, 3]), tf.ones([3]))).toThrow(
+          /expected validLens of shape \[2\] .* received \[3\]/,
+        );
+        expect(() => sequenceMask(tf.ones([2, 3]), tf.ones([2, 3]))).toThrow(
+          /expected validLens of rank 1 to 1/,
+        );
       });
     });
   });

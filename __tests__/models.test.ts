@@ -26,7 +26,9 @@ function transformerBlock(selfAsPair: boolean): tf.LayersModel {
   const x = tf.input({shape: [6, 8]});
   const mha = new MultiHeadAttention({numHeads: 2, keyDim: 4, name: 'mha'});
   const att = mha.apply(selfAsPair ? [x, x] : x) as tf.SymbolicTensor;
-  const h = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, att])) as tf.SymbolicTensor;
+  const h = tf.layers
+    .layerNormalization()
+    .apply(tf.layers.add().apply([x, att])) as tf.SymbolicTensor;
   const y = tf.layers.dense({units: 8}).apply(h) as tf.SymbolicTensor;
   return tf.model({inputs: x, outputs: y});
 }
@@ -66,7 +68,9 @@ describeBackends('models', () => {
 
   it('a causal model keeps causality after save and load', async () => {
     const x = tf.input({shape: [5, 4]});
-    const y = new MultiHeadAttention({numHeads: 2, keyDim: 3, useCausalMask: true}).apply(x) as tf.SymbolicTensor;
+    const y = new MultiHeadAttention({numHeads: 2, keyDim: 3, useCausalMask: true}).apply(
+      x,
+    ) as tf.SymbolicTensor;
     const loaded = await roundTrip(tf.model({inputs: x, outputs: y}));
     tf.tidy(() => {
       const a = randTensor([2, 5, 4], 3);
@@ -74,8 +78,12 @@ describeBackends('models', () => {
       const b = tf.concat([tf.slice(a, [0, 0, 0], [2, 3, 4]), randTensor([2, 2, 4], 4)], 1);
       const ya = loaded.predict(a) as tf.Tensor;
       const yb = loaded.predict(b) as tf.Tensor;
-      expect(maxAbsDiff(tf.slice(ya, [0, 0, 0], [2, 3, 4]), tf.slice(yb, [0, 0, 0], [2, 3, 4]))).toBeLessThan(1e-6);
-      expect(maxAbsDiff(tf.slice(ya, [0, 3, 0], [2, 2, 4]), tf.slice(yb, [0, 3, 0], [2, 2, 4]))).toBeGreaterThan(1e-4);
+      expect(
+        maxAbsDiff(tf.slice(ya, [0, 0, 0], [2, 3, 4]), tf.slice(yb, [0, 0, 0], [2, 3, 4])),
+      ).toBeLessThan(1e-6);
+      expect(
+        maxAbsDiff(tf.slice(ya, [0, 3, 0], [2, 2, 4]), tf.slice(yb, [0, 3, 0], [2, 2, 4])),
+      ).toBeGreaterThan(1e-4);
     });
     loaded.dispose();
   });
@@ -96,14 +104,22 @@ describeBackends('models', () => {
         const mem = randTensor([2, 6, 4], 6);
         const l = tf.tensor2d([[2], [4]], [2, 1], 'int32');
         // overwrite everything at positions >= 4 (padding for both rows) and >= 2 for row 0
-        const keep = tf.reshape(tf.less(tf.range(0, 6), tf.reshape(tf.tensor1d([2, 4]), [2, 1])), [2, 6, 1]);
+        const keep = tf.reshape(
+          tf.less(tf.range(0, 6), tf.reshape(tf.tensor1d([2, 4]), [2, 1])),
+          [2, 6, 1],
+        );
         const mem2 = tf.where(keep, mem, tf.mul(randTensor([2, 6, 4], 7), 100));
         for (const m of [model, loaded]) {
           const a = m.predict([queries, mem, l]) as tf.Tensor;
           const b = m.predict([queries, mem2, l]) as tf.Tensor;
           expect(maxAbsDiff(a, b)).toBeLessThan(1e-5);
         }
-        expectClose(loaded.predict([queries, mem, l]) as tf.Tensor, model.predict([queries, mem, l]) as tf.Tensor, 1e-6, 1e-6);
+        expectClose(
+          loaded.predict([queries, mem, l]) as tf.Tensor,
+          model.predict([queries, mem, l]) as tf.Tensor,
+          1e-6,
+          1e-6,
+        );
       });
       model.dispose();
       loaded.dispose();
@@ -113,16 +129,30 @@ describeBackends('models', () => {
   it('Keras masks from Embedding(maskZero) work in predict and fit, and scores can be an output', async () => {
     const tokens = tf.input({shape: [5], dtype: 'int32'});
     // not trainable: tfjs's wasm backend has no UnsortedSegmentSum kernel for the gather gradient
-    const emb = tf.layers.embedding({inputDim: 10, outputDim: 8, maskZero: true, trainable: false}).apply(tokens) as tf.SymbolicTensor;
-    const [att, scores] = new MultiHeadAttention({numHeads: 2, keyDim: 4, returnAttentionScores: true, name: 'mha'}).apply(
-      emb,
-    ) as tf.SymbolicTensor[];
+    const emb = tf.layers
+      .embedding({inputDim: 10, outputDim: 8, maskZero: true, trainable: false})
+      .apply(tokens) as tf.SymbolicTensor;
+    const [att, scores] = new MultiHeadAttention({
+      numHeads: 2,
+      keyDim: 4,
+      returnAttentionScores: true,
+      name: 'mha',
+    }).apply(emb) as tf.SymbolicTensor[];
     const pooled = tf.layers.globalAveragePooling1d().apply(att) as tf.SymbolicTensor;
-    const prob = tf.layers.dense({units: 1, activation: 'sigmoid'}).apply(pooled) as tf.SymbolicTensor;
+    const prob = tf.layers
+      .dense({units: 1, activation: 'sigmoid'})
+      .apply(pooled) as tf.SymbolicTensor;
     const model = tf.model({inputs: tokens, outputs: [prob, scores]});
     const loaded = await roundTrip(model);
     tf.tidy(() => {
-      const ids = tf.tensor2d([[3, 4, 0, 0, 0], [1, 2, 3, 4, 5]], [2, 5], 'int32');
+      const ids = tf.tensor2d(
+        [
+          [3, 4, 0, 0, 0],
+          [1, 2, 3, 4, 5],
+        ],
+        [2, 5],
+        'int32',
+      );
       for (const m of [model, loaded]) {
         const [, s] = m.predict(ids) as tf.Tensor[];
         expect(s.shape).toEqual([2, 2, 5, 5]);
@@ -134,7 +164,16 @@ describeBackends('models', () => {
     });
     const single = tf.model({inputs: tokens, outputs: prob});
     single.compile({optimizer: 'adam', loss: 'binaryCrossentropy'});
-    const xs = tf.tensor2d([[3, 4, 0, 0, 0], [1, 2, 3, 4, 5], [7, 0, 0, 0, 0], [2, 2, 2, 0, 0]], [4, 5], 'int32');
+    const xs = tf.tensor2d(
+      [
+        [3, 4, 0, 0, 0],
+        [1, 2, 3, 4, 5],
+        [7, 0, 0, 0, 0],
+        [2, 2, 2, 0, 0],
+      ],
+      [4, 5],
+      'int32',
+    );
     const ys = tf.tensor2d([[1], [0], [1], [0]]);
     const h = await single.fit(xs, ys, {epochs: 3, verbose: 0});
     expect((h.history.loss as number[]).every(Number.isFinite)).toBe(true);
@@ -161,11 +200,21 @@ describeBackends('models', () => {
     );
     const artifacts = saved as unknown as tf.io.ModelArtifacts;
     const topo = JSON.stringify(artifacts.modelTopology);
-    for (const key of ['"num_heads":2', '"key_dim":4', '"value_dim":4', '"use_bias":true', '"attention_axes":[1]', '"query_shape":[null,4,8]']) {
+    for (const key of [
+      '"num_heads":2',
+      '"key_dim":4',
+      '"value_dim":4',
+      '"use_bias":true',
+      '"attention_axes":[1]',
+      '"query_shape":[null,4,8]',
+    ]) {
       expect(topo).toContain(key);
     }
     expect(artifacts.weightSpecs!.map((w) => w.name).filter((n) => n.startsWith('mha/'))).toEqual(
-      ['query', 'key', 'value', 'attention_output'].flatMap((n) => [`mha/${n}/kernel`, `mha/${n}/bias`]),
+      ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
+        `mha/${n}/kernel`,
+        `mha/${n}/bias`,
+      ]),
     );
     const loaded = await tf.loadLayersModel(tf.io.fromMemory(artifacts));
     tf.tidy(() => {

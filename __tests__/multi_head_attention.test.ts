@@ -18,7 +18,10 @@ import {
 } from './helpers/reference_attention';
 
 function weightsOf(layer: MultiHeadAttention): MhaWeights {
-  const arr = (d: {kernel: tf.layers.Layer['weights'][number] | null; bias: tf.layers.Layer['weights'][number] | null}) => ({
+  const arr = (d: {
+    kernel: tf.layers.Layer['weights'][number] | null;
+    bias: tf.layers.Layer['weights'][number] | null;
+  }) => ({
     w: d.kernel!.read().arraySync() as M3,
     b: d.bias ? (d.bias.read().arraySync() as M2) : null,
   });
@@ -51,7 +54,10 @@ describeBackends('MultiHeadAttention', () => {
     inputShapes: [[2, 5, 8]],
     outputShape: [2, 5, 8],
     trainableWeights: 8,
-    weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [`layer/${n}/kernel`, `layer/${n}/bias`]),
+    weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
+      `layer/${n}/kernel`,
+      `layer/${n}/bias`,
+    ]),
   });
   runLayerTest('cross-attention with key, valueDim and outputShape', {
     make: () => new MultiHeadAttention({numHeads: 3, keyDim: 2, valueDim: 5, outputShape: 7}),
@@ -64,7 +70,8 @@ describeBackends('MultiHeadAttention', () => {
     trainableWeights: 8,
   });
   runLayerTest('useBias false with a lengths input', {
-    make: () => new MultiHeadAttention({numHeads: 2, keyDim: 3, useBias: false, useCausalMask: true}),
+    make: () =>
+      new MultiHeadAttention({numHeads: 2, keyDim: 3, useBias: false, useCausalMask: true}),
     inputShapes: [
       [3, 4, 6],
       [3, 1],
@@ -76,7 +83,14 @@ describeBackends('MultiHeadAttention', () => {
     weightNames: ['query', 'key', 'value', 'attention_output'].map((n) => `layer/${n}/kernel`),
   });
   runLayerTest('gated attention over two axes with dropout', {
-    make: () => new MultiHeadAttention({numHeads: 2, keyDim: 2, useGate: true, attentionAxes: [1, 2], dropout: 0.2}),
+    make: () =>
+      new MultiHeadAttention({
+        numHeads: 2,
+        keyDim: 2,
+        useGate: true,
+        attentionAxes: [1, 2],
+        dropout: 0.2,
+      }),
     inputShapes: [[2, 3, 2, 4]],
     outputShape: [2, 3, 2, 4],
     trainableWeights: 10,
@@ -94,8 +108,18 @@ describeBackends('MultiHeadAttention', () => {
       allowed: Allowed;
     }> = [
       {name: 'unmasked', args: {numHeads: 2, keyDim: 3}, key: false, allowed: allowAll},
-      {name: 'separate key, valueDim 4, outputShape 5', args: {numHeads: 3, keyDim: 2, valueDim: 4, outputShape: 5}, key: true, allowed: allowAll},
-      {name: 'no bias', args: {numHeads: 2, keyDim: 3, useBias: false}, key: false, allowed: allowAll},
+      {
+        name: 'separate key, valueDim 4, outputShape 5',
+        args: {numHeads: 3, keyDim: 2, valueDim: 4, outputShape: 5},
+        key: true,
+        allowed: allowAll,
+      },
+      {
+        name: 'no bias',
+        args: {numHeads: 2, keyDim: 3, useBias: false},
+        key: false,
+        allowed: allowAll,
+      },
       {
         name: '1-D valid lengths',
         args: {numHeads: 2, keyDim: 3},
@@ -107,7 +131,16 @@ describeBackends('MultiHeadAttention', () => {
         name: '2-D valid lengths (per query), including 0',
         args: {numHeads: 2, keyDim: 3},
         key: true,
-        kwargs: () => ({validLens: tf.tensor2d([[1, 2, 3, 5], [0, 4, 2, 1]], [2, 4], 'int32')}),
+        kwargs: () => ({
+          validLens: tf.tensor2d(
+            [
+              [1, 2, 3, 5],
+              [0, 4, 2, 1],
+            ],
+            [2, 4],
+            'int32',
+          ),
+        }),
         allowed: lensAllowed([
           [1, 2, 3, 5],
           [0, 4, 2, 1],
@@ -131,7 +164,13 @@ describeBackends('MultiHeadAttention', () => {
         name: 'attention mask [T, S] broadcast',
         args: {numHeads: 1, keyDim: 3},
         key: false,
-        kwargs: () => ({attentionMask: tf.tensor2d(MASK[0].map((r) => r.map(Number)), [T, S], 'int32')}),
+        kwargs: () => ({
+          attentionMask: tf.tensor2d(
+            MASK[0].map((r) => r.map(Number)),
+            [T, S],
+            'int32',
+          ),
+        }),
         allowed: (_b, t, s) => MASK[0][t][s],
       },
     ];
@@ -159,7 +198,10 @@ describeBackends('MultiHeadAttention', () => {
           const inputs = c.key ? [query, value, key] : [query, value];
           layer.apply(inputs, c.kwargs?.()); // build
           randomizeBiases(layer, 40);
-          const [out, scores] = layer.apply(inputs, {...c.kwargs?.(), returnAttentionScores: true}) as tf.Tensor[];
+          const [out, scores] = layer.apply(inputs, {
+            ...c.kwargs?.(),
+            returnAttentionScores: true,
+          }) as tf.Tensor[];
           const ref = refMultiHeadAttention(
             query.arraySync() as M3,
             value.arraySync() as M3,
@@ -180,10 +222,17 @@ describeBackends('MultiHeadAttention', () => {
   it('reproduces the d2l notebook example: output [2, 4, 100]', () => {
     tf.tidy(() => {
       // d2l MultiHeadAttention(num_hiddens=100, num_heads=5, bias=False)
-      const attention = new MultiHeadAttention({numHeads: 5, keyDim: 20, useBias: false, dropout: 0.5});
+      const attention = new MultiHeadAttention({
+        numHeads: 5,
+        keyDim: 20,
+        useBias: false,
+        dropout: 0.5,
+      });
       const X = tf.ones([2, 4, 100]);
       const Y = tf.ones([2, 6, 100]);
-      const out = attention.apply([X, Y, Y], {validLens: tf.tensor1d([3, 2], 'int32')}) as tf.Tensor;
+      const out = attention.apply([X, Y, Y], {
+        validLens: tf.tensor1d([3, 2], 'int32'),
+      }) as tf.Tensor;
       expect(out.shape).toEqual([2, 4, 100]);
       expect(attention.weights.map((w) => w.shape)).toEqual([
         [100, 5, 20],
@@ -233,8 +282,24 @@ describeBackends('MultiHeadAttention', () => {
   it('uses Keras masks from Embedding(maskZero) as query and value masks', () => {
     tf.tidy(() => {
       // Keras test_masking: query and value token ids, 0 = padding
-      const qTokens = tf.tensor2d([[1, 2, 3, 0, 0], [3, 3, 1, 1, 2], [1, 0, 0, 0, 0]], [3, 5], 'int32');
-      const vTokens = tf.tensor2d([[5, 4, 0], [3, 0, 0], [2, 1, 1]], [3, 3], 'int32');
+      const qTokens = tf.tensor2d(
+        [
+          [1, 2, 3, 0, 0],
+          [3, 3, 1, 1, 2],
+          [1, 0, 0, 0, 0],
+        ],
+        [3, 5],
+        'int32',
+      );
+      const vTokens = tf.tensor2d(
+        [
+          [5, 4, 0],
+          [3, 0, 0],
+          [2, 1, 1],
+        ],
+        [3, 3],
+        'int32',
+      );
       const emb = tf.layers.embedding({inputDim: 6, outputDim: 4, maskZero: true});
       const q = emb.apply(qTokens) as tf.Tensor;
       const v = emb.apply(vTokens) as tf.Tensor;
@@ -244,9 +309,27 @@ describeBackends('MultiHeadAttention', () => {
       // the explicit mask of the Keras test
       const explicit = tf.tensor3d(
         [
-          [[1, 1, 0], [1, 1, 0], [1, 1, 0], [0, 0, 0], [0, 0, 0]],
-          [[1, 0, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0]],
-          [[1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]],
+          [
+            [1, 1, 0],
+            [1, 1, 0],
+            [1, 1, 0],
+            [0, 0, 0],
+            [0, 0, 0],
+          ],
+          [
+            [1, 0, 0],
+            [1, 0, 0],
+            [1, 0, 0],
+            [1, 0, 0],
+            [1, 0, 0],
+          ],
+          [
+            [1, 1, 1],
+            [0, 0, 0],
+            [0, 0, 0],
+            [0, 0, 0],
+            [0, 0, 0],
+          ],
         ],
         [3, 5, 3],
         'bool',
@@ -266,9 +349,17 @@ describeBackends('MultiHeadAttention', () => {
     tf.tidy(() => {
       const layer = new MultiHeadAttention({numHeads: 2, keyDim: 3});
       const x = randTensor([2, 3, 4], 13);
-      const [out, scores] = layer.apply(x, {validLens: tf.tensor1d([0, 3], 'int32'), returnAttentionScores: true}) as tf.Tensor[];
+      const [out, scores] = layer.apply(x, {
+        validLens: tf.tensor1d([0, 3], 'int32'),
+        returnAttentionScores: true,
+      }) as tf.Tensor[];
       expect(tf.any(tf.isNaN(out)).dataSync()[0]).toBe(0);
-      expectClose(tf.slice(scores, [0, 0, 0, 0], [1, 2, 3, 3]), tf.fill([1, 2, 3, 3], 1 / 3), 1e-6, 0);
+      expectClose(
+        tf.slice(scores, [0, 0, 0, 0], [1, 2, 3, 3]),
+        tf.fill([1, 2, 3, 3], 1 / 3),
+        1e-6,
+        0,
+      );
       layer.dispose();
     });
   });
@@ -280,7 +371,10 @@ describeBackends('MultiHeadAttention', () => {
       const [inf, sInf] = layer.apply(x, {returnAttentionScores: true}) as tf.Tensor[];
       const [inf2] = layer.apply(x, {returnAttentionScores: true}) as tf.Tensor[];
       expectClose(inf, inf2, 0, 0);
-      const [train, sTrain] = layer.apply(x, {training: true, returnAttentionScores: true}) as tf.Tensor[];
+      const [train, sTrain] = layer.apply(x, {
+        training: true,
+        returnAttentionScores: true,
+      }) as tf.Tensor[];
       expect(tf.max(tf.abs(tf.sub(train, inf))).dataSync()[0]).toBeGreaterThan(1e-3);
       expectClose(sTrain, sInf, 1e-6, 1e-6);
       const noDrop = new MultiHeadAttention({numHeads: 2, keyDim: 4});
@@ -295,8 +389,15 @@ describeBackends('MultiHeadAttention', () => {
   it('keeps masked weights exactly 0 with a sliding window, causal or not', () => {
     tf.tidy(() => {
       for (const causal of [false, true]) {
-        const layer = new MultiHeadAttention({numHeads: 1, keyDim: 4, slidingWindow: 3, useCausalMask: causal});
-        const [, s] = layer.apply(randTensor([1, 6, 8], 15), {returnAttentionScores: true}) as tf.Tensor[];
+        const layer = new MultiHeadAttention({
+          numHeads: 1,
+          keyDim: 4,
+          slidingWindow: 3,
+          useCausalMask: causal,
+        });
+        const [, s] = layer.apply(randTensor([1, 6, 8], 15), {
+          returnAttentionScores: true,
+        }) as tf.Tensor[];
         const w = (s.arraySync() as number[][][][])[0][0];
         for (let i = 0; i < 6; i++) {
           for (let j = 0; j < 6; j++) {
@@ -313,11 +414,16 @@ describeBackends('MultiHeadAttention', () => {
     tf.tidy(() => {
       const layer = new MultiHeadAttention({numHeads: 1, keyDim: 2});
       const x = randTensor([1, 4, 3], 16);
-      const [, s] = layer.apply(x, {useCausalMask: true, returnAttentionScores: true}) as tf.Tensor[];
+      const [, s] = layer.apply(x, {
+        useCausalMask: true,
+        returnAttentionScores: true,
+      }) as tf.Tensor[];
       const upper = tf.mul(s, tf.sub(1, tf.linalg.bandPart(tf.ones([4, 4]), -1, 0)));
       expect(tf.max(upper).dataSync()[0]).toBe(0);
       const [, s2] = layer.apply(x, {returnAttentionScores: true}) as tf.Tensor[];
-      expect(tf.max(tf.mul(s2, tf.sub(1, tf.linalg.bandPart(tf.ones([4, 4]), -1, 0)))).dataSync()[0]).toBeGreaterThan(0);
+      expect(
+        tf.max(tf.mul(s2, tf.sub(1, tf.linalg.bandPart(tf.ones([4, 4]), -1, 0)))).dataSync()[0],
+      ).toBeGreaterThan(0);
       layer.dispose();
     });
   });
@@ -326,7 +432,11 @@ describeBackends('MultiHeadAttention', () => {
     const x = tf.input({shape: [4, 6]});
     const lens = tf.input({shape: [1], dtype: 'int32'});
     const layer = new MultiHeadAttention({numHeads: 2, keyDim: 3});
-    const outs = layer.apply([x, x], {useCausalMask: true, returnAttentionScores: true, validLens: lens}) as tf.SymbolicTensor[];
+    const outs = layer.apply([x, x], {
+      useCausalMask: true,
+      returnAttentionScores: true,
+      validLens: lens,
+    }) as tf.SymbolicTensor[];
     expect(outs.map((o) => o.shape)).toEqual([
       [null, 4, 6],
       [null, 2, 4, 4],
@@ -334,12 +444,19 @@ describeBackends('MultiHeadAttention', () => {
     expect(layer.useCausalMask).toBe(true);
     expect(layer.getConfig().useCausalMask).toBe(true);
     expect(layer.inboundNodes[0].inboundLayers.length).toBe(2); // [x, lens]: x is not handed over twice
-    expect(() => layer.apply(x, {useCausalMask: false})).toThrow(/useCausalMask=false differs from an earlier call/);
+    expect(() => layer.apply(x, {useCausalMask: false})).toThrow(
+      /useCausalMask=false differs from an earlier call/,
+    );
     layer.dispose();
   });
 
   it('trains no weight when trainable is false, and passes regularizers and constraints on', async () => {
-    const layer = new MultiHeadAttention({numHeads: 2, keyDim: 2, kernelRegularizer: 'l1l2', kernelConstraint: 'nonNeg'});
+    const layer = new MultiHeadAttention({
+      numHeads: 2,
+      keyDim: 2,
+      kernelRegularizer: 'l1l2',
+      kernelConstraint: 'nonNeg',
+    });
     const x = tf.input({shape: [3, 4]});
     const head = tf.layers.dense({units: 4});
     const model = tf.model({inputs: x, outputs: head.apply(layer.apply(x)) as tf.SymbolicTensor});
@@ -367,33 +484,67 @@ describeBackends('MultiHeadAttention', () => {
   });
 
   it('answers bad arguments and inputs with errors that name them', () => {
-    expect(() => new MultiHeadAttention({numHeads: 0, keyDim: 2})).toThrow(/numHeads to be a positive integer, received 0/);
-    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 1.5})).toThrow(/keyDim to be a positive integer, received 1.5/);
-    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, valueDim: -2})).toThrow(/valueDim/);
-    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, dropout: 1.5})).toThrow(/dropout to be a number in \[0, 1\), received 1.5/);
-    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, outputShape: [0]})).toThrow(/outputShape/);
-    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, activityRegularizer: 'l1l2'})).toThrow(/activityRegularizer is not supported/);
-    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, kernelInitializer: 'noSuchInit'})).toThrow(/Unknown initializer: 'noSuchInit'/);
+    expect(() => new MultiHeadAttention({numHeads: 0, keyDim: 2})).toThrow(
+      /numHeads to be a positive integer, received 0/,
+    );
+    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 1.5})).toThrow(
+      /keyDim to be a positive integer, received 1.5/,
+    );
+    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, valueDim: -2})).toThrow(
+      /valueDim/,
+    );
+    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, dropout: 1.5})).toThrow(
+      /dropout to be a number in \[0, 1\), received 1.5/,
+    );
+    expect(() => new MultiHeadAttention({numHeads: 2, keyDim: 2, outputShape: [0]})).toThrow(
+      /outputShape/,
+    );
+    expect(
+      () => new MultiHeadAttention({numHeads: 2, keyDim: 2, activityRegularizer: 'l1l2'}),
+    ).toThrow(/activityRegularizer is not supported/);
+    expect(
+      () => new MultiHeadAttention({numHeads: 2, keyDim: 2, kernelInitializer: 'noSuchInit'}),
+    ).toThrow(/Unknown initializer: 'noSuchInit'/);
     tf.tidy(() => {
       const mk = () => new MultiHeadAttention({numHeads: 2, keyDim: 2, name: 'mha'});
-      expect(() => mk().apply([tf.ones([2, 3, 4]), tf.ones([2, 5, 4]), tf.ones([2, 6, 4])])).toThrow(
+      expect(() =>
+        mk().apply([tf.ones([2, 3, 4]), tf.ones([2, 5, 4]), tf.ones([2, 6, 4])]),
+      ).toThrow(
         /value and key, except the last one, must be equal; received value \[2, 5, 4\] and key \[2, 6, 4\]/,
       );
-      expect(() => mk().apply(tf.ones([2, 4]))).toThrow(/expected the query to have rank >= 3|expected \[query\]/);
+      expect(() => mk().apply(tf.ones([2, 4]))).toThrow(
+        /expected the query to have rank >= 3|expected \[query\]/,
+      );
       expect(() => mk().apply(tf.ones([2, 3, 4]), {validLens: tf.ones([3], 'int32')})).toThrow(
         /expected validLens of shape \[2\] or \[2, 1\].*received \[3\]/,
       );
-      expect(() => mk().apply(tf.ones([2, 3, 4]), {attentionMask: tf.ones([2, 3, 5], 'bool')})).toThrow(
+      expect(() =>
+        mk().apply(tf.ones([2, 3, 4]), {attentionMask: tf.ones([2, 3, 5], 'bool')}),
+      ).toThrow(
         /attentionMask of shape \[2, 1, 3, 5\] does not broadcast to the attention scores \[2, 2, 3, 3\]/,
       );
-      const twoAxes = new MultiHeadAttention({numHeads: 1, keyDim: 2, attentionAxes: [1, 2], useCausalMask: true});
-      expect(() => twoAxes.apply(tf.ones([1, 2, 2, 3]))).toThrow(/useCausalMask needs a single attention axis/);
-      expect(() => new MultiHeadAttention({numHeads: 1, keyDim: 2, attentionAxes: [3]}).apply(tf.ones([1, 2, 3]))).toThrow(
-        /attentionAxes \[3\] must name axes between the batch axis and the feature axis/,
+      const twoAxes = new MultiHeadAttention({
+        numHeads: 1,
+        keyDim: 2,
+        attentionAxes: [1, 2],
+        useCausalMask: true,
+      });
+      expect(() => twoAxes.apply(tf.ones([1, 2, 2, 3]))).toThrow(
+        /useCausalMask needs a single attention axis/,
       );
-      expect(() => mk().apply([tf.ones([1, 2, 3]), tf.ones([1, 2, 3]), tf.ones([1, 2, 3]), tf.ones([1, 2, 3])])).toThrow(
-        /expected \[query\], \[query, value\] or \[query, value, key\].*received 4 inputs/,
-      );
+      expect(() =>
+        new MultiHeadAttention({numHeads: 1, keyDim: 2, attentionAxes: [3]}).apply(
+          tf.ones([1, 2, 3]),
+        ),
+      ).toThrow(/attentionAxes \[3\] must name axes between the batch axis and the feature axis/);
+      expect(() =>
+        mk().apply([
+          tf.ones([1, 2, 3]),
+          tf.ones([1, 2, 3]),
+          tf.ones([1, 2, 3]),
+          tf.ones([1, 2, 3]),
+        ]),
+      ).toThrow(/expected \[query\], \[query, value\] or \[query, value, key\].*received 4 inputs/);
     });
   });
 });

@@ -8,7 +8,11 @@ import './layers/register';
 export {MultiHeadAttention} from './layers/multi_head_attention';
 export type {MultiHeadAttentionArgs} from './layers/multi_head_attention';
 export {Attention, DotProductAttention} from './layers/dot_product_attention';
-export type {AttentionArgs, DotProductAttentionArgs, ScoreMode} from './layers/dot_product_attention';
+export type {
+  AttentionArgs,
+  DotProductAttentionArgs,
+  ScoreMode,
+} from './layers/dot_product_attention';
 export {AdditiveAttention} from './layers/additive_attention';
 export type {AdditiveAttentionArgs} from './layers/additive_attention';
 export {EinsumDense} from './layers/einsum_dense';

@@ -7,6 +7,7 @@ import '@tensorflow/tfjs-backend-wasm';
 
 function tfjsNodeLoads(): boolean {
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- optional, detected at run time
     require('@tensorflow/tfjs-node');
     return true;
   } catch {

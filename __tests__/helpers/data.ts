@@ -12,5 +12,12 @@ export function lcg(n: number, seed: number, scale = 1): Float32Array {
 }
 
 export function randTensor(shape: number[], seed: number, scale = 1): tf.Tensor {
-  return tf.tensor(lcg(shape.reduce((p, d) => p * d, 1), seed, scale), shape);
+  return tf.tensor(
+    lcg(
+      shape.reduce((p, d) => p * d, 1),
+      seed,
+      scale,
+    ),
+    shape,
+  );
 }

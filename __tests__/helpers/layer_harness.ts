@@ -29,7 +29,9 @@ function inputsFor(c: LayerCase): tf.Tensor[] {
 
 function symbolicModel(c: LayerCase): {model: tf.LayersModel; layer: tf.layers.Layer} {
   const layer = c.make();
-  const ins = c.inputShapes.map((s, i) => tf.input({shape: s.slice(1), dtype: c.inputDtypes?.[i] ?? 'float32'}));
+  const ins = c.inputShapes.map((s, i) =>
+    tf.input({shape: s.slice(1), dtype: c.inputDtypes?.[i] ?? 'float32'}),
+  );
   let out = layer.apply(ins.length === 1 ? ins[0] : ins) as tf.SymbolicTensor | tf.SymbolicTensor[];
   if (Array.isArray(out)) out = out[0];
   return {model: tf.model({inputs: ins, outputs: out}), layer};
@@ -42,7 +44,9 @@ export function runLayerTest(name: string, c: LayerCase): void {
       expect(model.outputs[0].shape).toEqual([null, ...c.outputShape.slice(1)]);
       expect(layer.trainableWeights.length).toBe(c.trainableWeights);
       if (c.weightNames) {
-        expect(layer.weights.map((w) => w.originalName)).toEqual(c.weightNames.map((n) => n.replace(/^layer/, layer.name)));
+        expect(layer.weights.map((w) => w.originalName)).toEqual(
+          c.weightNames.map((n) => n.replace(/^layer/, layer.name)),
+        );
       }
       model.dispose();
     });
@@ -139,7 +143,9 @@ export function runLayerTest(name: string, c: LayerCase): void {
       const topology = JSON.stringify(artifacts.modelTopology);
       expect(topology).toContain(`"class_name":"${layer.getClassName()}"`);
       const loaded = await tf.loadLayersModel(tf.io.fromMemory(artifacts));
-      expect(loaded.weights.map((w) => w.originalName)).toEqual(model.weights.map((w) => w.originalName));
+      expect(loaded.weights.map((w) => w.originalName)).toEqual(
+        model.weights.map((w) => w.originalName),
+      );
       const xs = inputsFor(c);
       const a = model.predict(xs) as tf.Tensor;
       const b = loaded.predict(xs) as tf.Tensor;

@@ -65,7 +65,14 @@ function dot(a: number[], b: number[]): number {
 
 /** Luong / scaled dot-product attention: scores = scale * q·k. */
 export function refDotAttention(q: M3, k: M3, v: M3, scale: number, allowed: Allowed = allowAll) {
-  return attentionFromScores((b, t, s) => scale * dot(q[b][t], k[b][s]), v, q.length, q[0].length, k[0].length, allowed);
+  return attentionFromScores(
+    (b, t, s) => scale * dot(q[b][t], k[b][s]),
+    v,
+    q.length,
+    q[0].length,
+    k[0].length,
+    allowed,
+  );
 }
 
 /** x [T][D] · W [D][H] */

@@ -12,7 +12,9 @@ const WEIGHTS_BIN = 'weights.bin';
 
 function locate(target: string): {dir: string; modelJson: string} {
   if (typeof target !== 'string' || target.length === 0) {
-    throw new Error(`fileSystem: expected a directory or a model.json path, received ${JSON.stringify(target)}`);
+    throw new Error(
+      `fileSystem: expected a directory or a model.json path, received ${JSON.stringify(target)}`,
+    );
   }
   const p = path.resolve(target.replace(/^file:\/\//, ''));
   if (p.endsWith('.json')) {
@@ -23,13 +25,22 @@ function locate(target: string): {dir: string; modelJson: string} {
 
 /** Resolves a weights path of the manifest, refusing any that leaves the model's folder. */
 function weightsPath(dir: string, relative: string): string {
-  if (typeof relative !== 'string' || relative.length === 0 || path.isAbsolute(relative) || /^[a-z]+:\/\//i.test(relative)) {
-    throw new Error(`fileSystem: refusing weights path ${JSON.stringify(relative)}: expected a path relative to ${dir}`);
+  if (
+    typeof relative !== 'string' ||
+    relative.length === 0 ||
+    path.isAbsolute(relative) ||
+    /^[a-z]+:\/\//i.test(relative)
+  ) {
+    throw new Error(
+      `fileSystem: refusing weights path ${JSON.stringify(relative)}: expected a path relative to ${dir}`,
+    );
   }
   const full = path.resolve(dir, relative);
   const rel = path.relative(dir, full);
   if (rel.startsWith('..') || path.isAbsolute(rel)) {
-    throw new Error(`fileSystem: refusing weights path ${JSON.stringify(relative)}: it leaves the model folder ${dir}`);
+    throw new Error(
+      `fileSystem: refusing weights path ${JSON.stringify(relative)}: it leaves the model folder ${dir}`,
+    );
   }
   return full;
 }
@@ -54,12 +65,16 @@ export function fileSystem(target: string): tf.io.IOHandler {
   return {
     async save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult> {
       if (artifacts.modelTopology instanceof ArrayBuffer) {
-        throw new Error('fileSystem: binary model topologies are not supported; save a LayersModel');
+        throw new Error(
+          'fileSystem: binary model topologies are not supported; save a LayersModel',
+        );
       }
       await fs.promises.mkdir(dir, {recursive: true});
-      const weightsManifest: tf.io.WeightsManifestConfig = [{paths: [WEIGHTS_BIN], weights: artifacts.weightSpecs ?? []}];
+      const weightsManifest: tf.io.WeightsManifestConfig = [
+        {paths: [WEIGHTS_BIN], weights: artifacts.weightSpecs ?? []},
+      ];
       const json: tf.io.ModelJSON = {
-        modelTopology: artifacts.modelTopology as {},
+        modelTopology: artifacts.modelTopology as object,
         format: artifacts.format,
         generatedBy: artifacts.generatedBy,
         convertedBy: artifacts.convertedBy,
@@ -74,7 +89,10 @@ export function fileSystem(target: string): tf.io.IOHandler {
       if (artifacts.userDefinedMetadata != null) {
         json.userDefinedMetadata = artifacts.userDefinedMetadata;
       }
-      const data = artifacts.weightData == null ? new ArrayBuffer(0) : tf.io.concatenateArrayBuffers(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
+      const data =
+        artifacts.weightData == null
+          ? new ArrayBuffer(0)
+          : tf.io.concatenateArrayBuffers(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
       await fs.promises.writeFile(path.join(dir, WEIGHTS_BIN), Buffer.from(data));
       await fs.promises.writeFile(modelJson, JSON.stringify(json));
       return {modelArtifactsInfo: tf.io.getModelArtifactsInfoForJSON(artifacts)};
@@ -94,7 +112,9 @@ export function fileSystem(target: string): tf.io.IOHandler {
         throw new Error(`fileSystem: ${modelJson} is not valid JSON: ${(e as Error).message}`);
       }
       if (json == null || typeof json !== 'object' || json.modelTopology == null) {
-        throw new Error(`fileSystem: ${modelJson} has no modelTopology; expected a tfjs model.json`);
+        throw new Error(
+          `fileSystem: ${modelJson} has no modelTopology; expected a tfjs model.json`,
+        );
       }
       return tf.io.getModelArtifactsForJSON(json, async (manifest) => {
         const specs: tf.io.WeightsManifestEntry[] = [];

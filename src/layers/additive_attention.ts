@@ -3,7 +3,12 @@ import {LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {einsum} from '../ops/einsum';
 import {AttentionParts} from './attention_inputs';
-import {getInitializer, Initializer, InitializerIdentifier, serializeObject} from './config_objects';
+import {
+  getInitializer,
+  Initializer,
+  InitializerIdentifier,
+  serializeObject,
+} from './config_objects';
 import {BaseAttentionArgs} from './base_attention';
 import {Attention} from './dot_product_attention';
 import {Shape} from './shapes';
@@ -48,7 +53,9 @@ export class AdditiveAttention extends Attention {
     super({...args, useScale: args.useScale ?? true, scoreMode: 'dot'});
     const h = args.numHiddens ?? null;
     if (h !== null && !(Number.isInteger(h) && h > 0)) {
-      throw new Error(`AdditiveAttention: expected numHiddens to be a positive integer, received ${JSON.stringify(h)}`);
+      throw new Error(
+        `AdditiveAttention: expected numHiddens to be a positive integer, received ${JSON.stringify(h)}`,
+      );
     }
     this.numHiddens = h;
     this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
@@ -70,16 +77,27 @@ export class AdditiveAttention extends Attention {
     let units = dq;
     if (this.numHiddens !== null) {
       units = this.numHiddens;
-      this.queryKernel = this.addWeight('query_kernel', [dq, units], 'float32', this.kernelInitializer);
+      this.queryKernel = this.addWeight(
+        'query_kernel',
+        [dq, units],
+        'float32',
+        this.kernelInitializer,
+      );
       this.keyKernel = this.addWeight('key_kernel', [dk, units], 'float32', this.kernelInitializer);
     }
     if (this.useScale) {
-      this.scale = this.addWeight('scale', [units], 'float32', getInitializer('glorotUniform', 'glorotUniform'));
+      this.scale = this.addWeight(
+        'scale',
+        [units],
+        'float32',
+        getInitializer('glorotUniform', 'glorotUniform'),
+      );
     }
   }
 
   protected override computeScores(query: tf.Tensor, key: tf.Tensor): tf.Tensor {
-    const q0 = this.queryKernel == null ? query : einsum('...d,dh->...h', query, this.queryKernel.read());
+    const q0 =
+      this.queryKernel == null ? query : einsum('...d,dh->...h', query, this.queryKernel.read());
     const k0 = this.keyKernel == null ? key : einsum('...d,dh->...h', key, this.keyKernel.read());
     const q = tf.expandDims(q0, -2); // [batch, ..., Tq, 1, h]
     const k = tf.expandDims(k0, -3); // [batch, ..., 1, Tv, h]

@@ -4,7 +4,14 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs, RegularizerFn} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks, softmaxWithMask, validLensMask} from '../ops/masking';
-import {assignParts, AttentionParts, classifyInputs, dedupeInputs, InputLike, Role} from './attention_inputs';
+import {
+  assignParts,
+  AttentionParts,
+  classifyInputs,
+  dedupeInputs,
+  InputLike,
+  Role,
+} from './attention_inputs';
 import {formatShape, isShapeList, Shape} from './shapes';
 
 /** Options shared by every attention layer. */
@@ -95,7 +102,9 @@ export abstract class BaseAttention extends layers.Layer {
       );
     }
     if (args.seed != null && !Number.isInteger(args.seed)) {
-      throw new Error(`${this.getClassName()}: expected seed to be an integer, received ${JSON.stringify(args.seed)}`);
+      throw new Error(
+        `${this.getClassName()}: expected seed to be an integer, received ${JSON.stringify(args.seed)}`,
+      );
     }
     this.dropout = rate;
     this.seed = args.seed ?? null;
@@ -162,7 +171,11 @@ export abstract class BaseAttention extends layers.Layer {
       }
     }
     const roles = classifyInputs(list as InputLike[], this.name);
-    const returnScores = Boolean(symbolic ? this.returnAttentionScores : (kw.returnAttentionScores ?? this.returnAttentionScores));
+    const returnScores = Boolean(
+      symbolic
+        ? this.returnAttentionScores
+        : (kw.returnAttentionScores ?? this.returnAttentionScores),
+    );
     const previous = this.pending;
     this.pending = {roles, returnScores};
     try {
@@ -212,14 +225,19 @@ export abstract class BaseAttention extends layers.Layer {
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor | tf.Tensor[] {
     const list = toList(inputs);
     const parts = assignParts(list, this.rolesOf(list));
-    const returnScores = this.pending?.returnScores ?? Boolean(kwargs.returnAttentionScores ?? this.returnAttentionScores);
+    const returnScores =
+      this.pending?.returnScores ??
+      Boolean(kwargs.returnAttentionScores ?? this.returnAttentionScores);
     const kerasMasks = Array.isArray(kwargs.mask) ? (kwargs.mask as Array<tf.Tensor | null>) : [];
     const pick = (i: number, t: tf.Tensor) => kerasMasks[i] ?? t.kerasMask ?? null;
     const ctx: AttendContext = {
       training: kwargs.training === true,
       useCausalMask: Boolean(kwargs.useCausalMask ?? this.useCausalMask),
       validLens: this.checkedTensor(kwargs.validLens ?? parts.validLens, 'validLens'),
-      attentionMask: this.checkedTensor(kwargs.attentionMask ?? parts.attentionMask, 'attentionMask'),
+      attentionMask: this.checkedTensor(
+        kwargs.attentionMask ?? parts.attentionMask,
+        'attentionMask',
+      ),
       queryMask: pick(0, parts.query),
       // With self-attention the value and key are the query: their Keras mask is the query's.
       valueMask: pick(1, parts.value),
@@ -236,7 +254,9 @@ export abstract class BaseAttention extends layers.Layer {
       return null;
     }
     if (!(x instanceof tf.Tensor)) {
-      throw new Error(`Layer '${this.name}': expected ${name} to be a tf.Tensor, received ${typeof x}`);
+      throw new Error(
+        `Layer '${this.name}': expected ${name} to be a tf.Tensor, received ${typeof x}`,
+      );
     }
     return x;
   }
@@ -245,10 +265,14 @@ export abstract class BaseAttention extends layers.Layer {
    * The output's Keras mask is the query's, as in Keras. A mask read off the query tensor is
    * copied: tfjs disposes a tensor's `kerasMask` with the tensor, so the output must not share it.
    */
-  override computeMask(inputs: tf.Tensor | tf.Tensor[], mask?: tf.Tensor | tf.Tensor[]): tf.Tensor | tf.Tensor[] {
+  override computeMask(
+    inputs: tf.Tensor | tf.Tensor[],
+    mask?: tf.Tensor | tf.Tensor[],
+  ): tf.Tensor | tf.Tensor[] {
     const first = toList(inputs)[0];
     const given = Array.isArray(mask) ? mask[0] : mask;
-    const own = first instanceof tf.Tensor && first.kerasMask != null ? tf.clone(first.kerasMask) : null;
+    const own =
+      first instanceof tf.Tensor && first.kerasMask != null ? tf.clone(first.kerasMask) : null;
     const queryMask = (given ?? own) as tf.Tensor;
     return this.returnsScoresNow ? [queryMask, null as unknown as tf.Tensor] : queryMask;
   }
@@ -291,7 +315,9 @@ export abstract class BaseAttention extends layers.Layer {
     };
     const needOneAxis = (what: string) => {
       if (opts.numAxes !== 1) {
-        throw new Error(`Layer '${this.name}': ${what} needs a single attention axis, this layer attends over ${opts.numAxes}`);
+        throw new Error(
+          `Layer '${this.name}': ${what} needs a single attention axis, this layer attends over ${opts.numAxes}`,
+        );
       }
     };
     const masks: tf.Tensor[] = [];

@@ -41,11 +41,21 @@ const CLASS_ALIASES: Record<Kind, Record<string, string>> = {
   activation: {},
 };
 
-function registry(): Record<string, [tf.serialization.SerializableConstructor<tf.serialization.Serializable>, tf.serialization.FromConfigMethod<tf.serialization.Serializable>]> {
+function registry(): Record<
+  string,
+  [
+    tf.serialization.SerializableConstructor<tf.serialization.Serializable>,
+    tf.serialization.FromConfigMethod<tf.serialization.Serializable>,
+  ]
+> {
   return tf.serialization.SerializationMap.getMap().classNameMap;
 }
 
-function fromClassName(kind: Kind, className: string, config: tf.serialization.ConfigDict): tf.serialization.Serializable {
+function fromClassName(
+  kind: Kind,
+  className: string,
+  config: tf.serialization.ConfigDict,
+): tf.serialization.Serializable {
   // Keras' L1 / L2 regularizers are tfjs L1L2 with one term.
   if (kind === 'regularizer' && (className === 'L1' || className === 'L2')) {
     const l1 = className === 'L1' ? Number(config.l1 ?? 0.01) : 0;
@@ -64,9 +74,17 @@ function fromClassName(kind: Kind, className: string, config: tf.serialization.C
       return fromConfig(cls, config);
     }
   }
-  throw new Error(`Unknown ${kind}: '${className}'. Expected a class registered with tf.serialization (e.g. ${
-    kind === 'initializer' ? "'glorotUniform', 'zeros'" : kind === 'regularizer' ? "'l1l2'" : kind === 'constraint' ? "'nonNeg', 'maxNorm'" : "'relu', 'gelu', 'linear'"
-  }).`);
+  throw new Error(
+    `Unknown ${kind}: '${className}'. Expected a class registered with tf.serialization (e.g. ${
+      kind === 'initializer'
+        ? "'glorotUniform', 'zeros'"
+        : kind === 'regularizer'
+          ? "'l1l2'"
+          : kind === 'constraint'
+            ? "'nonNeg', 'maxNorm'"
+            : "'relu', 'gelu', 'linear'"
+    }).`,
+  );
 }
 
 function resolve(kind: Kind, identifier: unknown): tf.serialization.Serializable {
@@ -86,15 +104,22 @@ function resolve(kind: Kind, identifier: unknown): tf.serialization.Serializable
   );
 }
 
-export function getInitializer(identifier: InitializerIdentifier | undefined, fallback: string): Initializer {
+export function getInitializer(
+  identifier: InitializerIdentifier | undefined,
+  fallback: string,
+): Initializer {
   return resolve('initializer', identifier ?? fallback) as Initializer;
 }
 
-export function getRegularizer(identifier: RegularizerIdentifier | null | undefined): Regularizer | null {
+export function getRegularizer(
+  identifier: RegularizerIdentifier | null | undefined,
+): Regularizer | null {
   return identifier == null ? null : (resolve('regularizer', identifier) as Regularizer);
 }
 
-export function getConstraint(identifier: ConstraintIdentifier | null | undefined): Constraint | null {
+export function getConstraint(
+  identifier: ConstraintIdentifier | null | undefined,
+): Constraint | null {
   return identifier == null ? null : (resolve('constraint', identifier) as Constraint);
 }
 
@@ -103,7 +128,9 @@ export function getActivation(identifier: ActivationIdentifier | null | undefine
 }
 
 /** `{className, config}` of an initializer, regularizer or constraint; null stays null. */
-export function serializeObject(obj: tf.serialization.Serializable | null): tf.serialization.ConfigDict | null {
+export function serializeObject(
+  obj: tf.serialization.Serializable | null,
+): tf.serialization.ConfigDict | null {
   if (obj == null) {
     return null;
   }
@@ -114,4 +141,3 @@ export function serializeObject(obj: tf.serialization.Serializable | null): tf.s
 export function serializeActivation(activation: Activation): string {
   return activation.getClassName();
 }
-

@@ -88,7 +88,12 @@ export class Attention extends BaseAttention {
       this.scale = this.addWeight('scale', [], 'float32', initializers.ones());
     }
     if (this.scoreMode === 'concat') {
-      this.concatScoreWeight = this.addWeight('concat_score_weight', [], 'float32', initializers.ones());
+      this.concatScoreWeight = this.addWeight(
+        'concat_score_weight',
+        [],
+        'float32',
+        initializers.ones(),
+      );
     }
   }
 
@@ -117,11 +122,21 @@ export class Attention extends BaseAttention {
 
   protected override attend(parts: AttentionParts<tf.Tensor>, ctx: AttendContext): AttendResult {
     this.checkShapes(
-      {query: parts.query.shape, value: parts.value.shape, key: parts.key.shape, validLens: null, attentionMask: null},
+      {
+        query: parts.query.shape,
+        value: parts.value.shape,
+        key: parts.key.shape,
+        validLens: null,
+        attentionMask: null,
+      },
       this.requiresSameFeatures(),
     );
     const logits = this.computeScores(parts.query, parts.key); // [batch, ..., Tq, Tv]
-    const mask = this.combinedMask(logits.shape, ctx, {numAxes: 1, headsAxis: false, queryMaskInScores: false});
+    const mask = this.combinedMask(logits.shape, ctx, {
+      numAxes: 1,
+      headsAxis: false,
+      queryMaskInScores: false,
+    });
     const {weights, dropped} = this.attentionWeights(logits, mask, 1, ctx.training);
     let output = tf.matMul(dropped, parts.value); // [batch, ..., Tq, dimV]
     if (ctx.queryMask != null) {
@@ -139,7 +154,7 @@ export class Attention extends BaseAttention {
   }
 }
 
-export interface DotProductAttentionArgs extends BaseAttentionArgs {}
+export type DotProductAttentionArgs = BaseAttentionArgs;
 
 /**
  * Scaled dot-product attention as in d2l: `softmax(q kᵀ / sqrt(d)) v`, with valid-length masking.

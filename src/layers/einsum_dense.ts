@@ -78,12 +78,15 @@ export class EinsumDense extends layers.Layer {
   constructor(args: EinsumDenseArgs) {
     super(args);
     if (args == null || typeof args.equation !== 'string') {
-      throw new Error(`EinsumDense: expected an 'equation' string, received ${JSON.stringify(args?.equation)}`);
+      throw new Error(
+        `EinsumDense: expected an 'equation' string, received ${JSON.stringify(args?.equation)}`,
+      );
     }
     const os = args.outputShape;
     const valid =
       (typeof os === 'number' && Number.isInteger(os) && os > 0) ||
-      (Array.isArray(os) && os.every((d) => d === null || (Number.isInteger(d) && (d as number) > 0)));
+      (Array.isArray(os) &&
+        os.every((d) => d === null || (Number.isInteger(d) && (d as number) > 0)));
     if (!valid) {
       throw new Error(
         `EinsumDense: expected outputShape to be a positive integer or an array of positive ` +

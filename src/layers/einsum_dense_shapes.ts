@@ -41,7 +41,10 @@ export function analyzeEinsumDense(
     rightElided = m != null;
   }
   if (m == null) {
-    fail(equation, 'equations must be of the form X,Y->Z, ...X,Y->...Z or X...,Y->Z... (X, Y, Z letters)');
+    fail(
+      equation,
+      'equations must be of the form X,Y->Z, ...X,Y->...Z or X...,Y->Z... (X, Y, Z letters)',
+    );
   }
   const [, inputSpec, weightSpec, outputSpec] = m;
   const elided = inputShape.length - inputSpec.length;
@@ -68,7 +71,11 @@ export function analyzeEinsumDense(
     inputAxis = (i) => i + elided;
     outputAxis = (i) => i + elided;
   } else {
-    full = [inputShape[0], ...outputShape, ...(elided > 0 ? inputShape.slice(inputShape.length - elided) : [])];
+    full = [
+      inputShape[0],
+      ...outputShape,
+      ...(elided > 0 ? inputShape.slice(inputShape.length - elided) : []),
+    ];
     inputAxis = (i) => i;
     outputAxis = (i) => i;
   }
@@ -102,7 +109,10 @@ export function analyzeEinsumDense(
   }
   for (const c of outputSpec) {
     if (!inputSpec.includes(c) && !weightSpec.includes(c)) {
-      fail(equation, `output dimension '${c}' appears in neither the input '${inputSpec}' nor the weight '${weightSpec}'`);
+      fail(
+        equation,
+        `output dimension '${c}' appears in neither the input '${inputSpec}' nor the weight '${weightSpec}'`,
+      );
     }
   }
   const kernelShape = [...weightSpec].map((c) => {

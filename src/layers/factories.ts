@@ -1,13 +1,21 @@
 /** tf.layers-style factory functions: `layers.multiHeadAttention({...})` and so on. */
 import {AdditiveAttention, AdditiveAttentionArgs} from './additive_attention';
-import {Attention, AttentionArgs, DotProductAttention, DotProductAttentionArgs} from './dot_product_attention';
+import {
+  Attention,
+  AttentionArgs,
+  DotProductAttention,
+  DotProductAttentionArgs,
+} from './dot_product_attention';
 import {EinsumDense, EinsumDenseArgs} from './einsum_dense';
 import {MultiHeadAttention, MultiHeadAttentionArgs} from './multi_head_attention';
 
 export const layers = {
-  multiHeadAttention: (args: MultiHeadAttentionArgs): MultiHeadAttention => new MultiHeadAttention(args),
-  dotProductAttention: (args: DotProductAttentionArgs = {}): DotProductAttention => new DotProductAttention(args),
+  multiHeadAttention: (args: MultiHeadAttentionArgs): MultiHeadAttention =>
+    new MultiHeadAttention(args),
+  dotProductAttention: (args: DotProductAttentionArgs = {}): DotProductAttention =>
+    new DotProductAttention(args),
   attention: (args: AttentionArgs = {}): Attention => new Attention(args),
-  additiveAttention: (args: AdditiveAttentionArgs = {}): AdditiveAttention => new AdditiveAttention(args),
+  additiveAttention: (args: AdditiveAttentionArgs = {}): AdditiveAttention =>
+    new AdditiveAttention(args),
   einsumDense: (args: EinsumDenseArgs): EinsumDense => new EinsumDense(args),
 };

@@ -62,7 +62,9 @@ function positiveInt(value: unknown, name: string, optional: boolean): number | 
     return null;
   }
   if (!(typeof value === 'number' && Number.isInteger(value) && value > 0)) {
-    throw new Error(`MultiHeadAttention: expected ${name} to be a positive integer, received ${JSON.stringify(value)}`);
+    throw new Error(
+      `MultiHeadAttention: expected ${name} to be a positive integer, received ${JSON.stringify(value)}`,
+    );
   }
   return value;
 }
@@ -73,7 +75,9 @@ function intList(value: unknown, name: string): number[] | null {
   }
   const list = typeof value === 'number' ? [value] : value;
   if (!Array.isArray(list) || !list.every((d) => Number.isInteger(d))) {
-    throw new Error(`MultiHeadAttention: invalid ${name}: expected an integer or a list of integers, received ${JSON.stringify(value)}`);
+    throw new Error(
+      `MultiHeadAttention: invalid ${name}: expected an integer or a list of integers, received ${JSON.stringify(value)}`,
+    );
   }
   return [...list];
 }
@@ -139,7 +143,9 @@ export class MultiHeadAttention extends BaseAttention {
     this.useBias = args.useBias ?? true;
     const os = args.outputShape ?? null;
     if (os !== null && intList(os, 'outputShape')?.some((d) => d <= 0)) {
-      throw new Error(`MultiHeadAttention: invalid outputShape ${JSON.stringify(os)}: dimensions must be positive`);
+      throw new Error(
+        `MultiHeadAttention: invalid outputShape ${JSON.stringify(os)}: dimensions must be positive`,
+      );
     }
     intList(os, 'outputShape');
     this.outputShapeArg = os;
@@ -159,10 +165,20 @@ export class MultiHeadAttention extends BaseAttention {
           `refuses activity regularizers); received ${JSON.stringify(args.activityRegularizer)}`,
       );
     }
-    this.buildShapes = {query: args.queryShape ?? null, value: args.valueShape ?? null, key: args.keyShape ?? null};
+    this.buildShapes = {
+      query: args.queryShape ?? null,
+      value: args.valueShape ?? null,
+      key: args.keyShape ?? null,
+    };
   }
 
-  private dense(name: string, equation: string, outputShape: Array<number | null>, biasAxes: string, activation?: string): EinsumDense {
+  private dense(
+    name: string,
+    equation: string,
+    outputShape: Array<number | null>,
+    biasAxes: string,
+    activation?: string,
+  ): EinsumDense {
     return new EinsumDense({
       name,
       equation,
@@ -179,9 +195,20 @@ export class MultiHeadAttention extends BaseAttention {
     });
   }
 
-  private headProjection(name: string, input: Shape, width: number, activation?: string): EinsumDense {
+  private headProjection(
+    name: string,
+    input: Shape,
+    width: number,
+    activation?: string,
+  ): EinsumDense {
     const p = buildProjectionEquation(input.length - 1, 1, 2);
-    const layer = this.dense(name, p.equation, [...new Array(p.outputRank - 3).fill(null), this.numHeads, width], p.biasAxes, activation);
+    const layer = this.dense(
+      name,
+      p.equation,
+      [...new Array(p.outputRank - 3).fill(null), this.numHeads, width],
+      p.biasAxes,
+      activation,
+    );
     layer.buildAsSublayer(input);
     return layer;
   }
@@ -192,7 +219,9 @@ export class MultiHeadAttention extends BaseAttention {
     }
     const d = query[query.length - 1];
     if (d == null) {
-      throw new Error(`Layer '${this.name}': the query's last dimension must be known, received ${formatShape(query)}`);
+      throw new Error(
+        `Layer '${this.name}': the query's last dimension must be known, received ${formatShape(query)}`,
+      );
     }
     return [d];
   }
@@ -204,7 +233,9 @@ export class MultiHeadAttention extends BaseAttention {
           `${formatShape(query)}, value ${formatShape(value)}, key ${formatShape(key)}`,
       );
     }
-    const mismatch = value.slice(1, -1).some((d, i) => d != null && key[i + 1] != null && d !== key[i + 1]);
+    const mismatch = value
+      .slice(1, -1)
+      .some((d, i) => d != null && key[i + 1] != null && d !== key[i + 1]);
     if (mismatch) {
       throw new Error(
         `Layer '${this.name}': all dimensions of value and key, except the last one, must be equal; ` +
@@ -220,16 +251,29 @@ export class MultiHeadAttention extends BaseAttention {
     // Keras build order, which is also the weight order: query, key, (gate), value, output.
     this.queryDense = this.headProjection('query', query, this.keyDim);
     this.keyDense = this.headProjection('key', key, this.keyDim);
-    this.gateDense = this.useGate ? this.headProjection('gate', query, this.valueDim, 'sigmoid') : null;
+    this.gateDense = this.useGate
+      ? this.headProjection('gate', query, this.valueDim, 'sigmoid')
+      : null;
     this.valueDense = this.headProjection('value', value, this.valueDim);
     const projectedRank = query.length + 1;
     this.attentionAxes = resolveAttentionAxes(this.attentionAxesArg, projectedRank);
     this.equations = buildAttentionEquations(projectedRank, this.attentionAxes);
     const outDims = this.outputDims(query);
     const p = buildProjectionEquation(query.length - 1, 2, outDims.length);
-    this.outputDense = this.dense('attention_output', p.equation, [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims], p.biasAxes);
+    this.outputDense = this.dense(
+      'attention_output',
+      p.equation,
+      [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims],
+      p.biasAxes,
+    );
     this.outputDense.buildAsSublayer([...query.slice(0, -1), this.numHeads, this.valueDim]);
-    this.sublayers = [this.queryDense, this.keyDense, ...(this.gateDense ? [this.gateDense] : []), this.valueDense, this.outputDense];
+    this.sublayers = [
+      this.queryDense,
+      this.keyDense,
+      ...(this.gateDense ? [this.gateDense] : []),
+      this.valueDense,
+      this.outputDense,
+    ];
   }
 
   protected override outputShapeOf(parts: AttentionParts<Shape>): Shape {
@@ -250,14 +294,24 @@ export class MultiHeadAttention extends BaseAttention {
     if (this.equations == null || this.attentionAxes == null) {
       throw new Error(`Layer '${this.name}' is not built: apply it to inputs first`);
     }
-    this.checkShapes({query: parts.query.shape, value: parts.value.shape, key: parts.key.shape, validLens: null, attentionMask: null});
+    this.checkShapes({
+      query: parts.query.shape,
+      value: parts.value.shape,
+      key: parts.key.shape,
+      validLens: null,
+      attentionMask: null,
+    });
     const numAxes = this.attentionAxes.length;
     const q = (this.queryDense as EinsumDense).project(parts.query); // [B, T, N, K]
     const k = (this.keyDense as EinsumDense).project(parts.key); // [B, S, N, K]
     const v = (this.valueDense as EinsumDense).project(parts.value); // [B, S, N, V]
     const qScaled = tf.mul(q, tf.scalar(1 / Math.sqrt(this.keyDim))); // [B, T, N, K]
     const logits = einsum(this.equations.dot, k, qScaled); // [B, N, T, S]
-    let mask = this.combinedMask(logits.shape, ctx, {numAxes, headsAxis: true, queryMaskInScores: true});
+    let mask = this.combinedMask(logits.shape, ctx, {
+      numAxes,
+      headsAxis: true,
+      queryMaskInScores: true,
+    });
     if (this.slidingWindow != null) {
       if (numAxes !== 1) {
         throw new Error(`Layer '${this.name}': slidingWindow needs a single attention axis`);

@@ -8,7 +8,9 @@ const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
 
 function letter(i: number): string {
   if (i >= LETTERS.length) {
-    throw new Error(`MultiHeadAttention: inputs of this rank need more than ${LETTERS.length} einsum indices`);
+    throw new Error(
+      `MultiHeadAttention: inputs of this rank need more than ${LETTERS.length} einsum indices`,
+    );
   }
   return LETTERS[i];
 }
@@ -20,7 +22,11 @@ export interface ProjectionEquation {
 }
 
 /** `free` axes pass through, `bound` axes are contracted with the kernel, `output` axes are new. */
-export function buildProjectionEquation(free: number, bound: number, output: number): ProjectionEquation {
+export function buildProjectionEquation(
+  free: number,
+  bound: number,
+  output: number,
+): ProjectionEquation {
   let input = '';
   let kernel = '';
   let out = '';

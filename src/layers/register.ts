@@ -6,7 +6,13 @@ import {Attention, DotProductAttention} from './dot_product_attention';
 import {EinsumDense} from './einsum_dense';
 import {MultiHeadAttention} from './multi_head_attention';
 
-export const LAYER_CLASSES = [MultiHeadAttention, DotProductAttention, Attention, AdditiveAttention, EinsumDense];
+export const LAYER_CLASSES = [
+  MultiHeadAttention,
+  DotProductAttention,
+  Attention,
+  AdditiveAttention,
+  EinsumDense,
+];
 
 for (const cls of LAYER_CLASSES) {
   tf.serialization.registerClass(cls);

@@ -54,12 +54,7 @@ function squeezeBroadcast(t: Labeled, sizes: Map<Label, number>): Labeled {
  * Lowered to transpose + reshape + (batched) matMul, or a broadcast multiply when nothing is
  * contracted, so it is differentiable and runs on every backend.
  */
-function contractPair(
-  a0: Labeled,
-  b0: Labeled,
-  keep: Label[],
-  sizes: Map<Label, number>,
-): Labeled {
+function contractPair(a0: Labeled, b0: Labeled, keep: Label[], sizes: Map<Label, number>): Labeled {
   const keepSet = new Set(keep);
   const a1 = squeezeBroadcast(a0, sizes);
   const b1 = squeezeBroadcast(b0, sizes);
@@ -185,7 +180,10 @@ export function einsum(equation: string, ...operands: tf.Tensor[]): tf.Tensor {
     let y = transposeTo(reduced, present);
     const outShape = spec.output.map((l) => spec.sizes.get(l) as number);
     if (present.length !== spec.output.length) {
-      y = tf.reshape(y, spec.output.map((l) => (present.includes(l) ? (spec.sizes.get(l) as number) : 1)));
+      y = tf.reshape(
+        y,
+        spec.output.map((l) => (present.includes(l) ? (spec.sizes.get(l) as number) : 1)),
+      );
       y = tf.broadcastTo(y, outShape);
     }
     // Return a new tensor even for identity equations, so callers may dispose the result freely.

@@ -35,7 +35,7 @@ interface Term {
 function parseTerm(equation: string, term: string, what: string): Term {
   const letters: string[] = [];
   let ellipsisAt = -1;
-  for (let i = 0; i < term.length; ) {
+  for (let i = 0; i < term.length;) {
     const ch = term[i];
     if (term.startsWith(ELLIPSIS, i)) {
       if (ellipsisAt !== -1) {

@@ -136,7 +136,8 @@ export function sequenceMask(x: tf.Tensor, validLens: tf.Tensor, value = 0): tf.
   return tf.tidy(() => {
     const mask = lengthsMask(validLens, x.shape[r]); // [...prefix, steps]
     const trailing = x.rank - r - 1;
-    const full = trailing > 0 ? tf.reshape(mask, [...mask.shape, ...new Array(trailing).fill(1)]) : mask;
+    const full =
+      trailing > 0 ? tf.reshape(mask, [...mask.shape, ...new Array(trailing).fill(1)]) : mask;
     return tf.where(full, x, tf.scalar(value, x.dtype));
   });
 }
@@ -179,7 +180,11 @@ export function maskedSoftmax(scores: tf.Tensor, validLens?: tf.Tensor | null): 
  * @param validLens `[batch]` or `[batch, queries]`.
  * @param caller named in error messages.
  */
-export function validLensMask(validLens: tf.Tensor, scoresShape: number[], caller: string): tf.Tensor {
+export function validLensMask(
+  validLens: tf.Tensor,
+  scoresShape: number[],
+  caller: string,
+): tf.Tensor {
   const rank = scoresShape.length;
   const batch = scoresShape[0];
   const keys = scoresShape[rank - 1];

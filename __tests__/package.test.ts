@@ -1,0 +1,108 @@
+/** The built package, used as a user would: plain Node require / import, types, browser bundle. */
+import {execFileSync} from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..');
+
+function node(args: string[]): string {
+  return execFileSync(process.execPath, args, {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+describe('the built package', () => {
+  beforeAll(() => {
+    node(['scripts/build.mjs']);
+  });
+
+  it('has the files the exports map names', () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+    const entry = pkg.exports['.'];
+    for (const file of [entry.types, entry.import, entry.require, pkg.unpkg]) {
+      expect(fs.existsSync(path.join(root, file))).toBe(true);
+    }
+    expect(pkg.peerDependencies['@tensorflow/tfjs-core']).toBe('^4.22.0');
+    expect(pkg.peerDependencies['@tensorflow/tfjs-layers']).toBe('^4.22.0');
+    const dts = fs.readFileSync(path.join(root, 'dist/index.d.ts'), 'utf8');
+    for (const name of [
+      'MultiHeadAttention',
+      'DotProductAttention',
+      'Attention',
+      'AdditiveAttention',
+      'EinsumDense',
+      'einsum',
+      'maskedSoftmax',
+      'sequenceMask',
+      'fileSystem',
+      'layers',
+    ]) {
+      expect(dts).toMatch(new RegExp(`\\b${name}\\b`));
+    }
+  });
+
+  it("works from a plain Node script with require('tfjs-attention'), registering the layers", () => {
+    const out = node([
+      '-e',
+      `const tf = require('@tensorflow/tfjs');
+       const A = require('tfjs-attention');
+       (async () => {
+         const x = tf.input({shape: [4, 8]});
+         const y = A.layers.multiHeadAttention({numHeads: 2, keyDim: 4, name: 'mha'}).apply(x);
+         const model = tf.model({inputs: x, outputs: y});
+         let saved;
+         await model.save(tf.io.withSaveHandler(async (a) => { saved = a; return {modelArtifactsInfo: {}}; }));
+         const loaded = await tf.loadLayersModel(tf.io.fromMemory(saved));
+         const z = tf.ones([2, 4, 8]);
+         const d = tf.max(tf.abs(tf.sub(model.predict(z), loaded.predict(z)))).dataSync()[0];
+         console.log(JSON.stringify({shape: loaded.outputs[0].shape, diff: d, cls: loaded.getLayer('mha').getClassName(), einsum: A.einsum('ij->ji', tf.ones([2, 3])).shape}));
+       })();`,
+    ]);
+    const result = JSON.parse(out.trim().split('\n').pop() as string);
+    expect(result).toEqual({
+      shape: [null, 4, 8],
+      diff: 0,
+      cls: 'MultiHeadAttention',
+      einsum: [3, 2],
+    });
+  });
+
+  it('works as an ES module', () => {
+    const file = path.join(root, 'dist', 'esm-probe.mjs');
+    fs.writeFileSync(
+      file,
+      `import * as tf from '@tensorflow/tfjs';
+       import {MultiHeadAttention, maskedSoftmax} from 'tfjs-attention';
+       const y = new MultiHeadAttention({numHeads: 1, keyDim: 2}).apply(tf.ones([1, 3, 4]));
+       const w = maskedSoftmax(tf.ones([1, 1, 4]), tf.tensor1d([2], 'int32'));
+       console.log(JSON.stringify({shape: y.shape, w: Array.from(w.dataSync())}));`,
+    );
+    try {
+      const out = node([file]);
+      expect(JSON.parse(out.trim().split('\n').pop() as string)).toEqual({
+        shape: [1, 3, 4],
+        w: [0.5, 0.5, 0, 0],
+      });
+    } finally {
+      fs.rmSync(file);
+    }
+  });
+
+  it('ships a browser bundle that reads tfjs from the global tf and defines tfAttention', () => {
+    const out = node([
+      '-e',
+      `globalThis.tf = require('@tensorflow/tfjs');
+       require('vm').runInThisContext(require('fs').readFileSync('dist/tfjs-attention.min.js', 'utf8'));
+       const att = new tfAttention.DotProductAttention();
+       const y = att.apply([tf.ones([1, 2, 3]), tf.ones([1, 4, 3])]);
+       console.log(JSON.stringify({shape: y.shape, registered: !!tf.serialization.SerializationMap.getMap().classNameMap.MultiHeadAttention, fs: 'fileSystem' in tfAttention}));`,
+    ]);
+    expect(JSON.parse(out.trim().split('\n').pop() as string)).toEqual({
+      shape: [1, 2, 3],
+      registered: true,
+      fs: false,
+    });
+  });
+});

@@ -1,0 +1,14 @@
+/**
+ * Entry of the browser bundle (`dist/tfjs-attention.min.js`, global `tfAttention`): everything
+ * but the Node-only file-system helper. tfjs comes from the page's global `tf`.
+ */
+import './layers/register';
+
+export {MultiHeadAttention} from './layers/multi_head_attention';
+export {Attention, DotProductAttention} from './layers/dot_product_attention';
+export {AdditiveAttention} from './layers/additive_attention';
+export {EinsumDense} from './layers/einsum_dense';
+export {BaseAttention} from './layers/base_attention';
+export {layers} from './layers/factories';
+export {einsum} from './ops/einsum';
+export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
