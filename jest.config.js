@@ -8,5 +8,6 @@ module.exports = {
   },
   testTimeout: 120000,
   maxWorkers: 2,
+  globalSetup: '<rootDir>/__tests__/helpers/global_setup.js',
   setupFilesAfterEnv: ['<rootDir>/__tests__/helpers/setup.ts'],
 };

@@ -13,11 +13,8 @@ function node(args: string[]): string {
   });
 }
 
+// dist/ is built by jest's globalSetup (__tests__/helpers/global_setup.js).
 describe('the built package', () => {
-  beforeAll(() => {
-    node(['scripts/build.mjs']);
-  });
-
   it('has the files the exports map names', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
     const entry = pkg.exports['.'];

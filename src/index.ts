@@ -16,7 +16,9 @@ export type {
 export {AdditiveAttention} from './layers/additive_attention';
 export type {AdditiveAttentionArgs} from './layers/additive_attention';
 export {EinsumDense} from './layers/einsum_dense';
+export {TokenAndPositionEmbedding} from './layers/token_and_position_embedding';
 export type {EinsumDenseArgs} from './layers/einsum_dense';
+export type {TokenAndPositionEmbeddingArgs} from './layers/token_and_position_embedding';
 export {BaseAttention} from './layers/base_attention';
 export type {AttentionCallArgs, BaseAttentionArgs} from './layers/base_attention';
 export {layers} from './layers/factories';
@@ -25,3 +27,8 @@ export {einsum} from './ops/einsum';
 export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
 
 export {fileSystem} from './io/file_system';
+
+export {attentionHeatmapSvg} from './viz/heatmap';
+export type {HeatmapInput, HeatmapOptions} from './viz/heatmap';
+export {attentionHeatmapPng, heatmapPngSize, writeAttentionHeatmapPng} from './viz/heatmap_png';
+export type {HeatmapPngOptions} from './viz/heatmap_png';

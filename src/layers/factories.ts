@@ -8,6 +8,7 @@ import {
 } from './dot_product_attention';
 import {EinsumDense, EinsumDenseArgs} from './einsum_dense';
 import {MultiHeadAttention, MultiHeadAttentionArgs} from './multi_head_attention';
+import {TokenAndPositionEmbedding, TokenAndPositionEmbeddingArgs} from './token_and_position_embedding';
 
 export const layers = {
   multiHeadAttention: (args: MultiHeadAttentionArgs): MultiHeadAttention =>
@@ -18,4 +19,6 @@ export const layers = {
   additiveAttention: (args: AdditiveAttentionArgs = {}): AdditiveAttention =>
     new AdditiveAttention(args),
   einsumDense: (args: EinsumDenseArgs): EinsumDense => new EinsumDense(args),
+  tokenAndPositionEmbedding: (args: TokenAndPositionEmbeddingArgs): TokenAndPositionEmbedding =>
+    new TokenAndPositionEmbedding(args),
 };

@@ -5,6 +5,7 @@ import {AdditiveAttention} from './additive_attention';
 import {Attention, DotProductAttention} from './dot_product_attention';
 import {EinsumDense} from './einsum_dense';
 import {MultiHeadAttention} from './multi_head_attention';
+import {TokenAndPositionEmbedding} from './token_and_position_embedding';
 
 export const LAYER_CLASSES = [
   MultiHeadAttention,
@@ -12,6 +13,7 @@ export const LAYER_CLASSES = [
   Attention,
   AdditiveAttention,
   EinsumDense,
+  TokenAndPositionEmbedding,
 ];
 
 for (const cls of LAYER_CLASSES) {

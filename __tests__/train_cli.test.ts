@@ -1,0 +1,136 @@
+/** The training script as a user runs it: `node dist/train.cjs` (built by jest's globalSetup). */
+import {spawnSync} from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import {PNG} from 'pngjs';
+
+import {parseOptions, UsageError} from '../src/train/options';
+import {Progress} from '../src/train/progress';
+
+const root = path.resolve(__dirname, '..');
+
+function run(args: string[]) {
+  const r = spawnSync(process.execPath, ['dist/train.cjs', ...args], {cwd: root, encoding: 'utf8'});
+  return {code: r.status, stdout: r.stdout, stderr: r.stderr};
+}
+
+function tfjsNodeLoads(): boolean {
+  try {
+    require.resolve('@tensorflow/tfjs-node');
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    require('@tensorflow/tfjs-node');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('training script options', () => {
+  it('parses every option and keeps the defaults otherwise', () => {
+    expect(parseOptions([])).toEqual({task: 'reverse', epochs: null, batchSize: null, trainSize: null, backend: null, seed: 42, out: 'models', help: false});
+    expect(parseOptions(['--task', 'lookup', '--epochs=3', '--batch-size', '16', '--train-size', '100', '--backend', 'cpu', '--seed', '7', '--out', 'x'])).toEqual({
+      task: 'lookup',
+      epochs: 3,
+      batchSize: 16,
+      trainSize: 100,
+      backend: 'cpu',
+      seed: 7,
+      out: 'x',
+      help: false,
+    });
+  });
+
+  it.each([
+    [['--epochs', 'two'], /--epochs expects a whole number, received 'two'/],
+    [['--epochs', '0'], /--epochs must be between 1 and 10000, received 0/],
+    [['--task', 'sort'], /unknown task 'sort'; expected one of: reverse, lookup/],
+    [['--backend', 'webgpu'], /unknown backend 'webgpu'/],
+    [['--lr', '1'], /unknown option '--lr'/],
+    [['--seed'], /--seed needs a value/],
+    [['extra'], /unexpected argument 'extra'/],
+  ])('refuses %j', (args, message) => {
+    expect(() => parseOptions(args as string[])).toThrow(UsageError);
+    expect(() => parseOptions(args as string[])).toThrow(message as RegExp);
+  });
+
+  it('answers bad options with a message and exit code 2, never a stack trace', () => {
+    const r = run(['--epochs', '-3']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^tfjs-attention-train: error: --epochs expects a whole number, received '-3'/);
+    expect(r.stderr).toMatch(/--help/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    const help = run(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/Usage: tfjs-attention-train/);
+  });
+
+  it('says what failed when tfjs-node is asked for but does not load', () => {
+    if (tfjsNodeLoads()) {
+      expect(run(['--backend', 'tensorflow', '--epochs', '1', '--train-size', '8', '--out', os.tmpdir()]).code).toBe(0);
+      return;
+    }
+    const r = run(['--backend', 'tensorflow']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--backend tensorflow needs @tensorflow\/tfjs-node, which did not load/);
+  });
+});
+
+describe('progress output', () => {
+  it('draws a bar on a terminal and plain lines otherwise', () => {
+    const tty: string[] = [];
+    const p = new Progress({isTTY: true, columns: 100, write: (s) => tty.push(s)}, 2, 10);
+    p.startEpoch();
+    p.batch(0, 4, {loss: 0.5, acc: 0.75});
+    p.endEpoch(0, {loss: 0.4, acc: 0.8}, 'token accuracy', 0.9);
+    expect(tty[0]).toMatch(/^\rEpoch 1\/2 \[=+>\.+\] 5\/10 loss 0\.5000 acc 0\.7500/);
+    expect(tty[1]).toMatch(/epoch 1\/2: loss 0\.4000, acc 0\.8000, validation token accuracy 90\.00%/);
+    const plain: string[] = [];
+    const q = new Progress({isTTY: false, write: (s) => plain.push(s)}, 1, 8);
+    q.startEpoch();
+    for (let b = 0; b < 8; b++) q.batch(0, b, {loss: 1});
+    q.endEpoch(0, {loss: 1}, 'm', 1);
+    expect(plain.every((s) => !s.includes('\r') && s.endsWith('\n'))).toBe(true);
+    expect(plain.length).toBe(4); // three quarter marks and the epoch line
+  });
+});
+
+describe('training runs', () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-train-'));
+  afterAll(() => fs.rmSync(out, {recursive: true, force: true}));
+
+  it('trains, saves, reloads, re-evaluates and writes heatmaps (reverse, small)', () => {
+    const r = run(['--epochs', '1', '--train-size', '128', '--backend', 'cpu', '--out', path.join(out, 'a')]);
+    expect(r.stderr).not.toMatch(/failed/);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/backend cpu, seed 42, 1 epochs of 128 samples, batch 64/);
+    expect(r.stdout).toMatch(/epoch 1\/1: loss [\d.]+, acc [\d.]+, validation token accuracy [\d.]+%/);
+    expect(r.stdout).toMatch(/token accuracy: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 1000 fresh samples/);
+    const dir = path.join(out, 'a', 'reverse');
+    expect(fs.readdirSync(dir).sort()).toEqual(['attention.png', 'attention.svg', 'model.json', 'weights.bin']);
+    const meta = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8')).userDefinedMetadata;
+    expect(meta).toEqual({task: 'reverse', vocabSize: 12, maxLen: 10, padId: 0, minLen: 1});
+    const png = PNG.sync.read(fs.readFileSync(path.join(dir, 'attention.png')));
+    expect(png.width).toBeGreaterThan(0);
+    expect(fs.readFileSync(path.join(dir, 'attention.svg'), 'utf8')).toMatch(/^<svg/);
+  });
+
+  it('gives the same model for the same seed and backend, another for another seed', () => {
+    const args = (seed: string, sub: string) => ['--epochs', '1', '--train-size', '64', '--backend', 'cpu', '--seed', seed, '--out', path.join(out, sub)];
+    expect(run(args('5', 'b')).code).toBe(0);
+    expect(run(args('5', 'c')).code).toBe(0);
+    expect(run(args('6', 'd')).code).toBe(0);
+    const bytes = (sub: string) => fs.readFileSync(path.join(out, sub, 'reverse', 'weights.bin'));
+    expect(bytes('b').equals(bytes('c'))).toBe(true);
+    expect(bytes('b').equals(bytes('d'))).toBe(false);
+  });
+
+  it('trains the lookup task (AdditiveAttention) to >= 99% with its defaults', () => {
+    const r = run(['--task', 'lookup', '--backend', 'cpu', '--out', path.join(out, 'e')]);
+    expect(r.code).toBe(0);
+    const m = /position accuracy: ([\d.]+)% after training \(validation\), ([\d.]+)% for the reloaded model/.exec(r.stdout);
+    expect(m).not.toBeNull();
+    expect(Number(m![2])).toBeGreaterThanOrEqual(99);
+  });
+});

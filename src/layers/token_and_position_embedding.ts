@@ -1,0 +1,139 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {getInitializer, Initializer, InitializerIdentifier, serializeObject} from './config_objects';
+import {formatShape, Shape, singleShape} from './shapes';
+
+export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
+  /** Number of token ids (ids are `0 .. vocabularySize - 1`). */
+  vocabularySize: number;
+  /** Longest sequence; positions are `0 .. sequenceLength - 1`. */
+  sequenceLength: number;
+  /** Width of both embeddings. */
+  embeddingDim: number;
+  /** Treat id 0 as padding: the output carries a Keras mask `ids != 0`. Default false. */
+  maskZero?: boolean;
+  embeddingsInitializer?: InitializerIdentifier;
+}
+
+/**
+ * Token embedding plus learned position embedding (keras-hub `TokenAndPositionEmbedding`):
+ * `out[b, t] = tokens[ids[b, t]] + positions[t]`.
+ *
+ * - Input: int32 ids `[batch, length]` with `length <= sequenceLength`.
+ * - Output: `[batch, length, embeddingDim]`.
+ * - Weights: `token_embedding/embeddings [vocabularySize, embeddingDim]`,
+ *   `position_embedding/embeddings [sequenceLength, embeddingDim]`.
+ *
+ * The lookup's gradient is a one-hot product rather than tfjs' gather gradient, whose
+ * `UnsortedSegmentSum` kernel the wasm backend lacks, so this trains on every backend.
+ *
+ * ```js
+ * const emb = new TokenAndPositionEmbedding({vocabularySize: 12, sequenceLength: 10, embeddingDim: 32});
+ * emb.apply(tf.tensor2d([[3, 4, 5]], [1, 3], 'int32')).shape; // [1, 3, 32]
+ * ```
+ */
+export class TokenAndPositionEmbedding extends layers.Layer {
+  /** @nocollapse */
+  static readonly className = 'TokenAndPositionEmbedding';
+
+  readonly vocabularySize: number;
+  readonly sequenceLength: number;
+  readonly embeddingDim: number;
+  readonly maskZero: boolean;
+  readonly embeddingsInitializer: Initializer;
+  tokenEmbeddings: LayerVariable | null = null;
+  positionEmbeddings: LayerVariable | null = null;
+
+  constructor(args: TokenAndPositionEmbeddingArgs) {
+    super(args);
+    for (const key of ['vocabularySize', 'sequenceLength', 'embeddingDim'] as const) {
+      const v = args?.[key];
+      if (!(Number.isInteger(v) && v > 0)) {
+        throw new Error(`TokenAndPositionEmbedding: expected ${key} to be a positive integer, received ${JSON.stringify(v)}`);
+      }
+    }
+    this.vocabularySize = args.vocabularySize;
+    this.sequenceLength = args.sequenceLength;
+    this.embeddingDim = args.embeddingDim;
+    this.maskZero = Boolean(args.maskZero ?? false);
+    this.embeddingsInitializer = getInitializer(args.embeddingsInitializer, 'randomUniform');
+    this.supportsMasking = true;
+  }
+
+  override build(inputShape: Shape | Shape[]): void {
+    const shape = singleShape(inputShape, this.name);
+    if (shape.length !== 2) {
+      throw new Error(`Layer '${this.name}' expected ids of shape [batch, length], received ${formatShape(shape)}`);
+    }
+    this.tokenEmbeddings = this.addWeight(
+      'token_embedding/embeddings',
+      [this.vocabularySize, this.embeddingDim],
+      'float32',
+      this.embeddingsInitializer,
+    );
+    this.positionEmbeddings = this.addWeight(
+      'position_embedding/embeddings',
+      [this.sequenceLength, this.embeddingDim],
+      'float32',
+      this.embeddingsInitializer,
+    );
+    this.built = true;
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    return [...singleShape(inputShape, this.name), this.embeddingDim];
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
+    return tf.tidy(() => {
+      const ids = Array.isArray(inputs) ? inputs[0] : inputs;
+      const [, length] = ids.shape;
+      if (length > this.sequenceLength) {
+        throw new Error(
+          `Layer '${this.name}': the input has ${length} positions but sequenceLength is ${this.sequenceLength}`,
+        );
+      }
+      const flat = tf.reshape(tf.cast(ids, 'int32'), [-1]); // [batch * length]
+      const vocab = this.vocabularySize;
+      const lookup = tf.customGrad(((table: tf.Tensor, idx: tf.Tensor, save: tf.GradSaveFunc) => {
+        save([idx]);
+        return {
+          value: tf.gather(table, idx), // [batch * length, dim]
+          // one-hot product instead of the gather gradient (no UnsortedSegmentSum on wasm)
+          gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => [
+            tf.matMul(tf.transpose(tf.oneHot(saved[0], vocab)), dy), // [vocab, dim]
+            tf.zerosLike(saved[0]),
+          ],
+        };
+      }) as unknown as Parameters<typeof tf.customGrad>[0]);
+      const tokens = tf.reshape(lookup((this.tokenEmbeddings as LayerVariable).read(), flat), [
+        ...ids.shape,
+        this.embeddingDim,
+      ]); // [batch, length, dim]
+      const positions = tf.slice((this.positionEmbeddings as LayerVariable).read(), [0, 0], [length, this.embeddingDim]);
+      return tf.add(tokens, positions); // [batch, length, dim]
+    });
+  }
+
+  override computeMask(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor {
+    if (!this.maskZero) {
+      return null as unknown as tf.Tensor;
+    }
+    const ids = Array.isArray(inputs) ? inputs[0] : inputs;
+    return tf.notEqual(ids, 0);
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    return {
+      ...super.getConfig(),
+      vocabularySize: this.vocabularySize,
+      sequenceLength: this.sequenceLength,
+      embeddingDim: this.embeddingDim,
+      maskZero: this.maskZero,
+      embeddingsInitializer: serializeObject(this.embeddingsInitializer),
+    };
+  }
+}

@@ -1,0 +1,37 @@
+/** What the training script needs of a synthetic task. */
+import type * as tfTypes from '@tensorflow/tfjs';
+
+import type {Rng} from '../random';
+
+export type TF = typeof tfTypes;
+
+export interface Batch {
+  /** Model inputs, in the order of the model's inputs. */
+  inputs: tfTypes.Tensor[];
+  /** Sparse targets for the loss. */
+  targets: tfTypes.Tensor;
+}
+
+export interface Task {
+  name: string;
+  description: string;
+  /** Stored in the model's userDefinedMetadata: the model's contract. */
+  metadata: Record<string, string | number>;
+  defaultEpochs: number;
+  defaultTrainSize: number;
+  defaultBatchSize: number;
+  learningRate: number;
+  /** Fresh samples drawn from `rng`. */
+  generate(tf: TF, n: number, rng: Rng): Batch;
+  buildModel(tf: TF): tfTypes.LayersModel;
+  /** The task's metric on a batch, e.g. token accuracy at valid positions. */
+  accuracy(tf: TF, model: tfTypes.LayersModel, batch: Batch): number;
+  metricName: string;
+  /** Attention weights `[rows, cols, queries, keys]` for one sample, with axis labels. */
+  attention(
+    tf: TF,
+    model: tfTypes.LayersModel,
+    batch: Batch,
+    index: number,
+  ): {weights: number[][][][]; xLabels: string[]; yLabels: string[]; title: string; titles: string[]};
+}
