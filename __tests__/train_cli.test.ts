@@ -29,8 +29,33 @@ function tfjsNodeLoads(): boolean {
 
 describe('training script options', () => {
   it('parses every option and keeps the defaults otherwise', () => {
-    expect(parseOptions([])).toEqual({task: 'reverse', epochs: null, batchSize: null, trainSize: null, backend: null, seed: 42, out: 'models', help: false});
-    expect(parseOptions(['--task', 'lookup', '--epochs=3', '--batch-size', '16', '--train-size', '100', '--backend', 'cpu', '--seed', '7', '--out', 'x'])).toEqual({
+    expect(parseOptions([])).toEqual({
+      task: 'reverse',
+      epochs: null,
+      batchSize: null,
+      trainSize: null,
+      backend: null,
+      seed: 42,
+      out: 'models',
+      help: false,
+    });
+    expect(
+      parseOptions([
+        '--task',
+        'lookup',
+        '--epochs=3',
+        '--batch-size',
+        '16',
+        '--train-size',
+        '100',
+        '--backend',
+        'cpu',
+        '--seed',
+        '7',
+        '--out',
+        'x',
+      ]),
+    ).toEqual({
       task: 'lookup',
       epochs: 3,
       batchSize: 16,
@@ -58,7 +83,9 @@ describe('training script options', () => {
   it('answers bad options with a message and exit code 2, never a stack trace', () => {
     const r = run(['--epochs', '-3']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^tfjs-attention-train: error: --epochs expects a whole number, received '-3'/);
+    expect(r.stderr).toMatch(
+      /^tfjs-attention-train: error: --epochs expects a whole number, received '-3'/,
+    );
     expect(r.stderr).toMatch(/--help/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
     const help = run(['--help']);
@@ -68,12 +95,17 @@ describe('training script options', () => {
 
   it('says what failed when tfjs-node is asked for but does not load', () => {
     if (tfjsNodeLoads()) {
-      expect(run(['--backend', 'tensorflow', '--epochs', '1', '--train-size', '8', '--out', os.tmpdir()]).code).toBe(0);
+      expect(
+        run(['--backend', 'tensorflow', '--epochs', '1', '--train-size', '8', '--out', os.tmpdir()])
+          .code,
+      ).toBe(0);
       return;
     }
     const r = run(['--backend', 'tensorflow']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/--backend tensorflow needs @tensorflow\/tfjs-node, which did not load/);
+    expect(r.stderr).toMatch(
+      /--backend tensorflow needs @tensorflow\/tfjs-node, which did not load/,
+    );
   });
 });
 
@@ -85,7 +117,9 @@ describe('progress output', () => {
     p.batch(0, 4, {loss: 0.5, acc: 0.75});
     p.endEpoch(0, {loss: 0.4, acc: 0.8}, 'token accuracy', 0.9);
     expect(tty[0]).toMatch(/^\rEpoch 1\/2 \[=+>\.+\] 5\/10 loss 0\.5000 acc 0\.7500/);
-    expect(tty[1]).toMatch(/epoch 1\/2: loss 0\.4000, acc 0\.8000, validation token accuracy 90\.00%/);
+    expect(tty[1]).toMatch(
+      /epoch 1\/2: loss 0\.4000, acc 0\.8000, validation token accuracy 90\.00%/,
+    );
     const plain: string[] = [];
     const q = new Progress({isTTY: false, write: (s) => plain.push(s)}, 1, 8);
     q.startEpoch();
@@ -101,15 +135,35 @@ describe('training runs', () => {
   afterAll(() => fs.rmSync(out, {recursive: true, force: true}));
 
   it('trains, saves, reloads, re-evaluates and writes heatmaps (reverse, small)', () => {
-    const r = run(['--epochs', '1', '--train-size', '128', '--backend', 'cpu', '--out', path.join(out, 'a')]);
+    const r = run([
+      '--epochs',
+      '1',
+      '--train-size',
+      '128',
+      '--backend',
+      'cpu',
+      '--out',
+      path.join(out, 'a'),
+    ]);
     expect(r.stderr).not.toMatch(/failed/);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/backend cpu, seed 42, 1 epochs of 128 samples, batch 64/);
-    expect(r.stdout).toMatch(/epoch 1\/1: loss [\d.]+, acc [\d.]+, validation token accuracy [\d.]+%/);
-    expect(r.stdout).toMatch(/token accuracy: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 1000 fresh samples/);
+    expect(r.stdout).toMatch(
+      /epoch 1\/1: loss [\d.]+, acc [\d.]+, validation token accuracy [\d.]+%/,
+    );
+    expect(r.stdout).toMatch(
+      /token accuracy: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 1000 fresh samples/,
+    );
     const dir = path.join(out, 'a', 'reverse');
-    expect(fs.readdirSync(dir).sort()).toEqual(['attention.png', 'attention.svg', 'model.json', 'weights.bin']);
-    const meta = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8')).userDefinedMetadata;
+    expect(fs.readdirSync(dir).sort()).toEqual([
+      'attention.png',
+      'attention.svg',
+      'model.json',
+      'weights.bin',
+    ]);
+    const meta = JSON.parse(
+      fs.readFileSync(path.join(dir, 'model.json'), 'utf8'),
+    ).userDefinedMetadata;
     expect(meta).toEqual({task: 'reverse', vocabSize: 12, maxLen: 10, padId: 0, minLen: 1});
     const png = PNG.sync.read(fs.readFileSync(path.join(dir, 'attention.png')));
     expect(png.width).toBeGreaterThan(0);
@@ -117,7 +171,18 @@ describe('training runs', () => {
   });
 
   it('gives the same model for the same seed and backend, another for another seed', () => {
-    const args = (seed: string, sub: string) => ['--epochs', '1', '--train-size', '64', '--backend', 'cpu', '--seed', seed, '--out', path.join(out, sub)];
+    const args = (seed: string, sub: string) => [
+      '--epochs',
+      '1',
+      '--train-size',
+      '64',
+      '--backend',
+      'cpu',
+      '--seed',
+      seed,
+      '--out',
+      path.join(out, sub),
+    ];
     expect(run(args('5', 'b')).code).toBe(0);
     expect(run(args('5', 'c')).code).toBe(0);
     expect(run(args('6', 'd')).code).toBe(0);
@@ -129,7 +194,10 @@ describe('training runs', () => {
   it('trains the lookup task (AdditiveAttention) to >= 99% with its defaults', () => {
     const r = run(['--task', 'lookup', '--backend', 'cpu', '--out', path.join(out, 'e')]);
     expect(r.code).toBe(0);
-    const m = /position accuracy: ([\d.]+)% after training \(validation\), ([\d.]+)% for the reloaded model/.exec(r.stdout);
+    const m =
+      /position accuracy: ([\d.]+)% after training \(validation\), ([\d.]+)% for the reloaded model/.exec(
+        r.stdout,
+      );
     expect(m).not.toBeNull();
     expect(Number(m![2])).toBeGreaterThanOrEqual(99);
   });

@@ -23,7 +23,13 @@ function uniform(seed: number): () => number {
 describeBackends('committed models', () => {
   it('models/reverse: argmax at t < length is tokens[length - 1 - t] for >= 99% of tokens', async () => {
     const model = await tf.loadLayersModel(fileSystem(path.join(models, 'reverse')));
-    const meta = model.getUserDefinedMetadata() as {task: string; vocabSize: number; maxLen: number; padId: number; minLen: number};
+    const meta = model.getUserDefinedMetadata() as {
+      task: string;
+      vocabSize: number;
+      maxLen: number;
+      padId: number;
+      minLen: number;
+    };
     expect(meta.task).toBe('reverse');
     const {vocabSize, maxLen, padId, minLen} = meta;
     const rnd = uniform(2024);
@@ -33,9 +39,16 @@ describeBackends('committed models', () => {
     for (let i = 0; i < n; i++) {
       const len = minLen + Math.floor(rnd() * (maxLen - minLen + 1));
       lengths.push(len);
-      tokens.push(Array.from({length: maxLen}, (_, t) => (t < len ? 1 + Math.floor(rnd() * (vocabSize - 1)) : padId)));
+      tokens.push(
+        Array.from({length: maxLen}, (_, t) =>
+          t < len ? 1 + Math.floor(rnd() * (vocabSize - 1)) : padId,
+        ),
+      );
     }
-    const probs = model.predict([tf.tensor2d(tokens, [n, maxLen], 'int32'), tf.tensor1d(lengths, 'int32')]) as tf.Tensor;
+    const probs = model.predict([
+      tf.tensor2d(tokens, [n, maxLen], 'int32'),
+      tf.tensor1d(lengths, 'int32'),
+    ]) as tf.Tensor;
     expect(probs.shape).toEqual([n, maxLen, vocabSize]);
     const pred = probs.argMax(-1).arraySync() as number[][];
     let ok = 0;
@@ -50,7 +63,10 @@ describeBackends('committed models', () => {
 
     // its second attention layer looks at the anti-diagonal: query t attends most to key len-1-t
     const layer = model.getLayer('mha2') as MultiHeadAttention;
-    const hidden = tf.model({inputs: model.inputs, outputs: (layer.input as tf.SymbolicTensor[])[0]});
+    const hidden = tf.model({
+      inputs: model.inputs,
+      outputs: (layer.input as tf.SymbolicTensor[])[0],
+    });
     const lens = tf.tensor2d(lengths, [n, 1], 'int32');
     const h = hidden.predict([tf.tensor2d(tokens, [n, maxLen], 'int32'), lens]) as tf.Tensor;
     const [, scores] = layer.apply([h, lens], {returnAttentionScores: true}) as tf.Tensor[];
@@ -73,7 +89,13 @@ describeBackends('committed models', () => {
 
   it('models/lookup: the argmax is the position of the query token for >= 99% of samples', async () => {
     const model = await tf.loadLayersModel(fileSystem(path.join(models, 'lookup')));
-    const meta = model.getUserDefinedMetadata() as {task: string; vocabSize: number; maxLen: number; padId: number; minLen: number};
+    const meta = model.getUserDefinedMetadata() as {
+      task: string;
+      vocabSize: number;
+      maxLen: number;
+      padId: number;
+      minLen: number;
+    };
     expect(meta.task).toBe('lookup');
     const {vocabSize, maxLen, padId, minLen} = meta;
     const rnd = uniform(77);
@@ -84,7 +106,9 @@ describeBackends('committed models', () => {
     const answers: number[] = [];
     for (let i = 0; i < n; i++) {
       const len = minLen + Math.floor(rnd() * (maxLen - minLen + 1));
-      const ids = Array.from({length: vocabSize - 1}, (_, k) => k + 1).sort(() => rnd() - 0.5).slice(0, len);
+      const ids = Array.from({length: vocabSize - 1}, (_, k) => k + 1)
+        .sort(() => rnd() - 0.5)
+        .slice(0, len);
       const pos = Math.floor(rnd() * len);
       tokens.push([...ids, ...new Array(maxLen - len).fill(padId)]);
       lengths.push(len);

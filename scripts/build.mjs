@@ -7,7 +7,16 @@ import {createRequire} from 'node:module';
 import * as esbuild from 'esbuild';
 
 const require = createRequire(import.meta.url);
-const external = ['@tensorflow/tfjs-core', '@tensorflow/tfjs-layers', '@tensorflow/tfjs', '@tensorflow/tfjs-node', '@tensorflow/tfjs-backend-wasm', 'pngjs', 'fs', 'path'];
+const external = [
+  '@tensorflow/tfjs-core',
+  '@tensorflow/tfjs-layers',
+  '@tensorflow/tfjs',
+  '@tensorflow/tfjs-node',
+  '@tensorflow/tfjs-backend-wasm',
+  'pngjs',
+  'fs',
+  'path',
+];
 rmSync('dist', {recursive: true, force: true});
 
 const common = {
@@ -23,7 +32,13 @@ await esbuild.build({...common, format: 'cjs', outfile: 'dist/index.cjs'});
 await esbuild.build({...common, format: 'esm', outfile: 'dist/index.mjs'});
 
 // The training script (bin tfjs-attention-train).
-await esbuild.build({...common, entryPoints: ['src/train/cli.ts'], format: 'cjs', outfile: 'dist/train.cjs', banner: {js: '#!/usr/bin/env node'}});
+await esbuild.build({
+  ...common,
+  entryPoints: ['src/train/cli.ts'],
+  format: 'cjs',
+  outfile: 'dist/train.cjs',
+  banner: {js: '#!/usr/bin/env node'},
+});
 
 // Browser: resolve the tfjs packages to the global `tf` of the page.
 const tfGlobal = {
@@ -58,4 +73,6 @@ execFileSync(
   [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
   {stdio: 'inherit'},
 );
-console.log('built dist/index.cjs, dist/index.mjs, dist/index.d.ts, dist/tfjs-attention.min.js, dist/train.cjs');
+console.log(
+  'built dist/index.cjs, dist/index.mjs, dist/index.d.ts, dist/tfjs-attention.min.js, dist/train.cjs',
+);

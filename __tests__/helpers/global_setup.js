@@ -3,5 +3,8 @@ const {execFileSync} = require('child_process');
 const path = require('path');
 
 module.exports = async () => {
-  execFileSync(process.execPath, ['scripts/build.mjs'], {cwd: path.resolve(__dirname, '../..'), stdio: 'inherit'});
+  execFileSync(process.execPath, ['scripts/build.mjs'], {
+    cwd: path.resolve(__dirname, '../..'),
+    stdio: 'inherit',
+  });
 };

@@ -8,7 +8,10 @@ import {
 } from './dot_product_attention';
 import {EinsumDense, EinsumDenseArgs} from './einsum_dense';
 import {MultiHeadAttention, MultiHeadAttentionArgs} from './multi_head_attention';
-import {TokenAndPositionEmbedding, TokenAndPositionEmbeddingArgs} from './token_and_position_embedding';
+import {
+  TokenAndPositionEmbedding,
+  TokenAndPositionEmbeddingArgs,
+} from './token_and_position_embedding';
 
 export const layers = {
   multiHeadAttention: (args: MultiHeadAttentionArgs): MultiHeadAttention =>

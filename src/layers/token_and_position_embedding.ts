@@ -3,7 +3,12 @@ import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {getInitializer, Initializer, InitializerIdentifier, serializeObject} from './config_objects';
+import {
+  getInitializer,
+  Initializer,
+  InitializerIdentifier,
+  serializeObject,
+} from './config_objects';
 import {formatShape, Shape, singleShape} from './shapes';
 
 export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
@@ -52,7 +57,9 @@ export class TokenAndPositionEmbedding extends layers.Layer {
     for (const key of ['vocabularySize', 'sequenceLength', 'embeddingDim'] as const) {
       const v = args?.[key];
       if (!(Number.isInteger(v) && v > 0)) {
-        throw new Error(`TokenAndPositionEmbedding: expected ${key} to be a positive integer, received ${JSON.stringify(v)}`);
+        throw new Error(
+          `TokenAndPositionEmbedding: expected ${key} to be a positive integer, received ${JSON.stringify(v)}`,
+        );
       }
     }
     this.vocabularySize = args.vocabularySize;
@@ -66,7 +73,9 @@ export class TokenAndPositionEmbedding extends layers.Layer {
   override build(inputShape: Shape | Shape[]): void {
     const shape = singleShape(inputShape, this.name);
     if (shape.length !== 2) {
-      throw new Error(`Layer '${this.name}' expected ids of shape [batch, length], received ${formatShape(shape)}`);
+      throw new Error(
+        `Layer '${this.name}' expected ids of shape [batch, length], received ${formatShape(shape)}`,
+      );
     }
     this.tokenEmbeddings = this.addWeight(
       'token_embedding/embeddings',
@@ -113,7 +122,11 @@ export class TokenAndPositionEmbedding extends layers.Layer {
         ...ids.shape,
         this.embeddingDim,
       ]); // [batch, length, dim]
-      const positions = tf.slice((this.positionEmbeddings as LayerVariable).read(), [0, 0], [length, this.embeddingDim]);
+      const positions = tf.slice(
+        (this.positionEmbeddings as LayerVariable).read(),
+        [0, 0],
+        [length, this.embeddingDim],
+      );
       return tf.add(tokens, positions); // [batch, length, dim]
     });
   }

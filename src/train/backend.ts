@@ -17,15 +17,24 @@ export async function selectBackend(tf: TF, requested: string | null): Promise<s
   if (requested === 'tensorflow') {
     const err = load('@tensorflow/tfjs-node');
     if (err != null) {
-      throw new UsageError(`--backend tensorflow needs @tensorflow/tfjs-node, which did not load (${err})`);
+      throw new UsageError(
+        `--backend tensorflow needs @tensorflow/tfjs-node, which did not load (${err})`,
+      );
     }
   } else if (requested === 'wasm') {
     const err = load('@tensorflow/tfjs-backend-wasm');
     if (err != null) {
-      throw new UsageError(`--backend wasm needs @tensorflow/tfjs-backend-wasm, which did not load (${err})`);
+      throw new UsageError(
+        `--backend wasm needs @tensorflow/tfjs-backend-wasm, which did not load (${err})`,
+      );
     }
   } else if (requested == null) {
-    name = load('@tensorflow/tfjs-node') == null ? 'tensorflow' : load('@tensorflow/tfjs-backend-wasm') == null ? 'wasm' : 'cpu';
+    name =
+      load('@tensorflow/tfjs-node') == null
+        ? 'tensorflow'
+        : load('@tensorflow/tfjs-backend-wasm') == null
+          ? 'wasm'
+          : 'cpu';
   }
   if (!(await tf.setBackend(name as string))) {
     throw new UsageError(`backend '${name}' failed to initialise`);

@@ -43,7 +43,16 @@ function positiveInt(name: string, value: string, min = 1, max = 1e9): number {
 }
 
 export function parseOptions(argv: string[]): TrainOptions {
-  const o: TrainOptions = {task: 'reverse', epochs: null, batchSize: null, trainSize: null, backend: null, seed: 42, out: 'models', help: false};
+  const o: TrainOptions = {
+    task: 'reverse',
+    epochs: null,
+    batchSize: null,
+    trainSize: null,
+    backend: null,
+    seed: 42,
+    out: 'models',
+    help: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '-h' || arg === '--help') {
@@ -70,13 +79,17 @@ export function parseOptions(argv: string[]): TrainOptions {
     switch (name) {
       case 'task':
         if (!TASK_NAMES.includes(value)) {
-          throw new UsageError(`unknown task '${value}'; expected one of: ${TASK_NAMES.join(', ')}`);
+          throw new UsageError(
+            `unknown task '${value}'; expected one of: ${TASK_NAMES.join(', ')}`,
+          );
         }
         o.task = value;
         break;
       case 'backend':
         if (!BACKEND_NAMES.includes(value)) {
-          throw new UsageError(`unknown backend '${value}'; expected one of: ${BACKEND_NAMES.join(', ')}`);
+          throw new UsageError(
+            `unknown backend '${value}'; expected one of: ${BACKEND_NAMES.join(', ')}`,
+          );
         }
         o.backend = value;
         break;

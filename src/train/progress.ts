@@ -29,13 +29,18 @@ export class Progress {
     if (this.tty) {
       const width = Math.max(10, Math.min(30, (this.out.columns ?? 80) - 60));
       const filled = Math.round((done / this.batches) * width);
-      const bar = '='.repeat(Math.max(0, filled - 1)) + (filled > 0 ? '>' : '') + '.'.repeat(width - filled);
-      this.out.write(`\rEpoch ${epoch + 1}/${this.epochs} [${bar}] ${done}/${this.batches} ${metrics}   `);
+      const bar =
+        '='.repeat(Math.max(0, filled - 1)) + (filled > 0 ? '>' : '') + '.'.repeat(width - filled);
+      this.out.write(
+        `\rEpoch ${epoch + 1}/${this.epochs} [${bar}] ${done}/${this.batches} ${metrics}   `,
+      );
     } else if (this.batches >= 8) {
       const quarter = Math.floor((done / this.batches) * 4);
       if (quarter > this.lastQuarter && quarter > 0 && quarter < 4) {
         this.lastQuarter = quarter;
-        this.out.write(`epoch ${epoch + 1}/${this.epochs}: ${done}/${this.batches} batches, ${metrics}\n`);
+        this.out.write(
+          `epoch ${epoch + 1}/${this.epochs}: ${done}/${this.batches} batches, ${metrics}\n`,
+        );
       }
     }
   }

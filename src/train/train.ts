@@ -31,7 +31,11 @@ export interface TrainResult {
 const VALIDATION_SIZE = 500;
 const FRESH_SIZE = 1000;
 
-export async function train(tf: TF, options: TrainOptions, out: ProgressSink): Promise<TrainResult> {
+export async function train(
+  tf: TF,
+  options: TrainOptions,
+  out: ProgressSink,
+): Promise<TrainResult> {
   const task = TASKS[options.task];
   const backend = await selectBackend(tf, options.backend);
   const epochs = options.epochs ?? task.defaultEpochs;
@@ -49,7 +53,11 @@ export async function train(tf: TF, options: TrainOptions, out: ProgressSink): P
 
   const {model, trainedMetric} = await withSeededMathRandom(options.seed, async () => {
     const m = task.buildModel(tf);
-    m.compile({optimizer: tf.train.adam(task.learningRate), loss: 'sparseCategoricalCrossentropy', metrics: ['acc']});
+    m.compile({
+      optimizer: tf.train.adam(task.learningRate),
+      loss: 'sparseCategoricalCrossentropy',
+      metrics: ['acc'],
+    });
     const progress = new Progress(out, epochs, Math.ceil(trainSize / batchSize));
     let metric = 0;
     let currentEpoch = 0;
@@ -60,7 +68,8 @@ export async function train(tf: TF, options: TrainOptions, out: ProgressSink): P
       verbose: 0,
       callbacks: {
         onEpochBegin: async () => progress.startEpoch(),
-        onBatchEnd: async (batch, logs) => progress.batch(currentEpoch, batch, (logs ?? {}) as Record<string, number>),
+        onBatchEnd: async (batch, logs) =>
+          progress.batch(currentEpoch, batch, (logs ?? {}) as Record<string, number>),
         onEpochEnd: async (epoch, logs) => {
           metric = task.accuracy(tf, m, validation);
           progress.endEpoch(epoch, (logs ?? {}) as Record<string, number>, task.metricName, metric);
@@ -82,7 +91,12 @@ export async function train(tf: TF, options: TrainOptions, out: ProgressSink): P
   const att = task.attention(tf, loaded, fresh, 0);
   fs.writeFileSync(
     path.join(dir, 'attention.svg'),
-    attentionHeatmapSvg(att.weights, {xLabels: att.xLabels, yLabels: att.yLabels, title: att.title, titles: att.titles}),
+    attentionHeatmapSvg(att.weights, {
+      xLabels: att.xLabels,
+      yLabels: att.yLabels,
+      title: att.title,
+      titles: att.titles,
+    }),
   );
   writeAttentionHeatmapPng(path.join(dir, 'attention.png'), att.weights);
 
@@ -91,9 +105,15 @@ export async function train(tf: TF, options: TrainOptions, out: ProgressSink): P
       `${(100 * reloadedMetric).toFixed(2)}% for the reloaded model on ${FRESH_SIZE} fresh samples\n` +
       `training took ${seconds.toFixed(1)}s; heatmaps in ${path.join(path.relative(process.cwd(), dir) || dir, 'attention.svg')} and attention.png\n`,
   );
-  tf.dispose([...trainData.inputs, trainData.targets, ...validation.inputs, validation.targets, ...fresh.inputs, fresh.targets]);
+  tf.dispose([
+    ...trainData.inputs,
+    trainData.targets,
+    ...validation.inputs,
+    validation.targets,
+    ...fresh.inputs,
+    fresh.targets,
+  ]);
   model.dispose();
   loaded.dispose();
   return {task: task.name, backend, dir, trainedMetric, reloadedMetric, seconds};
 }
-

@@ -25,7 +25,11 @@ export interface HeatmapOptions {
 }
 
 function esc(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;');
 }
 
 function hex([r, g, b]: [number, number, number]): string {
@@ -56,7 +60,9 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
   const panelW = nk * cell;
   const panelH = nq * cell;
   const gap = 24;
-  const bottomLabels = options.xLabels ? 8 * Math.max(...options.xLabels.map((l) => l.length), 1) + 8 : 0;
+  const bottomLabels = options.xLabels
+    ? 8 * Math.max(...options.xLabels.map((l) => l.length), 1) + 8
+    : 0;
   const barX = left + cols * panelW + (cols - 1) * gap + 20;
   const width = barX + 60;
   const height = top + rows * panelH + (rows - 1) * gap + bottomLabels + 28;
@@ -68,7 +74,9 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
   out.push(`<rect width="${width}" height="${height}" fill="#ffffff"/>`);
   if (options.title) {
     out.push(`<title>${esc(options.title)}</title>`);
-    out.push(`<text class="title" x="${width / 2}" y="18" text-anchor="middle" font-size="14">${esc(options.title)}</text>`);
+    out.push(
+      `<text class="title" x="${width / 2}" y="18" text-anchor="middle" font-size="14">${esc(options.title)}</text>`,
+    );
   }
   grid.forEach((row, r) => {
     row.forEach((mat, c) => {
@@ -76,7 +84,9 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
       const y0 = top + r * (panelH + gap);
       out.push(`<g class="panel" data-row="${r}" data-col="${c}">`);
       if (options.titles?.[c] !== undefined && r === 0) {
-        out.push(`<text class="panel-title" x="${x0 + panelW / 2}" y="${y0 - 6}" text-anchor="middle">${esc(options.titles[c])}</text>`);
+        out.push(
+          `<text class="panel-title" x="${x0 + panelW / 2}" y="${y0 - 6}" text-anchor="middle">${esc(options.titles[c])}</text>`,
+        );
       }
       mat.forEach((line, i) => {
         line.forEach((v, j) => {
@@ -87,32 +97,44 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
           );
         });
       });
-      out.push(`<rect class="frame" x="${x0}" y="${y0}" width="${panelW}" height="${panelH}" fill="none" stroke="#999"/>`);
+      out.push(
+        `<rect class="frame" x="${x0}" y="${y0}" width="${panelW}" height="${panelH}" fill="none" stroke="#999"/>`,
+      );
       if (c === 0 && options.yLabels) {
         options.yLabels.forEach((l, i) =>
-          out.push(`<text class="y-label" x="${x0 - 4}" y="${y0 + i * cell + cell * 0.7}" text-anchor="end">${esc(l)}</text>`),
+          out.push(
+            `<text class="y-label" x="${x0 - 4}" y="${y0 + i * cell + cell * 0.7}" text-anchor="end">${esc(l)}</text>`,
+          ),
         );
       }
       if (r === rows - 1 && options.xLabels) {
         options.xLabels.forEach((l, j) => {
           const x = x0 + j * cell + cell * 0.65;
           const y = y0 + panelH + 6;
-          out.push(`<text class="x-label" x="${x}" y="${y}" text-anchor="end" transform="rotate(-90 ${x} ${y})">${esc(l)}</text>`);
+          out.push(
+            `<text class="x-label" x="${x}" y="${y}" text-anchor="end" transform="rotate(-90 ${x} ${y})">${esc(l)}</text>`,
+          );
         });
       }
       out.push('</g>');
     });
   });
   const gridBottom = top + rows * panelH + (rows - 1) * gap;
-  out.push(`<text class="axis-label" x="${left + (cols * panelW + (cols - 1) * gap) / 2}" y="${gridBottom + bottomLabels + 20}" text-anchor="middle">${esc(options.xLabel ?? 'Keys')}</text>`);
-  out.push(`<text class="axis-label" x="12" y="${top + (gridBottom - top) / 2}" text-anchor="middle" transform="rotate(-90 12 ${top + (gridBottom - top) / 2})">${esc(options.yLabel ?? 'Queries')}</text>`);
+  out.push(
+    `<text class="axis-label" x="${left + (cols * panelW + (cols - 1) * gap) / 2}" y="${gridBottom + bottomLabels + 20}" text-anchor="middle">${esc(options.xLabel ?? 'Keys')}</text>`,
+  );
+  out.push(
+    `<text class="axis-label" x="12" y="${top + (gridBottom - top) / 2}" text-anchor="middle" transform="rotate(-90 12 ${top + (gridBottom - top) / 2})">${esc(options.yLabel ?? 'Queries')}</text>`,
+  );
   // colour bar
   const barH = Math.max(60, gridBottom - top);
   out.push('<g class="colorbar">');
   const steps = 20;
   for (let s = 0; s < steps; s++) {
     const t = 1 - s / steps;
-    out.push(`<rect x="${barX}" y="${top + (s * barH) / steps}" width="12" height="${barH / steps + 0.5}" fill="${hex(reds(t))}"/>`);
+    out.push(
+      `<rect x="${barX}" y="${top + (s * barH) / steps}" width="12" height="${barH / steps + 0.5}" fill="${hex(reds(t))}"/>`,
+    );
   }
   out.push(`<text x="${barX + 16}" y="${top + 8}">${vmax.toPrecision(2)}</text>`);
   out.push(`<text x="${barX + 16}" y="${top + barH}">0</text>`);

@@ -9,7 +9,9 @@ export function toGrid(weights: HeatmapInput, caller: string): number[][][][] {
   let value: unknown = weights;
   if (weights instanceof tf.Tensor) {
     if (weights.rank < 2 || weights.rank > 4) {
-      throw new Error(`${caller}: expected a tensor of rank 2 to 4, received shape [${weights.shape.join(', ')}]`);
+      throw new Error(
+        `${caller}: expected a tensor of rank 2 to 4, received shape [${weights.shape.join(', ')}]`,
+      );
     }
     value = weights.arraySync();
   }
@@ -20,7 +22,9 @@ export function toGrid(weights: HeatmapInput, caller: string): number[][][][] {
     probe = probe[0];
   }
   if (depth < 2 || depth > 4 || typeof probe !== 'number') {
-    throw new Error(`${caller}: expected a 2-D to 4-D array of numbers (or a tensor), received depth ${depth}`);
+    throw new Error(
+      `${caller}: expected a 2-D to 4-D array of numbers (or a tensor), received depth ${depth}`,
+    );
   }
   let grid = value as number[][][][];
   if (depth === 2) grid = [[value as number[][]]];
@@ -54,7 +58,11 @@ export function reds(t: number): [number, number, number] {
     const [t0, c0] = REDS[i - 1];
     if (x <= t1) {
       const f = (x - t0) / (t1 - t0);
-      return [0, 1, 2].map((j) => Math.round(c0[j] + f * (c1[j] - c0[j]))) as [number, number, number];
+      return [0, 1, 2].map((j) => Math.round(c0[j] + f * (c1[j] - c0[j]))) as [
+        number,
+        number,
+        number,
+      ];
     }
   }
   return REDS[REDS.length - 1][1];
@@ -62,6 +70,7 @@ export function reds(t: number): [number, number, number] {
 
 export function maxOf(grid: number[][][][]): number {
   let m = 0;
-  for (const row of grid) for (const mat of row) for (const r of mat) for (const v of r) m = Math.max(m, v);
+  for (const row of grid)
+    for (const mat of row) for (const r of mat) for (const v of r) m = Math.max(m, v);
   return m > 0 ? m : 1;
 }

@@ -15,7 +15,13 @@ export interface HeatmapPngOptions {
 }
 
 /** Width and height in pixels of the PNG for a grid of `rows x cols` matrices of `q x k`. */
-export function heatmapPngSize(rows: number, cols: number, q: number, k: number, options: HeatmapPngOptions = {}) {
+export function heatmapPngSize(
+  rows: number,
+  cols: number,
+  q: number,
+  k: number,
+  options: HeatmapPngOptions = {},
+) {
   const cell = options.cellSize ?? 16;
   const gap = options.gap ?? 8;
   return {width: cols * k * cell + (cols + 1) * gap, height: rows * q * cell + (rows + 1) * gap};
@@ -27,7 +33,10 @@ export function heatmapPngSize(rows: number, cols: number, q: number, k: number,
  *
  * @returns the encoded PNG.
  */
-export function attentionHeatmapPng(weights: HeatmapInput, options: HeatmapPngOptions = {}): Buffer {
+export function attentionHeatmapPng(
+  weights: HeatmapInput,
+  options: HeatmapPngOptions = {},
+): Buffer {
   const grid = toGrid(weights, 'attentionHeatmapPng');
   const cell = options.cellSize ?? 16;
   const gap = options.gap ?? 8;
@@ -63,6 +72,10 @@ export function attentionHeatmapPng(weights: HeatmapInput, options: HeatmapPngOp
 }
 
 /** Writes {@link attentionHeatmapPng} to a file. */
-export function writeAttentionHeatmapPng(path: string, weights: HeatmapInput, options: HeatmapPngOptions = {}): void {
+export function writeAttentionHeatmapPng(
+  path: string,
+  weights: HeatmapInput,
+  options: HeatmapPngOptions = {},
+): void {
   fs.writeFileSync(path, attentionHeatmapPng(weights, options));
 }

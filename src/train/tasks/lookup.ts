@@ -66,18 +66,26 @@ export const lookupTask: Task = {
     const tokens = tf.input({shape: [MAX_LEN], dtype: 'int32', name: 'tokens'});
     const lens = tf.input({shape: [1], dtype: 'int32', name: 'lengths'});
     const query = tf.input({shape: [1], dtype: 'int32', name: 'query'});
-    const keys = new TokenAndPositionEmbedding({vocabularySize: VOCAB, sequenceLength: MAX_LEN, embeddingDim: WIDTH, name: 'key_embedding'}).apply(
-      tokens,
-    ) as tfTypes.SymbolicTensor;
-    const q = new TokenAndPositionEmbedding({vocabularySize: VOCAB, sequenceLength: 1, embeddingDim: WIDTH, name: 'query_embedding'}).apply(
-      query,
-    ) as tfTypes.SymbolicTensor;
-    const [, weights] = new AdditiveAttention({numHiddens: HIDDEN, returnAttentionScores: true, name: 'attention'}).apply([
-      q,
-      keys,
-      lens,
-    ]) as tfTypes.SymbolicTensor[];
-    const probs = tf.layers.reshape({targetShape: [MAX_LEN], name: 'positions'}).apply(weights) as tfTypes.SymbolicTensor;
+    const keys = new TokenAndPositionEmbedding({
+      vocabularySize: VOCAB,
+      sequenceLength: MAX_LEN,
+      embeddingDim: WIDTH,
+      name: 'key_embedding',
+    }).apply(tokens) as tfTypes.SymbolicTensor;
+    const q = new TokenAndPositionEmbedding({
+      vocabularySize: VOCAB,
+      sequenceLength: 1,
+      embeddingDim: WIDTH,
+      name: 'query_embedding',
+    }).apply(query) as tfTypes.SymbolicTensor;
+    const [, weights] = new AdditiveAttention({
+      numHiddens: HIDDEN,
+      returnAttentionScores: true,
+      name: 'attention',
+    }).apply([q, keys, lens]) as tfTypes.SymbolicTensor[];
+    const probs = tf.layers
+      .reshape({targetShape: [MAX_LEN], name: 'positions'})
+      .apply(weights) as tfTypes.SymbolicTensor;
     return tf.model({inputs: [tokens, lens, query], outputs: probs, name: 'lookup'});
   },
 

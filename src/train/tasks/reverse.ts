@@ -24,12 +24,28 @@ const PAD = 0;
 const WIDTH = 32;
 const HEADS = 4;
 
-function block(tf: TF, x: tfTypes.SymbolicTensor, lens: tfTypes.SymbolicTensor, name: string): tfTypes.SymbolicTensor {
-  const att = new MultiHeadAttention({numHeads: HEADS, keyDim: WIDTH / HEADS, name}).apply([x, lens]) as tfTypes.SymbolicTensor;
-  const h = tf.layers.layerNormalization({name: `${name}_norm1`}).apply(tf.layers.add().apply([x, att])) as tfTypes.SymbolicTensor;
-  const ff = tf.layers.dense({units: 2 * WIDTH, activation: 'relu', name: `${name}_ff1`}).apply(h) as tfTypes.SymbolicTensor;
-  const ff2 = tf.layers.dense({units: WIDTH, name: `${name}_ff2`}).apply(ff) as tfTypes.SymbolicTensor;
-  return tf.layers.layerNormalization({name: `${name}_norm2`}).apply(tf.layers.add().apply([h, ff2])) as tfTypes.SymbolicTensor;
+function block(
+  tf: TF,
+  x: tfTypes.SymbolicTensor,
+  lens: tfTypes.SymbolicTensor,
+  name: string,
+): tfTypes.SymbolicTensor {
+  const att = new MultiHeadAttention({numHeads: HEADS, keyDim: WIDTH / HEADS, name}).apply([
+    x,
+    lens,
+  ]) as tfTypes.SymbolicTensor;
+  const h = tf.layers
+    .layerNormalization({name: `${name}_norm1`})
+    .apply(tf.layers.add().apply([x, att])) as tfTypes.SymbolicTensor;
+  const ff = tf.layers
+    .dense({units: 2 * WIDTH, activation: 'relu', name: `${name}_ff1`})
+    .apply(h) as tfTypes.SymbolicTensor;
+  const ff2 = tf.layers
+    .dense({units: WIDTH, name: `${name}_ff2`})
+    .apply(ff) as tfTypes.SymbolicTensor;
+  return tf.layers
+    .layerNormalization({name: `${name}_norm2`})
+    .apply(tf.layers.add().apply([h, ff2])) as tfTypes.SymbolicTensor;
 }
 
 export const reverseTask: Task = {
@@ -65,11 +81,18 @@ export const reverseTask: Task = {
   buildModel(tf: TF): tfTypes.LayersModel {
     const tokens = tf.input({shape: [MAX_LEN], dtype: 'int32', name: 'tokens'});
     const lens = tf.input({shape: [1], dtype: 'int32', name: 'lengths'});
-    const emb = new TokenAndPositionEmbedding({vocabularySize: VOCAB, sequenceLength: MAX_LEN, embeddingDim: WIDTH, name: 'embedding'});
+    const emb = new TokenAndPositionEmbedding({
+      vocabularySize: VOCAB,
+      sequenceLength: MAX_LEN,
+      embeddingDim: WIDTH,
+      name: 'embedding',
+    });
     let x = emb.apply(tokens) as tfTypes.SymbolicTensor;
     x = block(tf, x, lens, 'mha1');
     x = block(tf, x, lens, 'mha2');
-    const probs = tf.layers.dense({units: VOCAB, activation: 'softmax', name: 'logits'}).apply(x) as tfTypes.SymbolicTensor;
+    const probs = tf.layers
+      .dense({units: VOCAB, activation: 'softmax', name: 'logits'})
+      .apply(x) as tfTypes.SymbolicTensor;
     return tf.model({inputs: [tokens, lens], outputs: probs, name: 'reverse'});
   },
 
@@ -93,10 +116,15 @@ export const reverseTask: Task = {
   attention(tf: TF, model: tfTypes.LayersModel, batch: Batch, index: number) {
     return tf.tidy(() => {
       const layer = model.getLayer('mha2') as MultiHeadAttention;
-      const hidden = tf.model({inputs: model.inputs, outputs: (layer.input as tfTypes.SymbolicTensor[])[0]});
+      const hidden = tf.model({
+        inputs: model.inputs,
+        outputs: (layer.input as tfTypes.SymbolicTensor[])[0],
+      });
       const one = batch.inputs.map((t) => tf.slice(t, [index, 0], [1, t.shape[1] as number]));
       const h = hidden.predict(one) as tfTypes.Tensor;
-      const [, scores] = layer.apply([h, one[1]], {returnAttentionScores: true}) as tfTypes.Tensor[];
+      const [, scores] = layer.apply([h, one[1]], {
+        returnAttentionScores: true,
+      }) as tfTypes.Tensor[];
       const len = one[1].dataSync()[0];
       const toks = Array.from(one[0].dataSync()).map((t, i) => (i < len ? String(t) : 'pad'));
       const weights = scores.arraySync() as number[][][][]; // [1, heads, T, S]

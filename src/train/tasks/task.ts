@@ -33,5 +33,11 @@ export interface Task {
     model: tfTypes.LayersModel,
     batch: Batch,
     index: number,
-  ): {weights: number[][][][]; xLabels: string[]; yLabels: string[]; title: string; titles: string[]};
+  ): {
+    weights: number[][][][];
+    xLabels: string[];
+    yLabels: string[];
+    title: string;
+    titles: string[];
+  };
 }
