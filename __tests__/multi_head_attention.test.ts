@@ -548,3 +548,39 @@ describeBackends('MultiHeadAttention', () => {
     });
   });
 });
+
+describe('input roles of functional models', () => {
+  it('keeps a float attention-mask input apart from a key, after save and load', async () => {
+    await tf.setBackend('cpu');
+    const q = tf.input({shape: [3, 4]});
+    const v = tf.input({shape: [5, 4]});
+    const mask = tf.input({shape: [3, 5]}); // float32, the same rank as a key
+    const layer = new MultiHeadAttention({numHeads: 1, keyDim: 2, name: 'mha'});
+    const y = layer.apply([q, v], {attentionMask: mask}) as tf.SymbolicTensor;
+    expect(layer.inputRoles).toEqual(['query', 'value', 'attentionMask']);
+    const model = tf.model({inputs: [q, v, mask], outputs: y});
+    let saved: tf.io.ModelArtifacts | null = null;
+    await model.save(
+      tf.io.withSaveHandler(async (a) => {
+        saved = a;
+        return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
+      }),
+    );
+    expect(JSON.stringify((saved as unknown as tf.io.ModelArtifacts).modelTopology)).toContain(
+      '"input_roles":["query","value","attention_mask"]',
+    );
+    const loaded = await tf.loadLayersModel(
+      tf.io.fromMemory(saved as unknown as tf.io.ModelArtifacts),
+    );
+    tf.tidy(() => {
+      const qs = randTensor([2, 3, 4], 1);
+      const vs = randTensor([2, 5, 4], 2);
+      const m = tf.cast(tf.greater(randTensor([2, 3, 5], 3), -0.3), 'float32');
+      const expected = layer.apply([qs, vs], {attentionMask: m}) as tf.Tensor;
+      expectClose(model.predict([qs, vs, m]) as tf.Tensor, expected, 1e-6, 1e-6);
+      expectClose(loaded.predict([qs, vs, m]) as tf.Tensor, expected, 1e-6, 1e-6);
+    });
+    model.dispose();
+    loaded.dispose();
+  });
+});

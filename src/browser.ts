@@ -14,3 +14,5 @@ export {layers} from './layers/factories';
 export {einsum} from './ops/einsum';
 export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
 export {attentionHeatmapSvg} from './viz/heatmap';
+export {convertKerasArtifacts, loadKerasModel} from './interop/keras';
+export {loadTorchMultiheadAttention} from './interop/torch';

@@ -27,6 +27,10 @@ export {einsum} from './ops/einsum';
 export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
 
 export {fileSystem} from './io/file_system';
+export {loadKerasModel} from './io/load_keras_model';
+export {convertKerasArtifacts} from './interop/keras';
+export {loadTorchMultiheadAttention} from './interop/torch';
+export type {TorchStateDict} from './interop/torch';
 
 export {attentionHeatmapSvg} from './viz/heatmap';
 export type {HeatmapInput, HeatmapOptions} from './viz/heatmap';

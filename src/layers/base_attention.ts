@@ -27,6 +27,28 @@ export interface BaseAttentionArgs extends LayerArgs {
   returnAttentionScores?: boolean;
   /** Seed of the dropout masks (advanced on every call). */
   seed?: number | null;
+  /**
+   * The role of each input (`'query'`, `'value'`, `'key'`, `'validLens'`, `'attentionMask'`);
+   * recorded automatically when a functional model passes an attention mask, and kept in the
+   * config. Rarely given by hand.
+   */
+  inputRoles?: Role[] | null;
+}
+
+const ROLES: Role[] = ['query', 'value', 'key', 'validLens', 'attentionMask'];
+
+function checkRoles(roles: unknown, cls: string): Role[] {
+  if (
+    !Array.isArray(roles) ||
+    roles.length === 0 ||
+    roles[0] !== 'query' ||
+    !roles.every((r) => ROLES.includes(r))
+  ) {
+    throw new Error(
+      `${cls}: expected inputRoles to start with 'query' and name roles among ${ROLES.join(', ')}, received ${JSON.stringify(roles)}`,
+    );
+  }
+  return roles as Role[];
 }
 
 /** Keyword arguments of `apply` / `call` for every attention layer. */
@@ -88,6 +110,8 @@ export abstract class BaseAttention extends layers.Layer {
   useCausalMask: boolean;
   returnAttentionScores: boolean;
   readonly seed: number | null;
+  /** Roles of the inputs of a symbolic call that has an attention-mask input (kept in the config). */
+  inputRoles: Role[] | null;
   /** Sublayers whose weights belong to this layer. */
   protected sublayers: layers.Layer[] = [];
   private pending: PendingCall | null = null;
@@ -110,6 +134,8 @@ export abstract class BaseAttention extends layers.Layer {
     this.seed = args.seed ?? null;
     this.useCausalMask = Boolean(args.useCausalMask ?? false);
     this.returnAttentionScores = Boolean(args.returnAttentionScores ?? false);
+    this.inputRoles =
+      args.inputRoles == null ? null : checkRoles(args.inputRoles, this.getClassName());
     this.supportsMasking = true;
   }
 
@@ -130,8 +156,9 @@ export abstract class BaseAttention extends layers.Layer {
     let list = dedupeInputs(toList(inputs) as AnyTensor[]);
     const kw: Kwargs = {...kwargs};
     const symbolic = list[0] instanceof SymbolicTensor;
+    const extraRoles: Role[] = [];
     if (symbolic) {
-      for (const name of ['validLens', 'attentionMask'] as const) {
+      for (const name of ['attentionMask', 'validLens'] as const) {
         const t = kw[name];
         if (t == null) {
           continue;
@@ -142,14 +169,8 @@ export abstract class BaseAttention extends layers.Layer {
               `(a model input or a layer output), received a ${t instanceof tf.Tensor ? 'concrete tensor' : typeof t}`,
           );
         }
-        if (name === 'attentionMask' && t.dtype === 'float32') {
-          throw new Error(
-            `Layer '${this.name}': in a functional model, pass attentionMask as a bool or int32 ` +
-              `input (a float32 input of rank 3 cannot be told from a key); received float32 ` +
-              formatShape(t.shape),
-          );
-        }
         list = [...list, t];
+        extraRoles.push(name);
         delete kw[name];
       }
       for (const name of ['useCausalMask', 'returnAttentionScores'] as const) {
@@ -170,7 +191,18 @@ export abstract class BaseAttention extends layers.Layer {
         delete kw[name];
       }
     }
-    const roles = classifyInputs(list as InputLike[], this.name);
+    let roles: Role[];
+    if (this.inputRoles != null && this.inputRoles.length === list.length) {
+      roles = this.inputRoles;
+    } else {
+      const base = list.slice(0, list.length - extraRoles.length) as InputLike[];
+      roles = [...classifyInputs(base, this.name), ...extraRoles];
+      // An attention-mask input cannot always be told from a key by rank and dtype: remember the
+      // roles (they are saved in the config) so predict, fit and loaded models keep them.
+      if (symbolic && roles.includes('attentionMask')) {
+        this.inputRoles = roles;
+      }
+    }
     const returnScores = Boolean(
       symbolic
         ? this.returnAttentionScores
@@ -414,6 +446,9 @@ export abstract class BaseAttention extends layers.Layer {
     }
     if (this.returnAttentionScores) {
       config.returnAttentionScores = true;
+    }
+    if (this.inputRoles != null) {
+      config.inputRoles = [...this.inputRoles];
     }
     return {...super.getConfig(), ...config};
   }

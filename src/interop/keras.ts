@@ -1,0 +1,376 @@
+/**
+ * Loading Keras models converted by `tensorflowjs_converter` (tf-keras 2 `.h5` and Keras 3
+ * `.keras`), which tfjs-layers 4.22 cannot load as they are:
+ *
+ * - tf-keras 2 passes `value`, `key` and `attention_mask` of attention layers as tensor
+ *   references inside call kwargs (`{"value": ["input_2", 0, 0]}`), which tfjs does not resolve;
+ *   call options (`use_causal_mask`, `return_attention_scores`) also live in node kwargs, which
+ *   tfjs does not replay at predict time.
+ * - Keras 3 writes nodes as `{args, kwargs}` with `__keras_tensor__` references, `batch_shape`,
+ *   dtype-policy objects, flat `output_layers`, and names weights by their HDF5 path
+ *   (`layers/multi_head_attention/query_dense/vars/0`).
+ *
+ * {@link convertKerasArtifacts} rewrites the topology and the weight names into what
+ * tfjs-layers and this package read; {@link loadKerasModel} loads the result.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import {LayersModel, loadLayersModel, models} from '@tensorflow/tfjs-layers';
+
+type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
+type Obj = {[key: string]: Json};
+/** A legacy inbound entry `[layerName, nodeIndex, tensorIndex, kwargs]`. */
+type Entry = [string, number, number, Obj];
+
+const ATTENTION_CLASSES = ['MultiHeadAttention', 'Attention', 'AdditiveAttention'];
+
+/** Config keys each attention layer understands (Keras 2 and 3); anything else is refused. */
+const KNOWN_KEYS: Record<string, string[]> = {
+  common: [
+    'name',
+    'trainable',
+    'dtype',
+    'batch_input_shape',
+    'dropout',
+    'seed',
+    'use_causal_mask',
+    'return_attention_scores',
+    'input_roles',
+  ],
+  MultiHeadAttention: [
+    'num_heads',
+    'key_dim',
+    'value_dim',
+    'use_bias',
+    'output_shape',
+    'attention_axes',
+    'kernel_initializer',
+    'bias_initializer',
+    'kernel_regularizer',
+    'bias_regularizer',
+    'activity_regularizer',
+    'kernel_constraint',
+    'bias_constraint',
+    'query_shape',
+    'key_shape',
+    'value_shape',
+    'softmax_robust_masking',
+    'use_gate',
+    'sliding_window',
+  ],
+  Attention: ['use_scale', 'score_mode', 'causal'],
+  AdditiveAttention: ['use_scale', 'causal'],
+};
+
+/** Keras' `to_snake_case`. */
+function snake(name: string): string {
+  return name
+    .replace(/(.)([A-Z][a-z]+)/g, '$1_$2')
+    .replace(/([a-z])([A-Z])/g, '$1_$2')
+    .toLowerCase();
+}
+
+function isObj(x: Json | undefined): x is Obj {
+  return x != null && typeof x === 'object' && !Array.isArray(x);
+}
+
+function fail(message: string): never {
+  throw new Error(`loadKerasModel: ${message}`);
+}
+
+/** Keras 3 `__keras_tensor__` reference → legacy entry. */
+function kerasTensor(x: Json): Entry | null {
+  if (
+    isObj(x) &&
+    x.class_name === '__keras_tensor__' &&
+    isObj(x.config) &&
+    Array.isArray(x.config.keras_history)
+  ) {
+    const [name, node, index] = x.config.keras_history as [string, number, number];
+    return [name, node, index, {}];
+  }
+  return null;
+}
+
+/** tf-keras 2 tensor reference `[name, node, index]` inside kwargs → legacy entry. */
+function legacyRef(x: Json): Entry | null {
+  if (
+    Array.isArray(x) &&
+    x.length === 3 &&
+    typeof x[0] === 'string' &&
+    typeof x[1] === 'number' &&
+    typeof x[2] === 'number'
+  ) {
+    return [x[0], x[1], x[2], {}];
+  }
+  return kerasTensor(x);
+}
+
+/** Every Keras 3 tensor in `args`, depth first, in order. */
+function collectTensors(x: Json, out: Entry[]): void {
+  const t = kerasTensor(x);
+  if (t) {
+    out.push(t);
+  } else if (Array.isArray(x)) {
+    x.forEach((v) => collectTensors(v, out));
+  }
+}
+
+/** DTypePolicy objects → their name, recursively. */
+function plainDtypes(x: Json): Json {
+  if (Array.isArray(x)) return x.map(plainDtypes);
+  if (!isObj(x)) return x;
+  if (x.class_name === 'DTypePolicy' || x.class_name === 'Policy') {
+    return (isObj(x.config) ? x.config.name : 'float32') ?? 'float32';
+  }
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(x)) out[k] = plainDtypes(v);
+  return out;
+}
+
+interface NodeParts {
+  positional: Entry[];
+  kwargs: Obj;
+  tensorKwargs: Record<string, Entry>;
+}
+
+function nodeParts(node: Json, layer: string): NodeParts {
+  if (isObj(node) && 'args' in node) {
+    // Keras 3
+    const positional: Entry[] = [];
+    collectTensors(node.args as Json, positional);
+    const kwargs: Obj = {};
+    const tensorKwargs: Record<string, Entry> = {};
+    for (const [k, v] of Object.entries((node.kwargs as Obj) ?? {})) {
+      const t = kerasTensor(v);
+      if (t) tensorKwargs[k] = t;
+      else if (Array.isArray(v) && v.some((e) => kerasTensor(e) != null))
+        fail(`layer '${layer}' passes a list of tensors as '${k}', which is not supported`);
+      else kwargs[k] = v;
+    }
+    return {positional, kwargs, tensorKwargs};
+  }
+  if (!Array.isArray(node))
+    fail(
+      `layer '${layer}' has an inbound node of an unknown form: ${JSON.stringify(node).slice(0, 200)}`,
+    );
+  const positional: Entry[] = [];
+  const kwargs: Obj = {};
+  const tensorKwargs: Record<string, Entry> = {};
+  for (const e of node as Json[]) {
+    if (!Array.isArray(e) || typeof e[0] !== 'string')
+      fail(`layer '${layer}' has a malformed inbound entry ${JSON.stringify(e)}`);
+    positional.push([e[0] as string, e[1] as number, e[2] as number, {}]);
+    for (const [k, v] of Object.entries((e[3] as Obj) ?? {})) {
+      const t = legacyRef(v);
+      if (
+        t &&
+        [
+          'value',
+          'key',
+          'attention_mask',
+          'query_mask',
+          'value_mask',
+          'key_mask',
+          'mask',
+          'initial_state',
+        ].includes(k)
+      )
+        tensorKwargs[k] = t;
+      else kwargs[k] = v;
+    }
+  }
+  return {positional, kwargs, tensorKwargs};
+}
+
+function rewriteAttentionLayer(layer: Obj): void {
+  const cls = layer.class_name as string;
+  const name = layer.name as string;
+  const config = layer.config as Obj;
+  const known = new Set([...KNOWN_KEYS.common, ...KNOWN_KEYS[cls]]);
+  for (const [k, v] of Object.entries(config)) {
+    if (!known.has(k) && v != null && v !== false) {
+      fail(
+        `layer '${name}' (${cls}) has the option '${k}' = ${JSON.stringify(v)}, which this package does not implement`,
+      );
+    }
+  }
+  if (config.causal === true) config.use_causal_mask = true; // Keras <= 2.9
+  delete config.causal;
+  const nodes = (layer.inbound_nodes as Json[]) ?? [];
+  if (nodes.length > 1) {
+    fail(
+      `layer '${name}' is called ${nodes.length} times; shared attention layers are not supported`,
+    );
+  }
+  layer.inbound_nodes = nodes.map((node) => {
+    const {positional, kwargs, tensorKwargs} = nodeParts(node, name);
+    for (const k of ['query_mask', 'value_mask', 'key_mask', 'mask']) {
+      if (tensorKwargs[k])
+        fail(
+          `layer '${name}' is called with an explicit '${k}' tensor, which is not supported (masks from Embedding(mask_zero) are)`,
+        );
+    }
+    const inputs: Entry[] = [...positional];
+    const roles: string[] = ['query', 'value', 'key'].slice(0, inputs.length);
+    if (cls === 'MultiHeadAttention') {
+      if (tensorKwargs.value) {
+        inputs.push(tensorKwargs.value);
+        roles.push('value');
+      }
+      if (tensorKwargs.key) {
+        inputs.push(tensorKwargs.key);
+        roles.push('key');
+      }
+    }
+    if (inputs.length < (cls === 'MultiHeadAttention' ? 2 : 2)) {
+      fail(
+        `layer '${name}' (${cls}) needs a query and a value, received ${inputs.length} input(s)`,
+      );
+    }
+    if (tensorKwargs.attention_mask) {
+      inputs.push(tensorKwargs.attention_mask);
+      roles.push('attention_mask');
+      config.input_roles = roles;
+    }
+    for (const opt of ['use_causal_mask', 'return_attention_scores'] as const) {
+      if (kwargs[opt] === true) config[opt] = true;
+      delete kwargs[opt];
+    }
+    delete kwargs.training;
+    const extra = Object.keys(kwargs);
+    if (extra.length > 0)
+      fail(`layer '${name}' is called with unsupported arguments: ${extra.join(', ')}`);
+    return inputs;
+  });
+}
+
+function rewriteLayer(layer: Obj): void {
+  const cls = layer.class_name as string;
+  if (layer.config == null) layer.config = {};
+  const config = layer.config as Obj;
+  delete layer.build_config;
+  if (cls === 'InputLayer') {
+    if (config.batch_shape !== undefined) {
+      config.batch_input_shape = config.batch_shape;
+      delete config.batch_shape;
+    }
+    delete config.optional;
+    return;
+  }
+  if (ATTENTION_CLASSES.includes(cls)) {
+    rewriteAttentionLayer(layer);
+    return;
+  }
+  layer.inbound_nodes = ((layer.inbound_nodes as Json[]) ?? []).map((node) => {
+    const {positional, kwargs, tensorKwargs} = nodeParts(node, layer.name as string);
+    const tk = Object.keys(tensorKwargs);
+    if (tk.length > 0)
+      fail(
+        `layer '${layer.name}' (${cls}) is called with tensor arguments ${tk.join(', ')}, which tfjs-layers does not support`,
+      );
+    return positional.map((e) => [e[0], e[1], e[2], kwargs]) as Json;
+  });
+}
+
+function nestLayerList(x: Json): Json {
+  // Keras 3 writes a single output / input as a flat [name, node, index].
+  if (Array.isArray(x) && x.length === 3 && typeof x[0] === 'string') return [x];
+  return x;
+}
+
+/** Renames Keras 3 HDF5-path weight names (`layers/<layer>/vars/0`) to tfjs weight names. */
+async function renameKeras3Weights(
+  topology: Obj,
+  specs: tf.io.WeightsManifestEntry[],
+): Promise<tf.io.WeightsManifestEntry[]> {
+  if (!specs.some((s) => s.name.startsWith('layers/'))) return specs;
+  const model = await models.modelFromJSON({
+    modelTopology: topology as unknown as tf.io.ModelJSON['modelTopology'],
+  } as never);
+  const counts = new Map<string, number>();
+  const names = new Map<string, string>();
+  const subOrder = ['query_dense', 'key_dense', '_gate_dense', 'value_dense', 'output_dense'];
+  const subName: Record<string, string> = {
+    query_dense: 'query',
+    key_dense: 'key',
+    _gate_dense: 'gate',
+    value_dense: 'value',
+    output_dense: 'attention_output',
+  };
+  for (const layer of model.layers) {
+    const base = snake(layer.getClassName());
+    const n = counts.get(base) ?? 0;
+    counts.set(base, n + 1);
+    const key = n === 0 ? base : `${base}_${n}`;
+    const weights = layer.weights.map((w) => w.originalName);
+    if (layer.getClassName() === 'MultiHeadAttention') {
+      for (const sub of subOrder) {
+        const prefix = `${layer.name}/${subName[sub]}/`;
+        weights
+          .filter((w) => w.startsWith(prefix))
+          .forEach((w, i) => names.set(`layers/${key}/${sub}/vars/${i}`, w));
+      }
+    } else {
+      weights.forEach((w, i) => names.set(`layers/${key}/vars/${i}`, w));
+    }
+  }
+  model.dispose();
+  return specs.map((s) => {
+    if (s.name.startsWith('optimizer/')) return s;
+    const name = names.get(s.name);
+    if (name === undefined) fail(`no layer of the model owns the Keras 3 weight '${s.name}'`);
+    return {...s, name};
+  });
+}
+
+/**
+ * Rewrites the artifacts of a converted tf-keras 2 or Keras 3 model so tfjs-layers loads them
+ * with this package's layers. Pure: works in browsers too.
+ */
+export async function convertKerasArtifacts(
+  artifacts: tf.io.ModelArtifacts,
+): Promise<tf.io.ModelArtifacts> {
+  const raw = artifacts.modelTopology;
+  if (raw == null || raw instanceof ArrayBuffer)
+    fail('expected a JSON model topology (a layers model.json)');
+  const topology = plainDtypes(JSON.parse(JSON.stringify(raw)) as Json) as Obj;
+  const modelConfig = (isObj(topology.model_config) ? topology.model_config : topology) as Obj;
+  const config = modelConfig.config as Obj;
+  if (!isObj(config) || !Array.isArray(config.layers)) {
+    fail('the topology has no layer list (model_config.config.layers)');
+  }
+  delete modelConfig.build_config;
+  delete modelConfig.compile_config;
+  for (const layer of config.layers as Obj[]) rewriteLayer(layer);
+  if (modelConfig.class_name !== 'Sequential') {
+    config.input_layers = nestLayerList(config.input_layers as Json);
+    config.output_layers = nestLayerList(config.output_layers as Json);
+  }
+  const weightSpecs = await renameKeras3Weights(topology, artifacts.weightSpecs ?? []);
+  return {...artifacts, modelTopology: topology as object, weightSpecs};
+}
+
+/**
+ * Loads a model converted from Keras by `tensorflowjs_converter` (tf-keras 2 `--input_format
+ * keras`, Keras 3 `--input_format keras_keras`), with MultiHeadAttention, Attention and
+ * AdditiveAttention layers.
+ *
+ * ```js
+ * const model = await loadKerasModel(fileSystem('converted/'));    // Node
+ * const model = await loadKerasModel('https://example.com/model.json'); // browser or Node
+ * ```
+ *
+ * @param source an IOHandler, or a URL that tfjs's registered handlers (http, indexeddb, ...) load.
+ */
+export async function loadKerasModel(source: string | tf.io.IOHandler): Promise<LayersModel> {
+  let handler: tf.io.IOHandler;
+  if (typeof source === 'string') {
+    const handlers = tf.io.getLoadHandlers(source);
+    handler = handlers.length > 0 ? handlers[0] : tf.io.http(source);
+  } else {
+    handler = source;
+  }
+  if (handler.load == null) fail('the IOHandler cannot load');
+  const artifacts = await handler.load();
+  return loadLayersModel(tf.io.fromMemory(await convertKerasArtifacts(artifacts)));
+}
