@@ -16,3 +16,4 @@ export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
 export {attentionHeatmapSvg} from './viz/heatmap';
 export {convertKerasArtifacts, loadKerasModel} from './interop/keras';
 export {loadTorchMultiheadAttention} from './interop/torch';
+export {toKerasArtifacts} from './interop/keras_export';

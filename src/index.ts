@@ -29,6 +29,7 @@ export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
 export {fileSystem} from './io/file_system';
 export {loadKerasModel} from './io/load_keras_model';
 export {convertKerasArtifacts} from './interop/keras';
+export {toKerasArtifacts} from './interop/keras_export';
 export {loadTorchMultiheadAttention} from './interop/torch';
 export type {TorchStateDict} from './interop/torch';
 

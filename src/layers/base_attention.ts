@@ -198,8 +198,9 @@ export abstract class BaseAttention extends layers.Layer {
       const base = list.slice(0, list.length - extraRoles.length) as InputLike[];
       roles = [...classifyInputs(base, this.name), ...extraRoles];
       // An attention-mask input cannot always be told from a key by rank and dtype: remember the
-      // roles (they are saved in the config) so predict, fit and loaded models keep them.
-      if (symbolic && roles.includes('attentionMask')) {
+      // roles of inputs beyond query / value / key (they are saved in the config) so predict,
+      // fit, loaded models and Keras export know them.
+      if (symbolic && roles.some((r) => r === 'attentionMask' || r === 'validLens')) {
         this.inputRoles = roles;
       }
     }
