@@ -16,7 +16,12 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {AdditiveAttention, DotProductAttention, loadTorchMultiheadAttention, MultiHeadAttention} from '../src';
+import {
+  AdditiveAttention,
+  DotProductAttention,
+  loadTorchMultiheadAttention,
+  MultiHeadAttention,
+} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose, maxAbsDiff} from './helpers/close';
 import {recordFidelity} from './helpers/fidelity';
@@ -29,7 +34,12 @@ type Case = Record<string, any>;
 const cases = fixtures.cases as Case[];
 const TOL = 1e-5;
 
-function check(name: string, reference: string, backend: string, pairs: Array<[tf.Tensor, N]>): void {
+function check(
+  name: string,
+  reference: string,
+  backend: string,
+  pairs: Array<[tf.Tensor, N]>,
+): void {
   let worst = 0;
   for (const [got, want] of pairs) {
     worst = Math.max(worst, maxAbsDiff(got, want as number[][]));
@@ -44,7 +54,11 @@ describeBackends('reference implementations', (backend) => {
       tf.tidy(() => {
         const heads = c.num_heads as number;
         const hidden = (c.weights['W_q.weight'] as number[][]).length;
-        const layer = new MultiHeadAttention({numHeads: heads, keyDim: hidden / heads, useBias: false});
+        const layer = new MultiHeadAttention({
+          numHeads: heads,
+          keyDim: hidden / heads,
+          useBias: false,
+        });
         const q = tf.tensor(c.queries);
         const kv = tf.tensor(c.keys_values);
         const lens = tf.tensor(c.valid_lens, undefined, 'int32');
@@ -55,7 +69,10 @@ describeBackends('reference implementations', (backend) => {
           v_proj_weight: c.weights['W_v.weight'],
           'out_proj.weight': c.weights['W_o.weight'],
         });
-        const [out, scores] = layer.apply([q, kv, kv], {validLens: lens, returnAttentionScores: true}) as tf.Tensor[];
+        const [out, scores] = layer.apply([q, kv, kv], {
+          validLens: lens,
+          returnAttentionScores: true,
+        }) as tf.Tensor[];
         check(c.case, c.reference, backend, [
           [out, c.output],
           [scores, c.attention_weights],
@@ -70,8 +87,15 @@ describeBackends('reference implementations', (backend) => {
         const layer = new AdditiveAttention({numHiddens: 8});
         const [q, k, v] = [tf.tensor(c.queries), tf.tensor(c.keys), tf.tensor(c.values)];
         layer.apply([q, v, k]);
-        layer.setWeights([tf.tensor(c.params.Dense_0), tf.tensor(c.params.Dense_1), tf.squeeze(tf.tensor(c.params.Dense_2), [1])]);
-        const [out, w] = layer.apply([q, v, k], {validLens: tf.tensor(c.valid_lens, undefined, 'int32'), returnAttentionScores: true}) as tf.Tensor[];
+        layer.setWeights([
+          tf.tensor(c.params.Dense_0),
+          tf.tensor(c.params.Dense_1),
+          tf.squeeze(tf.tensor(c.params.Dense_2), [1]),
+        ]);
+        const [out, w] = layer.apply([q, v, k], {
+          validLens: tf.tensor(c.valid_lens, undefined, 'int32'),
+          returnAttentionScores: true,
+        }) as tf.Tensor[];
         check(c.case, c.reference, backend, [
           [out, c.output],
           [w, c.attention_weights],
@@ -100,12 +124,20 @@ describeBackends('reference implementations', (backend) => {
     it(`${c.case}: torch.nn.MultiheadAttention via loadTorchMultiheadAttention`, () => {
       tf.tidy(() => {
         const heads = c.num_heads as number;
-        const layer = new MultiHeadAttention({numHeads: heads, keyDim: c.embed_dim / heads, useBias: c.bias, useCausalMask: c.causal});
+        const layer = new MultiHeadAttention({
+          numHeads: heads,
+          keyDim: c.embed_dim / heads,
+          useBias: c.bias,
+          useCausalMask: c.causal,
+        });
         const [q, k, v] = [tf.tensor(c.query), tf.tensor(c.key), tf.tensor(c.value)];
         layer.apply([q, v, k]);
         loadTorchMultiheadAttention(layer, c.state_dict);
         const kwargs = c.lengths ? {validLens: tf.tensor1d(c.lengths, 'int32')} : {};
-        const [out, w] = layer.apply([q, v, k], {...kwargs, returnAttentionScores: true}) as tf.Tensor[];
+        const [out, w] = layer.apply([q, v, k], {
+          ...kwargs,
+          returnAttentionScores: true,
+        }) as tf.Tensor[];
         check(c.case, c.reference, backend, [
           [out, c.output],
           [w, c.attention_weights],
@@ -120,19 +152,27 @@ describe('loadTorchMultiheadAttention errors', () => {
     tf.tidy(() => {
       const torchCase = cases.find((x) => x.case === 'torch_mha_key_padding') as Case;
       const unbuilt = new MultiHeadAttention({numHeads: 2, keyDim: 4});
-      expect(() => loadTorchMultiheadAttention(unbuilt, torchCase.state_dict)).toThrow(/is not built; apply it to an input first/);
+      expect(() => loadTorchMultiheadAttention(unbuilt, torchCase.state_dict)).toThrow(
+        /is not built; apply it to an input first/,
+      );
       const wrong = new MultiHeadAttention({numHeads: 2, keyDim: 3});
       wrong.apply(tf.zeros([1, 2, 8]));
-      expect(() => loadTorchMultiheadAttention(wrong, torchCase.state_dict)).toThrow(/embed_dim 6 to itself; the layer maps a query of 8 features to 8/);
+      expect(() => loadTorchMultiheadAttention(wrong, torchCase.state_dict)).toThrow(
+        /embed_dim 6 to itself; the layer maps a query of 8 features to 8/,
+      );
       const noBias = new MultiHeadAttention({numHeads: 2, keyDim: 4, useBias: false});
       noBias.apply(tf.zeros([1, 2, 8]));
-      expect(() => loadTorchMultiheadAttention(noBias, torchCase.state_dict)).toThrow(/has biases but the layer has useBias=false/);
+      expect(() => loadTorchMultiheadAttention(noBias, torchCase.state_dict)).toThrow(
+        /has biases but the layer has useBias=false/,
+      );
       const ok = new MultiHeadAttention({numHeads: 2, keyDim: 4});
       ok.apply(tf.zeros([1, 2, 8]));
-      expect(() => loadTorchMultiheadAttention(ok, {...torchCase.state_dict, bias_k: [[[0]]]})).toThrow(/add_bias_kv/);
-      expect(() => loadTorchMultiheadAttention(ok, {...torchCase.state_dict, in_proj_weight: [[1, 2]]})).toThrow(
-        /expected 'in_proj_weight' of shape \[24, 8\], received \[1, 2\]/,
-      );
+      expect(() =>
+        loadTorchMultiheadAttention(ok, {...torchCase.state_dict, bias_k: [[[0]]]}),
+      ).toThrow(/add_bias_kv/);
+      expect(() =>
+        loadTorchMultiheadAttention(ok, {...torchCase.state_dict, in_proj_weight: [[1, 2]]}),
+      ).toThrow(/expected 'in_proj_weight' of shape \[24, 8\], received \[1, 2\]/);
     });
   });
 });

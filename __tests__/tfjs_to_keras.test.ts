@@ -8,7 +8,13 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {AdditiveAttention, DotProductAttention, loadKerasModel, MultiHeadAttention, toKerasArtifacts} from '../src';
+import {
+  AdditiveAttention,
+  DotProductAttention,
+  loadKerasModel,
+  MultiHeadAttention,
+  toKerasArtifacts,
+} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose, maxAbsDiff} from './helpers/close';
 import {recordFidelity} from './helpers/fidelity';
@@ -22,7 +28,8 @@ interface TensorJson {
   data: number[];
 }
 
-const toTensor = (t: TensorJson) => tf.tensor(t.data, t.shape, (t.dtype ?? 'float32') as tf.DataType);
+const toTensor = (t: TensorJson) =>
+  tf.tensor(t.data, t.shape, (t.dtype ?? 'float32') as tf.DataType);
 
 describeBackends('tfjs -> Keras', (backend) => {
   it('covers attention layers of every Keras class', () => {
@@ -45,7 +52,12 @@ describeBackends('tfjs -> Keras', (backend) => {
         worst = Math.max(worst, maxAbsDiff(o, k));
         expectClose(o, k, 1e-5, 1e-5);
       });
-      recordFidelity({case: name, reference: `tf-keras ${keras.keras} (tfjs -> Keras)`, backend, maxAbsError: worst});
+      recordFidelity({
+        case: name,
+        reference: `tf-keras ${keras.keras} (tfjs -> Keras)`,
+        backend,
+        maxAbsError: worst,
+      });
       tf.dispose([...inputs, ...out]);
       model.dispose();
     });
@@ -53,7 +65,10 @@ describeBackends('tfjs -> Keras', (backend) => {
 });
 
 describe('toKerasArtifacts refusals', () => {
-  async function artifactsOf(make: (x: tf.SymbolicTensor) => tf.SymbolicTensor, extra?: tf.SymbolicTensor) {
+  async function artifactsOf(
+    make: (x: tf.SymbolicTensor) => tf.SymbolicTensor,
+    extra?: tf.SymbolicTensor,
+  ) {
     const x = tf.input({shape: [3, 4]});
     const model = tf.model({inputs: extra ? [x, extra] : x, outputs: make(x)});
     let saved: tf.io.ModelArtifacts | null = null;
@@ -67,15 +82,27 @@ describe('toKerasArtifacts refusals', () => {
   }
 
   it('refuses what Keras cannot express', async () => {
-    await expect(async () => toKerasArtifacts(await artifactsOf((x) => new DotProductAttention().apply(x) as tf.SymbolicTensor))).rejects.toThrow(
-      /is a DotProductAttention, which Keras has no class for/,
-    );
     await expect(async () =>
-      toKerasArtifacts(await artifactsOf((x) => new AdditiveAttention({numHiddens: 3}).apply(x) as tf.SymbolicTensor)),
+      toKerasArtifacts(
+        await artifactsOf((x) => new DotProductAttention().apply(x) as tf.SymbolicTensor),
+      ),
+    ).rejects.toThrow(/is a DotProductAttention, which Keras has no class for/);
+    await expect(async () =>
+      toKerasArtifacts(
+        await artifactsOf(
+          (x) => new AdditiveAttention({numHiddens: 3}).apply(x) as tf.SymbolicTensor,
+        ),
+      ),
     ).rejects.toThrow(/d2l form of AdditiveAttention/);
     const lens = tf.input({shape: [1], dtype: 'int32'});
     await expect(async () =>
-      toKerasArtifacts(await artifactsOf((x) => new MultiHeadAttention({numHeads: 1, keyDim: 2}).apply([x, lens]) as tf.SymbolicTensor, lens)),
+      toKerasArtifacts(
+        await artifactsOf(
+          (x) =>
+            new MultiHeadAttention({numHeads: 1, keyDim: 2}).apply([x, lens]) as tf.SymbolicTensor,
+          lens,
+        ),
+      ),
     ).rejects.toThrow(/takes valid lengths, which Keras cannot express/);
   });
 });

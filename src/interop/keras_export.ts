@@ -25,10 +25,13 @@ function rewrite(layer: Obj): void {
   const cls = layer.class_name as string;
   const name = layer.name as string;
   const config = layer.config as Obj;
-  if (NO_KERAS_CLASS.includes(cls)) fail(`layer '${name}' is a ${cls}, which Keras has no class for`);
+  if (NO_KERAS_CLASS.includes(cls))
+    fail(`layer '${name}' is a ${cls}, which Keras has no class for`);
   if (!['MultiHeadAttention', 'Attention', 'AdditiveAttention'].includes(cls)) return;
   if (cls === 'AdditiveAttention' && config.num_hiddens != null) {
-    fail(`layer '${name}' is the d2l form of AdditiveAttention (num_hiddens), which Keras does not have`);
+    fail(
+      `layer '${name}' is the d2l form of AdditiveAttention (num_hiddens), which Keras does not have`,
+    );
   }
   const roles = (config.input_roles as string[] | undefined) ?? null;
   const callKwargs: Obj = {};
@@ -42,8 +45,12 @@ function rewrite(layer: Obj): void {
     entries.forEach((e, i) => {
       // saved configs hold the roles snake_cased: query, value, key, attention_mask, valid_lens
       const role = roles?.[i] ?? ['query', 'value', 'key'][i];
-      if (role === undefined) fail(`layer '${name}' has ${entries.length} inputs; Keras takes a query, a value and a key`);
-      if (role === 'valid_lens' || role === 'validLens') fail(`layer '${name}' takes valid lengths, which Keras cannot express`);
+      if (role === undefined)
+        fail(
+          `layer '${name}' has ${entries.length} inputs; Keras takes a query, a value and a key`,
+        );
+      if (role === 'valid_lens' || role === 'validLens')
+        fail(`layer '${name}' takes valid lengths, which Keras cannot express`);
       named[role] = e;
     });
     const ref = (e: Json[]) => [e[0], e[1], e[2]] as Json;
@@ -55,7 +62,8 @@ function rewrite(layer: Obj): void {
       if (named.attention_mask) kwargs.attention_mask = ref(named.attention_mask);
       return [[query[0], query[1], query[2], kwargs]] as Json;
     }
-    if (named.attention_mask) fail(`layer '${name}' (${cls}) takes an attention mask, which Keras' ${cls} does not`);
+    if (named.attention_mask)
+      fail(`layer '${name}' (${cls}) takes an attention mask, which Keras' ${cls} does not`);
     const list = [query, value, ...(named.key ? [named.key] : [])];
     return list.map((e) => [e[0], e[1], e[2], {...callKwargs}]) as Json;
   });
@@ -75,7 +83,9 @@ export function toKerasArtifacts(artifacts: tf.io.ModelArtifacts): tf.io.ModelAr
   if (raw == null || raw instanceof ArrayBuffer) fail('expected a JSON model topology');
   const topology = JSON.parse(JSON.stringify(raw)) as Obj;
   const modelConfig = ((topology.model_config as Obj | undefined) ?? topology) as Obj;
-  const layers = ((modelConfig.config as Obj)?.layers as Obj[] | undefined) ?? fail('the topology has no layers');
+  const layers =
+    ((modelConfig.config as Obj)?.layers as Obj[] | undefined) ??
+    fail('the topology has no layers');
   for (const layer of layers) rewrite(layer);
   return {...artifacts, modelTopology: topology};
 }
