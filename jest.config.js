@@ -1,6 +1,6 @@
 /** @type {import('jest').Config} */
 module.exports = {
-  testEnvironment: 'node',
+  testEnvironment: '<rootDir>/__tests__/helpers/node_environment.js',
   roots: ['<rootDir>/__tests__'],
   testMatch: ['**/*.test.ts'],
   transform: {

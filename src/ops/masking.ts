@@ -14,7 +14,12 @@ import * as tf from '@tensorflow/tfjs-core';
  * turns a fully masked row into NaN; there `-3e4` is used, as Keras does for float16.
  */
 export function maskFillValue(): number {
-  return tf.backend().floatPrecision() === 16 ? -3e4 : -1e9;
+  // tfjs' webgl floatPrecision() says 16 even with float32 textures, so read the flag there.
+  const halfFloat =
+    tf.getBackend() === 'webgl'
+      ? !tf.env().getBool('WEBGL_RENDER_FLOAT32_ENABLED')
+      : tf.backend().floatPrecision() === 16;
+  return halfFloat ? -3e4 : -1e9;
 }
 
 function describeShape(t: tf.Tensor): string {

@@ -1,0 +1,112 @@
+// Numeric scenarios run identically in the browser (on webgl and cpu) and in Node (cpu), so
+// the browser results can be compared with Node's. Each returns plain arrays. Loaded as a
+// <script> (defines globalThis.scenarios) and with require() in Node.
+(function (root, factory) {
+  if (typeof module === 'object' && module.exports) module.exports = factory();
+  else root.scenarios = factory();
+})(typeof self !== 'undefined' ? self : this, function () {
+  function values(n, seed, scale) {
+    const out = new Float32Array(n);
+    let s = seed >>> 0;
+    for (let i = 0; i < n; i++) {
+      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+      out[i] = (s / 2 ** 31 - 1) * (scale === undefined ? 1 : scale);
+    }
+    return out;
+  }
+  function rand(tf, shape, seed, scale) {
+    return tf.tensor(
+      values(
+        shape.reduce((a, b) => a * b, 1),
+        seed,
+        scale,
+      ),
+      shape,
+    );
+  }
+  function setRandomWeights(tf, layer, seed) {
+    layer.setWeights(layer.getWeights().map((w, i) => rand(tf, w.shape, seed + i, 0.5)));
+  }
+  async function arrays(ts) {
+    return Promise.all(ts.map((t) => t.array()));
+  }
+
+  const numeric = {
+    // MultiHeadAttention with valid lengths (including 0) and a causal mask, returned scores
+    async mhaMasked(tf, A) {
+      const layer = new A.MultiHeadAttention({numHeads: 2, keyDim: 4, useCausalMask: true});
+      const x = rand(tf, [2, 6, 8], 1);
+      const m = rand(tf, [2, 7, 8], 2);
+      layer.apply([x, m]);
+      setRandomWeights(tf, layer, 10);
+      const out = layer.apply([x, m], {
+        validLens: tf.tensor1d([4, 0], 'int32'),
+        returnAttentionScores: true,
+      });
+      return arrays(out);
+    },
+    // per-query lengths and an attention mask over two heads, keys with a separate key tensor
+    async mhaCrossMask(tf, A) {
+      const layer = new A.MultiHeadAttention({numHeads: 2, keyDim: 3, valueDim: 2, outputShape: 5});
+      const q = rand(tf, [2, 3, 4], 3);
+      const v = rand(tf, [2, 5, 6], 4);
+      const k = rand(tf, [2, 5, 4], 5);
+      layer.apply([q, v, k]);
+      setRandomWeights(tf, layer, 20);
+      const mask = tf.greater(rand(tf, [2, 3, 5], 6), -0.5);
+      const lens = tf.tensor2d(
+        [
+          [5, 1, 3],
+          [2, 5, 4],
+        ],
+        [2, 3],
+        'int32',
+      );
+      return arrays(
+        layer.apply([q, v, k], {attentionMask: mask, validLens: lens, returnAttentionScores: true}),
+      );
+    },
+    async dotAdditiveAttention(tf, A) {
+      const q = rand(tf, [2, 3, 4], 7);
+      const v = rand(tf, [2, 5, 3], 8);
+      const k = rand(tf, [2, 5, 4], 9);
+      const lens = tf.tensor1d([2, 5], 'int32');
+      const dot = new A.DotProductAttention().apply([q, v, k], {validLens: lens});
+      const luong = new A.Attention({scoreMode: 'concat', useScale: true});
+      luong.apply([q, v, k]);
+      setRandomWeights(tf, luong, 30);
+      const add = new A.AdditiveAttention({numHiddens: 6});
+      add.apply([q, v, k]);
+      setRandomWeights(tf, add, 40);
+      return arrays([
+        dot,
+        luong.apply([q, v, k], {validLens: lens}),
+        add.apply([q, v, k], {validLens: lens}),
+      ]);
+    },
+    async einsumMaskedSoftmax(tf, A) {
+      const a = rand(tf, [2, 3, 4], 11);
+      const b = rand(tf, [4, 5], 12);
+      const c = rand(tf, [2, 5, 3], 13);
+      const s = tf.mul(rand(tf, [2, 3, 6], 14), 20);
+      return arrays([
+        A.einsum('bij,jk->bik', a, b),
+        A.einsum('bij,bki->bjk', a, c),
+        A.einsum('bij->j', a),
+        A.maskedSoftmax(
+          s,
+          tf.tensor2d(
+            [
+              [0, 3, 6],
+              [1, 0, 2],
+            ],
+            [2, 3],
+            'int32',
+          ),
+        ),
+      ]);
+    },
+  };
+
+  return {values, rand, setRandomWeights, numeric};
+});

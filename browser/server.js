@@ -1,0 +1,35 @@
+// A static file server for the browser tests, on 127.0.0.1 only, serving the test page, the
+// built bundle and tfjs' browser build.
+const http = require('http');
+const fs = require('fs');
+const path = require('path');
+
+const root = path.resolve(__dirname, '..');
+const ROUTES = {
+  '/': path.join(__dirname, 'index.html'),
+  '/scenarios.js': path.join(__dirname, 'scenarios.js'),
+  '/tfjs-attention.min.js': path.join(root, 'dist', 'tfjs-attention.min.js'),
+  '/tf.min.js': path.join(root, 'node_modules', '@tensorflow', 'tfjs', 'dist', 'tf.min.js'),
+};
+const TYPES = {'.html': 'text/html', '.js': 'text/javascript'};
+
+/** Starts the server on a free port; resolves to {url, close}. */
+function start() {
+  const server = http.createServer((req, res) => {
+    const file = ROUTES[new URL(req.url, 'http://127.0.0.1').pathname];
+    if (file === undefined || !fs.existsSync(file)) {
+      res.writeHead(404).end('not found');
+      return;
+    }
+    res.writeHead(200, {'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream'});
+    fs.createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const {port} = server.address();
+      resolve({url: `http://127.0.0.1:${port}/`, close: () => new Promise((r) => server.close(r))});
+    });
+  });
+}
+
+module.exports = {start};
