@@ -1,0 +1,52 @@
+/**
+ * Matrix products whose forward pass and gradients avoid matMul's transpose flags where they are
+ * slow. On tfjs' wasm backend `matMul(a, b, true, false)` of [512,256]ᵀ·[512,256] takes ~55 ms
+ * against ~4 ms for an explicit transpose and a plain matMul (transposeB is as slow), and tfjs'
+ * matMul gradient uses both flags. Elsewhere the flags are fast and a transpose is a copy, so the
+ * flags are kept.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+/** Whether explicit transposes beat matMul's transpose flags on the current backend. */
+export function explicitTransposes(): boolean {
+  return tf.getBackend() === 'wasm';
+}
+
+function swapLast(x: tf.Tensor): tf.Tensor {
+  const perm = x.shape.map((_, i) => i);
+  const r = x.rank;
+  [perm[r - 2], perm[r - 1]] = [perm[r - 1], perm[r - 2]];
+  return tf.transpose(x, perm);
+}
+
+function product(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: boolean): tf.Tensor {
+  if ((transposeA || transposeB) && explicitTransposes()) {
+    return tf.matMul(transposeA ? swapLast(a) : a, transposeB ? swapLast(b) : b);
+  }
+  return tf.matMul(a, b, transposeA, transposeB);
+}
+
+/**
+ * `op(a) · op(b)` (op = transpose of the last two axes when the flag is set; equal batch shapes),
+ * with gradients that are themselves {@link product}s, so no slow transpose flag is used in
+ * training either.
+ */
+export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
+  if (!explicitTransposes()) {
+    return tf.matMul(a, b, transposeA, transposeB);
+  }
+  const f = tf.customGrad(((x: tf.Tensor, y: tf.Tensor, save: tf.GradSaveFunc) => {
+    save([x, y]);
+    return {
+      value: product(x, y, transposeA, transposeB),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [A, B] = saved;
+        if (!transposeA && !transposeB) return [product(dy, B, false, true), product(A, dy, true, false)];
+        if (!transposeA && transposeB) return [product(dy, B, false, false), product(dy, A, true, false)];
+        if (transposeA && !transposeB) return [product(B, dy, false, true), product(A, dy, false, false)];
+        return [product(B, dy, true, true), product(dy, A, true, true)];
+      },
+    };
+  }) as unknown as Parameters<typeof tf.customGrad>[0]);
+  return f(a, b);
+}
