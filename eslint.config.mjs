@@ -3,7 +3,17 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
 export default tseslint.config(
-  {ignores: ['node_modules/', 'dist/', 'coverage/', 'models/', 'scratch/']},
+  {
+    ignores: [
+      'node_modules/',
+      'dist/',
+      'coverage/',
+      'models/',
+      'scratch/',
+      'bench/.build/',
+      'reports/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

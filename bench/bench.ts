@@ -47,7 +47,13 @@ interface Stat {
 
 function stats(times: number[], peakBytes: number): Stat {
   const s = [...times].sort((a, b) => a - b);
-  return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: s.length, peakBytes};
+  return {
+    min: s[0],
+    median: s[Math.floor(s.length / 2)],
+    max: s[s.length - 1],
+    runs: s.length,
+    peakBytes,
+  };
 }
 
 type Contender = {name: string; fn: () => void; runs?: number};
@@ -64,17 +70,26 @@ function naive(size: Size, w: tf.Tensor[], x: tf.Tensor, lens: tf.Tensor | null)
     const [wq, bq, wk, bk, wv, bv, wo, bo] = w; // kernels [D, H, d] / [H, d, D]
     const x2 = tf.reshape(x, [B * T, D]);
     const proj = (k: tf.Tensor, b: tf.Tensor) =>
-      tf.transpose(tf.reshape(tf.add(tf.matMul(x2, tf.reshape(k, [D, D])), tf.reshape(b, [D])), [B, T, H, d]), [0, 2, 1, 3]);
+      tf.transpose(
+        tf.reshape(tf.add(tf.matMul(x2, tf.reshape(k, [D, D])), tf.reshape(b, [D])), [B, T, H, d]),
+        [0, 2, 1, 3],
+      );
     const q = tf.reshape(proj(wq, bq), [B * H, T, d]);
     const k = tf.reshape(proj(wk, bk), [B * H, T, d]);
     const v = tf.reshape(proj(wv, bv), [B * H, T, d]);
     let scores = tf.div(tf.matMul(q, k, false, true), Math.sqrt(d)); // [B*H, T, T]
     if (lens != null) {
-      const valid = tf.less(tf.range(0, T, 1, 'int32'), tf.reshape(tf.tile(tf.reshape(lens, [B, 1]), [1, H]), [B * H, 1, 1]));
+      const valid = tf.less(
+        tf.range(0, T, 1, 'int32'),
+        tf.reshape(tf.tile(tf.reshape(lens, [B, 1]), [1, H]), [B * H, 1, 1]),
+      );
       scores = tf.where(valid, scores, tf.scalar(-1e6));
     }
     const att = tf.matMul(tf.softmax(scores), v); // [B*H, T, d]
-    const concat = tf.reshape(tf.transpose(tf.reshape(att, [B, H, T, d]), [0, 2, 1, 3]), [B * T, D]);
+    const concat = tf.reshape(tf.transpose(tf.reshape(att, [B, H, T, d]), [0, 2, 1, 3]), [
+      B * T,
+      D,
+    ]);
     return tf.reshape(tf.add(tf.matMul(concat, tf.reshape(wo, [D, D])), bo), [B, T, D]);
   });
 }
@@ -108,7 +123,11 @@ function floor(ops: ReturnType<typeof floorOperands>): void {
   });
 }
 
-function loadTfjsLayersMha(): (new (args: {numHeads: number; keyDim: number}) => {call: (q: tf.Tensor, kw: object) => tf.Tensor}) | null {
+function loadTfjsLayersMha():
+  | (new (args: {numHeads: number; keyDim: number}) => {
+      call: (q: tf.Tensor, kw: object) => tf.Tensor;
+    })
+  | null {
   const file = path.join(__dirname, 'tfjs_layers_mha.cjs'); // built by bench/run.mjs
   if (!fs.existsSync(file)) return null;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -140,7 +159,9 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
   const {batch: B, tokens: T, width: D, heads: H} = size;
   const x = rand([B, T, D], 11);
   const lens = tf.tensor1d(
-    Array.from({length: B}, (_, i) => Math.max(1, Math.round(T * (0.5 + (0.5 * i) / Math.max(1, B - 1))))),
+    Array.from({length: B}, (_, i) =>
+      Math.max(1, Math.round(T * (0.5 + (0.5 * i) / Math.max(1, B - 1)))),
+    ),
     'int32',
   );
   const mha = new MultiHeadAttention({numHeads: H, keyDim: D / H});
@@ -164,18 +185,28 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
   const contenders: Contender[] = [
     {name: 'floor (6 GEMMs)', fn: () => floor(ops)},
     {name: 'ours forward', fn: fwd(() => mha.apply(x) as tf.Tensor)},
-    {name: 'ours forward, valid lengths', fn: fwd(() => mha.apply(x, {validLens: lens}) as tf.Tensor)},
+    {
+      name: 'ours forward, valid lengths',
+      fn: fwd(() => mha.apply(x, {validLens: lens}) as tf.Tensor),
+    },
     {name: 'naive forward', fn: fwd(() => naive(size, weights, x, null))},
     {name: 'naive forward, valid lengths', fn: fwd(() => naive(size, weights, x, lens))},
     {name: 'ours training step', fn: step(() => mha.apply(x, {training: true}) as tf.Tensor, vars)},
-    {name: 'ours training step, valid lengths', fn: step(() => mha.apply(x, {training: true, validLens: lens}) as tf.Tensor, vars)},
+    {
+      name: 'ours training step, valid lengths',
+      fn: step(() => mha.apply(x, {training: true, validLens: lens}) as tf.Tensor, vars),
+    },
     {name: 'naive training step', fn: step(() => naive(size, naiveVars, x, null), naiveVars)},
   ];
   const Tl = loadTfjsLayersMha();
   if (Tl && backend === 'cpu' && size.name !== 'long') {
     const tl = new Tl({numHeads: H, keyDim: D / H});
     tf.dispose(tl.call(x, {value: x})); // builds
-    contenders.push({name: 'tfjs-layers MultiHeadAttention forward (einsum)', fn: fwd(() => tl.call(x, {value: x})), runs: 1});
+    contenders.push({
+      name: 'tfjs-layers MultiHeadAttention forward (einsum)',
+      fn: fwd(() => tl.call(x, {value: x})),
+      runs: 1,
+    });
   }
   for (const c of contenders) for (let i = 0; i < (c.runs === 1 ? 0 : WARMUP); i++) c.fn();
   const times = new Map<string, number[]>(contenders.map((c) => [c.name, []]));
@@ -188,7 +219,13 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
   const floorMedian = stats(times.get('floor (6 GEMMs)')!, 0).median;
   for (const c of contenders) {
     const s = stats(times.get(c.name)!, await peakOf(c.fn));
-    const row = {backend, size: size.name, contender: c.name, stat: s, ratio: s.median / floorMedian};
+    const row = {
+      backend,
+      size: size.name,
+      contender: c.name,
+      stat: s,
+      ratio: s.median / floorMedian,
+    };
     rows.push(row);
     console.log(
       `${backend.padEnd(5)} ${size.name.padEnd(6)} ${c.name.padEnd(48)} median ${s.median.toFixed(1).padStart(8)} ms ` +
@@ -201,7 +238,9 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
 
 async function main(): Promise<void> {
   const backends = (process.env.BENCH_BACKENDS ?? 'wasm,cpu').split(',');
-  const sizes = SIZES.filter((s) => (process.env.BENCH_SIZES ?? 'small,medium,long').split(',').includes(s.name));
+  const sizes = SIZES.filter((s) =>
+    (process.env.BENCH_SIZES ?? 'small,medium,long').split(',').includes(s.name),
+  );
   const rows: Row[] = [];
   const t0 = Date.now();
   for (const backend of backends) {
@@ -211,7 +250,14 @@ async function main(): Promise<void> {
       await benchSize(backend, size, rows);
     }
   }
-  const out = {date: new Date().toISOString(), node: process.version, runs: RUNS, warmup: WARMUP, seconds: (Date.now() - t0) / 1000, rows};
+  const out = {
+    date: new Date().toISOString(),
+    node: process.version,
+    runs: RUNS,
+    warmup: WARMUP,
+    seconds: (Date.now() - t0) / 1000,
+    rows,
+  };
   fs.writeFileSync(path.join(__dirname, '..', 'results.json'), JSON.stringify(out, null, 1));
   console.log(`done in ${out.seconds.toFixed(0)}s; wrote bench/results.json`);
 }

@@ -4,7 +4,13 @@ import {execFileSync} from 'node:child_process';
 
 import * as esbuild from 'esbuild';
 
-const external = ['@tensorflow/tfjs', '@tensorflow/tfjs-core', '@tensorflow/tfjs-core/*', '@tensorflow/tfjs-layers', '@tensorflow/tfjs-backend-wasm'];
+const external = [
+  '@tensorflow/tfjs',
+  '@tensorflow/tfjs-core',
+  '@tensorflow/tfjs-core/*',
+  '@tensorflow/tfjs-layers',
+  '@tensorflow/tfjs-backend-wasm',
+];
 await esbuild.build({
   entryPoints: ['node_modules/@tensorflow/tfjs-layers/dist/layers/nlp/multihead_attention.js'],
   bundle: true,
@@ -24,5 +30,7 @@ await esbuild.build({
   external,
   logLevel: 'warning',
 });
-execFileSync(process.execPath, ['--max-old-space-size=8192', 'bench/.build/bench.cjs'], {stdio: 'inherit'});
+execFileSync(process.execPath, ['--max-old-space-size=8192', 'bench/.build/bench.cjs'], {
+  stdio: 'inherit',
+});
 execFileSync(process.execPath, ['bench/table.mjs'], {stdio: 'inherit'});

@@ -1,1 +1,1 @@
-console.log("table: todo")
+console.log('table: todo');

@@ -73,11 +73,14 @@ export interface AttendContext {
   queryMask: tf.Tensor | null;
   valueMask: tf.Tensor | null;
   keyMask: tf.Tensor | null;
+  /** Whether the caller returns the scores (layers may skip materialising them otherwise). */
+  wantScores: boolean;
 }
 
 export interface AttendResult {
   output: tf.Tensor;
-  scores: tf.Tensor;
+  /** May be null when `ctx.wantScores` is false. */
+  scores: tf.Tensor | null;
 }
 
 type AnyTensor = tf.Tensor | SymbolicTensor;
@@ -275,10 +278,11 @@ export abstract class BaseAttention extends layers.Layer {
       // With self-attention the value and key are the query: their Keras mask is the query's.
       valueMask: pick(1, parts.value),
       keyMask: kerasMasks[2] ?? (parts.key !== parts.value ? (parts.key.kerasMask ?? null) : null),
+      wantScores: returnScores,
     };
     return tf.tidy(() => {
       const {output, scores} = this.attend(parts, ctx);
-      return returnScores ? [output, scores] : output;
+      return returnScores ? [output, scores as tf.Tensor] : output;
     });
   }
 
@@ -388,7 +392,14 @@ export abstract class BaseAttention extends layers.Layer {
     numAxes: number,
     training: boolean,
   ): {weights: tf.Tensor; dropped: tf.Tensor} {
-    const weights = softmaxWithMask(logits, mask, numAxes);
+    return this.dropWeights(softmaxWithMask(logits, mask, numAxes), training);
+  }
+
+  /** Dropout on attention weights when training (and the rate is not 0). */
+  protected dropWeights(
+    weights: tf.Tensor,
+    training: boolean,
+  ): {weights: tf.Tensor; dropped: tf.Tensor} {
     if (!training || this.dropout === 0) {
       return {weights, dropped: weights};
     }

@@ -1,6 +1,10 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {einsum} from '../ops/einsum';
+import {softmaxWithBias} from '../ops/fused_softmax';
+import {maskBias} from '../ops/masking';
+import {mm} from '../ops/matmul';
+import {swapAxes12} from '../ops/swap_axes';
 import {AttentionParts} from './attention_inputs';
 import {AttendContext, AttendResult, BaseAttention, BaseAttentionArgs} from './base_attention';
 import {
@@ -55,6 +59,38 @@ export interface MultiHeadAttentionArgs extends BaseAttentionArgs {
   keyShape?: Shape | null;
   /** tf-keras 2.21 option; masking here always replaces logits, so it changes nothing. */
   softmaxRobustMasking?: boolean;
+  /**
+   * Compute attention in blocks of this many queries, so the scores never exist whole (long
+   * sequences). Default: automatic, blocks when the scores of one call would exceed
+   * 2^23 elements (32 MiB); 0 turns blocking off. Results are the same either way.
+   */
+  chunkSize?: number | null;
+}
+
+/** Score elements above which attention runs in query blocks when chunkSize is not set, and
+ * the score elements per block then. */
+let autoChunk = {above: 2 ** 23, target: 2 ** 21};
+
+/** Internal (tests): changes the automatic blocking thresholds; returns the previous ones. */
+export function setAutoChunkThresholds(
+  above: number,
+  target: number,
+): {above: number; target: number} {
+  const previous = autoChunk;
+  autoChunk = {above, target};
+  return previous;
+}
+
+let fastPath = true;
+
+/**
+ * Internal: turns the fused path for 3-D inputs off (tests compare it with the einsum path).
+ * @returns the previous setting.
+ */
+export function setMultiHeadAttentionFastPath(enabled: boolean): boolean {
+  const previous = fastPath;
+  fastPath = enabled;
+  return previous;
 }
 
 function positiveInt(value: unknown, name: string, optional: boolean): number | null {
@@ -115,6 +151,7 @@ export class MultiHeadAttention extends BaseAttention {
   readonly useGate: boolean;
   readonly slidingWindow: number | null;
   readonly softmaxRobustMasking: boolean;
+  readonly chunkSize: number | null;
   readonly kernelInitializer: Initializer;
   readonly biasInitializer: Initializer;
   readonly kernelRegularizer: Regularizer | null;
@@ -153,6 +190,13 @@ export class MultiHeadAttention extends BaseAttention {
     this.useGate = Boolean(args.useGate ?? false);
     this.slidingWindow = positiveInt(args.slidingWindow, 'slidingWindow', true);
     this.softmaxRobustMasking = Boolean(args.softmaxRobustMasking ?? false);
+    const chunk = args.chunkSize ?? null;
+    if (chunk !== null && !(Number.isInteger(chunk) && chunk >= 0)) {
+      throw new Error(
+        `MultiHeadAttention: expected chunkSize to be a non-negative integer or null, received ${JSON.stringify(chunk)}`,
+      );
+    }
+    this.chunkSize = chunk;
     this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
     this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
     this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
@@ -301,6 +345,14 @@ export class MultiHeadAttention extends BaseAttention {
       validLens: null,
       attentionMask: null,
     });
+    if (
+      fastPath &&
+      parts.query.rank === 3 &&
+      this.attentionAxes.length === 1 &&
+      this.attentionAxes[0] === 1
+    ) {
+      return this.attendFused(parts, ctx);
+    }
     const numAxes = this.attentionAxes.length;
     const q = (this.queryDense as EinsumDense).project(parts.query); // [B, T, N, K]
     const k = (this.keyDense as EinsumDense).project(parts.key); // [B, S, N, K]
@@ -316,12 +368,7 @@ export class MultiHeadAttention extends BaseAttention {
       if (numAxes !== 1) {
         throw new Error(`Layer '${this.name}': slidingWindow needs a single attention axis`);
       }
-      const [t, s] = logits.shape.slice(-2);
-      const rows = tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1]);
-      const cols = tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]);
-      const local = tf.less(tf.abs(tf.sub(rows, cols)), this.slidingWindow); // [T, S]
-      const window = tf.reshape(local, [...new Array(logits.rank - 2).fill(1), t, s]);
-      mask = mask == null ? window : tf.logicalAnd(mask, window);
+      mask = this.withSlidingWindow(mask, logits.shape);
     }
     const {weights, dropped} = this.attentionWeights(logits, mask, numAxes, ctx.training);
     let attended = einsum(this.equations.combine, dropped, v); // [B, T, N, V]
@@ -330,6 +377,103 @@ export class MultiHeadAttention extends BaseAttention {
     }
     const output = (this.outputDense as EinsumDense).project(attended); // [B, T, dimOut]
     return {output, scores: weights};
+  }
+
+  /** ANDs the sliding-window mask `|i - j| < slidingWindow` (for logits [..., T, S]). */
+  private withSlidingWindow(mask: tf.Tensor | null, shape: number[]): tf.Tensor | null {
+    if (this.slidingWindow == null) return mask;
+    const [t, s] = shape.slice(-2);
+    const rows = tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1]);
+    const cols = tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]);
+    const local = tf.less(tf.abs(tf.sub(rows, cols)), this.slidingWindow); // [T, S]
+    const window = tf.reshape(local, [...new Array(shape.length - 2).fill(1), t, s]);
+    return mask == null ? window : tf.logicalAnd(mask, window);
+  }
+
+  /** `x [b, t, d] · kernel` as one 2-D product (+ bias), kernel scaled by `scale`: [b, t, N, w]. */
+  private project(dense: EinsumDense, x: tf.Tensor, scale = 1): tf.Tensor {
+    const [b, t, d] = x.shape;
+    const kernel = (dense.kernel as NonNullable<EinsumDense['kernel']>).read();
+    const width = kernel.shape[2] as number;
+    let w = tf.reshape(kernel, [d, this.numHeads * width]); // [d, N * w]
+    if (scale !== 1) w = tf.mul(w, scale);
+    let y = mm(tf.reshape(x, [b * t, d]), w); // [b * t, N * w]
+    if (dense.bias != null) {
+      const bias = tf.reshape(dense.bias.read(), [this.numHeads * width]);
+      y = tf.add(y, scale !== 1 ? tf.mul(bias, scale) : bias);
+    }
+    return dense.activation.apply(tf.reshape(y, [b, t, this.numHeads, width])); // [b, t, N, w]
+  }
+
+  /**
+   * The default case (3-D inputs, attention over axis 1) without einsum: 2-D products for the
+   * projections with 1/sqrt(keyDim) folded into the query kernel, batched products for scores and
+   * values on operands laid out for them, the masks as one small fill tensor for a fused masked
+   * softmax, and query blocks for long sequences. Same results as the einsum path.
+   */
+  private attendFused(parts: AttentionParts<tf.Tensor>, ctx: AttendContext): AttendResult {
+    const N = this.numHeads;
+    const K = this.keyDim;
+    const V = this.valueDim;
+    const [B, T] = parts.query.shape as [number, number];
+    const S = parts.key.shape[1] as number;
+    const heads = (dense: EinsumDense, x: tf.Tensor, width: number, scale = 1) =>
+      tf.reshape(swapAxes12(this.project(dense, x, scale)), [B * N, x.shape[1] as number, width]); // [B * N, t, w]
+    const q = heads(this.queryDense as EinsumDense, parts.query, K, 1 / Math.sqrt(K)); // [B * N, T, K]
+    const k = heads(this.keyDense as EinsumDense, parts.key, K); // [B * N, S, K]
+    const v = heads(this.valueDense as EinsumDense, parts.value, V); // [B * N, S, V]
+    const shape4 = [B, N, T, S];
+    let mask = this.combinedMask(shape4, ctx, {
+      numAxes: 1,
+      headsAxis: true,
+      queryMaskInScores: true,
+    });
+    mask = this.withSlidingWindow(mask, shape4);
+    const fill = mask == null ? null : maskBias(mask, 4); // [B|1, 1, T|1, S|1]
+    const auto =
+      B * N * T * S > autoChunk.above ? Math.max(1, Math.floor(autoChunk.target / (B * N * S))) : 0;
+    const chunk = this.chunkSize == null ? auto : this.chunkSize;
+    const blocks: Array<[number, number]> = [];
+    for (let start = 0; start < T; start += chunk > 0 ? chunk : T) {
+      blocks.push([start, Math.min(T, start + (chunk > 0 ? chunk : T))]);
+    }
+    const attended: tf.Tensor[] = [];
+    const scores: tf.Tensor[] = [];
+    for (const [start, end] of blocks) {
+      const c = end - start;
+      const [a, w] = tf.tidy(() => {
+        const qb = blocks.length === 1 ? q : tf.slice(q, [0, start, 0], [B * N, c, K]);
+        const logits = tf.reshape(mm(qb, k, false, true), [B, N, c, S]); // [B, N, c, S]
+        let fb = fill;
+        if (fill != null && blocks.length > 1 && fill.shape[2] !== 1) {
+          fb = tf.slice(
+            fill,
+            [0, 0, start, 0],
+            [fill.shape[0] as number, fill.shape[1] as number, c, fill.shape[3] as number],
+          );
+        }
+        const weights = softmaxWithBias(logits, fb); // [B, N, c, S]
+        const {dropped} = this.dropWeights(weights, ctx.training);
+        const out = mm(tf.reshape(dropped, [B * N, c, S]), v); // [B * N, c, V]
+        return [out, ctx.wantScores ? weights : tf.zeros([0])];
+      });
+      attended.push(a);
+      scores.push(w);
+    }
+    const att = attended.length === 1 ? attended[0] : tf.concat(attended, 1); // [B * N, T, V]
+    let merged = swapAxes12(tf.reshape(att, [B, N, T, V])); // [B, T, N, V]
+    if (this.gateDense != null) {
+      merged = tf.mul(merged, this.project(this.gateDense, parts.query)); // [B, T, N, V]
+    }
+    const od = this.outputDense as EinsumDense;
+    const okernel = (od.kernel as NonNullable<EinsumDense['kernel']>).read(); // [N, V, ...out]
+    const outDims = okernel.shape.slice(2);
+    const outSize = outDims.reduce((p, d) => p * d, 1);
+    let y = mm(tf.reshape(merged, [B * T, N * V]), tf.reshape(okernel, [N * V, outSize])); // [B * T, out]
+    if (od.bias != null) y = tf.add(y, tf.reshape(od.bias.read(), [outSize]));
+    const output = od.activation.apply(tf.reshape(y, [B, T, ...outDims])); // [B, T, ...out]
+    const all = ctx.wantScores ? (scores.length === 1 ? scores[0] : tf.concat(scores, 2)) : null;
+    return {output, scores: all};
   }
 
   override getConfig(): tf.serialization.ConfigDict {
@@ -359,6 +503,9 @@ export class MultiHeadAttention extends BaseAttention {
     }
     if (this.softmaxRobustMasking) {
       config.softmaxRobustMasking = true;
+    }
+    if (this.chunkSize != null) {
+      config.chunkSize = this.chunkSize;
     }
     return {...super.getConfig(), ...config};
   }

@@ -1,10 +1,12 @@
 /**
- * `softmax(logits + bias)` over the last axis, fused into one pass on tfjs' cpu backend.
+ * Masked softmax over the last axis with a `fill` tensor: where `fill` is 0 the logit is kept,
+ * elsewhere it is replaced by the fill value (as `where(mask, logits, fill)` would), then softmax.
  *
- * tfjs' cpu softmax runs max, subtract, exp, sum and divide as separate kernels (~128 ms for
- * [32,128,128] here) and an added mask bias costs another full pass (~60 ms); this kernel does
- * both in one loop (~10 ms), with a fused gradient `dx = y * (dy - Σ dy·y)`. Other backends use
- * the composed ops, which are fast there (wasm softmax ~1 ms).
+ * On tfjs' cpu backend this is one fused kernel: its softmax runs max, subtract, exp, sum and
+ * divide as separate kernels (~128 ms for [32,128,128] here) and masking costs another full pass
+ * (~60 ms), against ~10 ms for the loop, with a fused gradient `dx = y * (dy - Σ dy·y)`. Other
+ * backends compose `softmax(logits * keep + fill)`, two broadcast passes that are cheap there
+ * (`where` over the logits takes ~100 ms on wasm, a multiply or add ~1 ms).
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -17,7 +19,10 @@ interface CpuBackend {
 }
 
 /** For each row of `shape[:-1]`, the offset of its row in a broadcast `biasShape`. */
-function biasRowOffsets(shape: number[], biasShape: number[]): {offsets: Int32Array; perElement: boolean} {
+function biasRowOffsets(
+  shape: number[],
+  biasShape: number[],
+): {offsets: Int32Array; perElement: boolean} {
   const rank = shape.length;
   const rows = shape.slice(0, rank - 1).reduce((p, d) => p * d, 1);
   const cols = shape[rank - 1];
@@ -63,7 +68,8 @@ function registerCpuKernels(): void {
         const bo = offsets[r];
         let max = -Infinity;
         for (let j = 0; j < cols; j++) {
-          const v = x[base + j] + (perElement ? b[bo + j] : b[bo]);
+          const f = perElement ? b[bo + j] : b[bo];
+          const v = f === 0 ? x[base + j] : f;
           out[base + j] = v;
           if (v > max) max = v;
         }
@@ -114,12 +120,13 @@ function registerCpuKernels(): void {
 registerCpuKernels();
 
 /**
- * `softmax(logits + bias)` over the last axis; `bias` has the rank of `logits` and broadcasts to
- * it (e.g. `[batch, 1, 1, keys]` against `[batch, heads, queries, keys]`).
+ * Masked softmax over the last axis. `fill` (or null: no mask) has the rank of `logits` and
+ * broadcasts to it (e.g. `[batch, 1, 1, keys]` against `[batch, heads, queries, keys]`); 0 keeps
+ * a logit, any other value replaces it.
  */
 export function softmaxWithBias(logits: tf.Tensor, bias: tf.Tensor | null): tf.Tensor {
   if (bias != null && bias.rank !== logits.rank) {
-    throw new Error(`softmaxWithBias: bias of rank ${bias.rank} for logits of rank ${logits.rank}`);
+    throw new Error(`softmaxWithBias: fill of rank ${bias.rank} for logits of rank ${logits.rank}`);
   }
   if (tf.getBackend() === 'cpu' && logits.dtype === 'float32') {
     const b = bias ?? tf.zeros(new Array(logits.rank).fill(1));
@@ -127,5 +134,9 @@ export function softmaxWithBias(logits: tf.Tensor, bias: tf.Tensor | null): tf.T
     if (bias == null) b.dispose();
     return y;
   }
-  return tf.tidy(() => tf.softmax(bias == null ? logits : tf.add(logits, bias)));
+  return tf.tidy(() => {
+    if (bias == null) return tf.softmax(logits);
+    const keep = tf.cast(tf.equal(bias, 0), logits.dtype); // small: the mask's shape
+    return tf.softmax(tf.add(tf.mul(logits, keep), bias));
+  });
 }

@@ -19,9 +19,32 @@ function swapLast(x: tf.Tensor): tf.Tensor {
   return tf.transpose(x, perm);
 }
 
+/** Per-slice multiply-adds above which wasm's batched matMul loses to a loop of 2-D products. */
+const LOOP_MACS = 2 ** 21;
+
+/**
+ * tfjs-wasm runs 2-D products through XNNPACK and batched ones through a plain loop nest, ~10x
+ * slower for large slices ([4,2048,32]·[4,32,2048]: 1430 ms batched, 125 ms as four 2-D
+ * products); small slices ([32,128,32]·[32,32,128]) are faster batched (per-op overhead).
+ */
+function batchedOnWasm(a: tf.Tensor, b: tf.Tensor): tf.Tensor {
+  const r = a.rank;
+  if (r !== 3 || b.rank !== 3 || a.shape[0] !== b.shape[0] || a.shape[0] === 1) {
+    return tf.matMul(a, b);
+  }
+  const [, m, k] = a.shape as [number, number, number];
+  const cols = b.shape[2] as number;
+  if (m * k * cols < LOOP_MACS) {
+    return tf.matMul(a, b);
+  }
+  const as = tf.unstack(a);
+  const bs = tf.unstack(b);
+  return tf.stack(as.map((x, i) => tf.matMul(x, bs[i]))); // [n, m, cols]
+}
+
 function product(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: boolean): tf.Tensor {
-  if ((transposeA || transposeB) && explicitTransposes()) {
-    return tf.matMul(transposeA ? swapLast(a) : a, transposeB ? swapLast(b) : b);
+  if (explicitTransposes()) {
+    return batchedOnWasm(transposeA ? swapLast(a) : a, transposeB ? swapLast(b) : b);
   }
   return tf.matMul(a, b, transposeA, transposeB);
 }
@@ -35,15 +58,19 @@ export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = 
   if (!explicitTransposes()) {
     return tf.matMul(a, b, transposeA, transposeB);
   }
+  // (on wasm also large batched products become loops of 2-D products, see batchedOnWasm)
   const f = tf.customGrad(((x: tf.Tensor, y: tf.Tensor, save: tf.GradSaveFunc) => {
     save([x, y]);
     return {
       value: product(x, y, transposeA, transposeB),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [A, B] = saved;
-        if (!transposeA && !transposeB) return [product(dy, B, false, true), product(A, dy, true, false)];
-        if (!transposeA && transposeB) return [product(dy, B, false, false), product(dy, A, true, false)];
-        if (transposeA && !transposeB) return [product(B, dy, false, true), product(A, dy, false, false)];
+        if (!transposeA && !transposeB)
+          return [product(dy, B, false, true), product(A, dy, true, false)];
+        if (!transposeA && transposeB)
+          return [product(dy, B, false, false), product(dy, A, true, false)];
+        if (transposeA && !transposeB)
+          return [product(B, dy, false, true), product(A, dy, false, false)];
         return [product(B, dy, true, true), product(dy, A, true, true)];
       },
     };
