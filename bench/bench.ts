@@ -140,12 +140,17 @@ function time(fn: () => void): number {
   return performance.now() - t0;
 }
 
+/** Peak bytes allocated during `fn`, above what was allocated before it. */
 async function peakOf(fn: () => void): Promise<number> {
+  const before = tf.memory().numBytes;
   const p = await tf.profile(() => {
     fn();
   });
-  return p.peakBytes;
+  return p.peakBytes - before;
 }
+
+const checks: string[] = [];
+const wholeLayers: MultiHeadAttention[] = [];
 
 interface Row {
   backend: string;
@@ -182,7 +187,11 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
     y.dataSync();
     y.dispose();
   };
-  const contenders: Contender[] = [
+  // The long size: no naive training step nor masked naive forward (~7 s and ~4 s a run), so the
+  // whole benchmark stays within 10 minutes on 2 cores (the long size runs on wasm only, see main).
+  const long = size.name === 'long';
+  const training = true;
+  const all: Array<Contender & {skip?: boolean}> = [
     {name: 'floor (6 GEMMs)', fn: () => floor(ops)},
     {name: 'ours forward', fn: fwd(() => mha.apply(x) as tf.Tensor)},
     {
@@ -190,14 +199,51 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
       fn: fwd(() => mha.apply(x, {validLens: lens}) as tf.Tensor),
     },
     {name: 'naive forward', fn: fwd(() => naive(size, weights, x, null))},
-    {name: 'naive forward, valid lengths', fn: fwd(() => naive(size, weights, x, lens))},
-    {name: 'ours training step', fn: step(() => mha.apply(x, {training: true}) as tf.Tensor, vars)},
+    {
+      name: 'naive forward, valid lengths',
+      fn: fwd(() => naive(size, weights, x, lens)),
+      skip: long,
+    },
+    {
+      name: 'ours training step',
+      fn: step(() => mha.apply(x, {training: true}) as tf.Tensor, vars),
+      skip: !training,
+    },
     {
       name: 'ours training step, valid lengths',
       fn: step(() => mha.apply(x, {training: true, validLens: lens}) as tf.Tensor, vars),
+      skip: !training,
     },
-    {name: 'naive training step', fn: step(() => naive(size, naiveVars, x, null), naiveVars)},
+    {
+      name: 'naive training step',
+      fn: step(() => naive(size, naiveVars, x, null), naiveVars),
+      skip: long,
+    },
   ];
+  const contenders: Contender[] = all.filter((c) => !c.skip);
+  if (size.name === 'long') {
+    const whole = new MultiHeadAttention({numHeads: H, keyDim: D / H, chunkSize: 0});
+    tf.dispose(whole.apply(x) as tf.Tensor);
+    whole.setWeights(weights);
+    contenders.splice(2, 0, {
+      name: 'ours forward, whole (chunkSize 0)',
+      fn: fwd(() => whole.apply(x) as tf.Tensor),
+    });
+    wholeLayers.push(whole);
+    // the blocked and the whole layer agree: outputs and the gradient of the input
+    const diff = tf.tidy(() => {
+      const gradOf = (layer: MultiHeadAttention) =>
+        tf.grad((t: tf.Tensor) => tf.sum(tf.mul(layer.apply(t) as tf.Tensor, g)))(x);
+      const out = tf
+        .max(tf.abs(tf.sub(mha.apply(x) as tf.Tensor, whole.apply(x) as tf.Tensor)))
+        .dataSync()[0];
+      const grad = tf.max(tf.abs(tf.sub(gradOf(mha), gradOf(whole)))).dataSync()[0];
+      return {out, grad};
+    });
+    checks.push(
+      `${backend} long: query blocks vs whole attention: max |output diff| ${diff.out.toExponential(1)}, max |input-gradient diff| ${diff.grad.toExponential(1)}`,
+    );
+  }
   const Tl = loadTfjsLayersMha();
   if (Tl && backend === 'cpu' && size.name !== 'long') {
     const tl = new Tl({numHeads: H, keyDim: D / H});
@@ -234,6 +280,7 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
   }
   tf.dispose([x, lens, g, ...weights, ...naiveVars, ...Object.values(ops).flat()]);
   mha.dispose();
+  for (const w of wholeLayers.splice(0)) w.dispose();
 }
 
 async function main(): Promise<void> {
@@ -247,6 +294,8 @@ async function main(): Promise<void> {
     await tf.setBackend(backend);
     await tf.ready();
     for (const size of sizes) {
+      // tfjs' cpu backend needs ~8 s for one 2048-token pass: the long size runs on wasm only
+      if (size.name === 'long' && backend === 'cpu' && !process.env.BENCH_CPU_LONG) continue;
       await benchSize(backend, size, rows);
     }
   }
@@ -257,7 +306,9 @@ async function main(): Promise<void> {
     warmup: WARMUP,
     seconds: (Date.now() - t0) / 1000,
     rows,
+    checks,
   };
+  for (const c of checks) console.log(c);
   fs.writeFileSync(path.join(__dirname, '..', 'results.json'), JSON.stringify(out, null, 1));
   console.log(`done in ${out.seconds.toFixed(0)}s; wrote bench/results.json`);
 }
