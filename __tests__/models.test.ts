@@ -9,16 +9,11 @@ import {AdditiveAttention, fileSystem, MultiHeadAttention} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose, maxAbsDiff} from './helpers/close';
 import {randTensor} from './helpers/data';
+import {saveToMemory} from './helpers/save';
 
 async function roundTrip(model: tf.LayersModel): Promise<tf.LayersModel> {
-  let saved: tf.io.ModelArtifacts | null = null;
-  await model.save(
-    tf.io.withSaveHandler(async (a) => {
-      saved = a;
-      return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
-    }),
-  );
-  return tf.loadLayersModel(tf.io.fromMemory(saved as unknown as tf.io.ModelArtifacts));
+  const saved = await saveToMemory(model);
+  return tf.loadLayersModel(tf.io.fromMemory(saved));
 }
 
 /** x + MHA(x), layer norm, dense: a transformer encoder block. */
@@ -191,14 +186,7 @@ describeBackends('models', () => {
         tf.layers.dense({units: 2}),
       ],
     });
-    let saved: tf.io.ModelArtifacts | null = null;
-    await model.save(
-      tf.io.withSaveHandler(async (a) => {
-        saved = a;
-        return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
-      }),
-    );
-    const artifacts = saved as unknown as tf.io.ModelArtifacts;
+    const artifacts = await saveToMemory(model);
     const topo = JSON.stringify(artifacts.modelTopology);
     for (const key of [
       '"num_heads":2',

@@ -5,6 +5,7 @@ import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
 import {runLayerTest} from './helpers/layer_harness';
+import {saveToMemory} from './helpers/save';
 import {
   allowAll,
   Allowed,
@@ -559,19 +560,11 @@ describe('input roles of functional models', () => {
     const y = layer.apply([q, v], {attentionMask: mask}) as tf.SymbolicTensor;
     expect(layer.inputRoles).toEqual(['query', 'value', 'attentionMask']);
     const model = tf.model({inputs: [q, v, mask], outputs: y});
-    let saved: tf.io.ModelArtifacts | null = null;
-    await model.save(
-      tf.io.withSaveHandler(async (a) => {
-        saved = a;
-        return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
-      }),
-    );
-    expect(JSON.stringify((saved as unknown as tf.io.ModelArtifacts).modelTopology)).toContain(
+    const saved = await saveToMemory(model);
+    expect(JSON.stringify(saved.modelTopology)).toContain(
       '"input_roles":["query","value","attention_mask"]',
     );
-    const loaded = await tf.loadLayersModel(
-      tf.io.fromMemory(saved as unknown as tf.io.ModelArtifacts),
-    );
+    const loaded = await tf.loadLayersModel(tf.io.fromMemory(saved));
     tf.tidy(() => {
       const qs = randTensor([2, 3, 4], 1);
       const vs = randTensor([2, 5, 4], 2);

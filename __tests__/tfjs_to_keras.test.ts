@@ -18,6 +18,7 @@ import {
 import {describeBackends} from './helpers/backends';
 import {expectClose, maxAbsDiff} from './helpers/close';
 import {recordFidelity} from './helpers/fidelity';
+import {saveToMemory} from './helpers/save';
 
 const dir = path.join(__dirname, 'fixtures', 'tfjs_to_keras');
 const cases = fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, 'keras.json')));
@@ -71,14 +72,8 @@ describe('toKerasArtifacts refusals', () => {
   ) {
     const x = tf.input({shape: [3, 4]});
     const model = tf.model({inputs: extra ? [x, extra] : x, outputs: make(x)});
-    let saved: tf.io.ModelArtifacts | null = null;
-    await model.save(
-      tf.io.withSaveHandler(async (a) => {
-        saved = a;
-        return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
-      }),
-    );
-    return saved as unknown as tf.io.ModelArtifacts;
+    const saved = await saveToMemory(model);
+    return saved;
   }
 
   it('refuses what Keras cannot express', async () => {

@@ -5,6 +5,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {expectClose} from './close';
+import {saveToMemory} from './save';
 
 export interface LayerCase {
   /** A fresh layer. */
@@ -132,14 +133,7 @@ export function runLayerTest(name: string, c: LayerCase): void {
       const clone = entry[1](entry[0], {...config}) as tf.layers.Layer;
       expect(clone.getConfig()).toEqual(config);
 
-      let saved: tf.io.ModelArtifacts | null = null;
-      await model.save(
-        tf.io.withSaveHandler(async (a) => {
-          saved = a;
-          return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
-        }),
-      );
-      const artifacts = saved as unknown as tf.io.ModelArtifacts;
+      const artifacts = await saveToMemory(model);
       const topology = JSON.stringify(artifacts.modelTopology);
       expect(topology).toContain(`"class_name":"${layer.getClassName()}"`);
       const loaded = await tf.loadLayersModel(tf.io.fromMemory(artifacts));

@@ -10,13 +10,10 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
+import type {CpuBackend} from './cpu_backend';
+
 const FORWARD = 'TfjsAttentionSoftmaxBias';
 const BACKWARD = 'TfjsAttentionSoftmaxBiasGrad';
-
-interface CpuBackend {
-  readSync(dataId: object): ArrayLike<number>;
-  makeTensorInfo(shape: number[], dtype: string, values: Float32Array): tf.TensorInfo;
-}
 
 /** For each row of `shape[:-1]`, the offset of its row in a broadcast `biasShape`. */
 function biasRowOffsets(

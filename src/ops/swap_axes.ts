@@ -7,12 +7,9 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-const KERNEL = 'TfjsAttentionSwapAxes12';
+import type {CpuBackend} from './cpu_backend';
 
-interface CpuBackend {
-  readSync(dataId: object): ArrayLike<number>;
-  makeTensorInfo(shape: number[], dtype: string, values: Float32Array): tf.TensorInfo;
-}
+const KERNEL = 'TfjsAttentionSwapAxes12';
 
 function register(): void {
   if (tf.getKernel(KERNEL, 'cpu') != null) return;
