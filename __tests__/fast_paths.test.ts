@@ -7,9 +7,9 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {MultiHeadAttention} from '../src';
-import {softmaxWithBias} from '../src/ops/fused_softmax';
+import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {mm} from '../src/ops/matmul';
-import {maskBias} from '../src/ops/masking';
+import {maskFill} from '../src/ops/masking';
 import {swapAxes12} from '../src/ops/swap_axes';
 import {
   setAutoChunkThresholds,
@@ -158,17 +158,17 @@ describeBackends('fast paths', () => {
     setAutoChunkThresholds(previous.above, previous.target);
   });
 
-  it('softmaxWithBias = softmax(where(mask, logits, fill)), with its gradient', () => {
+  it('softmaxWithFill = softmax(where(mask, logits, fill)), with its gradient', () => {
     tf.tidy(() => {
       const logits = tf.mul(randTensor([2, 3, 4, 6], 5), 10);
       const mask = tf.greater(randTensor([2, 1, 4, 6], 6), -0.3);
-      const fill = maskBias(mask, 4);
+      const fill = maskFill(mask, 4);
       const composed = (x: tf.Tensor) =>
         tf.softmax(tf.where(tf.broadcastTo(mask, x.shape), x, tf.scalar(-1e9)));
-      expectClose(softmaxWithBias(logits, fill), composed(logits), TOL, TOL);
-      expectClose(softmaxWithBias(logits, null), tf.softmax(logits), TOL, TOL);
+      expectClose(softmaxWithFill(logits, fill), composed(logits), TOL, TOL);
+      expectClose(softmaxWithFill(logits, null), tf.softmax(logits), TOL, TOL);
       const dy = randTensor(logits.shape, 7);
-      const g1 = tf.grad((x: tf.Tensor) => tf.sum(tf.mul(softmaxWithBias(x, fill), dy)))(logits);
+      const g1 = tf.grad((x: tf.Tensor) => tf.sum(tf.mul(softmaxWithFill(x, fill), dy)))(logits);
       const g2 = tf.grad((x: tf.Tensor) => tf.sum(tf.mul(composed(x), dy)))(logits);
       expectClose(g1, g2, TOL, TOL);
     });

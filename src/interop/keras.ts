@@ -222,7 +222,7 @@ function rewriteAttentionLayer(layer: Obj): void {
         roles.push('key');
       }
     }
-    if (inputs.length < (cls === 'MultiHeadAttention' ? 2 : 2)) {
+    if (inputs.length < 2) {
       fail(
         `layer '${name}' (${cls}) needs a query and a value, received ${inputs.length} input(s)`,
       );

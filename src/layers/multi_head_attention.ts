@@ -1,8 +1,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {einsum} from '../ops/einsum';
-import {softmaxWithBias} from '../ops/fused_softmax';
-import {maskBias} from '../ops/masking';
+import {softmaxWithFill} from '../ops/fused_softmax';
+import {maskFill} from '../ops/masking';
 import {mm} from '../ops/matmul';
 import {swapAxes12} from '../ops/swap_axes';
 import {AttentionParts} from './attention_inputs';
@@ -429,7 +429,7 @@ export class MultiHeadAttention extends BaseAttention {
       queryMaskInScores: true,
     });
     mask = this.withSlidingWindow(mask, shape4);
-    const fill = mask == null ? null : maskBias(mask, 4); // [B|1, 1, T|1, S|1]
+    const fill = mask == null ? null : maskFill(mask, 4); // [B|1, 1, T|1, S|1]
     const auto =
       B * N * T * S > autoChunk.above ? Math.max(1, Math.floor(autoChunk.target / (B * N * S))) : 0;
     const chunk = this.chunkSize == null ? auto : this.chunkSize;
@@ -452,7 +452,7 @@ export class MultiHeadAttention extends BaseAttention {
             [fill.shape[0] as number, fill.shape[1] as number, c, fill.shape[3] as number],
           );
         }
-        const weights = softmaxWithBias(logits, fb); // [B, N, c, S]
+        const weights = softmaxWithFill(logits, fb); // [B, N, c, S]
         const {dropped} = this.dropWeights(weights, ctx.training);
         const out = mm(tf.reshape(dropped, [B * N, c, S]), v); // [B * N, c, V]
         return [out, ctx.wantScores ? weights : tf.zeros([0])];

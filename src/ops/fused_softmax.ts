@@ -12,25 +12,25 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import type {CpuBackend} from './cpu_backend';
 
-const FORWARD = 'TfjsAttentionSoftmaxBias';
-const BACKWARD = 'TfjsAttentionSoftmaxBiasGrad';
+const FORWARD = 'TfjsAttentionMaskedSoftmax';
+const BACKWARD = 'TfjsAttentionMaskedSoftmaxGrad';
 
-/** For each row of `shape[:-1]`, the offset of its row in a broadcast `biasShape`. */
-function biasRowOffsets(
+/** For each row of `shape[:-1]`, the offset of its row in a broadcast `fillShape`. */
+function fillRowOffsets(
   shape: number[],
-  biasShape: number[],
+  fillShape: number[],
 ): {offsets: Int32Array; perElement: boolean} {
   const rank = shape.length;
   const rows = shape.slice(0, rank - 1).reduce((p, d) => p * d, 1);
   const cols = shape[rank - 1];
-  const perElement = biasShape[rank - 1] !== 1;
+  const perElement = fillShape[rank - 1] !== 1;
   const rowStride = perElement ? cols : 1;
-  // strides of the bias over the leading axes (0 where broadcast)
+  // strides of the fill over the leading axes (0 where broadcast)
   const strides: number[] = new Array(rank - 1).fill(0);
   let s = rowStride;
   for (let i = rank - 2; i >= 0; i--) {
-    strides[i] = biasShape[i] === 1 ? 0 : s;
-    s *= biasShape[i];
+    strides[i] = fillShape[i] === 1 ? 0 : s;
+    s *= fillShape[i];
   }
   const offsets = new Int32Array(rows);
   const idx = new Array(rank - 1).fill(0);
@@ -53,12 +53,12 @@ function registerCpuKernels(): void {
     backendName: 'cpu',
     kernelFunc: ({inputs, backend}) => {
       const cpu = backend as unknown as CpuBackend;
-      const {logits, bias} = inputs as {logits: tf.TensorInfo; bias: tf.TensorInfo};
+      const {logits, fill} = inputs as {logits: tf.TensorInfo; fill: tf.TensorInfo};
       const x = cpu.readSync(logits.dataId);
-      const b = cpu.readSync(bias.dataId);
+      const b = cpu.readSync(fill.dataId);
       const shape = logits.shape;
       const cols = shape[shape.length - 1];
-      const {offsets, perElement} = biasRowOffsets(shape, bias.shape);
+      const {offsets, perElement} = fillRowOffsets(shape, fill.shape);
       const out = new Float32Array(x.length);
       for (let r = 0; r < offsets.length; r++) {
         const base = r * cols;
@@ -107,8 +107,8 @@ function registerCpuKernels(): void {
       const [y] = saved;
       return {
         logits: () => tf.engine().runKernel(BACKWARD, {dy: dy as tf.Tensor, y}) as tf.Tensor,
-        // the bias is a mask: constant, never differentiated in practice
-        bias: () => tf.zerosLike(y),
+        // the fill is a mask: constant, never differentiated in practice
+        fill: () => tf.zerosLike(y),
       };
     },
   });
@@ -121,19 +121,19 @@ registerCpuKernels();
  * broadcasts to it (e.g. `[batch, 1, 1, keys]` against `[batch, heads, queries, keys]`); 0 keeps
  * a logit, any other value replaces it.
  */
-export function softmaxWithBias(logits: tf.Tensor, bias: tf.Tensor | null): tf.Tensor {
-  if (bias != null && bias.rank !== logits.rank) {
-    throw new Error(`softmaxWithBias: fill of rank ${bias.rank} for logits of rank ${logits.rank}`);
+export function softmaxWithFill(logits: tf.Tensor, fill: tf.Tensor | null): tf.Tensor {
+  if (fill != null && fill.rank !== logits.rank) {
+    throw new Error(`softmaxWithFill: fill of rank ${fill.rank} for logits of rank ${logits.rank}`);
   }
   if (tf.getBackend() === 'cpu' && logits.dtype === 'float32') {
-    const b = bias ?? tf.zeros(new Array(logits.rank).fill(1));
-    const y = tf.engine().runKernel(FORWARD, {logits, bias: b}) as tf.Tensor;
-    if (bias == null) b.dispose();
+    const b = fill ?? tf.zeros(new Array(logits.rank).fill(1));
+    const y = tf.engine().runKernel(FORWARD, {logits, fill: b}) as tf.Tensor;
+    if (fill == null) b.dispose();
     return y;
   }
   return tf.tidy(() => {
-    if (bias == null) return tf.softmax(logits);
-    const keep = tf.cast(tf.equal(bias, 0), logits.dtype); // small: the mask's shape
-    return tf.softmax(tf.add(tf.mul(logits, keep), bias));
+    if (fill == null) return tf.softmax(logits);
+    const keep = tf.cast(tf.equal(fill, 0), logits.dtype); // small: the mask's shape
+    return tf.softmax(tf.add(tf.mul(logits, keep), fill));
   });
 }

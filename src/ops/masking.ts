@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 
-import {softmaxWithBias} from './fused_softmax';
+import {softmaxWithFill} from './fused_softmax';
 
 /**
  * Masks as pure functions, apart from the layers that use them.
@@ -94,7 +94,7 @@ export function combineMasks(...masks: Array<tf.Tensor | null | undefined>): tf.
 export function softmaxWithMask(logits: tf.Tensor, mask: tf.Tensor | null, numAxes = 1): tf.Tensor {
   return tf.tidy(() => {
     if (numAxes === 1) {
-      return softmaxWithBias(logits, mask == null ? null : maskBias(mask, logits.rank));
+      return softmaxWithFill(logits, mask == null ? null : maskFill(mask, logits.rank));
     }
     let x = logits;
     if (mask != null) {
@@ -109,11 +109,11 @@ export function softmaxWithMask(logits: tf.Tensor, mask: tf.Tensor | null, numAx
 }
 
 /**
- * A mask as the fill tensor of {@link softmaxWithBias}: 0 where allowed, {@link maskFillValue}
+ * A mask as the fill tensor of {@link softmaxWithFill}: 0 where allowed, {@link maskFillValue}
  * where masked, with the given rank (leading axes of size 1 added). It has the mask's (small,
  * broadcast) shape, so building it costs nothing next to the logits.
  */
-export function maskBias(mask: tf.Tensor, rank: number): tf.Tensor {
+export function maskFill(mask: tf.Tensor, rank: number): tf.Tensor {
   return tf.tidy(() => {
     let m = mask;
     while (m.rank < rank) m = tf.expandDims(m, 0);
