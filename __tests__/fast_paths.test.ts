@@ -1,168 +1,185 @@
 /**
- * Every fast path against the plain one: the fused MultiHeadAttention path (3-D inputs) against
- * the einsum path, query blocks against whole attention, the cpu fused masked softmax and
- * swapAxes12 kernels against composed tfjs ops, and mm() (explicit transposes, 2-D loops on wasm)
- * against tf.matMul — outputs and gradients, tolerance 1e-5 (abs and rel).
+ * Every fast path against the plain one, with proof of which path ran (the kernels tfjs ran, from
+ * tf.profile): the package's own kernels (TFJS_ATTENTION_OWN_KERNELS) against tfjs' ops in
+ * MultiHeadAttention, query blocks against whole attention, and each own kernel against a plain
+ * loop or tfjs' op — outputs and gradients, tolerance 1e-5 (abs and rel) unless stated.
  */
 import * as tf from '@tensorflow/tfjs';
 
 import {MultiHeadAttention} from '../src';
+import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/ops/flags';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {mm} from '../src/ops/matmul';
 import {maskFill} from '../src/ops/masking';
 import {swapAxes12} from '../src/ops/swap_axes';
-import {
-  setAutoChunkThresholds,
-  setMultiHeadAttentionFastPath,
-} from '../src/layers/multi_head_attention';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
 
 const TOL = 1e-5;
 
-/** Output and the gradients of every weight and float input, for one path. */
-function run(
-  layer: MultiHeadAttention,
-  inputs: tf.Tensor[],
-  kwargs: Record<string, unknown>,
-  fast: boolean,
-) {
-  const previous = setMultiHeadAttentionFastPath(fast);
+/** Runs `f` with the given tfjs flags, restoring them after. */
+function withFlags<T>(flags: Record<string, boolean | number>, f: () => T): T {
+  const env = tf.env();
+  const previous = Object.fromEntries(Object.keys(flags).map((k) => [k, env.get(k)]));
   try {
-    return tf.tidy(() => {
-      const g = tf.tidy(() => {
-        const y = layer.apply(inputs, kwargs) as tf.Tensor | tf.Tensor[];
-        return randTensor((Array.isArray(y) ? y[0] : y).shape, 99);
-      });
-      const vars = layer.trainableWeights.map((v) => v.read() as tf.Variable);
-      const f = () => {
-        const y = layer.apply(inputs, kwargs) as tf.Tensor | tf.Tensor[];
-        return tf.sum(tf.mul(Array.isArray(y) ? y[0] : y, g)) as tf.Scalar;
-      };
-      const {grads} = tf.variableGrads(f, vars);
-      const floats = inputs.filter((t) => t.dtype === 'float32');
-      const inputGrads = tf.grads((...xs: tf.Tensor[]) => {
-        let i = 0;
-        const all = inputs.map((t) => (t.dtype === 'float32' ? xs[i++] : t));
-        const y = layer.apply(all, kwargs) as tf.Tensor | tf.Tensor[];
-        return tf.sum(tf.mul(Array.isArray(y) ? y[0] : y, g));
-      })(floats);
-      const out = layer.apply(inputs, {...kwargs, returnAttentionScores: true}) as tf.Tensor[];
-      return {out, grads: vars.map((v) => grads[v.name]), inputGrads};
-    });
+    for (const [k, v] of Object.entries(flags)) env.set(k, v);
+    return f();
   } finally {
-    setMultiHeadAttentionFastPath(previous);
+    for (const [k, v] of Object.entries(previous)) env.set(k, v);
   }
 }
 
-describeBackends('fast paths', () => {
+/** The names of the kernels `f` runs (one entry per kernel call). */
+async function kernelsOf(f: () => tf.TensorContainer): Promise<string[]> {
+  const info = await tf.profile(() => f());
+  tf.dispose(info.result as tf.TensorContainer);
+  return info.kernels.map((k) => k.name);
+}
+
+const count = (names: string[], name: string) => names.filter((n) => n === name).length;
+
+/** Output, scores and the gradients of every weight and float input. */
+function run(layer: MultiHeadAttention, inputs: tf.Tensor[], kwargs: Record<string, unknown>) {
+  return tf.tidy(() => {
+    const g = randTensor(layer.computeOutputShape(inputs.map((x) => x.shape)) as number[], 99);
+    const vars = layer.trainableWeights.map((v) => v.read() as tf.Variable);
+    const loss = (xs: tf.Tensor[]) =>
+      tf.sum(tf.mul(layer.apply(xs, kwargs) as tf.Tensor, g)) as tf.Scalar;
+    const {grads} = tf.variableGrads(() => loss(inputs), vars);
+    const inputGrads = tf.grads((...xs: tf.Tensor[]) => loss(xs))(inputs);
+    const out = layer.apply(inputs, {...kwargs, returnAttentionScores: true}) as tf.Tensor[];
+    return {out, grads: vars.map((v) => grads[v.name]), inputGrads};
+  });
+}
+
+type Result = ReturnType<typeof run>;
+
+function expectSame(a: Result, b: Result, tol = TOL): void {
+  a.out.forEach((t, i) => expectClose(t, b.out[i], tol, tol));
+  a.grads.forEach((t, i) => expectClose(t, b.grads[i], tol, tol));
+  a.inputGrads.forEach((t, i) => expectClose(t, b.inputGrads[i], tol, tol));
+}
+
+function mhaCase(args: ConstructorParameters<typeof MultiHeadAttention>[0], cross: boolean) {
+  const layer = new MultiHeadAttention(args);
+  const q = randTensor([2, 4, 6], 1);
+  const inputs = cross ? [q, randTensor([2, 5, 5], 2), randTensor([2, 5, 7], 3)] : [q];
+  layer.apply(inputs);
+  layer.setWeights(layer.getWeights().map((w, i) => randTensor(w.shape, 20 + i, 0.5)));
+  return {layer, inputs};
+}
+
+describeBackends('fast paths', (backend) => {
   const cases: Array<{
     name: string;
     args: ConstructorParameters<typeof MultiHeadAttention>[0];
-    key: boolean;
+    cross: boolean;
     kwargs: () => Record<string, unknown>;
   }> = [
-    {name: 'self-attention', args: {numHeads: 2, keyDim: 3}, key: false, kwargs: () => ({})},
+    {name: 'self-attention', args: {numHeads: 2, keyDim: 3}, cross: false, kwargs: () => ({})},
     {
       name: 'cross, key, valueDim, 2-D outputShape, no bias',
       args: {numHeads: 3, keyDim: 2, valueDim: 4, outputShape: [2, 3], useBias: false},
-      key: true,
+      cross: true,
       kwargs: () => ({}),
     },
     {
       name: '1-D lengths and causal',
       args: {numHeads: 2, keyDim: 3, useCausalMask: true},
-      key: false,
+      cross: false,
       kwargs: () => ({validLens: tf.tensor1d([3, 0], 'int32')}),
     },
     {
       name: '2-D lengths and an attention mask',
       args: {numHeads: 2, keyDim: 3},
-      key: true,
+      cross: true,
       kwargs: () => ({
-        validLens: tf.tensor2d(
-          [
-            [1, 5, 2, 4],
-            [3, 3, 5, 0],
-          ],
-          [2, 4],
-          'int32',
-        ),
+        validLens: tf.tensor2d([1, 5, 2, 4, 3, 3, 5, 0], [2, 4], 'int32'),
         attentionMask: tf.greater(randTensor([2, 4, 5], 8), -0.4),
       }),
     },
     {
       name: 'gate and sliding window',
       args: {numHeads: 2, keyDim: 3, useGate: true, slidingWindow: 2},
-      key: false,
+      cross: false,
       kwargs: () => ({}),
     },
-    {
-      name: 'query blocks of 2 (chunkSize)',
-      args: {numHeads: 2, keyDim: 3, chunkSize: 2, useCausalMask: true},
-      key: false,
-      kwargs: () => ({
-        validLens: tf.tensor2d(
-          [
-            [1, 2, 3, 4],
-            [4, 4, 2, 1],
-          ],
-          [2, 4],
-          'int32',
-        ),
-      }),
-    },
   ];
+
   for (const c of cases) {
-    it(`MultiHeadAttention fused path = einsum path: ${c.name}`, () => {
-      tf.tidy(() => {
-        const layer = new MultiHeadAttention(c.args);
-        const q = randTensor([2, 4, 6], 1);
-        const v = randTensor([2, c.key ? 5 : 4, 5], 2);
-        const k = randTensor([2, c.key ? 5 : 4, 7], 3);
-        const inputs = c.key ? [q, v, k] : [q];
-        layer.apply(inputs);
-        layer.setWeights(layer.getWeights().map((w, i) => randTensor(w.shape, 20 + i, 0.5)));
-        const fast = run(layer, inputs, c.kwargs(), true);
-        const plain = run(layer, inputs, c.kwargs(), false);
-        fast.out.forEach((t, i) => expectClose(t, plain.out[i], TOL, TOL));
-        fast.grads.forEach((t, i) => expectClose(t, plain.grads[i], TOL, TOL));
-        fast.inputGrads.forEach((t, i) => expectClose(t, plain.inputGrads[i], TOL, TOL));
-      });
+    it(`MultiHeadAttention with own kernels = with tfjs' ops only: ${c.name}`, async () => {
+      const {layer, inputs} = mhaCase(c.args, c.cross);
+      const kwargs = c.kwargs();
+      const call = () => layer.apply(inputs, kwargs) as tf.Tensor;
+      const own = await kernelsOf(call);
+      const plain = await withFlags({[OWN_KERNELS]: false}, () => kernelsOf(call));
+      if (backend === 'cpu') {
+        // the fused masked softmax and the head transposes are the package's kernels
+        expect(count(own, 'TfjsAttentionMaskedSoftmax')).toBe(1);
+        expect(count(own, 'TfjsAttentionSwapAxes12')).toBeGreaterThanOrEqual(4);
+        expect(count(plain, 'TfjsAttentionMaskedSoftmax')).toBe(0);
+        expect(count(plain, 'TfjsAttentionSwapAxes12')).toBe(0);
+        expect(count(plain, 'Softmax')).toBe(1);
+      } else if (backend === 'wasm') {
+        // explicit transposes instead of matMul's transpose flags (q kᵀ)
+        expect(count(own, 'Transpose')).toBeGreaterThan(count(plain, 'Transpose'));
+      }
+      const fast = run(layer, inputs, kwargs);
+      const slow = withFlags({[OWN_KERNELS]: false}, () => run(layer, inputs, kwargs));
+      expectSame(fast, slow);
+      tf.dispose([fast, slow, inputs, Object.values(kwargs) as tf.Tensor[]]);
+      layer.dispose();
     });
   }
 
-  it('automatic query blocks match whole attention, outputs and gradients', () => {
-    // thresholds lowered from 2^23 / 2^21 score elements so a small input is blocked: 2 x 2 x 9 x 9
-    // = 324 elements > 100, blocks of floor(40 / (2 * 2 * 9)) = 1 query
-    const previous = setAutoChunkThresholds(100, 40);
-    tf.tidy(() => {
-      const x = randTensor([2, 9, 4], 4);
-      const auto = new MultiHeadAttention({numHeads: 2, keyDim: 2, useCausalMask: true});
-      const whole = new MultiHeadAttention({
-        numHeads: 2,
-        keyDim: 2,
-        useCausalMask: true,
-        chunkSize: 0,
-      });
-      auto.apply(x);
-      whole.apply(x);
-      whole.setWeights(auto.getWeights());
-      const a = run(auto, [x], {}, true);
-      const w = run(whole, [x], {}, true);
-      a.out.forEach((t, i) => expectClose(t, w.out[i], TOL, TOL));
-      a.grads.forEach((t, i) => expectClose(t, w.grads[i], TOL, TOL));
-      a.inputGrads.forEach((t, i) => expectClose(t, w.inputGrads[i], TOL, TOL));
-    });
-    setAutoChunkThresholds(previous.above, previous.target);
+  it('query blocks (chunkSize) = whole attention, and blocks ran', async () => {
+    const args = {numHeads: 2, keyDim: 3, useCausalMask: true};
+    const blocked = mhaCase({...args, chunkSize: 2}, false);
+    const whole = mhaCase({...args, chunkSize: 0}, false);
+    whole.layer.setWeights(blocked.layer.getWeights());
+    const lens = tf.tensor2d([1, 2, 3, 4, 4, 4, 2, 1], [2, 4], 'int32');
+    const names = (m: typeof blocked) =>
+      kernelsOf(() => m.layer.apply(m.inputs, {validLens: lens}) as tf.Tensor);
+    const b = await names(blocked);
+    const w = await names(whole);
+    // 4 queries in blocks of 2: two extra products (q kᵀ and weights · v) for the second block
+    expect(count(b, 'BatchMatMul') - count(w, 'BatchMatMul')).toBe(2);
+    expect(count(b, 'Concat')).toBeGreaterThan(count(w, 'Concat'));
+    const r1 = run(blocked.layer, blocked.inputs, {validLens: lens});
+    const r2 = run(whole.layer, whole.inputs, {validLens: lens});
+    expectSame(r1, r2);
+    tf.dispose([r1, r2, lens, blocked.inputs, whole.inputs]);
   });
 
-  it('softmaxWithFill = softmax(where(mask, logits, fill)), with its gradient', () => {
+  it('automatic query blocks (thresholds as tfjs flags) = whole attention, and blocks ran', async () => {
+    // 2 x 2 x 9 x 9 = 324 score elements > 100: blocks of floor(40 / (2 * 2 * 9)) = 1 query
+    const small = {[BLOCK_ABOVE]: 100, [BLOCK_TARGET]: 40};
+    const x = randTensor([2, 9, 4], 4);
+    const layer = new MultiHeadAttention({numHeads: 2, keyDim: 2, useCausalMask: true});
+    layer.apply(x);
+    const call = () => layer.apply(x) as tf.Tensor;
+    const auto = await withFlags(small, () => kernelsOf(call));
+    const whole = await kernelsOf(call);
+    expect(count(auto, 'BatchMatMul') - count(whole, 'BatchMatMul')).toBe(2 * 8);
+    const a = withFlags(small, () => run(layer, [x], {}));
+    const w = run(layer, [x], {});
+    expectSame(a, w);
+    tf.dispose([a, w, x]);
+  });
+
+  it('softmaxWithFill = softmax(where(mask, logits, fill)), with its gradient', async () => {
+    const logits = tf.mul(randTensor([2, 3, 4, 6], 5), 10);
+    // random keys masked, and query 0 of batch 0 fully masked (uniform weights, zero gradient)
+    const rowOff = tf.tensor4d([0, 1, 1, 1, 1, 1, 1, 1], [2, 1, 4, 1]);
+    const mask = tf.logicalAnd(
+      tf.greater(randTensor([2, 1, 4, 6], 6), -0.3),
+      tf.cast(rowOff, 'bool'),
+    );
+    const fill = maskFill(mask, 4);
+    const names = await kernelsOf(() => softmaxWithFill(logits, fill));
+    expect(count(names, 'TfjsAttentionMaskedSoftmax')).toBe(backend === 'cpu' ? 1 : 0);
     tf.tidy(() => {
-      const logits = tf.mul(randTensor([2, 3, 4, 6], 5), 10);
-      const mask = tf.greater(randTensor([2, 1, 4, 6], 6), -0.3);
-      const fill = maskFill(mask, 4);
       const composed = (x: tf.Tensor) =>
         tf.softmax(tf.where(tf.broadcastTo(mask, x.shape), x, tf.scalar(-1e9)));
       expectClose(softmaxWithFill(logits, fill), composed(logits), TOL, TOL);
@@ -172,44 +189,75 @@ describeBackends('fast paths', () => {
       const g2 = tf.grad((x: tf.Tensor) => tf.sum(tf.mul(composed(x), dy)))(logits);
       expectClose(g1, g2, TOL, TOL);
     });
+    tf.dispose([logits, mask, fill, rowOff]);
   });
 
-  it('swapAxes12 = transpose [0, 2, 1, 3], with its gradient', () => {
-    tf.tidy(() => {
+  if (backend === 'cpu') {
+    it('swapAxes12 (own cpu kernel) = a plain-loop permutation, with its gradient', async () => {
       const x = randTensor([2, 3, 4, 5], 8);
-      expectClose(swapAxes12(x), tf.transpose(x, [0, 2, 1, 3]), 0, 0);
-      const dy = randTensor([2, 4, 3, 5], 9);
-      expectClose(
-        tf.grad((t: tf.Tensor) => tf.sum(tf.mul(swapAxes12(t), dy)))(x),
-        tf.transpose(dy, [0, 2, 1, 3]),
-        0,
-        0,
-      );
+      expect(count(await kernelsOf(() => swapAxes12(x)), 'TfjsAttentionSwapAxes12')).toBe(1);
+      const src = x.dataSync();
+      const expected = new Float32Array(src.length);
+      for (let a = 0; a < 2; a++)
+        for (let b = 0; b < 3; b++)
+          for (let c = 0; c < 4; c++)
+            for (let d = 0; d < 5; d++)
+              expected[((a * 4 + c) * 3 + b) * 5 + d] = src[((a * 3 + b) * 4 + c) * 5 + d];
+      tf.tidy(() => {
+        expectClose(swapAxes12(x), tf.tensor(expected, [2, 4, 3, 5]), 0, 0);
+        // the permutation is its own inverse: the gradient of sum(swap(x) * dy) is swap(dy)
+        const dy = tf.tensor(expected, [2, 4, 3, 5]);
+        const g = tf.grad((t: tf.Tensor) => tf.sum(tf.mul(swapAxes12(t), dy)))(x);
+        expectClose(g, x, 0, 0);
+      });
+      x.dispose();
     });
-  });
+  }
 
-  it('mm = tf.matMul for every transpose combination, with gradients (small and 2-D-loop sizes)', () => {
-    tf.tidy(() => {
+  if (backend === 'wasm') {
+    it('mm (explicit transposes, 2-D loops) = plain loops and tf.matMul, with gradients', async () => {
       for (const [b, m, k, n] of [
         [3, 4, 5, 6],
-        [2, 256, 16, 600], // large slices: a loop of 2-D products on wasm
+        [2, 256, 16, 600], // large slices: a loop of 2-D products
       ]) {
         for (const ta of [false, true]) {
           for (const tb of [false, true]) {
             const a = randTensor(ta ? [b, k, m] : [b, m, k], 10);
             const c = randTensor(tb ? [b, n, k] : [b, k, n], 11);
-            expectClose(mm(a, c, ta, tb), tf.matMul(a, c, ta, tb), 1e-4, 1e-4);
-            const dy = randTensor([b, m, n], 12);
-            const f1 = tf.grads((x: tf.Tensor, y: tf.Tensor) =>
-              tf.sum(tf.mul(mm(x, y, ta, tb), dy)),
-            )([a, c]);
-            const f2 = tf.grads((x: tf.Tensor, y: tf.Tensor) =>
-              tf.sum(tf.mul(tf.matMul(x, y, ta, tb), dy)),
-            )([a, c]);
-            f1.forEach((g, i) => expectClose(g, f2[i], 1e-4, 1e-4));
+            const names = await kernelsOf(() => mm(a, c, ta, tb));
+            expect(count(names, 'Transpose')).toBe(Number(ta) + Number(tb));
+            expect(count(names, 'Unpack')).toBe(m * k * n >= 2 ** 21 ? 2 : 0);
+            tf.tidy(() => {
+              const y = mm(a, c, ta, tb);
+              if (m * n * k < 1000) {
+                const A = a.arraySync() as number[][][];
+                const C = c.arraySync() as number[][][];
+                const ref = A.map((_, s) =>
+                  Array.from({length: m}, (_r, i) =>
+                    Array.from({length: n}, (_c, j) => {
+                      let sum = 0;
+                      for (let l = 0; l < k; l++)
+                        sum += (ta ? A[s][l][i] : A[s][i][l]) * (tb ? C[s][j][l] : C[s][l][j]);
+                      return sum;
+                    }),
+                  ),
+                );
+                expectClose(y, tf.tensor(ref), TOL, TOL);
+              }
+              expectClose(y, tf.matMul(a, c, ta, tb), 1e-4, 1e-4);
+              const dy = randTensor([b, m, n], 12);
+              const f1 = tf.grads((x: tf.Tensor, z: tf.Tensor) =>
+                tf.sum(tf.mul(mm(x, z, ta, tb), dy)),
+              )([a, c]);
+              const f2 = tf.grads((x: tf.Tensor, z: tf.Tensor) =>
+                tf.sum(tf.mul(tf.matMul(x, z, ta, tb), dy)),
+              )([a, c]);
+              f1.forEach((g, i) => expectClose(g, f2[i], 1e-4, 1e-4));
+            });
+            tf.dispose([a, c]);
           }
         }
       }
     });
-  });
+  }
 });

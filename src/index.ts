@@ -24,7 +24,8 @@ export type {AttentionCallArgs, BaseAttentionArgs} from './layers/base_attention
 export {layers} from './layers/factories';
 
 export {einsum} from './ops/einsum';
-export {causalMask, maskedSoftmax, sequenceMask} from './ops/masking';
+export {causalMask} from './ops/masking';
+export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 
 export {fileSystem} from './io/file_system';
 export {loadKerasModel} from './io/load_keras_model';

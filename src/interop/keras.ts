@@ -16,58 +16,16 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {LayersModel, loadLayersModel, models} from '@tensorflow/tfjs-layers';
 
+import {CompositeLayer} from '../layers/composite_layer';
+import {MHA_SUBLAYERS} from '../layers/multi_head_attention_sublayers';
+import {kerasConfigKeys, snake} from './keras_options';
+
 type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
 type Obj = {[key: string]: Json};
 /** A legacy inbound entry `[layerName, nodeIndex, tensorIndex, kwargs]`. */
 type Entry = [string, number, number, Obj];
 
 const ATTENTION_CLASSES = ['MultiHeadAttention', 'Attention', 'AdditiveAttention'];
-
-/** Config keys each attention layer understands (Keras 2 and 3); anything else is refused. */
-const KNOWN_KEYS: Record<string, string[]> = {
-  common: [
-    'name',
-    'trainable',
-    'dtype',
-    'batch_input_shape',
-    'dropout',
-    'seed',
-    'use_causal_mask',
-    'return_attention_scores',
-    'input_roles',
-  ],
-  MultiHeadAttention: [
-    'num_heads',
-    'key_dim',
-    'value_dim',
-    'use_bias',
-    'output_shape',
-    'attention_axes',
-    'kernel_initializer',
-    'bias_initializer',
-    'kernel_regularizer',
-    'bias_regularizer',
-    'activity_regularizer',
-    'kernel_constraint',
-    'bias_constraint',
-    'query_shape',
-    'key_shape',
-    'value_shape',
-    'softmax_robust_masking',
-    'use_gate',
-    'sliding_window',
-  ],
-  Attention: ['use_scale', 'score_mode', 'causal'],
-  AdditiveAttention: ['use_scale', 'causal'],
-};
-
-/** Keras' `to_snake_case`. */
-function snake(name: string): string {
-  return name
-    .replace(/(.)([A-Z][a-z]+)/g, '$1_$2')
-    .replace(/([a-z])([A-Z])/g, '$1_$2')
-    .toLowerCase();
-}
 
 function isObj(x: Json | undefined): x is Obj {
   return x != null && typeof x === 'object' && !Array.isArray(x);
@@ -186,7 +144,7 @@ function rewriteAttentionLayer(layer: Obj): void {
   const cls = layer.class_name as string;
   const name = layer.name as string;
   const config = layer.config as Obj;
-  const known = new Set([...KNOWN_KEYS.common, ...KNOWN_KEYS[cls]]);
+  const known = kerasConfigKeys(cls);
   for (const [k, v] of Object.entries(config)) {
     if (!known.has(k) && v != null && v !== false) {
       fail(
@@ -289,29 +247,22 @@ async function renameKeras3Weights(
   } as never);
   const counts = new Map<string, number>();
   const names = new Map<string, string>();
-  const subOrder = ['query_dense', 'key_dense', '_gate_dense', 'value_dense', 'output_dense'];
-  const subName: Record<string, string> = {
-    query_dense: 'query',
-    key_dense: 'key',
-    _gate_dense: 'gate',
-    value_dense: 'value',
-    output_dense: 'attention_output',
-  };
   for (const layer of model.layers) {
     const base = snake(layer.getClassName());
     const n = counts.get(base) ?? 0;
     counts.set(base, n + 1);
     const key = n === 0 ? base : `${base}_${n}`;
-    const weights = layer.weights.map((w) => w.originalName);
-    if (layer.getClassName() === 'MultiHeadAttention') {
-      for (const sub of subOrder) {
-        const prefix = `${layer.name}/${subName[sub]}/`;
-        weights
-          .filter((w) => w.startsWith(prefix))
-          .forEach((w, i) => names.set(`layers/${key}/${sub}/vars/${i}`, w));
+    if (layer.getClassName() === 'MultiHeadAttention' && layer instanceof CompositeLayer) {
+      // Keras 3 keeps each projection's kernel and bias as vars/0 and vars/1 of its folder
+      const paths = layer.weightPaths();
+      for (const sub of MHA_SUBLAYERS) {
+        ['kernel', 'bias'].forEach((w, i) => {
+          const v = paths.get(`${sub.name}/${w}`);
+          if (v != null) names.set(`layers/${key}/${sub.keras3}/vars/${i}`, v.originalName);
+        });
       }
     } else {
-      weights.forEach((w, i) => names.set(`layers/${key}/vars/${i}`, w));
+      layer.weights.forEach((w, i) => names.set(`layers/${key}/vars/${i}`, w.originalName));
     }
   }
   model.dispose();

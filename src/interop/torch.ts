@@ -18,30 +18,45 @@
  * `v_proj_weight`, `out_proj.weight`.
  */
 import * as tf from '@tensorflow/tfjs-core';
+import type {LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {MultiHeadAttention} from '../layers/multi_head_attention';
+import {MHA_SUBLAYERS} from '../layers/multi_head_attention_sublayers';
 
 /** Nested arrays (e.g. from `tensor.tolist()` in Python) or tensors, by PyTorch parameter name. */
 export type TorchStateDict = Record<string, tf.Tensor | number[] | number[][]>;
 
-function asTensor(value: tf.Tensor | number[] | number[][], name: string): tf.Tensor {
-  if (value instanceof tf.Tensor) return value;
-  if (Array.isArray(value)) return tf.tensor(value as number[][]);
-  throw new Error(`loadTorchMultiheadAttention: '${name}' must be a tensor or a nested array`);
+function fail(message: string): never {
+  throw new Error(`loadTorchMultiheadAttention: ${message}`);
 }
 
-function expectShape(t: tf.Tensor, shape: number[], name: string): void {
-  if (t.rank !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
-    throw new Error(
-      `loadTorchMultiheadAttention: expected '${name}' of shape [${shape.join(', ')}], received [${t.shape.join(', ')}]`,
-    );
+/** The float32 values of a state-dict entry (a tensor or nested array), checked for shape. */
+function values(state: TorchStateDict, name: string, shape: number[]): tf.Tensor {
+  const value = state[name];
+  if (value === undefined) fail(`expected '${name}' in the state dict`);
+  let t: tf.Tensor;
+  if (value instanceof tf.Tensor) {
+    if (value.dtype !== 'float32')
+      fail(`expected '${name}' to be float32, received ${value.dtype}`);
+    t = value;
+  } else if (Array.isArray(value)) {
+    t = tf.tensor(value as number[][], undefined, 'float32');
+  } else {
+    fail(`'${name}' must be a tensor or a nested array, received ${typeof value}`);
   }
+  if (t.rank !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+    const got = `[${t.shape.join(', ')}]`;
+    if (t !== value) t.dispose();
+    fail(`expected '${name}' of shape [${shape.join(', ')}], received ${got}`);
+  }
+  return t;
 }
 
 /**
  * Copies a PyTorch `nn.MultiheadAttention` state dict into a built MultiHeadAttention with
  * `numHeads = num_heads`, `keyDim = valueDim = embed_dim / num_heads`, `useBias = bias` and the
- * default output size (the query's last dim, `embed_dim`).
+ * default output size (the query's last dim, `embed_dim`). Every entry is checked before any
+ * weight is written: on an error the layer is unchanged.
  *
  * ```js
  * const mha = new MultiHeadAttention({numHeads: 4, keyDim: 8}); // embed_dim 32
@@ -53,101 +68,74 @@ export function loadTorchMultiheadAttention(
   layer: MultiHeadAttention,
   state: TorchStateDict,
 ): void {
-  if (!(layer instanceof MultiHeadAttention)) {
-    throw new Error('loadTorchMultiheadAttention: expected a MultiHeadAttention layer');
-  }
+  if (!(layer instanceof MultiHeadAttention)) fail('expected a MultiHeadAttention layer');
   if (!layer.built || layer.queryDense?.kernel == null) {
-    throw new Error(
-      `loadTorchMultiheadAttention: layer '${layer.name}' is not built; apply it to an input first`,
-    );
+    fail(`layer '${layer.name}' is not built; apply it to an input first`);
   }
+  if (state == null || typeof state !== 'object') fail('expected a state dict object');
   for (const name of ['bias_k', 'bias_v']) {
-    if (name in state) {
-      throw new Error(
-        `loadTorchMultiheadAttention: '${name}' (add_bias_kv=True) has no equivalent in MultiHeadAttention`,
-      );
-    }
+    if (name in state) fail(`'${name}' (add_bias_kv=True) has no equivalent in MultiHeadAttention`);
   }
+  if (layer.useGate) fail('torch has no gated attention; use a layer with useGate=false');
   const H = layer.numHeads;
   const d = layer.keyDim;
   const E = H * d;
   if (layer.valueDim !== d) {
-    throw new Error(
-      `loadTorchMultiheadAttention: torch uses one head size; the layer has keyDim ${d} but valueDim ${layer.valueDim}`,
+    fail(`torch uses one head size; the layer has keyDim ${d} but valueDim ${layer.valueDim}`);
+  }
+  const weights = layer.weightPaths();
+  const inDim = (sub: string) => (weights.get(`${sub}/kernel`) as LayerVariable).shape[0] as number;
+  const outDim = (weights.get('attention_output/kernel') as LayerVariable).shape[2] as number;
+  if (inDim('query') !== E || outDim !== E) {
+    fail(
+      `torch maps embed_dim ${E} to itself; the layer maps a query of ${inDim('query')} features to ${outDim}`,
     );
   }
-  const [dq] = layer.queryDense.kernel.shape as number[];
-  const [dk] = (layer.keyDense?.kernel?.shape as number[]) ?? [];
-  const [dv] = (layer.valueDense?.kernel?.shape as number[]) ?? [];
-  const outDim = (layer.outputDense?.kernel?.shape as number[])[2];
-  if (dq !== E || outDim !== E) {
-    throw new Error(
-      `loadTorchMultiheadAttention: torch maps embed_dim ${E} to itself; the layer maps a query of ${dq} features to ${outDim}`,
+  const packed = state.in_proj_weight !== undefined;
+  const hasBias = state.in_proj_bias !== undefined || state['out_proj.bias'] !== undefined;
+  if (hasBias !== layer.useBias) {
+    fail(
+      `the state dict ${hasBias ? 'has' : 'has no'} biases but the layer has useBias=${layer.useBias}`,
     );
   }
-  const values = tf.tidy(() => {
-    let wq: tf.Tensor;
-    let wk: tf.Tensor;
-    let wv: tf.Tensor;
-    if (state.in_proj_weight !== undefined) {
-      const w = asTensor(state.in_proj_weight, 'in_proj_weight');
-      expectShape(w, [3 * E, E], 'in_proj_weight');
-      [wq, wk, wv] = tf.split(w, 3, 0);
-    } else {
-      for (const name of ['q_proj_weight', 'k_proj_weight', 'v_proj_weight']) {
-        if (state[name] === undefined) {
-          throw new Error(
-            `loadTorchMultiheadAttention: expected 'in_proj_weight' or '${name}' in the state dict`,
-          );
-        }
+  const expected = new Set([
+    'out_proj.weight',
+    ...(hasBias ? ['in_proj_bias', 'out_proj.bias'] : []),
+  ]);
+  for (const sub of MHA_SUBLAYERS) {
+    if (sub.torch?.packed != null) expected.add(packed ? 'in_proj_weight' : sub.torch.weight);
+  }
+  const unknown = Object.keys(state).filter((k) => !expected.has(k));
+  if (unknown.length > 0) {
+    fail(
+      `unknown state-dict entries ${unknown.map((k) => `'${k}'`).join(', ')}; expected ${[...expected].join(', ')}`,
+    );
+  }
+  // every value, by weight path, computed before anything is written
+  const updates = tf.tidy(() => {
+    const out: Record<string, tf.Tensor> = {};
+    const inProj = packed ? tf.split(values(state, 'in_proj_weight', [3 * E, E]), 3, 0) : null;
+    const inBias = hasBias ? tf.split(values(state, 'in_proj_bias', [3 * E]), 3, 0) : null;
+    for (const sub of MHA_SUBLAYERS) {
+      if (sub.torch == null) continue;
+      if (sub.torch.packed != null) {
+        const i = sub.torch.packed;
+        const w = inProj ? inProj[i] : values(state, sub.torch.weight, [E, inDim(sub.name)]); // [E, in]
+        out[`${sub.name}/kernel`] = tf.reshape(tf.transpose(w), [inDim(sub.name), H, d]); // [in, H, d]
+        if (inBias) out[`${sub.name}/bias`] = tf.reshape(inBias[i], [H, d]); // [H, d]
+      } else {
+        const w = values(state, sub.torch.weight, [E, E]); // [E (out), H * d (in)]
+        out[`${sub.name}/kernel`] = tf.reshape(tf.transpose(w), [H, d, E]); // [H, d, E]
+        if (hasBias) out[`${sub.name}/bias`] = tf.clone(values(state, sub.torch.bias, [E]));
       }
-      wq = asTensor(state.q_proj_weight, 'q_proj_weight');
-      wk = asTensor(state.k_proj_weight, 'k_proj_weight');
-      wv = asTensor(state.v_proj_weight, 'v_proj_weight');
     }
-    expectShape(wq, [E, dq], 'q_proj_weight');
-    expectShape(wk, [E, dk], 'k_proj_weight');
-    expectShape(wv, [E, dv], 'v_proj_weight');
-    const wo = asTensor(state['out_proj.weight'], 'out_proj.weight');
-    expectShape(wo, [E, E], 'out_proj.weight');
-    const kernel = (w: tf.Tensor) => tf.reshape(tf.transpose(w), [w.shape[1] as number, H, d]); // [in, H, d]
-    const weights: tf.Tensor[] = [];
-    const hasBias = state.in_proj_bias !== undefined || state['out_proj.bias'] !== undefined;
-    if (hasBias !== layer.useBias) {
-      throw new Error(
-        `loadTorchMultiheadAttention: the state dict ${hasBias ? 'has' : 'has no'} biases but the layer has useBias=${layer.useBias}`,
-      );
-    }
-    let bq: tf.Tensor | null = null;
-    let bk: tf.Tensor | null = null;
-    let bv: tf.Tensor | null = null;
-    if (hasBias) {
-      const b = asTensor(state.in_proj_bias, 'in_proj_bias');
-      expectShape(b, [3 * E], 'in_proj_bias');
-      [bq, bk, bv] = tf.split(b, 3, 0).map((x) => tf.reshape(x, [H, d]));
-    }
-    for (const [w, b] of [
-      [wq, bq],
-      [wk, bk],
-      [wv, bv],
-    ] as Array<[tf.Tensor, tf.Tensor | null]>) {
-      weights.push(kernel(w));
-      if (b != null) weights.push(b);
-    }
-    weights.push(tf.reshape(tf.transpose(wo), [H, d, E]));
-    if (hasBias) {
-      const bo = asTensor(state['out_proj.bias'], 'out_proj.bias');
-      expectShape(bo, [E], 'out_proj.bias');
-      weights.push(bo.clone());
-    }
-    return weights;
+    return out;
   });
-  if (layer.useGate) {
-    tf.dispose(values);
-    throw new Error(
-      'loadTorchMultiheadAttention: torch has no gated attention; use a layer with useGate=false',
-    );
+  const missing = [...weights.keys()].filter((p) => updates[p] === undefined);
+  if (missing.length > 0) {
+    tf.dispose(Object.values(updates));
+    fail(`no torch value for the layer's weights ${missing.join(', ')}`);
   }
-  layer.setWeights(values);
-  tf.dispose(values);
+  for (const [p, t] of Object.entries(updates)) (weights.get(p) as LayerVariable).write(t);
+  tf.dispose(Object.values(updates));
 }

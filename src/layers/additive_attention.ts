@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import {LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {einsum} from '../ops/einsum';
-import {AttentionParts} from './attention_inputs';
+import {AttentionParts} from './call_spec';
 import {
   getInitializer,
   Initializer,

@@ -1,8 +1,18 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {initializers, LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {AttentionParts} from './attention_inputs';
-import {AttendContext, AttendResult, BaseAttention, BaseAttentionArgs} from './base_attention';
+import {attendToScores, AttentionCoreOptions, dotProductAttention} from '../ops/attention_core';
+import {
+  causalMask,
+  checkMaskBroadcasts,
+  combineMasks,
+  expandMask,
+  keyPaddingMask,
+  trailingMask,
+  validLensMask,
+} from '../ops/masking';
+import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
+import {AttentionParts} from './call_spec';
 import {formatShape, Shape} from './shapes';
 
 export type ScoreMode = 'dot' | 'concat';
@@ -105,12 +115,12 @@ export class Attention extends BaseAttention {
     return [...parts.query.slice(0, -1), parts.value[parts.value.length - 2]];
   }
 
-  /** Attention logits `[batch, ..., Tq, Tv]` from query and key. */
-  protected computeScores(query: tf.Tensor, key: tf.Tensor): tf.Tensor {
-    if (this.scoreMode === 'dot') {
-      const s = tf.matMul(query, key, false, true); // [batch, ..., Tq, Tv]
-      return this.scale == null ? s : tf.mul(s, this.scale.read());
-    }
+  /**
+   * Logits `[batch, ..., Tq, Tv]` of layers whose scores are not a (scaled) dot product; null:
+   * the dot product `q kᵀ` times {@link dotScale}, computed by the attention core.
+   */
+  protected computeScores(query: tf.Tensor, key: tf.Tensor): tf.Tensor | null {
+    if (this.scoreMode === 'dot') return null;
     const q = tf.expandDims(query, -2); // [batch, ..., Tq, 1, dim]
     const k = tf.expandDims(key, -3); // [batch, ..., 1, Tv, dim]
     let sum = tf.add(q, k); // [batch, ..., Tq, Tv, dim]
@@ -120,29 +130,53 @@ export class Attention extends BaseAttention {
     return tf.mul(tf.sum(tf.tanh(sum), -1), (this.concatScoreWeight as LayerVariable).read());
   }
 
-  protected override attend(parts: AttentionParts<tf.Tensor>, ctx: AttendContext): AttendResult {
+  /** The factor of the dot-product logits: Keras' trainable `scale`, or none. */
+  protected dotScale(_query: tf.Tensor): number | tf.Tensor | null {
+    return this.scale == null ? null : this.scale.read();
+  }
+
+  /** Every mask of the call, ANDed, for logits of shape `scoresShape` (`[batch, ..., Tq, Tv]`). */
+  private attentionMask(spec: TensorSpec, scoresShape: number[]): tf.Tensor | null {
+    const rank = scoresShape.length;
+    const caller = `Layer '${this.name}'`;
+    const {validLens, attentionMask} = spec.parts;
+    const keras = (m: tf.Tensor | null, what: string) =>
+      m && checkMaskBroadcasts(expandMask(m, rank, null), scoresShape, what, caller);
+    const [T, S] = scoresShape.slice(rank - 2);
+    return combineMasks(
+      validLens && validLensMask(validLens, scoresShape, caller),
+      spec.useCausalMask ? trailingMask(causalMask(T, S), rank) : null,
+      keras(attentionMask, 'attentionMask'),
+      keras(spec.valueMask && keyPaddingMask(spec.valueMask), "the value's Keras mask"),
+      keras(spec.keyMask && keyPaddingMask(spec.keyMask), "the key's Keras mask"),
+    );
+  }
+
+  protected override attend(spec: TensorSpec): AttendResult {
+    const {query, value, key} = spec.parts;
+    const shapes = {query: query.shape, value: value.shape, key: key.shape};
     this.checkShapes(
-      {
-        query: parts.query.shape,
-        value: parts.value.shape,
-        key: parts.key.shape,
-        validLens: null,
-        attentionMask: null,
-      },
+      {...shapes, validLens: null, attentionMask: null},
       this.requiresSameFeatures(),
     );
-    const logits = this.computeScores(parts.query, parts.key); // [batch, ..., Tq, Tv]
-    const mask = this.combinedMask(logits.shape, ctx, {
-      numAxes: 1,
-      headsAxis: false,
-      queryMaskInScores: false,
-    });
-    const {weights, dropped} = this.attentionWeights(logits, mask, 1, ctx.training);
-    let output = tf.matMul(dropped, parts.value); // [batch, ..., Tq, dimV]
-    if (ctx.queryMask != null) {
-      output = tf.mul(output, tf.expandDims(tf.cast(ctx.queryMask, output.dtype), -1));
-    }
-    return {output, scores: this.scoresAfterDropout ? dropped : weights};
+    const scoresShape = [...query.shape.slice(0, -1), key.shape[key.rank - 2]]; // [batch, ..., Tq, Tv]
+    const options: AttentionCoreOptions = {
+      ...this.dropoutOptions(spec),
+      mask: this.attentionMask(spec, scoresShape),
+      scoresAfterDropout: this.scoresAfterDropout,
+    };
+    const logits = this.computeScores(query, key);
+    const {output, scores} =
+      logits == null
+        ? dotProductAttention(query, key, value, {
+            ...options,
+            scale: this.dotScale(query),
+            queryBlock: 0,
+          })
+        : attendToScores(logits, value, options);
+    // Keras: output rows of masked queries are zero
+    const rows = spec.queryMask && tf.expandDims(tf.cast(spec.queryMask, output.dtype), -1);
+    return {output: rows ? tf.mul(output, rows) : output, scores};
   }
 
   protected requiresSameFeatures(): boolean {
@@ -179,9 +213,8 @@ export class DotProductAttention extends Attention {
     this.scoresAfterDropout = false;
   }
 
-  protected override computeScores(query: tf.Tensor, key: tf.Tensor): tf.Tensor {
-    const d = query.shape[query.rank - 1];
-    return tf.div(tf.matMul(query, key, false, true), Math.sqrt(d)); // [batch, ..., Tq, Tv]
+  protected override dotScale(query: tf.Tensor): number {
+    return 1 / Math.sqrt(query.shape[query.rank - 1]); // d2l: q kᵀ / sqrt(d)
   }
 
   override getConfig(): tf.serialization.ConfigDict {

@@ -5,6 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {einsum} from '../ops/einsum';
+import {mm} from '../ops/matmul';
 import {
   Activation,
   ActivationIdentifier,
@@ -21,7 +22,7 @@ import {
   serializeActivation,
   serializeObject,
 } from './config_objects';
-import {analyzeEinsumDense, Dim} from './einsum_dense_shapes';
+import {analyzeEinsumDense, denseBoundAxes, Dim} from './einsum_dense_shapes';
 import {singleShape, Shape} from './shapes';
 
 export interface EinsumDenseArgs extends LayerArgs {
@@ -118,23 +119,9 @@ export class EinsumDense extends layers.Layer {
   }
 
   override build(inputShape: Shape | Shape[]): void {
-    this.buildWeights(singleShape(inputShape, this.name), '');
-  }
-
-  /**
-   * Builds the weights named `<this.name>/kernel`, for use as a sublayer of a layer whose own
-   * build runs inside its name scope: the weights are then `<parent>/<this.name>/kernel`, the
-   * Keras layout, without a forward pass.
-   */
-  buildAsSublayer(inputShape: Shape): void {
-    this.buildWeights(inputShape, `${this.name}/`);
-    this.built = true;
-  }
-
-  private buildWeights(inputShape: Shape, prefix: string): void {
-    const {kernelShape, biasShape} = this.shapes(inputShape);
+    const {kernelShape, biasShape} = this.shapes(singleShape(inputShape, this.name));
     this.kernel = this.addWeight(
-      `${prefix}kernel`,
+      'kernel',
       kernelShape,
       'float32',
       this.kernelInitializer,
@@ -146,7 +133,7 @@ export class EinsumDense extends layers.Layer {
       biasShape == null
         ? null
         : this.addWeight(
-            `${prefix}bias`,
+            'bias',
             biasShape,
             'float32',
             this.biasInitializer,
@@ -154,6 +141,7 @@ export class EinsumDense extends layers.Layer {
             true,
             this.biasConstraint ?? undefined,
           );
+    this.built = true;
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
@@ -167,17 +155,46 @@ export class EinsumDense extends layers.Layer {
     });
   }
 
-  /** The layer's function on a tensor, without the layer bookkeeping of `apply`. */
-  project(x: tf.Tensor): tf.Tensor {
+  /**
+   * The layer's function on a tensor, without the layer bookkeeping of `apply`; `scale`
+   * multiplies the result (folded into the kernel and bias, which are small).
+   *
+   * Equations of the dense form `FB,BO->FO` (the trailing input axes B contracted with the
+   * kernel's leading axes, as all of MultiHeadAttention's projections are) run as one 2-D
+   * product `[prod F, prod B] x [prod B, prod O]`; others through einsum.
+   */
+  project(x: tf.Tensor, scale = 1): tf.Tensor {
     return tf.tidy(() => {
       if (this.kernel == null) {
         throw new Error(`EinsumDense '${this.name}' is not built yet: apply it to an input first`);
       }
-      let y = einsum(this.equation, x, this.kernel.read()); // [batch, ...outputShape]
-      if (this.bias != null) {
-        y = tf.add(y, this.bias.read());
+      let kernel = this.kernel.read();
+      const bound = denseBoundAxes(this.equation);
+      if (bound == null) {
+        if (scale !== 1) kernel = tf.mul(kernel, scale);
+        let y = einsum(this.equation, x, kernel); // [batch, ...outputShape]
+        if (this.bias != null) {
+          y = tf.add(y, scale !== 1 ? tf.mul(this.bias.read(), scale) : this.bias.read());
+        }
+        return this.activation.apply(y);
       }
-      return this.activation.apply(y);
+      const free = x.shape.slice(0, x.rank - bound); // F
+      const inner = x.shape.slice(x.rank - bound).reduce((p, d) => p * d, 1); // prod B
+      const outDims = kernel.shape.slice(bound); // O
+      const outSize = outDims.reduce((p, d) => p * d, 1);
+      let w = tf.reshape(kernel, [inner, outSize]); // [prod B, prod O]
+      if (scale !== 1) w = tf.mul(w, scale);
+      let y = mm(tf.reshape(x, [-1, inner]), w); // [prod F, prod O]
+      const bias = this.bias?.read() ?? null;
+      if (bias != null && bias.size === outSize) {
+        const b = tf.reshape(bias, [outSize]); // bias over every output axis
+        y = tf.add(y, scale !== 1 ? tf.mul(b, scale) : b);
+      }
+      let out = tf.reshape(y, [...free, ...outDims]); // [...F, ...O]
+      if (bias != null && bias.size !== outSize) {
+        out = tf.add(out, scale !== 1 ? tf.mul(bias, scale) : bias);
+      }
+      return this.activation.apply(out);
     });
   }
 

@@ -154,3 +154,22 @@ export function analyzeEinsumDense(
   }
   return {kernelShape, biasShape, outputShape: full};
 }
+
+/**
+ * For an equation of the dense form `FB,BO->FO` (letters only, each once per operand, F, B and
+ * O disjoint, B non-empty), the number of contracted trailing input axes |B|; else null.
+ */
+export function denseBoundAxes(equation: string): number | null {
+  const m = /^([a-zA-Z]+),([a-zA-Z]+)->([a-zA-Z]+)$/.exec(equation);
+  if (m == null) return null;
+  const [, x, y, z] = m;
+  for (let k = 1; k <= x.length; k++) {
+    const f = x.slice(0, x.length - k);
+    const b = x.slice(x.length - k);
+    if (!y.startsWith(b)) continue;
+    const o = y.slice(k);
+    const letters = f + b + o;
+    if (z === f + o && new Set(letters).size === letters.length) return k;
+  }
+  return null;
+}

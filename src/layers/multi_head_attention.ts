@@ -1,122 +1,42 @@
 import * as tf from '@tensorflow/tfjs-core';
 
-import {einsum} from '../ops/einsum';
-import {softmaxWithFill} from '../ops/fused_softmax';
-import {maskFill} from '../ops/masking';
-import {mm} from '../ops/matmul';
-import {swapAxes12} from '../ops/swap_axes';
-import {AttentionParts} from './attention_inputs';
-import {AttendContext, AttendResult, BaseAttention, BaseAttentionArgs} from './base_attention';
+import {dotProductAttention} from '../ops/attention_core';
+import {
+  causalMask,
+  checkMaskBroadcasts,
+  combineMasks,
+  expandMask,
+  keyPaddingMask,
+  queryPaddingMask,
+  slidingWindowMask,
+  trailingMask,
+  validLensMask,
+} from '../ops/masking';
+import {AttendResult, BaseAttention, TensorSpec} from './base_attention';
+import {AttentionParts} from './call_spec';
 import {
   Constraint,
-  ConstraintIdentifier,
   getConstraint,
   getInitializer,
   getRegularizer,
   Initializer,
-  InitializerIdentifier,
   Regularizer,
-  RegularizerIdentifier,
   serializeObject,
 } from './config_objects';
 import {EinsumDense} from './einsum_dense';
+import {intList, MultiHeadAttentionArgs, positiveInt} from './multi_head_attention_args';
+import {buildProjectionEquation, resolveAttentionAxes} from './multi_head_attention_equations';
 import {
-  AttentionEquations,
-  buildAttentionEquations,
-  buildProjectionEquation,
-  resolveAttentionAxes,
-} from './multi_head_attention_equations';
+  fromCoreLayout,
+  headLayout,
+  HeadLayout,
+  maskToCoreLayout,
+  toCoreLayout,
+} from './multi_head_attention_layout';
+import {MHA_SUBLAYERS, MhaSublayer} from './multi_head_attention_sublayers';
 import {formatShape, Shape} from './shapes';
 
-export interface MultiHeadAttentionArgs extends BaseAttentionArgs {
-  /** Number of attention heads. */
-  numHeads: number;
-  /** Size of each head for query and key. */
-  keyDim: number;
-  /** Size of each head for value; default `keyDim`. */
-  valueDim?: number | null;
-  /** Biases in the four projections. Default true. */
-  useBias?: boolean;
-  /** Output size (or shape) without batch and sequence axes; default the query's last dim. */
-  outputShape?: number | number[] | null;
-  /** Axes attention runs over (default: every axis between batch and features). */
-  attentionAxes?: number | number[] | null;
-  kernelInitializer?: InitializerIdentifier;
-  biasInitializer?: InitializerIdentifier;
-  kernelRegularizer?: RegularizerIdentifier | null;
-  biasRegularizer?: RegularizerIdentifier | null;
-  /** Not supported by tfjs-layers; only null is accepted. */
-  activityRegularizer?: RegularizerIdentifier | null;
-  kernelConstraint?: ConstraintIdentifier | null;
-  biasConstraint?: ConstraintIdentifier | null;
-  /** Keras 3.14 gated attention: `output_dense(attended * sigmoid(gate(query)))`. */
-  useGate?: boolean;
-  /** Keras 3.15 local attention: only keys with `|i - j| < slidingWindow` (and `j <= i` if causal). */
-  slidingWindow?: number | null;
-  /** tf-keras' build shapes, kept in the config as tf-keras does (informational here). */
-  queryShape?: Shape | null;
-  valueShape?: Shape | null;
-  keyShape?: Shape | null;
-  /** tf-keras 2.21 option; masking here always replaces logits, so it changes nothing. */
-  softmaxRobustMasking?: boolean;
-  /**
-   * Compute attention in blocks of this many queries, so the scores never exist whole (long
-   * sequences). Default: automatic, blocks when the scores of one call would exceed
-   * 2^23 elements (32 MiB); 0 turns blocking off. Results are the same either way.
-   */
-  chunkSize?: number | null;
-}
-
-/** Score elements above which attention runs in query blocks when chunkSize is not set, and
- * the score elements per block then. */
-let autoChunk = {above: 2 ** 23, target: 2 ** 21};
-
-/** Internal (tests): changes the automatic blocking thresholds; returns the previous ones. */
-export function setAutoChunkThresholds(
-  above: number,
-  target: number,
-): {above: number; target: number} {
-  const previous = autoChunk;
-  autoChunk = {above, target};
-  return previous;
-}
-
-let fastPath = true;
-
-/**
- * Internal: turns the fused path for 3-D inputs off (tests compare it with the einsum path).
- * @returns the previous setting.
- */
-export function setMultiHeadAttentionFastPath(enabled: boolean): boolean {
-  const previous = fastPath;
-  fastPath = enabled;
-  return previous;
-}
-
-function positiveInt(value: unknown, name: string, optional: boolean): number | null {
-  if (optional && value == null) {
-    return null;
-  }
-  if (!(typeof value === 'number' && Number.isInteger(value) && value > 0)) {
-    throw new Error(
-      `MultiHeadAttention: expected ${name} to be a positive integer, received ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
-}
-
-function intList(value: unknown, name: string): number[] | null {
-  if (value == null) {
-    return null;
-  }
-  const list = typeof value === 'number' ? [value] : value;
-  if (!Array.isArray(list) || !list.every((d) => Number.isInteger(d))) {
-    throw new Error(
-      `MultiHeadAttention: invalid ${name}: expected an integer or a list of integers, received ${JSON.stringify(value)}`,
-    );
-  }
-  return [...list];
-}
+export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
 
 /**
  * Multi-head attention with Keras semantics and weight layout (`keras.layers.MultiHeadAttention`).
@@ -160,14 +80,13 @@ export class MultiHeadAttention extends BaseAttention {
   readonly biasConstraint: Constraint | null;
   private attentionAxesArg: number[] | null;
   private buildShapes: {query: Shape | null; value: Shape | null; key: Shape | null};
+  private attentionAxes: number[] | null = null;
 
   queryDense: EinsumDense | null = null;
   keyDense: EinsumDense | null = null;
   valueDense: EinsumDense | null = null;
   gateDense: EinsumDense | null = null;
   outputDense: EinsumDense | null = null;
-  private equations: AttentionEquations | null = null;
-  private attentionAxes: number[] | null = null;
 
   constructor(args: MultiHeadAttentionArgs) {
     super(args);
@@ -216,45 +135,22 @@ export class MultiHeadAttention extends BaseAttention {
     };
   }
 
-  private dense(
-    name: string,
-    equation: string,
-    outputShape: Array<number | null>,
-    biasAxes: string,
-    activation?: string,
-  ): EinsumDense {
+  /** A projection sublayer; `free` axes pass, `bound` are contracted, `outDims` are made. */
+  private dense(name: MhaSublayer, free: number, bound: number, outDims: number[]): EinsumDense {
+    const p = buildProjectionEquation(free, bound, outDims.length);
     return new EinsumDense({
       name,
-      equation,
-      outputShape,
-      biasAxes: this.useBias ? biasAxes : null,
-      activation: activation ?? null,
+      equation: p.equation,
+      outputShape: [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims],
+      biasAxes: this.useBias ? p.biasAxes : null,
+      activation: name === 'gate' ? 'sigmoid' : null,
       kernelInitializer: this.kernelInitializer,
       biasInitializer: this.biasInitializer,
       kernelRegularizer: this.kernelRegularizer,
       biasRegularizer: this.biasRegularizer,
       kernelConstraint: this.kernelConstraint,
       biasConstraint: this.biasConstraint,
-      trainable: this.trainable,
     });
-  }
-
-  private headProjection(
-    name: string,
-    input: Shape,
-    width: number,
-    activation?: string,
-  ): EinsumDense {
-    const p = buildProjectionEquation(input.length - 1, 1, 2);
-    const layer = this.dense(
-      name,
-      p.equation,
-      [...new Array(p.outputRank - 3).fill(null), this.numHeads, width],
-      p.biasAxes,
-      activation,
-    );
-    layer.buildAsSublayer(input);
-    return layer;
   }
 
   private outputDims(query: Shape): number[] {
@@ -288,36 +184,39 @@ export class MultiHeadAttention extends BaseAttention {
     }
   }
 
+  private axes(queryRank: number): number[] {
+    return this.attentionAxes ?? resolveAttentionAxes(this.attentionAxesArg, queryRank + 1);
+  }
+
   protected override buildParts(parts: AttentionParts<Shape>): void {
     this.checkShapes(parts);
     const {query, value, key} = parts;
     this.buildShapes = {query, value, key};
-    // Keras build order, which is also the weight order: query, key, (gate), value, output.
-    this.queryDense = this.headProjection('query', query, this.keyDim);
-    this.keyDense = this.headProjection('key', key, this.keyDim);
-    this.gateDense = this.useGate
-      ? this.headProjection('gate', query, this.valueDim, 'sigmoid')
-      : null;
-    this.valueDense = this.headProjection('value', value, this.valueDim);
-    const projectedRank = query.length + 1;
-    this.attentionAxes = resolveAttentionAxes(this.attentionAxesArg, projectedRank);
-    this.equations = buildAttentionEquations(projectedRank, this.attentionAxes);
-    const outDims = this.outputDims(query);
-    const p = buildProjectionEquation(query.length - 1, 2, outDims.length);
-    this.outputDense = this.dense(
-      'attention_output',
-      p.equation,
-      [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims],
-      p.biasAxes,
-    );
-    this.outputDense.buildAsSublayer([...query.slice(0, -1), this.numHeads, this.valueDim]);
-    this.sublayers = [
-      this.queryDense,
-      this.keyDense,
-      ...(this.gateDense ? [this.gateDense] : []),
-      this.valueDense,
-      this.outputDense,
-    ];
+    this.attentionAxes = this.axes(query.length);
+    const free = query.length - 1;
+    const heads = (w: number) => [this.numHeads, w];
+    const plan: Record<MhaSublayer, () => [EinsumDense, Shape] | null> = {
+      query: () => [this.dense('query', free, 1, heads(this.keyDim)), query],
+      key: () => [this.dense('key', free, 1, heads(this.keyDim)), key],
+      gate: () =>
+        this.useGate ? [this.dense('gate', free, 1, heads(this.valueDim)), query] : null,
+      value: () => [this.dense('value', free, 1, heads(this.valueDim)), value],
+      attention_output: () => [
+        this.dense('attention_output', free, 2, this.outputDims(query)),
+        [...query.slice(0, -1), this.numHeads, this.valueDim],
+      ],
+    };
+    // Keras' build order, which is also the weight order (see MHA_SUBLAYERS)
+    for (const {name} of MHA_SUBLAYERS) {
+      const made = plan[name]();
+      if (made == null) continue;
+      const layer = this.addSublayer(made[0], made[1]);
+      if (name === 'query') this.queryDense = layer;
+      else if (name === 'key') this.keyDense = layer;
+      else if (name === 'gate') this.gateDense = layer;
+      else if (name === 'value') this.valueDense = layer;
+      else this.outputDense = layer;
+    }
   }
 
   protected override outputShapeOf(parts: AttentionParts<Shape>): Shape {
@@ -326,154 +225,95 @@ export class MultiHeadAttention extends BaseAttention {
   }
 
   protected override scoresShapeOf(parts: AttentionParts<Shape>): Shape {
-    const rank = parts.query.length + 1;
-    const axes = this.attentionAxes ?? resolveAttentionAxes(this.attentionAxesArg, rank);
-    const eqs = this.equations ?? buildAttentionEquations(rank, axes);
+    const layout = headLayout(parts.query.length + 1, this.axes(parts.query.length));
     const q = [...parts.query.slice(0, -1), this.numHeads, this.keyDim];
     const k = [...parts.key.slice(0, -1), this.numHeads, this.keyDim];
-    return [...eqs.batchAxes.map((i) => q[i]), ...axes.map((i) => q[i]), ...axes.map((i) => k[i])];
+    return [
+      ...layout.batchAxes.map((i) => q[i]),
+      ...layout.attnAxes.map((i) => q[i]),
+      ...layout.attnAxes.map((i) => k[i]),
+    ];
   }
 
-  protected override attend(parts: AttentionParts<tf.Tensor>, ctx: AttendContext): AttendResult {
-    if (this.equations == null || this.attentionAxes == null) {
+  /** Every mask of the call, ANDed, in Keras' score layout (`[B, N, T, S]` for 3-D inputs). */
+  private attentionMask(spec: TensorSpec, scoresShape: number[], numAxes: number) {
+    const rank = scoresShape.length;
+    const caller = `Layer '${this.name}'`;
+    const {validLens, attentionMask} = spec.parts;
+    const keras = (m: tf.Tensor | null, what: string) =>
+      m && checkMaskBroadcasts(expandMask(m, rank, -2 * numAxes - 1), scoresShape, what, caller);
+    const single = [
+      validLens != null && 'validLens',
+      spec.useCausalMask && 'useCausalMask',
+      this.slidingWindow != null && 'slidingWindow',
+      (spec.queryMask ?? spec.valueMask ?? spec.keyMask) != null && 'a Keras mask',
+    ].filter((x): x is string => typeof x === 'string');
+    if (numAxes !== 1 && single.length > 0) {
+      throw new Error(
+        `${caller}: ${single.join(', ')} needs a single attention axis; this layer attends over ${numAxes}`,
+      );
+    }
+    const [T, S] = scoresShape.slice(rank - 2);
+    return combineMasks(
+      validLens && validLensMask(validLens, scoresShape, caller),
+      spec.useCausalMask ? trailingMask(causalMask(T, S), rank) : null,
+      keras(attentionMask, 'attentionMask'),
+      keras(spec.valueMask && keyPaddingMask(spec.valueMask), "the value's Keras mask"),
+      keras(spec.keyMask && keyPaddingMask(spec.keyMask), "the key's Keras mask"),
+      keras(spec.queryMask && queryPaddingMask(spec.queryMask), "the query's Keras mask"),
+      this.slidingWindow != null
+        ? trailingMask(slidingWindowMask(T, S, this.slidingWindow), rank)
+        : null,
+    );
+  }
+
+  protected override attend(spec: TensorSpec): AttendResult {
+    if (this.attentionAxes == null || this.outputDense == null) {
       throw new Error(`Layer '${this.name}' is not built: apply it to inputs first`);
     }
+    const {query, value, key} = spec.parts;
     this.checkShapes({
-      query: parts.query.shape,
-      value: parts.value.shape,
-      key: parts.key.shape,
+      query: query.shape,
+      value: value.shape,
+      key: key.shape,
       validLens: null,
       attentionMask: null,
     });
-    if (
-      fastPath &&
-      parts.query.rank === 3 &&
-      this.attentionAxes.length === 1 &&
-      this.attentionAxes[0] === 1
-    ) {
-      return this.attendFused(parts, ctx);
-    }
-    const numAxes = this.attentionAxes.length;
-    const q = (this.queryDense as EinsumDense).project(parts.query); // [B, T, N, K]
-    const k = (this.keyDense as EinsumDense).project(parts.key); // [B, S, N, K]
-    const v = (this.valueDense as EinsumDense).project(parts.value); // [B, S, N, V]
-    const qScaled = tf.mul(q, tf.scalar(1 / Math.sqrt(this.keyDim))); // [B, T, N, K]
-    const logits = einsum(this.equations.dot, k, qScaled); // [B, N, T, S]
-    let mask = this.combinedMask(logits.shape, ctx, {
-      numAxes,
-      headsAxis: true,
-      queryMaskInScores: true,
-    });
-    if (this.slidingWindow != null) {
-      if (numAxes !== 1) {
-        throw new Error(`Layer '${this.name}': slidingWindow needs a single attention axis`);
-      }
-      mask = this.withSlidingWindow(mask, logits.shape);
-    }
-    const {weights, dropped} = this.attentionWeights(logits, mask, numAxes, ctx.training);
-    let attended = einsum(this.equations.combine, dropped, v); // [B, T, N, V]
+    const axes = this.attentionAxes;
+    const layout: HeadLayout = headLayout(query.rank + 1, axes);
+    // projections, with 1/sqrt(keyDim) folded into the query's kernel and bias
+    const q = (this.queryDense as EinsumDense).project(query, 1 / Math.sqrt(this.keyDim)); // [B, ..., N, K]
+    const k = (this.keyDense as EinsumDense).project(key); // [B, ..., N, K]
+    const v = (this.valueDense as EinsumDense).project(value); // [B, ..., N, V]
+    const scoresShape = this.scoresShapeOf({
+      query: query.shape,
+      value: value.shape,
+      key: key.shape,
+      validLens: null,
+      attentionMask: null,
+    }) as number[];
+    const mask = this.attentionMask(spec, scoresShape, axes.length); // Keras layout, broadcastable
+    const core = dotProductAttention(
+      toCoreLayout(q, layout), // [...L, T, K], L = batch-like axes (heads included)
+      toCoreLayout(k, layout), // [...L, S, K]
+      toCoreLayout(v, layout), // [...L, S, V]
+      {
+        ...this.dropoutOptions(spec),
+        mask: mask && maskToCoreLayout(mask, scoresShape, axes.length),
+        queryBlock: this.chunkSize,
+      },
+    );
+    let attended = fromCoreLayout(
+      core.output,
+      layout,
+      axes.map((a) => q.shape[a]),
+    ); // [B, ..., N, V]
     if (this.gateDense != null) {
-      attended = tf.mul(attended, this.gateDense.project(parts.query)); // [B, T, N, V]
+      attended = tf.mul(attended, this.gateDense.project(query)); // [B, ..., N, V]
     }
-    const output = (this.outputDense as EinsumDense).project(attended); // [B, T, dimOut]
-    return {output, scores: weights};
-  }
-
-  /** ANDs the sliding-window mask `|i - j| < slidingWindow` (for logits [..., T, S]). */
-  private withSlidingWindow(mask: tf.Tensor | null, shape: number[]): tf.Tensor | null {
-    if (this.slidingWindow == null) return mask;
-    const [t, s] = shape.slice(-2);
-    const rows = tf.reshape(tf.range(0, t, 1, 'int32'), [t, 1]);
-    const cols = tf.reshape(tf.range(0, s, 1, 'int32'), [1, s]);
-    const local = tf.less(tf.abs(tf.sub(rows, cols)), this.slidingWindow); // [T, S]
-    const window = tf.reshape(local, [...new Array(shape.length - 2).fill(1), t, s]);
-    return mask == null ? window : tf.logicalAnd(mask, window);
-  }
-
-  /** `x [b, t, d] · kernel` as one 2-D product (+ bias), kernel scaled by `scale`: [b, t, N, w]. */
-  private project(dense: EinsumDense, x: tf.Tensor, scale = 1): tf.Tensor {
-    const [b, t, d] = x.shape;
-    const kernel = (dense.kernel as NonNullable<EinsumDense['kernel']>).read();
-    const width = kernel.shape[2] as number;
-    let w = tf.reshape(kernel, [d, this.numHeads * width]); // [d, N * w]
-    if (scale !== 1) w = tf.mul(w, scale);
-    let y = mm(tf.reshape(x, [b * t, d]), w); // [b * t, N * w]
-    if (dense.bias != null) {
-      const bias = tf.reshape(dense.bias.read(), [this.numHeads * width]);
-      y = tf.add(y, scale !== 1 ? tf.mul(bias, scale) : bias);
-    }
-    return dense.activation.apply(tf.reshape(y, [b, t, this.numHeads, width])); // [b, t, N, w]
-  }
-
-  /**
-   * The default case (3-D inputs, attention over axis 1) without einsum: 2-D products for the
-   * projections with 1/sqrt(keyDim) folded into the query kernel, batched products for scores and
-   * values on operands laid out for them, the masks as one small fill tensor for a fused masked
-   * softmax, and query blocks for long sequences. Same results as the einsum path.
-   */
-  private attendFused(parts: AttentionParts<tf.Tensor>, ctx: AttendContext): AttendResult {
-    const N = this.numHeads;
-    const K = this.keyDim;
-    const V = this.valueDim;
-    const [B, T] = parts.query.shape as [number, number];
-    const S = parts.key.shape[1] as number;
-    const heads = (dense: EinsumDense, x: tf.Tensor, width: number, scale = 1) =>
-      tf.reshape(swapAxes12(this.project(dense, x, scale)), [B * N, x.shape[1] as number, width]); // [B * N, t, w]
-    const q = heads(this.queryDense as EinsumDense, parts.query, K, 1 / Math.sqrt(K)); // [B * N, T, K]
-    const k = heads(this.keyDense as EinsumDense, parts.key, K); // [B * N, S, K]
-    const v = heads(this.valueDense as EinsumDense, parts.value, V); // [B * N, S, V]
-    const shape4 = [B, N, T, S];
-    let mask = this.combinedMask(shape4, ctx, {
-      numAxes: 1,
-      headsAxis: true,
-      queryMaskInScores: true,
-    });
-    mask = this.withSlidingWindow(mask, shape4);
-    const fill = mask == null ? null : maskFill(mask, 4); // [B|1, 1, T|1, S|1]
-    const auto =
-      B * N * T * S > autoChunk.above ? Math.max(1, Math.floor(autoChunk.target / (B * N * S))) : 0;
-    const chunk = this.chunkSize == null ? auto : this.chunkSize;
-    const blocks: Array<[number, number]> = [];
-    for (let start = 0; start < T; start += chunk > 0 ? chunk : T) {
-      blocks.push([start, Math.min(T, start + (chunk > 0 ? chunk : T))]);
-    }
-    const attended: tf.Tensor[] = [];
-    const scores: tf.Tensor[] = [];
-    for (const [start, end] of blocks) {
-      const c = end - start;
-      const [a, w] = tf.tidy(() => {
-        const qb = blocks.length === 1 ? q : tf.slice(q, [0, start, 0], [B * N, c, K]);
-        const logits = tf.reshape(mm(qb, k, false, true), [B, N, c, S]); // [B, N, c, S]
-        let fb = fill;
-        if (fill != null && blocks.length > 1 && fill.shape[2] !== 1) {
-          fb = tf.slice(
-            fill,
-            [0, 0, start, 0],
-            [fill.shape[0] as number, fill.shape[1] as number, c, fill.shape[3] as number],
-          );
-        }
-        const weights = softmaxWithFill(logits, fb); // [B, N, c, S]
-        const {dropped} = this.dropWeights(weights, ctx.training);
-        const out = mm(tf.reshape(dropped, [B * N, c, S]), v); // [B * N, c, V]
-        return [out, ctx.wantScores ? weights : tf.zeros([0])];
-      });
-      attended.push(a);
-      scores.push(w);
-    }
-    const att = attended.length === 1 ? attended[0] : tf.concat(attended, 1); // [B * N, T, V]
-    let merged = swapAxes12(tf.reshape(att, [B, N, T, V])); // [B, T, N, V]
-    if (this.gateDense != null) {
-      merged = tf.mul(merged, this.project(this.gateDense, parts.query)); // [B, T, N, V]
-    }
-    const od = this.outputDense as EinsumDense;
-    const okernel = (od.kernel as NonNullable<EinsumDense['kernel']>).read(); // [N, V, ...out]
-    const outDims = okernel.shape.slice(2);
-    const outSize = outDims.reduce((p, d) => p * d, 1);
-    let y = mm(tf.reshape(merged, [B * T, N * V]), tf.reshape(okernel, [N * V, outSize])); // [B * T, out]
-    if (od.bias != null) y = tf.add(y, tf.reshape(od.bias.read(), [outSize]));
-    const output = od.activation.apply(tf.reshape(y, [B, T, ...outDims])); // [B, T, ...out]
-    const all = ctx.wantScores ? (scores.length === 1 ? scores[0] : tf.concat(scores, 2)) : null;
-    return {output, scores: all};
+    const output = this.outputDense.project(attended); // [B, ..., ...outputShape]
+    const scores = core.scores && tf.reshape(core.scores, scoresShape); // Keras layout
+    return {output, scores};
   }
 
   override getConfig(): tf.serialization.ConfigDict {

@@ -1,7 +1,6 @@
 /**
- * Keras' einsum-equation builders for MultiHeadAttention (`_build_proj_equation`,
- * `_build_attention_equation`), reproduced letter for letter so that weight layouts, score
- * layouts and masks match Keras for any `attention_axes`.
+ * Keras' projection-equation builder for MultiHeadAttention (`_build_proj_equation`), reproduced
+ * letter for letter so that weight layouts match Keras, and its `attention_axes` resolution.
  */
 
 const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
@@ -51,53 +50,6 @@ export function buildProjectionEquation(
     bias += c;
   }
   return {equation: `${input},${kernel}->${out}`, biasAxes: bias, outputRank: out.length};
-}
-
-export interface AttentionEquations {
-  /** `einsum(dot, key, query)` gives the scores. */
-  dot: string;
-  /** `einsum(combine, weights, value)` gives the attended values. */
-  combine: string;
-  scoresRank: number;
-  /** Axes of the projected query that are batch-like (including the heads axis). */
-  batchAxes: number[];
-}
-
-/**
- * @param rank rank of the projected query `[batch, ..., heads, keyDim]`.
- * @param attnAxes resolved, non-negative attention axes of the projected query.
- */
-export function buildAttentionEquations(rank: number, attnAxes: number[]): AttentionEquations {
-  let target = '';
-  for (let i = 0; i < rank; i++) {
-    target += letter(i);
-  }
-  const batchAxes: number[] = [];
-  for (let i = 0; i < rank; i++) {
-    if (!attnAxes.includes(i) && i !== rank - 1) {
-      batchAxes.push(i);
-    }
-  }
-  let offset = rank;
-  let source = '';
-  for (let i = 0; i < rank; i++) {
-    if (batchAxes.includes(i) || i === rank - 1) {
-      source += target[i];
-    } else {
-      source += letter(offset);
-      offset++;
-    }
-  }
-  const product =
-    batchAxes.map((i) => target[i]).join('') +
-    attnAxes.map((i) => target[i]).join('') +
-    attnAxes.map((i) => source[i]).join('');
-  return {
-    dot: `${source},${target}->${product}`,
-    combine: `${product},${source}->${target}`,
-    scoresRank: product.length,
-    batchAxes,
-  };
 }
 
 /**

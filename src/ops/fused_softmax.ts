@@ -11,6 +11,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import type {CpuBackend} from './cpu_backend';
+import {ownKernels} from './flags';
 
 const FORWARD = 'TfjsAttentionMaskedSoftmax';
 const BACKWARD = 'TfjsAttentionMaskedSoftmaxGrad';
@@ -87,26 +88,35 @@ function registerCpuKernels(): void {
     backendName: 'cpu',
     kernelFunc: ({inputs, backend}) => {
       const cpu = backend as unknown as CpuBackend;
-      const {dy, y} = inputs as {dy: tf.TensorInfo; y: tf.TensorInfo};
+      const {dy, y, fill} = inputs as {dy: tf.TensorInfo; y: tf.TensorInfo; fill: tf.TensorInfo};
       const g = cpu.readSync(dy.dataId);
       const p = cpu.readSync(y.dataId);
+      const b = cpu.readSync(fill.dataId);
       const cols = y.shape[y.shape.length - 1];
+      const {offsets, perElement} = fillRowOffsets(y.shape, fill.shape);
       const out = new Float32Array(p.length);
-      for (let base = 0; base < p.length; base += cols) {
+      for (let r = 0; r < offsets.length; r++) {
+        const base = r * cols;
+        const bo = offsets[r];
         let dot = 0;
         for (let j = 0; j < cols; j++) dot += g[base + j] * p[base + j];
-        for (let j = 0; j < cols; j++) out[base + j] = p[base + j] * (g[base + j] - dot);
+        for (let j = 0; j < cols; j++) {
+          // a replaced (masked) logit does not reach the output: its gradient is 0
+          const f = perElement ? b[bo + j] : b[bo];
+          out[base + j] = f === 0 ? p[base + j] * (g[base + j] - dot) : 0;
+        }
       }
       return cpu.makeTensorInfo(y.shape, 'float32', out);
     },
   });
   tf.registerGradient({
     kernelName: FORWARD,
+    inputsToSave: ['fill'],
     outputsToSave: [true],
     gradFunc: (dy, saved) => {
-      const [y] = saved;
+      const [fill, y] = saved;
       return {
-        logits: () => tf.engine().runKernel(BACKWARD, {dy: dy as tf.Tensor, y}) as tf.Tensor,
+        logits: () => tf.engine().runKernel(BACKWARD, {dy: dy as tf.Tensor, y, fill}) as tf.Tensor,
         // the fill is a mask: constant, never differentiated in practice
         fill: () => tf.zerosLike(y),
       };
@@ -125,7 +135,7 @@ export function softmaxWithFill(logits: tf.Tensor, fill: tf.Tensor | null): tf.T
   if (fill != null && fill.rank !== logits.rank) {
     throw new Error(`softmaxWithFill: fill of rank ${fill.rank} for logits of rank ${logits.rank}`);
   }
-  if (tf.getBackend() === 'cpu' && logits.dtype === 'float32') {
+  if (ownKernels() && tf.getBackend() === 'cpu' && logits.dtype === 'float32') {
     const b = fill ?? tf.zeros(new Array(logits.rank).fill(1));
     const y = tf.engine().runKernel(FORWARD, {logits, fill: b}) as tf.Tensor;
     if (fill == null) b.dispose();

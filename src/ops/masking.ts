@@ -1,7 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
 
-import {softmaxWithFill} from './fused_softmax';
-
 /**
  * Masks as pure functions, apart from the layers that use them.
  *
@@ -26,15 +24,6 @@ export function maskFillValue(): number {
 
 function describeShape(t: tf.Tensor): string {
   return `[${t.shape.join(', ')}]`;
-}
-
-function asTensor(value: unknown, what: string, caller: string): tf.Tensor {
-  if (!(value instanceof tf.Tensor)) {
-    throw new Error(
-      `${caller}: expected ${what} to be a tf.Tensor, received ${value === null ? 'null' : typeof value}`,
-    );
-  }
-  return value;
 }
 
 /**
@@ -81,34 +70,6 @@ export function combineMasks(...masks: Array<tf.Tensor | null | undefined>): tf.
 }
 
 /**
- * Softmax over the last `numAxes` axes of `logits`, with masked positions excluded.
- *
- * Masked logits are replaced by {@link maskFillValue} before the softmax, so masked weights are
- * exactly 0 wherever some position of the row is allowed, and a fully masked row comes out uniform
- * (never NaN), as in Keras and the d2l reference.
- *
- * @param logits scores of any rank.
- * @param mask null, or a bool (or 0/1) tensor broadcastable to `logits`; true = keep.
- * @param numAxes how many trailing axes the softmax normalises over (default 1).
- */
-export function softmaxWithMask(logits: tf.Tensor, mask: tf.Tensor | null, numAxes = 1): tf.Tensor {
-  return tf.tidy(() => {
-    if (numAxes === 1) {
-      return softmaxWithFill(logits, mask == null ? null : maskFill(mask, logits.rank));
-    }
-    let x = logits;
-    if (mask != null) {
-      const keep = mask.dtype === 'bool' ? mask : tf.cast(mask, 'bool');
-      x = tf.where(keep, x, tf.scalar(maskFillValue(), x.dtype));
-    }
-    const shape = x.shape;
-    const lead = shape.slice(0, shape.length - numAxes);
-    const flat = tf.reshape(x, [...lead, -1]); // [..., prod(normalised axes)]
-    return tf.reshape(tf.softmax(flat), shape);
-  });
-}
-
-/**
  * A mask as the fill tensor of {@link softmaxWithFill}: 0 where allowed, {@link maskFillValue}
  * where masked, with the given rank (leading axes of size 1 added). It has the mask's (small,
  * broadcast) shape, so building it costs nothing next to the logits.
@@ -120,79 +81,6 @@ export function maskFill(mask: tf.Tensor, rank: number): tf.Tensor {
     // (1 - mask) * fill rather than where(mask, 0, fill): where tiles its scalars to full size
     const masked = tf.sub(tf.scalar(1), tf.cast(m, 'float32'));
     return tf.mul(masked, tf.scalar(maskFillValue()));
-  });
-}
-
-/**
- * d2l's `sequence_mask`: sets the positions at or beyond each sequence's valid length to `value`.
- *
- * `validLens` has shape `x.shape[0:r]` (r >= 1); positions are counted along axis `r` of `x`, and
- * any axes after it are masked together. With `x` of shape `[batch, steps, ...]` and `validLens`
- * of shape `[batch]` this is exactly the reference; with `x` `[batch, queries, keys]` and
- * `validLens` `[batch, queries]` it masks keys per query.
- *
- * ```js
- * sequenceMask(tf.tensor2d([[1, 2, 3], [4, 5, 6]]), tf.tensor1d([1, 2], 'int32'));
- * // [[1, 0, 0], [4, 5, 0]]
- * ```
- */
-export function sequenceMask(x: tf.Tensor, validLens: tf.Tensor, value = 0): tf.Tensor {
-  asTensor(x, 'x', 'sequenceMask');
-  asTensor(validLens, 'validLens', 'sequenceMask');
-  const r = validLens.rank;
-  if (r < 1 || r >= x.rank) {
-    throw new Error(
-      `sequenceMask: expected validLens of rank 1 to ${x.rank - 1} for x of shape ` +
-        `${describeShape(x)}, received validLens of shape ${describeShape(validLens)}`,
-    );
-  }
-  const prefix = x.shape.slice(0, r);
-  if (!prefix.every((d, i) => d === validLens.shape[i])) {
-    throw new Error(
-      `sequenceMask: expected validLens of shape [${prefix.join(', ')}] (the leading axes of x, ` +
-        `shape ${describeShape(x)}), received ${describeShape(validLens)}`,
-    );
-  }
-  if (typeof value !== 'number') {
-    throw new Error(`sequenceMask: expected value to be a number, received ${typeof value}`);
-  }
-  return tf.tidy(() => {
-    const mask = lengthsMask(validLens, x.shape[r]); // [...prefix, steps]
-    const trailing = x.rank - r - 1;
-    const full =
-      trailing > 0 ? tf.reshape(mask, [...mask.shape, ...new Array(trailing).fill(1)]) : mask;
-    return tf.where(full, x, tf.scalar(value, x.dtype));
-  });
-}
-
-/**
- * d2l's `masked_softmax`: softmax over the last axis with the keys at or beyond the valid length
- * excluded.
- *
- * - `validLens` of shape `[batch]` (or `[batch, 1]`, the form a model input takes): one length
- *   per sequence, shared by every query (and head).
- * - `validLens` of shape `[batch, queries]` (queries = `scores.shape[rank - 2]`): one per query.
- * - no `validLens`: a plain softmax.
- *
- * Masked weights are exactly 0; a length of 0 gives uniform weights, never NaN.
- *
- * @param scores logits of rank >= 2, `[batch, ..., queries, keys]`.
- */
-export function maskedSoftmax(scores: tf.Tensor, validLens?: tf.Tensor | null): tf.Tensor {
-  asTensor(scores, 'scores', 'maskedSoftmax');
-  if (scores.rank < 2) {
-    throw new Error(
-      `maskedSoftmax: expected scores of rank >= 2 ([batch, ..., keys]), received shape ` +
-        describeShape(scores),
-    );
-  }
-  if (validLens == null) {
-    return tf.softmax(scores);
-  }
-  asTensor(validLens, 'validLens', 'maskedSoftmax');
-  return tf.tidy(() => {
-    const mask = validLensMask(validLens, scores.shape, 'maskedSoftmax');
-    return softmaxWithMask(scores, mask);
   });
 }
 
@@ -234,4 +122,67 @@ export function validLensMask(
         : [batch, ...new Array(rank - 3).fill(1), perQuery, keys];
     return tf.reshape(mask, shape);
   });
+}
+
+/**
+ * The sliding-window mask of Keras 3.15's local attention: query `i` may attend to key `j` iff
+ * `|i - j| < window` (AND it with {@link causalMask} for causal local attention).
+ *
+ * @returns bool tensor of shape `[queries, keys]`.
+ */
+export function slidingWindowMask(queries: number, keys: number, window: number): tf.Tensor2D {
+  const values = new Uint8Array(queries * keys);
+  for (let i = 0; i < queries; i++) {
+    for (let j = Math.max(0, i - window + 1); j < Math.min(keys, i + window); j++) {
+      values[i * keys + j] = 1;
+    }
+  }
+  return tf.tensor2d(values, [queries, keys], 'bool'); // [queries, keys]
+}
+
+/** A `[queries, keys]` mask (causal, sliding window) in the scores' rank: `[1, ..., 1, T, S]`. */
+export function trailingMask(mask: tf.Tensor, scoresRank: number): tf.Tensor {
+  return tf.reshape(mask, [...new Array(scoresRank - mask.rank).fill(1), ...mask.shape]);
+}
+
+/** A key-padding mask `[batch, ..., keys]` (a Keras mask of the value / key) as `[batch, ..., 1, keys]`. */
+export function keyPaddingMask(mask: tf.Tensor): tf.Tensor {
+  return tf.expandDims(mask, -2);
+}
+
+/** A query-padding mask `[batch, ..., queries]` (the query's Keras mask) as `[batch, ..., queries, 1]`. */
+export function queryPaddingMask(mask: tf.Tensor): tf.Tensor {
+  return tf.expandDims(mask, -1);
+}
+
+/**
+ * Expands a mask of lower rank to the scores' rank, as Keras does.
+ *
+ * @param headsAxis where Keras' MultiHeadAttention inserts the missing axes, counted from the end
+ *   (`-2 * numAttentionAxes - 1`: the heads axis); null inserts leading axes (Keras `Attention`).
+ */
+export function expandMask(mask: tf.Tensor, rank: number, headsAxis: number | null): tf.Tensor {
+  let x = mask;
+  while (x.rank < rank) {
+    x = tf.expandDims(x, headsAxis != null && x.rank + 1 + headsAxis >= 0 ? headsAxis : 0);
+  }
+  return x;
+}
+
+/** Throws unless `mask` broadcasts to `scoresShape`, naming `what` and both shapes. */
+export function checkMaskBroadcasts(
+  mask: tf.Tensor,
+  scoresShape: number[],
+  what: string,
+  caller: string,
+): tf.Tensor {
+  const offset = scoresShape.length - mask.rank;
+  const ok = offset >= 0 && mask.shape.every((d, i) => d === 1 || d === scoresShape[offset + i]);
+  if (!ok) {
+    throw new Error(
+      `${caller}: ${what} of shape ${describeShape(mask)} does not broadcast to the attention ` +
+        `scores [${scoresShape.join(', ')}]`,
+    );
+  }
+  return mask;
 }

@@ -7,9 +7,11 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
+import {ownKernels} from './flags';
+
 /** Whether explicit transposes beat matMul's transpose flags on the current backend. */
 export function explicitTransposes(): boolean {
-  return tf.getBackend() === 'wasm';
+  return ownKernels() && tf.getBackend() === 'wasm';
 }
 
 function swapLast(x: tf.Tensor): tf.Tensor {

@@ -8,6 +8,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import type {CpuBackend} from './cpu_backend';
+import {ownKernels} from './flags';
 
 const KERNEL = 'TfjsAttentionSwapAxes12';
 
@@ -44,7 +45,7 @@ register();
 
 /** `[a, b, c, d] -> [a, c, b, d]`. */
 export function swapAxes12(x: tf.Tensor): tf.Tensor {
-  if (tf.getBackend() === 'cpu' && x.dtype === 'float32' && x.rank === 4) {
+  if (ownKernels() && tf.getBackend() === 'cpu' && x.dtype === 'float32' && x.rank === 4) {
     return tf.engine().runKernel(KERNEL, {x}) as tf.Tensor;
   }
   return tf.transpose(x, [0, 2, 1, 3]);

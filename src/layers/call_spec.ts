@@ -1,0 +1,279 @@
+/**
+ * The calling convention of every attention layer, as one pure function: inputs (tensors,
+ * symbolic tensors or shapes), call kwargs and the layer's call settings -> a {@link CallSpec}
+ * naming each input's role, the masks, causal masking and whether scores are returned.
+ *
+ * Positional inputs, in order:
+ * - `x` or `[x]`: self-attention (query = value = key = x);
+ * - `[query, value]`, `[query, value, key]`: Keras order; key defaults to value;
+ * - then optionally lengths (rank 1 or 2: `[batch]` / `[batch, queries]`) and an attention mask
+ *   (bool or int32, rank >= 3), in either order.
+ * Queries, values and keys are float tensors of rank >= 3 (`[batch, ..., features]`).
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+import {formatShape, Shape} from './shapes';
+
+export type Role = 'query' | 'value' | 'key' | 'validLens' | 'attentionMask';
+export const ROLES: readonly Role[] = ['query', 'value', 'key', 'validLens', 'attentionMask'];
+
+/** What the convention needs of an input: its shape and, when known, its dtype. */
+export interface InputLike {
+  shape: Shape;
+  dtype?: string;
+  kerasMask?: tf.Tensor | null;
+}
+
+/** The layer's settings that take part in a call (kept in its config). */
+export interface CallSettings {
+  /** `Layer 'name'`, for errors. */
+  caller: string;
+  /** Roles recorded at the first symbolic call (or loaded from the config); null if none. */
+  inputRoles: Role[] | null;
+  useCausalMask: boolean;
+  returnAttentionScores: boolean;
+  /** Call options a subclass accepts beyond the common ones. */
+  extraOptions?: readonly string[];
+}
+
+/** The inputs of one call, by role; value and key fall back to query and value. */
+export interface AttentionParts<T> {
+  query: T;
+  value: T;
+  key: T;
+  validLens: T | null;
+  attentionMask: T | null;
+}
+
+export interface CallSpec<T> {
+  roles: Role[];
+  parts: AttentionParts<T>;
+  /** Whether the key / value are separate inputs (not the query / value again). */
+  ownValue: boolean;
+  ownKey: boolean;
+  /** Keras masks `[batch, length]` (true = keep) of query, value and key, when present. */
+  queryMask: tf.Tensor | null;
+  valueMask: tf.Tensor | null;
+  keyMask: tf.Tensor | null;
+  useCausalMask: boolean;
+  returnScores: boolean;
+  training: boolean;
+}
+
+/** Call options every attention layer accepts. */
+export const CALL_OPTIONS = [
+  'validLens',
+  'attentionMask',
+  'useCausalMask',
+  'returnAttentionScores',
+  'training',
+  'mask',
+] as const;
+
+/** Other spellings users bring from Keras, PyTorch and d2l, and the option they mean. */
+const SPELLINGS: Record<string, string> = {
+  valid_lens: 'validLens',
+  validLen: 'validLens',
+  valid_len: 'validLens',
+  validLength: 'validLens',
+  valid_length: 'validLens',
+  validLengths: 'validLens',
+  valid_lengths: 'validLens',
+  lengths: 'validLens',
+  attention_mask: 'attentionMask',
+  attnMask: 'attentionMask',
+  attn_mask: 'attentionMask',
+  key_padding_mask: "validLens (or an attentionMask; note PyTorch's true = ignore)",
+  use_causal_mask: 'useCausalMask',
+  causal: 'useCausalMask',
+  is_causal: 'useCausalMask',
+  isCausal: 'useCausalMask',
+  return_attention_scores: 'returnAttentionScores',
+  need_weights: 'returnAttentionScores',
+  returnScores: 'returnAttentionScores',
+};
+
+/** Throws on a call option that is not accepted, naming the camelCase one for known spellings. */
+export function checkCallOptions(
+  kwargs: Record<string, unknown>,
+  caller: string,
+  extra: readonly string[] = [],
+): void {
+  const accepted = [...CALL_OPTIONS, ...extra];
+  for (const name of Object.keys(kwargs)) {
+    if (accepted.includes(name) || kwargs[name] === undefined) continue;
+    const hint = SPELLINGS[name];
+    throw new Error(
+      `${caller}: unknown call option '${name}'` +
+        (hint ? `; did you mean '${hint}'?` : '') +
+        `. Accepted options: ${accepted.join(', ')}`,
+    );
+  }
+}
+
+const MAIN: Role[] = ['query', 'value', 'key'];
+
+function isFloat(x: InputLike): boolean {
+  return x.dtype === undefined || x.dtype === 'float32';
+}
+
+function describe(inputs: InputLike[]): string {
+  return inputs.map((x) => formatShape(x.shape) + (x.dtype ? ` ${x.dtype}` : '')).join(', ');
+}
+
+/** Whether a shape-only third input can be a key for this value (same rank, equal dims but the last). */
+function fitsAsKey(key: Shape, value: Shape): boolean {
+  return (
+    key.length === value.length &&
+    key.slice(0, -1).every((d, i) => d == null || value[i] == null || d === value[i])
+  );
+}
+
+/** Assigns a role to each positional input, in order. */
+export function classifyInputs(inputs: InputLike[], caller: string): Role[] {
+  const roles: Role[] = [];
+  const seen = new Set<Role>();
+  const take = (role: Role, i: number) => {
+    if (seen.has(role)) {
+      throw new Error(
+        `${caller} received two ${role} inputs (input ${i}); expected at most one. ` +
+          `Inputs: ${describe(inputs)}`,
+      );
+    }
+    seen.add(role);
+    roles.push(role);
+  };
+  inputs.forEach((x, i) => {
+    const rank = x.shape.length;
+    const mains = roles.filter((r) => MAIN.includes(r)).length;
+    const auxiliarySeen = seen.has('validLens') || seen.has('attentionMask');
+    if (i === 0) {
+      if (rank < 3) {
+        throw new Error(
+          `${caller} expected the query to have rank >= 3 ([batch, ..., features]), received ` +
+            `shape ${formatShape(x.shape)}. Inputs: ${describe(inputs)}`,
+        );
+      }
+      take('query', i);
+    } else if (rank === 1 || rank === 2) {
+      take('validLens', i);
+    } else if (rank >= 3 && !isFloat(x)) {
+      take('attentionMask', i);
+    } else if (
+      rank >= 3 &&
+      !auxiliarySeen &&
+      mains < 3 &&
+      // shapes alone: a third input that cannot be the key is an attention mask
+      !(mains === 2 && x.dtype === undefined && !fitsAsKey(x.shape, inputs[1].shape))
+    ) {
+      take(MAIN[mains], i);
+    } else if (rank >= 3 && x.dtype === undefined && !seen.has('attentionMask')) {
+      take('attentionMask', i);
+    } else {
+      const what = rank >= 3 ? `a ${x.dtype ?? 'float32'} tensor of rank ${rank}` : `rank ${rank}`;
+      throw new Error(
+        `${caller} expected [query], [query, value] or [query, value, key], optionally followed ` +
+          `by validLens (rank 1 or 2) and a bool or int32 attentionMask; received ` +
+          `${inputs.length} inputs, input ${i} being ${what}. An attention mask passed as an ` +
+          `input must be bool or int32; pass a float mask as the 'attentionMask' call option. ` +
+          `Inputs: ${describe(inputs)}`,
+      );
+    }
+  });
+  return roles;
+}
+
+/** Picks the parts out of `inputs` by role. */
+export function assignParts<T>(inputs: T[], roles: Role[]): AttentionParts<T> {
+  const get = (r: Role) => {
+    const i = roles.indexOf(r);
+    return i === -1 ? null : inputs[i];
+  };
+  const query = get('query') as T;
+  const value = get('value') ?? query;
+  const key = get('key') ?? value;
+  return {query, value, key, validLens: get('validLens'), attentionMask: get('attentionMask')};
+}
+
+function tensorOption(value: unknown, name: string, caller: string): tf.Tensor | null {
+  if (value == null) return null;
+  if (!(value instanceof tf.Tensor)) {
+    throw new Error(
+      `${caller}: expected ${name} to be a tf.Tensor, received ${Array.isArray(value) ? 'an array' : typeof value}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Resolves one call.
+ *
+ * @param inputs the positional inputs (concrete tensors in `call`, `{shape}` in build and
+ *   computeOutputShape).
+ * @param kwargs the call options (`validLens`, `attentionMask`, `useCausalMask`,
+ *   `returnAttentionScores`, `training`, `mask`); tensor options override positional ones.
+ */
+export function resolveCall<T extends InputLike>(
+  inputs: T[],
+  kwargs: Record<string, unknown>,
+  settings: CallSettings,
+): CallSpec<T | tf.Tensor> {
+  const {caller} = settings;
+  checkCallOptions(kwargs, caller, settings.extraOptions);
+  const recorded = settings.inputRoles;
+  const roles =
+    recorded != null && recorded.length === inputs.length
+      ? recorded
+      : classifyInputs(inputs, caller);
+  const parts: AttentionParts<T | tf.Tensor> = assignParts<T | tf.Tensor>(inputs, roles);
+  const lens = tensorOption(kwargs.validLens, 'validLens', caller);
+  const mask = tensorOption(kwargs.attentionMask, 'attentionMask', caller);
+  if (lens != null) parts.validLens = lens;
+  if (mask != null) parts.attentionMask = mask;
+  const ownValue = roles.includes('value');
+  const ownKey = roles.includes('key');
+  const kerasMasks = Array.isArray(kwargs.mask) ? (kwargs.mask as Array<tf.Tensor | null>) : [];
+  const query = inputs[0];
+  const valueInput = ownValue ? inputs[roles.indexOf('value')] : null;
+  const keyInput = ownKey ? inputs[roles.indexOf('key')] : null;
+  // With self-attention the value and key are the query: their Keras mask is the query's.
+  const queryMask = kerasMasks[0] ?? query.kerasMask ?? null;
+  const valueMask =
+    (ownValue ? kerasMasks[roles.indexOf('value')] : null) ??
+    valueInput?.kerasMask ??
+    (ownValue ? null : queryMask);
+  const keyMask = (ownKey ? kerasMasks[roles.indexOf('key')] : null) ?? keyInput?.kerasMask ?? null;
+  return {
+    roles,
+    parts,
+    ownValue,
+    ownKey,
+    queryMask,
+    valueMask,
+    keyMask,
+    useCausalMask: Boolean(kwargs.useCausalMask ?? settings.useCausalMask),
+    returnScores: Boolean(kwargs.returnAttentionScores ?? settings.returnAttentionScores),
+    training: kwargs.training === true,
+  };
+}
+
+/**
+ * Removes repeated symbolic inputs that carry no information: `[x, x]` is self-attention and
+ * `[q, v, v]` is `[q, v]`. tfjs's executor miscounts a tensor that appears twice in one node's
+ * inputs and disposes it early, so such calls are rewritten rather than passed on.
+ */
+export function dedupeInputs<T>(inputs: T[], roles: Role[]): {inputs: T[]; roles: Role[]} {
+  const keep = inputs.map((x, i) => {
+    if (roles[i] === 'key') return x !== inputs[roles.indexOf('value')];
+    if (roles[i] === 'value') {
+      const keyAt = roles.indexOf('key');
+      // [x, x, k] stays: dropping the value would make the key the value
+      return x !== inputs[0] || (keyAt !== -1 && inputs[keyAt] !== x);
+    }
+    return true;
+  });
+  return {
+    inputs: inputs.filter((_, i) => keep[i]),
+    roles: roles.filter((_, i) => keep[i]),
+  };
+}

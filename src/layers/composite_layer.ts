@@ -1,0 +1,115 @@
+/**
+ * A layer made of sublayers (MultiHeadAttention's projections, later the transformer blocks): it
+ * builds them, owns their weights (trained, saved, regularised, frozen and disposed with it) and
+ * names every weight explicitly `<layer>/<sublayer>/<weight>`, the Keras layout, so names are the
+ * same whether the layer is built by `apply` (inside tfjs' name scope) or by a direct `build`.
+ */
+import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {RegularizerFn} from '@tensorflow/tfjs-layers/dist/types';
+
+import {Shape} from './shapes';
+
+type AddWeightArgs = Parameters<layers.Layer['addWeight']>;
+
+function lastSegment(name: string): string {
+  return name.slice(name.lastIndexOf('/') + 1);
+}
+
+function rename(v: LayerVariable, name: string): void {
+  // tfjs saves and loads weights by originalName; it is set once here, before any save
+  (v as {originalName: string}).originalName = name;
+}
+
+export abstract class CompositeLayer extends layers.Layer {
+  private readonly sublayerList: layers.Layer[] = [];
+  /** Each own weight's name as given to addWeight. */
+  private readonly ownNames = new Map<LayerVariable, string>();
+  private fastInit = false;
+
+  /** The sublayers, in build order (which is also the weight order). */
+  get sublayers(): readonly layers.Layer[] {
+    return this.sublayerList;
+  }
+
+  /** Weights by their path below this layer (`scale`, `query/kernel`, `block/query/kernel`). */
+  weightPaths(): Map<string, LayerVariable> {
+    const out = new Map<string, LayerVariable>();
+    for (const [v, name] of this.ownNames) out.set(name, v);
+    for (const s of this.sublayerList) {
+      if (s instanceof CompositeLayer) {
+        for (const [p, v] of s.weightPaths()) out.set(`${s.name}/${p}`, v);
+      } else {
+        for (const v of s.weights) out.set(`${s.name}/${lastSegment(v.originalName)}`, v);
+      }
+    }
+    return out;
+  }
+
+  override addWeight(...args: AddWeightArgs): LayerVariable {
+    const v = super.addWeight(...args);
+    this.ownNames.set(v, args[0]);
+    rename(v, `${this.name}/${args[0]}`);
+    return v;
+  }
+
+  /**
+   * Builds `layer` for `inputShape` as a sublayer of this one (with this layer's trainable and
+   * fast-init settings) and names its weights `<this>/<layer>/...`. Call it from `build`.
+   */
+  protected addSublayer<L extends layers.Layer>(layer: L, inputShape: Shape | Shape[]): L {
+    if (this.sublayerList.some((s) => s.name === layer.name)) {
+      throw new Error(`Layer '${this.name}': two sublayers named '${layer.name}'`);
+    }
+    layer.trainable = this.trainable;
+    layer.setFastWeightInitDuringBuild(this.fastInit);
+    layer.build(inputShape);
+    layer.built = true;
+    this.sublayerList.push(layer);
+    const paths =
+      layer instanceof CompositeLayer
+        ? [...layer.weightPaths()].map(([p, v]) => [v, p] as const)
+        : layer.weights.map((v) => [v, lastSegment(v.originalName)] as const);
+    for (const [v, p] of paths) rename(v, `${this.name}/${layer.name}/${p}`);
+    return layer;
+  }
+
+  override get trainable(): boolean {
+    return super.trainable;
+  }
+
+  override set trainable(value: boolean) {
+    super.trainable = value;
+    for (const s of this.sublayerList ?? []) s.trainable = value;
+  }
+
+  override get trainableWeights(): LayerVariable[] {
+    if (!this.trainable) return [];
+    return super.trainableWeights.concat(
+      ...(this.sublayerList ?? []).map((s) => s.trainableWeights),
+    );
+  }
+
+  override set trainableWeights(weights: LayerVariable[]) {
+    super.trainableWeights = weights;
+  }
+
+  override get nonTrainableWeights(): LayerVariable[] {
+    return super.nonTrainableWeights.concat(
+      ...(this.sublayerList ?? []).map((s) => s.nonTrainableWeights),
+    );
+  }
+
+  override set nonTrainableWeights(weights: LayerVariable[]) {
+    super.nonTrainableWeights = weights;
+  }
+
+  override get losses(): RegularizerFn[] {
+    return super.losses.concat(...(this.sublayerList ?? []).map((s) => s.losses));
+  }
+
+  override setFastWeightInitDuringBuild(value: boolean): void {
+    super.setFastWeightInitDuringBuild(value);
+    this.fastInit = value;
+    for (const s of this.sublayerList ?? []) s.setFastWeightInitDuringBuild(value);
+  }
+}

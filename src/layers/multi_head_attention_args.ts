@@ -1,0 +1,72 @@
+/** MultiHeadAttention's constructor options and their validation. */
+import type {BaseAttentionArgs} from './base_attention';
+import type {
+  ConstraintIdentifier,
+  InitializerIdentifier,
+  RegularizerIdentifier,
+} from './config_objects';
+import type {Shape} from './shapes';
+
+export interface MultiHeadAttentionArgs extends BaseAttentionArgs {
+  /** Number of attention heads. */
+  numHeads: number;
+  /** Size of each head for query and key. */
+  keyDim: number;
+  /** Size of each head for value; default `keyDim`. */
+  valueDim?: number | null;
+  /** Biases in the four projections. Default true. */
+  useBias?: boolean;
+  /** Output size (or shape) without batch and sequence axes; default the query's last dim. */
+  outputShape?: number | number[] | null;
+  /** Axes attention runs over (default: every axis between batch and features). */
+  attentionAxes?: number | number[] | null;
+  kernelInitializer?: InitializerIdentifier;
+  biasInitializer?: InitializerIdentifier;
+  kernelRegularizer?: RegularizerIdentifier | null;
+  biasRegularizer?: RegularizerIdentifier | null;
+  /** Not supported by tfjs-layers; only null is accepted. */
+  activityRegularizer?: RegularizerIdentifier | null;
+  kernelConstraint?: ConstraintIdentifier | null;
+  biasConstraint?: ConstraintIdentifier | null;
+  /** Keras 3.14 gated attention: `output_dense(attended * sigmoid(gate(query)))`. */
+  useGate?: boolean;
+  /** Keras 3.15 local attention: only keys with `|i - j| < slidingWindow` (and `j <= i` if causal). */
+  slidingWindow?: number | null;
+  /** tf-keras' build shapes, kept in the config as tf-keras does (informational here). */
+  queryShape?: Shape | null;
+  valueShape?: Shape | null;
+  keyShape?: Shape | null;
+  /** tf-keras 2.21 option; masking here always replaces logits, so it changes nothing. */
+  softmaxRobustMasking?: boolean;
+  /**
+   * Compute attention in blocks of this many queries, so the scores never exist whole (long
+   * sequences). Default: automatic, blocks when the scores of one call would exceed
+   * 2^23 elements (32 MiB); 0 turns blocking off. Results are the same either way.
+   */
+  chunkSize?: number | null;
+}
+
+export function positiveInt(value: unknown, name: string, optional: boolean): number | null {
+  if (optional && value == null) {
+    return null;
+  }
+  if (!(typeof value === 'number' && Number.isInteger(value) && value > 0)) {
+    throw new Error(
+      `MultiHeadAttention: expected ${name} to be a positive integer, received ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+export function intList(value: unknown, name: string): number[] | null {
+  if (value == null) {
+    return null;
+  }
+  const list = typeof value === 'number' ? [value] : value;
+  if (!Array.isArray(list) || !list.every((d) => Number.isInteger(d))) {
+    throw new Error(
+      `MultiHeadAttention: invalid ${name}: expected an integer or a list of integers, received ${JSON.stringify(value)}`,
+    );
+  }
+  return [...list];
+}

@@ -1,0 +1,70 @@
+/**
+ * MultiHeadAttention's projected tensors `[batch, ..., heads, width]` in the attention core's
+ * layout `[...batch-like axes, positions, width]` and back, for any `attentionAxes`.
+ *
+ * Keras' scores are `[batch-like axes..., query attention axes..., key attention axes...]`, where
+ * the batch-like axes are every axis of the projected query but the attention axes and the
+ * last one (so the heads axis is among them). The core sees the attention axes flattened into
+ * one: `[...batch-like, T1 * T2 * ..., width]`. For 3-D inputs (one attention axis) this is the
+ * head split `[B, T, N, w] -> [B, N, T, w]`.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+import {swapAxes12} from '../ops/swap_axes';
+
+export interface HeadLayout {
+  /** Batch-like axes of the projected tensors (the heads axis included). */
+  batchAxes: number[];
+  /** Attention axes of the projected tensors. */
+  attnAxes: number[];
+  /** Projected -> `[...batch-like, ...attention, width]`. */
+  perm: number[];
+  /** The inverse of `perm`. */
+  inverse: number[];
+}
+
+/** @param rank the projected query's rank (input rank + 1); `attnAxes` resolved, ascending or not. */
+export function headLayout(rank: number, attnAxes: number[]): HeadLayout {
+  const batchAxes: number[] = [];
+  for (let i = 0; i < rank - 1; i++) if (!attnAxes.includes(i)) batchAxes.push(i);
+  const perm = [...batchAxes, ...attnAxes, rank - 1];
+  const inverse = perm.map((_, i) => perm.indexOf(i));
+  return {batchAxes, attnAxes, perm, inverse};
+}
+
+function isHeadSwap(perm: number[]): boolean {
+  return perm.length === 4 && perm[0] === 0 && perm[1] === 2 && perm[2] === 1 && perm[3] === 3;
+}
+
+function permute(x: tf.Tensor, perm: number[]): tf.Tensor {
+  if (perm.every((p, i) => p === i)) return x;
+  return isHeadSwap(perm) ? swapAxes12(x) : tf.transpose(x, perm);
+}
+
+/** `[batch, ..., heads, w]` -> `[...batch-like, positions, w]`. */
+export function toCoreLayout(x: tf.Tensor, layout: HeadLayout): tf.Tensor {
+  const t = permute(x, layout.perm); // [...batch-like, ...attention, w]
+  const lead = layout.batchAxes.map((a) => x.shape[a]);
+  return tf.reshape(t, [...lead, -1, x.shape[x.rank - 1]]);
+}
+
+/** `[...batch-like, positions, w]` -> `[batch, ..., heads, w]`, given the attention axes' sizes. */
+export function fromCoreLayout(y: tf.Tensor, layout: HeadLayout, attnDims: number[]): tf.Tensor {
+  const lead = y.shape.slice(0, layout.batchAxes.length);
+  const t = tf.reshape(y, [...lead, ...attnDims, y.shape[y.rank - 1]]);
+  return permute(t, layout.inverse);
+}
+
+/**
+ * A mask in Keras' score layout `[...batch-like, ...query axes, ...key axes]` (broadcastable) ->
+ * the core's `[...batch-like, T, S]`: attention axes broadcast to full size, then flattened.
+ */
+export function maskToCoreLayout(mask: tf.Tensor, scoresShape: number[], numAxes: number) {
+  if (numAxes === 1) return mask;
+  const b = scoresShape.length - 2 * numAxes;
+  const full = [...mask.shape.slice(0, b), ...scoresShape.slice(b)];
+  const size = (from: number, to: number) => scoresShape.slice(from, to).reduce((p, d) => p * d, 1);
+  const T = size(b, b + numAxes);
+  const S = size(b + numAxes, scoresShape.length);
+  return tf.reshape(tf.broadcastTo(mask, full), [...full.slice(0, b), T, S]);
+}

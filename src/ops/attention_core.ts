@@ -1,0 +1,143 @@
+/**
+ * The one attention core of the package, as Keras layers share `ops.dot_product_attention`:
+ * `softmax(mask(scale · q kᵀ)) v`, with dropout on the weights, optional returned weights, and
+ * blocks of queries for long sequences (the scores then never exist whole).
+ *
+ * Every layer that computes softmax(q kᵀ) v calls {@link dotProductAttention}; layers whose
+ * scores are not a dot product (additive, concat) call {@link attendToScores} with their logits.
+ *
+ * Shapes: any number of leading (batch-like) axes `L`, then queries `T` or keys `S`, then
+ * features: `query [...L, T, K]`, `key [...L, S, K]`, `value [...L, S, V]` -> output
+ * `[...L, T, V]`, weights `[...L, T, S]`. The mask has the weights' rank and broadcasts to them.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+import {blockThresholds} from './flags';
+import {softmaxWithFill} from './fused_softmax';
+import {maskFill} from './masking';
+import {mm} from './matmul';
+
+export interface AttentionCoreOptions {
+  /** bool (or 0/1) mask of the weights' rank, broadcastable to `[...L, T, S]`; true = attend. */
+  mask?: tf.Tensor | null;
+  /** Multiplies the logits (a number, or a scalar tensor such as a trainable scale). */
+  scale?: number | tf.Tensor | null;
+  /** Dropout rate on the weights, applied when `training`. */
+  dropout?: number;
+  training?: boolean;
+  /** Seed of the next dropout mask (called once per mask); undefined = unseeded. */
+  nextSeed?: () => number | undefined;
+  /** Compute and return the weights. */
+  returnScores?: boolean;
+  /** Return the weights after dropout (Keras `Attention`) rather than before. */
+  scoresAfterDropout?: boolean;
+  /** Queries per block: null = automatic (see flags.ts), 0 = one block. */
+  queryBlock?: number | null;
+}
+
+export interface AttentionCoreResult {
+  output: tf.Tensor;
+  /** The weights `[...L, T, S]`, or null unless `returnScores`. */
+  scores: tf.Tensor | null;
+}
+
+function dropWeights(weights: tf.Tensor, o: AttentionCoreOptions): tf.Tensor {
+  if (o.training !== true || !o.dropout) return weights;
+  return tf.dropout(weights, o.dropout, undefined, o.nextSeed?.());
+}
+
+function scaled(logits: tf.Tensor, scale: AttentionCoreOptions['scale']): tf.Tensor {
+  return scale == null || scale === 1 ? logits : tf.mul(logits, scale);
+}
+
+/** Query blocks `[start, end)` for `n` leading slices of `T x S` scores. */
+export function queryBlocks(
+  n: number,
+  T: number,
+  S: number,
+  queryBlock: number | null | undefined,
+): Array<[number, number]> {
+  let size = queryBlock ?? 0;
+  if (queryBlock == null) {
+    const {above, target} = blockThresholds();
+    size = n * T * S > above ? Math.max(1, Math.floor(target / (n * S))) : 0;
+  }
+  const step = size > 0 ? size : Math.max(T, 1);
+  const blocks: Array<[number, number]> = [];
+  for (let start = 0; start < T; start += step) blocks.push([start, Math.min(T, start + step)]);
+  return blocks.length > 0 ? blocks : [[0, T]];
+}
+
+/** Rows `[start, end)` of axis `rank - 2` of the fill (unless it broadcasts there). */
+function fillRows(fill: tf.Tensor | null, start: number, end: number, whole: boolean) {
+  if (fill == null || whole || fill.shape[fill.rank - 2] === 1) return fill;
+  const begin = fill.shape.map(() => 0);
+  begin[fill.rank - 2] = start;
+  const size = [...fill.shape];
+  size[fill.rank - 2] = end - start;
+  return tf.slice(fill, begin, size);
+}
+
+/**
+ * Scaled dot-product attention over the last two axes, in blocks of queries.
+ *
+ * @param query `[...L, T, K]` (scaled already, or see `options.scale`).
+ * @param key `[...L, S, K]`.
+ * @param value `[...L, S, V]`.
+ */
+export function dotProductAttention(
+  query: tf.Tensor,
+  key: tf.Tensor,
+  value: tf.Tensor,
+  options: AttentionCoreOptions = {},
+): AttentionCoreResult {
+  const rank = query.rank;
+  const lead = query.shape.slice(0, rank - 2);
+  const n = lead.reduce((p, d) => p * d, 1);
+  const [T, K] = query.shape.slice(rank - 2);
+  const S = key.shape[rank - 2];
+  const V = value.shape[rank - 1];
+  const q = tf.reshape(query, [n, T, K]); // [n, T, K]
+  const k = tf.reshape(key, [n, S, K]); // [n, S, K]
+  const v = tf.reshape(value, [n, S, V]); // [n, S, V]
+  const fill = options.mask == null ? null : maskFill(options.mask, rank); // [...L|1, T|1, S|1]
+  const blocks = queryBlocks(n, T, S, options.queryBlock);
+  const whole = blocks.length === 1;
+  const outputs: tf.Tensor[] = [];
+  const scores: tf.Tensor[] = [];
+  for (const [start, end] of blocks) {
+    const c = end - start;
+    const [out, weights] = tf.tidy(() => {
+      const qb = whole ? q : tf.slice(q, [0, start, 0], [n, c, K]); // [n, c, K]
+      const logits = tf.reshape(scaled(mm(qb, k, false, true), options.scale), [...lead, c, S]); // [...L, c, S]
+      const w = softmaxWithFill(logits, fillRows(fill, start, end, whole)); // [...L, c, S]
+      const dropped = dropWeights(w, options);
+      const o = mm(tf.reshape(dropped, [n, c, S]), v); // [n, c, V]
+      const kept = options.scoresAfterDropout ? dropped : w;
+      return [o, options.returnScores ? kept : tf.zeros([0])];
+    });
+    outputs.push(out);
+    scores.push(weights);
+  }
+  const output = tf.reshape(whole ? outputs[0] : tf.concat(outputs, 1), [...lead, T, V]); // [...L, T, V]
+  let all: tf.Tensor | null = null;
+  if (options.returnScores) all = whole ? scores[0] : tf.concat(scores, rank - 2); // [...L, T, S]
+  return {output, scores: all};
+}
+
+/**
+ * The second half of attention for layers with their own scores: masked softmax of `logits`
+ * `[...L, T, S]`, dropout, and the weighted sum of `value` `[...L, S, V]`.
+ */
+export function attendToScores(
+  logits: tf.Tensor,
+  value: tf.Tensor,
+  options: AttentionCoreOptions = {},
+): AttentionCoreResult {
+  const fill = options.mask == null ? null : maskFill(options.mask, logits.rank);
+  const weights = softmaxWithFill(scaled(logits, options.scale), fill); // [...L, T, S]
+  const dropped = dropWeights(weights, options);
+  const output = tf.matMul(dropped, value); // [...L, T, V]
+  const kept = options.scoresAfterDropout ? dropped : weights;
+  return {output, scores: options.returnScores ? kept : null};
+}

@@ -1,0 +1,31 @@
+/**
+ * The package's switches, as tfjs environment flags (`tf.env().set(name, value)`), so tests and
+ * users can turn a fast path off without touching module state.
+ *
+ * - `TFJS_ATTENTION_OWN_KERNELS` (default true): the package's own kernels and product layouts:
+ *   the fused masked softmax and the head-transpose kernels on the cpu backend, and products with
+ *   explicit transposes (and loops of 2-D products for large batched ones) on wasm. Off, every
+ *   op is tfjs' own.
+ * - `TFJS_ATTENTION_BLOCK_ABOVE` (default 2^23): score elements of one call above which attention
+ *   runs in blocks of queries when a layer's `chunkSize` is not set.
+ * - `TFJS_ATTENTION_BLOCK_TARGET` (default 2^21): score elements per block then.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+export const OWN_KERNELS = 'TFJS_ATTENTION_OWN_KERNELS';
+export const BLOCK_ABOVE = 'TFJS_ATTENTION_BLOCK_ABOVE';
+export const BLOCK_TARGET = 'TFJS_ATTENTION_BLOCK_TARGET';
+
+tf.env().registerFlag(OWN_KERNELS, () => true);
+tf.env().registerFlag(BLOCK_ABOVE, () => 2 ** 23);
+tf.env().registerFlag(BLOCK_TARGET, () => 2 ** 21);
+
+/** Whether the package's own kernels and product layouts are on. */
+export function ownKernels(): boolean {
+  return tf.env().getBool(OWN_KERNELS);
+}
+
+/** The automatic query-block thresholds, in score elements. */
+export function blockThresholds(): {above: number; target: number} {
+  return {above: tf.env().getNumber(BLOCK_ABOVE), target: tf.env().getNumber(BLOCK_TARGET)};
+}
