@@ -91,6 +91,19 @@ export function dotProductAttention(
   value: tf.Tensor,
   options: AttentionCoreOptions = {},
 ): AttentionCoreResult {
+  const [output, scores] = tf.tidy(() => {
+    const r = dotProduct(query, key, value, options);
+    return r.scores == null ? [r.output] : [r.output, r.scores];
+  });
+  return {output, scores: scores ?? null};
+}
+
+function dotProduct(
+  query: tf.Tensor,
+  key: tf.Tensor,
+  value: tf.Tensor,
+  options: AttentionCoreOptions,
+): AttentionCoreResult {
   const rank = query.rank;
   const lead = query.shape.slice(0, rank - 2);
   const n = lead.reduce((p, d) => p * d, 1);
@@ -133,6 +146,18 @@ export function attendToScores(
   logits: tf.Tensor,
   value: tf.Tensor,
   options: AttentionCoreOptions = {},
+): AttentionCoreResult {
+  const [output, scores] = tf.tidy(() => {
+    const r = scoresToOutput(logits, value, options);
+    return r.scores == null ? [r.output] : [r.output, r.scores];
+  });
+  return {output, scores: scores ?? null};
+}
+
+function scoresToOutput(
+  logits: tf.Tensor,
+  value: tf.Tensor,
+  options: AttentionCoreOptions,
 ): AttentionCoreResult {
   const fill = options.mask == null ? null : maskFill(options.mask, logits.rank);
   const weights = softmaxWithFill(scaled(logits, options.scale), fill); // [...L, T, S]

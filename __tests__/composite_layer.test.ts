@@ -1,0 +1,88 @@
+/**
+ * The composite-layer base and MultiHeadAttention's sublayer table: explicit weight names (the
+ * same under apply and a direct build), sublayers frozen, regularised and fast-initialised with
+ * their parent, and the torch loader writing weights by name, all or nothing.
+ */
+import * as tf from '@tensorflow/tfjs';
+
+import {Attention, loadTorchMultiheadAttention, MultiHeadAttention} from '../src';
+import {MHA_SUBLAYERS} from '../src/layers/multi_head_attention_sublayers';
+import {randTensor} from './helpers/data';
+
+const names = (l: tf.layers.Layer) => l.weights.map((w) => w.originalName);
+/** A layer built directly (never applied) cannot be disposed by tfjs: free its weights. */
+const free = (l: tf.layers.Layer) => l.weights.forEach((w) => w.dispose());
+
+describe('composite layers', () => {
+  it('names weights <layer>/<sublayer>/<weight> under apply and under a direct build alike', () => {
+    const applied = new MultiHeadAttention({numHeads: 2, keyDim: 3, useGate: true, name: 'mha_a'});
+    tf.dispose(applied.apply(tf.ones([1, 4, 5])) as tf.Tensor);
+    const built = new MultiHeadAttention({numHeads: 2, keyDim: 3, useGate: true, name: 'mha_b'});
+    built.build([1, 4, 5]);
+    // Keras' order (the table's): query, key, gate, value, attention_output
+    const expected = (n: string) =>
+      MHA_SUBLAYERS.flatMap((s) => [`${n}/${s.name}/kernel`, `${n}/${s.name}/bias`]);
+    expect(names(applied)).toEqual(expected('mha_a'));
+    expect(names(built)).toEqual(expected('mha_b'));
+    expect([...built.weightPaths().keys()]).toEqual(expected('mha_b').map((n) => n.slice(6)));
+    // own weights too
+    const att = new Attention({useScale: true, name: 'att_b'});
+    att.build([
+      [1, 2, 3],
+      [1, 4, 3],
+    ]);
+    expect(names(att)).toEqual(['att_b/scale']);
+    applied.dispose();
+    free(built);
+    free(att);
+  });
+
+  it('freezes, regularises and fast-initialises its sublayers with it', () => {
+    const mha = new MultiHeadAttention({
+      numHeads: 1,
+      keyDim: 2,
+      kernelRegularizer: tf.regularizers.l2(),
+    });
+    mha.setFastWeightInitDuringBuild(true);
+    mha.build([1, 3, 4]);
+    // fast init: every kernel starts at zeros instead of glorotUniform
+    for (const w of mha.weights) expect(tf.max(tf.abs(w.read())).dataSync()[0]).toBe(0);
+    expect(mha.losses.length).toBe(4); // one l2 term per kernel
+    mha.trainable = false;
+    expect(mha.trainableWeights.length).toBe(0);
+    expect(mha.nonTrainableWeights.length).toBe(8);
+    expect(mha.sublayers.every((s) => !s.trainable)).toBe(true);
+    free(mha);
+  });
+
+  it('loads torch weights by name, all or nothing, and refuses unknown entries', () => {
+    const mha = new MultiHeadAttention({numHeads: 2, keyDim: 2});
+    mha.build([1, 3, 4]);
+    const before = mha.getWeights().map((w) => w.arraySync());
+    const E = 4;
+    const state = {
+      in_proj_weight: randTensor([3 * E, E], 1),
+      in_proj_bias: randTensor([3 * E], 2),
+      'out_proj.weight': randTensor([E, E], 3),
+      'out_proj.bias': tf.tensor1d([1, 2, 3, 4], 'int32'), // wrong dtype: nothing is written
+    };
+    const count = tf.memory().numTensors;
+    expect(() => loadTorchMultiheadAttention(mha, state)).toThrow(
+      "expected 'out_proj.bias' to be float32, received int32",
+    );
+    expect(tf.memory().numTensors).toBe(count);
+    expect(mha.getWeights().map((w) => w.arraySync())).toEqual(before);
+    expect(() =>
+      loadTorchMultiheadAttention(mha, {...state, 'out_proj.bias': randTensor([E], 4), extra: [1]}),
+    ).toThrow(/unknown state-dict entries 'extra'/);
+    loadTorchMultiheadAttention(mha, {...state, 'out_proj.bias': randTensor([E], 4)});
+    // query/kernel [E, H, d] = W_q.T reshaped: element [i, h, j] = in_proj_weight[h * d + j, i]
+    const wq = (state.in_proj_weight.arraySync() as number[][]).slice(0, E);
+    const kernel = mha.weightPaths().get('query/kernel')?.read().arraySync() as number[][][];
+    for (let i = 0; i < E; i++)
+      for (let h = 0; h < 2; h++)
+        for (let j = 0; j < 2; j++) expect(kernel[i][h][j]).toBeCloseTo(wq[h * 2 + j][i], 6);
+    tf.dispose(Object.values(state));
+    free(mha);
+  });
+});
