@@ -12,6 +12,7 @@ export default tseslint.config(
       'scratch/',
       'bench/.build/',
       'reports/',
+      '__tests__/.generated/',
     ],
   },
   js.configs.recommended,

@@ -1,17 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {dotProductAttention} from '../ops/attention_core';
-import {
-  causalMask,
-  checkMaskBroadcasts,
-  combineMasks,
-  expandMask,
-  keyPaddingMask,
-  queryPaddingMask,
-  slidingWindowMask,
-  trailingMask,
-  validLensMask,
-} from '../ops/masking';
 import {AttendResult, BaseAttention, TensorSpec} from './base_attention';
 import {AttentionParts} from './call_spec';
 import {
@@ -33,6 +22,7 @@ import {
   maskToCoreLayout,
   toCoreLayout,
 } from './multi_head_attention_layout';
+import {multiHeadAttentionMask} from './multi_head_attention_mask';
 import {MHA_SUBLAYERS, MhaSublayer} from './multi_head_attention_sublayers';
 import {formatShape, Shape} from './shapes';
 
@@ -235,38 +225,6 @@ export class MultiHeadAttention extends BaseAttention {
     ];
   }
 
-  /** Every mask of the call, ANDed, in Keras' score layout (`[B, N, T, S]` for 3-D inputs). */
-  private attentionMask(spec: TensorSpec, scoresShape: number[], numAxes: number) {
-    const rank = scoresShape.length;
-    const caller = `Layer '${this.name}'`;
-    const {validLens, attentionMask} = spec.parts;
-    const keras = (m: tf.Tensor | null, what: string) =>
-      m && checkMaskBroadcasts(expandMask(m, rank, -2 * numAxes - 1), scoresShape, what, caller);
-    const single = [
-      validLens != null && 'validLens',
-      spec.useCausalMask && 'useCausalMask',
-      this.slidingWindow != null && 'slidingWindow',
-      (spec.queryMask ?? spec.valueMask ?? spec.keyMask) != null && 'a Keras mask',
-    ].filter((x): x is string => typeof x === 'string');
-    if (numAxes !== 1 && single.length > 0) {
-      throw new Error(
-        `${caller}: ${single.join(', ')} needs a single attention axis; this layer attends over ${numAxes}`,
-      );
-    }
-    const [T, S] = scoresShape.slice(rank - 2);
-    return combineMasks(
-      validLens && validLensMask(validLens, scoresShape, caller),
-      spec.useCausalMask ? trailingMask(causalMask(T, S), rank) : null,
-      keras(attentionMask, 'attentionMask'),
-      keras(spec.valueMask && keyPaddingMask(spec.valueMask), "the value's Keras mask"),
-      keras(spec.keyMask && keyPaddingMask(spec.keyMask), "the key's Keras mask"),
-      keras(spec.queryMask && queryPaddingMask(spec.queryMask), "the query's Keras mask"),
-      this.slidingWindow != null
-        ? trailingMask(slidingWindowMask(T, S, this.slidingWindow), rank)
-        : null,
-    );
-  }
-
   protected override attend(spec: TensorSpec): AttendResult {
     if (this.attentionAxes == null || this.outputDense == null) {
       throw new Error(`Layer '${this.name}' is not built: apply it to inputs first`);
@@ -292,7 +250,14 @@ export class MultiHeadAttention extends BaseAttention {
       validLens: null,
       attentionMask: null,
     }) as number[];
-    const mask = this.attentionMask(spec, scoresShape, axes.length); // Keras layout, broadcastable
+    // every mask of the call, ANDed, in Keras' score layout (broadcastable)
+    const mask = multiHeadAttentionMask(
+      spec,
+      scoresShape,
+      axes.length,
+      this.slidingWindow,
+      this.name,
+    );
     const core = dotProductAttention(
       toCoreLayout(q, layout), // [...L, T, K], L = batch-like axes (heads included)
       toCoreLayout(k, layout), // [...L, S, K]
