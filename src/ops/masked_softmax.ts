@@ -1,11 +1,11 @@
 /**
- * Masked softmax: d2l's `masked_softmax` and `sequence_mask`, and the softmax over several
- * attention axes of MultiHeadAttention's general path.
+ * d2l's `masked_softmax` and `sequence_mask`: masked positions are replaced (not added to), so
+ * masked weights are exactly 0 and a row with no valid key is uniform, never NaN.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
 import {softmaxWithFill} from './fused_softmax';
-import {lengthsMask, maskFill, maskFillValue, validLensMask} from './masking';
+import {lengthsMask, maskFill, validLensMask} from './masking';
 
 function describeShape(t: tf.Tensor): string {
   return `[${t.shape.join(', ')}]`;
@@ -18,34 +18,6 @@ function asTensor(value: unknown, what: string, caller: string): tf.Tensor {
     );
   }
   return value;
-}
-
-/**
- * Softmax over the last `numAxes` axes of `logits`, with masked positions excluded.
- *
- * Masked logits are replaced by {@link maskFillValue} before the softmax, so masked weights are
- * exactly 0 wherever some position of the row is allowed, and a fully masked row comes out uniform
- * (never NaN), as in Keras and the d2l reference.
- *
- * @param logits scores of any rank.
- * @param mask null, or a bool (or 0/1) tensor broadcastable to `logits`; true = keep.
- * @param numAxes how many trailing axes the softmax normalises over (default 1).
- */
-export function softmaxWithMask(logits: tf.Tensor, mask: tf.Tensor | null, numAxes = 1): tf.Tensor {
-  return tf.tidy(() => {
-    if (numAxes === 1) {
-      return softmaxWithFill(logits, mask == null ? null : maskFill(mask, logits.rank));
-    }
-    let x = logits;
-    if (mask != null) {
-      const keep = mask.dtype === 'bool' ? mask : tf.cast(mask, 'bool');
-      x = tf.where(keep, x, tf.scalar(maskFillValue(), x.dtype));
-    }
-    const shape = x.shape;
-    const lead = shape.slice(0, shape.length - numAxes);
-    const flat = tf.reshape(x, [...lead, -1]); // [..., prod(normalised axes)]
-    return tf.reshape(tf.softmax(flat), shape);
-  });
 }
 
 /**
@@ -117,6 +89,6 @@ export function maskedSoftmax(scores: tf.Tensor, validLens?: tf.Tensor | null): 
   asTensor(validLens, 'validLens', 'maskedSoftmax');
   return tf.tidy(() => {
     const mask = validLensMask(validLens, scores.shape, 'maskedSoftmax');
-    return softmaxWithMask(scores, mask);
+    return softmaxWithFill(scores, maskFill(mask, scores.rank));
   });
 }
