@@ -46,6 +46,8 @@ export class AdditiveAttention extends Attention {
 
   readonly numHiddens: number | null;
   readonly kernelInitializer: Initializer;
+  /** Whether query_kernel / key_kernel use the default initializer (seeded under `seed`). */
+  private readonly defaultKernels: boolean;
   queryKernel: LayerVariable | null = null;
   keyKernel: LayerVariable | null = null;
 
@@ -59,8 +61,14 @@ export class AdditiveAttention extends Attention {
     }
     this.numHiddens = h;
     this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
+    this.defaultKernels = args.kernelInitializer == null;
     // Keras returns the weights after dropout; d2l (the numHiddens form) before.
     this.scoresAfterDropout = h === null;
+  }
+
+  protected override inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
+    // query_kernel / key_kernel (d2l), or a scale over the shared query / key features (Keras)
+    return this.numHiddens !== null || this.useScale ? ['query', 'key'] : [];
   }
 
   protected override requiresSameFeatures(): boolean {
@@ -81,16 +89,21 @@ export class AdditiveAttention extends Attention {
         'query_kernel',
         [dq, units],
         'float32',
-        this.kernelInitializer,
+        (this.defaultKernels && this.seededGlorot(0)) || this.kernelInitializer,
       );
-      this.keyKernel = this.addWeight('key_kernel', [dk, units], 'float32', this.kernelInitializer);
+      this.keyKernel = this.addWeight(
+        'key_kernel',
+        [dk, units],
+        'float32',
+        (this.defaultKernels && this.seededGlorot(1)) || this.kernelInitializer,
+      );
     }
     if (this.useScale) {
       this.scale = this.addWeight(
         'scale',
         [units],
         'float32',
-        getInitializer('glorotUniform', 'glorotUniform'),
+        this.seededGlorot(2) ?? getInitializer('glorotUniform', 'glorotUniform'),
       );
     }
   }

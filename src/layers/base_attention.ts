@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {SymbolicTensor} from '@tensorflow/tfjs-layers';
+import {initializers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
@@ -15,7 +15,8 @@ import {
   ROLES,
 } from './call_spec';
 import {CompositeLayer} from './composite_layer';
-import {isShapeList, Shape} from './shapes';
+import type {Initializer} from './config_objects';
+import {formatShape, isShapeList, Shape} from './shapes';
 
 /** Options shared by every attention layer. */
 export interface BaseAttentionArgs extends LayerArgs {
@@ -28,7 +29,11 @@ export interface BaseAttentionArgs extends LayerArgs {
   useCausalMask?: boolean;
   /** Return `[output, scores]` instead of `output`. Kept in the config, like `useCausalMask`. */
   returnAttentionScores?: boolean;
-  /** Seed of the dropout masks (advanced on every call). */
+  /**
+   * Seed of the dropout masks (advanced on every call) and of the default (glorotUniform) kernel
+   * initializers, each weight its own stream derived from it: the same seed builds the same
+   * weights. Initializers given explicitly are used as given.
+   */
   seed?: number | null;
   /**
    * The role of each input (`'query'`, `'value'`, `'key'`, `'validLens'`, `'attentionMask'`);
@@ -96,6 +101,7 @@ export abstract class BaseAttention extends CompositeLayer {
   /** Roles of the inputs of a symbolic call with lengths or a mask input (kept in the config). */
   inputRoles: Role[] | null;
   private dropoutCalls = 0;
+  private builtParts: AttentionParts<Shape> | null = null;
 
   constructor(args: BaseAttentionArgs = {}) {
     super(args);
@@ -241,8 +247,48 @@ export abstract class BaseAttention extends CompositeLayer {
   }
 
   override build(inputShape: Shape | Shape[]): void {
-    this.buildParts(BaseAttention.shapesOf(this.shapeSpec(inputShape).parts));
+    const parts = BaseAttention.shapesOf(this.shapeSpec(inputShape).parts);
+    this.buildParts(parts);
+    this.builtParts = parts;
     this.built = true;
+  }
+
+  /**
+   * The inputs whose last dimension is fixed by the weights built for it (checked on every call,
+   * so a mismatch is an error naming the layer, not tfjs' reshape error). Default: none.
+   */
+  protected inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
+    return [];
+  }
+
+  /** Same batch size everywhere; feature sizes as built. Errors name the layer and both shapes. */
+  private checkCallShapes(spec: TensorSpec): void {
+    const {query} = spec.parts;
+    const caller = `Layer '${this.name}'`;
+    for (const role of ['value', 'key'] as const) {
+      const t = spec.parts[role];
+      if (t != null && t.shape[0] !== query.shape[0]) {
+        throw new Error(
+          `${caller}: the ${role} has batch size ${t.shape[0]} but the query ${query.shape[0]}; ` +
+            `received query [${query.shape.join(', ')}] and ${role} [${t.shape.join(', ')}]`,
+        );
+      }
+    }
+    const built = this.builtParts;
+    if (built == null) return;
+    for (const role of this.inputsFixedByWeights()) {
+      const shape = spec.parts[role].shape;
+      const want = built[role][built[role].length - 1];
+      if (
+        want != null &&
+        (shape.length !== built[role].length || shape[shape.length - 1] !== want)
+      ) {
+        throw new Error(
+          `${caller} was built for a ${role} of shape ${formatShape(built[role])}, received a ` +
+            `${role} of shape [${shape.join(', ')}]`,
+        );
+      }
+    }
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape | Shape[] {
@@ -259,8 +305,9 @@ export abstract class BaseAttention extends CompositeLayer {
 
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor | tf.Tensor[] {
     const spec = this.tensorSpec(inputs, kwargs);
+    this.checkCallShapes(spec);
     return tf.tidy(() => {
-      const {output, scores} = this.attend(spec);
+      const {output, scores} = spec.parts.query.size === 0 ? this.empty(spec) : this.attend(spec);
       return spec.returnScores ? [output, scores as tf.Tensor] : output;
     });
   }
@@ -282,7 +329,24 @@ export abstract class BaseAttention extends CompositeLayer {
     return spec.returnScores ? [queryMask, null as unknown as tf.Tensor] : queryMask;
   }
 
+  /** An empty batch or query: empty outputs of the right shapes (tfjs' ops reject some). */
+  private empty(spec: TensorSpec): AttendResult {
+    const parts = BaseAttention.shapesOf(spec.parts);
+    return {
+      output: tf.zeros(this.outputShapeOf(parts) as number[]),
+      scores: spec.returnScores ? tf.zeros(this.scoresShapeOf(parts) as number[]) : null,
+    };
+  }
+
   // ---- shared pieces for subclasses ---------------------------------------------------------------
+
+  /**
+   * With a `seed`, the glorotUniform initializer of the layer's `index`-th default-initialized
+   * weight, seeded `seed + 1 + index` (each weight its own stream); null without a seed.
+   */
+  protected seededGlorot(index: number): Initializer | null {
+    return this.seed == null ? null : initializers.glorotUniform({seed: this.seed + 1 + index});
+  }
 
   /** The dropout part of the attention core's options for this call. */
   protected dropoutOptions(spec: TensorSpec): AttentionCoreOptions {

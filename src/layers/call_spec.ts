@@ -154,6 +154,12 @@ export function classifyInputs(inputs: InputLike[], caller: string): Role[] {
             `shape ${formatShape(x.shape)}. Inputs: ${describe(inputs)}`,
         );
       }
+      if (!isFloat(x)) {
+        throw new Error(
+          `${caller} expected a float32 query, received ${x.dtype} of shape ` +
+            `${formatShape(x.shape)}; cast it with tf.cast(x, 'float32'). Inputs: ${describe(inputs)}`,
+        );
+      }
       take('query', i);
     } else if (rank === 1 || rank === 2) {
       take('validLens', i);

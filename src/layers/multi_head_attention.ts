@@ -71,6 +71,8 @@ export class MultiHeadAttention extends BaseAttention {
   private attentionAxesArg: number[] | null;
   private buildShapes: {query: Shape | null; value: Shape | null; key: Shape | null};
   private attentionAxes: number[] | null = null;
+  /** Whether the kernels use the default initializer (seeded per sublayer under `seed`). */
+  private readonly defaultKernels: boolean;
 
   queryDense: EinsumDense | null = null;
   keyDense: EinsumDense | null = null;
@@ -107,6 +109,7 @@ export class MultiHeadAttention extends BaseAttention {
     }
     this.chunkSize = chunk;
     this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
+    this.defaultKernels = args.kernelInitializer == null;
     this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
     this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
     this.biasRegularizer = getRegularizer(args.biasRegularizer);
@@ -134,7 +137,10 @@ export class MultiHeadAttention extends BaseAttention {
       outputShape: [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims],
       biasAxes: this.useBias ? p.biasAxes : null,
       activation: name === 'gate' ? 'sigmoid' : null,
-      kernelInitializer: this.kernelInitializer,
+      kernelInitializer:
+        (this.defaultKernels &&
+          this.seededGlorot(MHA_SUBLAYERS.findIndex((s) => s.name === name))) ||
+        this.kernelInitializer,
       biasInitializer: this.biasInitializer,
       kernelRegularizer: this.kernelRegularizer,
       biasRegularizer: this.biasRegularizer,
@@ -207,6 +213,10 @@ export class MultiHeadAttention extends BaseAttention {
       else if (name === 'value') this.valueDense = layer;
       else this.outputDense = layer;
     }
+  }
+
+  protected override inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
+    return ['query', 'value', 'key']; // each has its projection
   }
 
   protected override outputShapeOf(parts: AttentionParts<Shape>): Shape {

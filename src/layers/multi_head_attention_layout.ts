@@ -45,7 +45,8 @@ function permute(x: tf.Tensor, perm: number[]): tf.Tensor {
 export function toCoreLayout(x: tf.Tensor, layout: HeadLayout): tf.Tensor {
   const t = permute(x, layout.perm); // [...batch-like, ...attention, w]
   const lead = layout.batchAxes.map((a) => x.shape[a]);
-  return tf.reshape(t, [...lead, -1, x.shape[x.rank - 1]]);
+  const positions = layout.attnAxes.reduce((p, a) => p * x.shape[a], 1);
+  return tf.reshape(t, [...lead, positions, x.shape[x.rank - 1]]);
 }
 
 /** `[...batch-like, positions, w]` -> `[batch, ..., heads, w]`, given the attention axes' sizes. */

@@ -46,6 +46,17 @@ function dropWeights(weights: tf.Tensor, o: AttentionCoreOptions): tf.Tensor {
   return tf.dropout(weights, o.dropout, undefined, o.nextSeed?.());
 }
 
+/**
+ * The dropout multiplier of the whole weights `shape` (tf.dropout's own formula, one seed per
+ * call), so query blocks drop exactly what one block would: results never depend on blocking.
+ */
+function dropoutMultiplier(shape: number[], o: AttentionCoreOptions): tf.Tensor | null {
+  if (o.training !== true || !o.dropout) return null;
+  const keep = 1 - o.dropout;
+  const uniform = tf.randomUniform(shape, 0, 1, 'float32', o.nextSeed?.());
+  return tf.div(tf.floor(tf.add(uniform, keep)), keep); // [...L, T, S]
+}
+
 function scaled(logits: tf.Tensor, scale: AttentionCoreOptions['scale']): tf.Tensor {
   return scale == null || scale === 1 ? logits : tf.mul(logits, scale);
 }
@@ -116,6 +127,7 @@ function dotProduct(
   const fill = options.mask == null ? null : maskFill(options.mask, rank); // [...L|1, T|1, S|1]
   const blocks = queryBlocks(n, T, S, options.queryBlock);
   const whole = blocks.length === 1;
+  const multiplier = whole ? null : dropoutMultiplier([...lead, T, S], options); // [...L, T, S]
   const outputs: tf.Tensor[] = [];
   const scores: tf.Tensor[] = [];
   for (const [start, end] of blocks) {
@@ -124,7 +136,11 @@ function dotProduct(
       const qb = whole ? q : tf.slice(q, [0, start, 0], [n, c, K]); // [n, c, K]
       const logits = tf.reshape(scaled(mm(qb, k, false, true), options.scale), [...lead, c, S]); // [...L, c, S]
       const w = softmaxWithFill(logits, fillRows(fill, start, end, whole)); // [...L, c, S]
-      const dropped = dropWeights(w, options);
+      const dropped = whole
+        ? dropWeights(w, options)
+        : multiplier == null
+          ? w
+          : tf.mul(w, fillRows(multiplier, start, end, false) as tf.Tensor);
       const o = mm(tf.reshape(dropped, [n, c, S]), v); // [n, c, V]
       const kept = options.scoresAfterDropout ? dropped : w;
       return [o, options.returnScores ? kept : tf.zeros([0])];

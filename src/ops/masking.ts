@@ -85,6 +85,26 @@ export function maskFill(mask: tf.Tensor, rank: number): tf.Tensor {
 }
 
 /**
+ * Throws unless every length is a whole number >= 0 (lengths are read back: they are small).
+ * Negative or NaN lengths would otherwise act as 0 and fractional ones as their ceiling.
+ */
+export function checkLengths(validLens: tf.Tensor, caller: string): void {
+  if (validLens.dtype !== 'int32' && validLens.dtype !== 'float32') {
+    throw new Error(`${caller}: expected validLens of dtype int32, received ${validLens.dtype}`);
+  }
+  const values = validLens.dataSync();
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!(Number.isInteger(v) && v >= 0)) {
+      throw new Error(
+        `${caller}: expected validLens to hold whole numbers >= 0, received ${v} at flat index ${i} ` +
+          `of validLens ${describeShape(validLens)}`,
+      );
+    }
+  }
+}
+
+/**
  * The mask for valid lengths against scores of shape `[batch, ..., queries, keys]`, broadcastable
  * to those scores.
  *
@@ -114,6 +134,7 @@ export function validLensMask(
         `[${scoresShape.join(', ')}], received ${describeShape(validLens)}`,
     );
   }
+  checkLengths(validLens, caller);
   return tf.tidy(() => {
     const mask = lengthsMask(validLens, keys); // [batch, keys] or [batch, queries, keys]
     const shape =
