@@ -84,6 +84,28 @@
         add.apply([q, v, k], {validLens: lens}),
       ]);
     },
+    // Inf and NaN in key positions that validLens masks out: outputs as with finite keys there
+    async nonFinitePadding(tf, A) {
+      const mha = new A.MultiHeadAttention({numHeads: 2, keyDim: 3});
+      const q = rand(tf, [2, 3, 4], 15);
+      const v = rand(tf, [2, 5, 4], 16);
+      const k = rand(tf, [2, 5, 4], 17);
+      mha.apply([q, v, k]);
+      setRandomWeights(tf, mha, 50);
+      const bad = k.arraySync();
+      bad[0][3][0] = Infinity;
+      bad[0][4][2] = NaN;
+      bad[1][4][1] = -Infinity;
+      const kBad = tf.tensor(bad);
+      const lens = tf.tensor1d([3, 4], 'int32');
+      const dot = new A.DotProductAttention();
+      return arrays([
+        mha.apply([q, v, k], {validLens: lens}),
+        mha.apply([q, v, kBad], {validLens: lens}),
+        dot.apply([q, v, k], {validLens: lens}),
+        dot.apply([q, v, kBad], {validLens: lens}),
+      ]);
+    },
     async einsumMaskedSoftmax(tf, A) {
       const a = rand(tf, [2, 3, 4], 11);
       const b = rand(tf, [4, 5], 12);

@@ -139,6 +139,16 @@ for (const config of CONFIGS) {
       });
     }
 
+    it('gives the same outputs with Inf / NaN in masked key positions as with finite keys', async () => {
+      const {result} = await runInPage(page, config.backend, 'nonFinitePadding');
+      const flat = (x: unknown): number[] => (Array.isArray(x) ? x.flatMap(flat) : [x as number]);
+      const [mhaClean, mhaBad, dotClean, dotBad] = result.map(flat);
+      expect(mhaBad.every(Number.isFinite)).toBe(true);
+      expect(dotBad.every(Number.isFinite)).toBe(true);
+      mhaBad.forEach((x, i) => expect(Math.abs(x - mhaClean[i])).toBeLessThan(config.atol + 1e-6));
+      dotBad.forEach((x, i) => expect(Math.abs(x - dotClean[i])).toBeLessThan(config.atol + 1e-6));
+    });
+
     it('keeps masked weights exactly 0 and fully masked rows uniform', async () => {
       const {result} = await runInPage(page, config.backend, 'mhaMasked');
       const scores = result[1] as number[][][][]; // [2, heads, 6, 7], lengths [4, 0], causal
