@@ -8,6 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 import {Attention, loadTorchMultiheadAttention, MultiHeadAttention} from '../src';
 import {MHA_SUBLAYERS} from '../src/layers/multi_head_attention_sublayers';
 import {randTensor} from './helpers/data';
+import {saveToMemory} from './helpers/save';
 
 const names = (l: tf.layers.Layer) => l.weights.map((w) => w.originalName);
 /** A layer built directly (never applied) cannot be disposed by tfjs: free its weights. */
@@ -53,6 +54,26 @@ describe('composite layers', () => {
     expect(mha.nonTrainableWeights.length).toBe(8);
     expect(mha.sublayers.every((s) => !s.trainable)).toBe(true);
     free(mha);
+  });
+
+  it('loading a model initialises no sublayer kernel at random (tfjs fast init reaches sublayers)', async () => {
+    const x = tf.input({shape: [3, 4]});
+    const y = new MultiHeadAttention({numHeads: 2, keyDim: 2}).apply(x) as tf.SymbolicTensor;
+    const model = tf.model({inputs: x, outputs: y});
+    const artifacts = await saveToMemory(model);
+    // tfjs' random initializers draw their seed from Math.random; zeros (fast init) draw nothing
+    const random = jest.spyOn(Math, 'random');
+    const loaded = await tf.loadLayersModel(tf.io.fromMemory(artifacts));
+    expect(random).not.toHaveBeenCalled();
+    random.mockRestore();
+    tf.tidy(() => {
+      const input = tf.ones([1, 3, 4]);
+      expect(Array.from((loaded.predict(input) as tf.Tensor).dataSync())).toEqual(
+        Array.from((model.predict(input) as tf.Tensor).dataSync()),
+      );
+    });
+    model.dispose();
+    loaded.dispose();
   });
 
   it('loads torch weights by name, all or nothing, and refuses unknown entries', () => {
