@@ -5,7 +5,13 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {AdditiveAttention, Attention, convertKerasArtifacts, MultiHeadAttention} from '../src';
+import {
+  AdditiveAttention,
+  Attention,
+  convertKerasArtifacts,
+  GroupQueryAttention,
+  MultiHeadAttention,
+} from '../src';
 import {kerasConfigKeys} from '../src/interop/keras_options';
 import {saveToMemory} from './helpers/save';
 
@@ -27,7 +33,15 @@ function model(): tf.LayersModel {
     att as tf.SymbolicTensor,
     x,
   ]) as tf.SymbolicTensor;
-  return tf.model({inputs: [x, m], outputs: add});
+  const gqa = new GroupQueryAttention({
+    headDim: 2,
+    numQueryHeads: 4,
+    numKeyValueHeads: 2,
+    useGate: true,
+    slidingWindow: 3,
+    name: 'gqa',
+  }).apply([add, x], {useCausalMask: true}) as tf.SymbolicTensor;
+  return tf.model({inputs: [x, m], outputs: gqa});
 }
 
 describe('Keras option list', () => {

@@ -17,6 +17,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import {LayersModel, loadLayersModel, models} from '@tensorflow/tfjs-layers';
 
 import {CompositeLayer} from '../layers/composite_layer';
+import {GQA_SUBLAYERS} from '../layers/group_query_attention';
 import {MHA_SUBLAYERS} from '../layers/multi_head_attention_sublayers';
 import {kerasConfigKeys, snake} from './keras_options';
 
@@ -25,7 +26,22 @@ type Obj = {[key: string]: Json};
 /** A legacy inbound entry `[layerName, nodeIndex, tensorIndex, kwargs]`. */
 type Entry = [string, number, number, Obj];
 
-const ATTENTION_CLASSES = ['MultiHeadAttention', 'Attention', 'AdditiveAttention'];
+const ATTENTION_CLASSES = [
+  'MultiHeadAttention',
+  'GroupQueryAttention',
+  'Attention',
+  'AdditiveAttention',
+];
+
+/** Classes whose Keras 3 weights sit in sublayer folders, the folders, and the path prefix. */
+const KERAS3_SUBLAYERS: Record<
+  string,
+  {prefix?: string; table: ReadonlyArray<{name: string; keras3: string}>}
+> = {
+  MultiHeadAttention: {table: MHA_SUBLAYERS},
+  // the Python class is GroupedQueryAttention, which names its weight folder
+  GroupQueryAttention: {prefix: 'grouped_query_attention', table: GQA_SUBLAYERS},
+};
 
 function isObj(x: Json | undefined): x is Obj {
   return x != null && typeof x === 'object' && !Array.isArray(x);
@@ -170,7 +186,7 @@ function rewriteAttentionLayer(layer: Obj): void {
     }
     const inputs: Entry[] = [...positional];
     const roles: string[] = ['query', 'value', 'key'].slice(0, inputs.length);
-    if (cls === 'MultiHeadAttention') {
+    if (cls === 'MultiHeadAttention' || cls === 'GroupQueryAttention') {
       if (tensorKwargs.value) {
         inputs.push(tensorKwargs.value);
         roles.push('value');
@@ -248,17 +264,18 @@ async function renameKeras3Weights(
   const counts = new Map<string, number>();
   const names = new Map<string, string>();
   for (const layer of model.layers) {
-    const base = snake(layer.getClassName());
+    const sub = KERAS3_SUBLAYERS[layer.getClassName()];
+    const base = sub?.prefix ?? snake(layer.getClassName());
     const n = counts.get(base) ?? 0;
     counts.set(base, n + 1);
     const key = n === 0 ? base : `${base}_${n}`;
-    if (layer.getClassName() === 'MultiHeadAttention' && layer instanceof CompositeLayer) {
+    if (sub != null && layer instanceof CompositeLayer) {
       // Keras 3 keeps each projection's kernel and bias as vars/0 and vars/1 of its folder
       const paths = layer.weightPaths();
-      for (const sub of MHA_SUBLAYERS) {
+      for (const {name, keras3} of sub.table) {
         ['kernel', 'bias'].forEach((w, i) => {
-          const v = paths.get(`${sub.name}/${w}`);
-          if (v != null) names.set(`layers/${key}/${sub.keras3}/vars/${i}`, v.originalName);
+          const v = paths.get(`${name}/${w}`);
+          if (v != null) names.set(`layers/${key}/${keras3}/vars/${i}`, v.originalName);
         });
       }
     } else {

@@ -27,6 +27,11 @@ function rewrite(layer: Obj): void {
   const config = layer.config as Obj;
   if (NO_KERAS_CLASS.includes(cls))
     fail(`layer '${name}' is a ${cls}, which Keras has no class for`);
+  if (cls === 'GroupQueryAttention')
+    fail(
+      `layer '${name}' is a GroupQueryAttention, which tf-keras 2 does not have (Keras 3 does); ` +
+        `use MultiHeadAttention for a model that tf-keras must load`,
+    );
   if (!['MultiHeadAttention', 'Attention', 'AdditiveAttention'].includes(cls)) return;
   if (cls === 'AdditiveAttention' && config.num_hiddens != null) {
     fail(

@@ -6,6 +6,7 @@
 import type * as tf from '@tensorflow/tfjs-core';
 
 import {AdditiveAttention} from '../layers/additive_attention';
+import {GroupQueryAttention} from '../layers/group_query_attention';
 import {Attention} from '../layers/dot_product_attention';
 import {MultiHeadAttention} from '../layers/multi_head_attention';
 
@@ -21,6 +22,7 @@ export function snake(name: string): string {
 const KERAS_ONLY: Record<string, string[]> = {
   common: ['batch_input_shape', 'dtype'],
   MultiHeadAttention: [],
+  GroupQueryAttention: [],
   // Keras <= 2.9 wrote `causal` (rewritten to use_causal_mask by the loader)
   Attention: ['causal'],
   AdditiveAttention: ['causal'],
@@ -40,6 +42,15 @@ const SAMPLES: Record<string, () => {getConfig(): tf.serialization.ConfigDict}> 
       slidingWindow: 1,
       softmaxRobustMasking: true,
       chunkSize: 1,
+    }),
+  GroupQueryAttention: () =>
+    new GroupQueryAttention({
+      ...EVERY_OPTION.common,
+      headDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      useGate: true,
+      slidingWindow: 1,
     }),
   Attention: () => new Attention({...EVERY_OPTION.common}),
   AdditiveAttention: () => new AdditiveAttention({...EVERY_OPTION.common}),

@@ -7,6 +7,7 @@ import {
   DotProductAttentionArgs,
 } from './dot_product_attention';
 import {EinsumDense, EinsumDenseArgs} from './einsum_dense';
+import {GroupQueryAttention, GroupQueryAttentionArgs} from './group_query_attention';
 import {MultiHeadAttention, MultiHeadAttentionArgs} from './multi_head_attention';
 import {
   TokenAndPositionEmbedding,
@@ -16,6 +17,8 @@ import {
 export const layers = {
   multiHeadAttention: (args: MultiHeadAttentionArgs): MultiHeadAttention =>
     new MultiHeadAttention(args),
+  groupQueryAttention: (args: GroupQueryAttentionArgs): GroupQueryAttention =>
+    new GroupQueryAttention(args),
   dotProductAttention: (args: DotProductAttentionArgs = {}): DotProductAttention =>
     new DotProductAttention(args),
   attention: (args: AttentionArgs = {}): Attention => new Attention(args),

@@ -46,13 +46,18 @@ export interface MultiHeadAttentionArgs extends BaseAttentionArgs {
   chunkSize?: number | null;
 }
 
-export function positiveInt(value: unknown, name: string, optional: boolean): number | null {
+export function positiveInt(
+  value: unknown,
+  name: string,
+  optional: boolean,
+  cls = 'MultiHeadAttention',
+): number | null {
   if (optional && value == null) {
     return null;
   }
   if (!(typeof value === 'number' && Number.isInteger(value) && value > 0)) {
     throw new Error(
-      `MultiHeadAttention: expected ${name} to be a positive integer, received ${JSON.stringify(value)}`,
+      `${cls}: expected ${name} to be a positive integer, received ${JSON.stringify(value)}`,
     );
   }
   return value;

@@ -4,11 +4,13 @@ import * as tf from '@tensorflow/tfjs-core';
 import {AdditiveAttention} from './additive_attention';
 import {Attention, DotProductAttention} from './dot_product_attention';
 import {EinsumDense} from './einsum_dense';
+import {GroupQueryAttention} from './group_query_attention';
 import {MultiHeadAttention} from './multi_head_attention';
 import {TokenAndPositionEmbedding} from './token_and_position_embedding';
 
 export const LAYER_CLASSES = [
   MultiHeadAttention,
+  GroupQueryAttention,
   DotProductAttention,
   Attention,
   AdditiveAttention,

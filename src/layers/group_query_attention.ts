@@ -1,0 +1,271 @@
+import * as tf from '@tensorflow/tfjs-core';
+
+import {dotProductAttention} from '../ops/attention_core';
+import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
+import {AttentionParts} from './call_spec';
+import {
+  Constraint,
+  ConstraintIdentifier,
+  getConstraint,
+  getInitializer,
+  getRegularizer,
+  Initializer,
+  InitializerIdentifier,
+  Regularizer,
+  RegularizerIdentifier,
+  serializeObject,
+} from './config_objects';
+import {EinsumDense} from './einsum_dense';
+import {positiveInt} from './multi_head_attention_args';
+import {fromCoreLayout, headLayout, toCoreLayout} from './multi_head_attention_layout';
+import {multiHeadAttentionMask} from './multi_head_attention_mask';
+import {formatShape, Shape} from './shapes';
+
+export interface GroupQueryAttentionArgs extends BaseAttentionArgs {
+  /** Size of each attention head (query, key and value). */
+  headDim: number;
+  /** Number of query heads `U`. */
+  numQueryHeads: number;
+  /** Number of key / value heads `V`; `U` must be a multiple of it (1: multi-query attention). */
+  numKeyValueHeads: number;
+  /** Biases in the projections. Default true. */
+  useBias?: boolean;
+  /** Gated attention: the heads' output times `sigmoid(gate(query))` before the output projection. */
+  useGate?: boolean;
+  /** Local attention: only keys with `|i - j| < slidingWindow` (and `j <= i` if causal). */
+  slidingWindow?: number | null;
+  /** Keras' flash-attention switch: accepted for configs, the results are the same here. */
+  flashAttention?: boolean | null;
+  kernelInitializer?: InitializerIdentifier;
+  biasInitializer?: InitializerIdentifier;
+  kernelRegularizer?: RegularizerIdentifier | null;
+  biasRegularizer?: RegularizerIdentifier | null;
+  /** Not supported by tfjs-layers; only null is accepted. */
+  activityRegularizer?: RegularizerIdentifier | null;
+  kernelConstraint?: ConstraintIdentifier | null;
+  biasConstraint?: ConstraintIdentifier | null;
+}
+
+/** The sublayers in Keras' build order (the weight order), with Keras 3's attribute names. */
+export const GQA_SUBLAYERS = [
+  {name: 'query', keras3: '_query_dense'},
+  {name: 'key', keras3: '_key_dense'},
+  {name: 'value', keras3: '_value_dense'},
+  {name: 'gate', keras3: '_gate_dense'},
+  {name: 'attention_output', keras3: '_output_dense'},
+] as const;
+
+type GqaSublayer = (typeof GQA_SUBLAYERS)[number]['name'];
+
+/**
+ * Grouped-query attention with Keras 3 semantics and weight layout
+ * (`keras.layers.GroupQueryAttention`): `U` query heads share `V` key / value heads; query head
+ * `u` uses key / value head `floor(u * V / U)` (heads are repeated, not tiled).
+ *
+ * - Inputs: `query [batch, T, dim]`, `value [batch, S, dimV]`, optional `key [batch, S, dimK]`;
+ *   masks and lengths as for every attention layer.
+ * - Output: `[batch, T, dim]`; with `returnAttentionScores` also the weights `[batch, U, T, S]`.
+ * - Weights: `query/kernel [dim, U, headDim]`, `key/kernel [dimK, V, headDim]`,
+ *   `value/kernel [dimV, V, headDim]`, (`gate/kernel [dim, U, headDim]`),
+ *   `attention_output/kernel [U, headDim, dim]`, each with a bias when `useBias`.
+ *
+ * ```js
+ * const gqa = new GroupQueryAttention({headDim: 16, numQueryHeads: 8, numKeyValueHeads: 2});
+ * const y = gqa.apply(x, {useCausalMask: true}); // [batch, T, dim]
+ * ```
+ */
+export class GroupQueryAttention extends BaseAttention {
+  /** @nocollapse */
+  static readonly className = 'GroupQueryAttention';
+
+  readonly headDim: number;
+  readonly numQueryHeads: number;
+  readonly numKeyValueHeads: number;
+  readonly useBias: boolean;
+  readonly useGate: boolean;
+  readonly slidingWindow: number | null;
+  readonly flashAttention: boolean | null;
+  readonly kernelInitializer: Initializer;
+  readonly biasInitializer: Initializer;
+  readonly kernelRegularizer: Regularizer | null;
+  readonly biasRegularizer: Regularizer | null;
+  readonly kernelConstraint: Constraint | null;
+  readonly biasConstraint: Constraint | null;
+  private readonly defaultKernels: boolean;
+  readonly dense: Partial<Record<GqaSublayer, EinsumDense>> = {};
+
+  constructor(args: GroupQueryAttentionArgs) {
+    super(args);
+    if (args == null) {
+      throw new Error(
+        'GroupQueryAttention: expected {headDim, numQueryHeads, numKeyValueHeads, ...}, received nothing',
+      );
+    }
+    const name = 'GroupQueryAttention';
+    this.headDim = positiveInt(args.headDim, 'headDim', false, name) as number;
+    this.numQueryHeads = positiveInt(args.numQueryHeads, 'numQueryHeads', false, name) as number;
+    this.numKeyValueHeads = positiveInt(
+      args.numKeyValueHeads,
+      'numKeyValueHeads',
+      false,
+      name,
+    ) as number;
+    if (this.numQueryHeads % this.numKeyValueHeads !== 0) {
+      throw new Error(
+        `GroupQueryAttention: expected numQueryHeads to be a multiple of numKeyValueHeads, ` +
+          `received numQueryHeads ${this.numQueryHeads} and numKeyValueHeads ${this.numKeyValueHeads}`,
+      );
+    }
+    this.useBias = args.useBias ?? true;
+    this.useGate = Boolean(args.useGate ?? false);
+    this.slidingWindow = positiveInt(args.slidingWindow, 'slidingWindow', true, name);
+    this.flashAttention = args.flashAttention ?? null;
+    this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
+    this.defaultKernels = args.kernelInitializer == null;
+    this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
+    this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
+    this.biasRegularizer = getRegularizer(args.biasRegularizer);
+    this.kernelConstraint = getConstraint(args.kernelConstraint);
+    this.biasConstraint = getConstraint(args.biasConstraint);
+    if (args.activityRegularizer != null) {
+      throw new Error(
+        `GroupQueryAttention: activityRegularizer is not supported (tfjs-layers' Layer.apply ` +
+          `refuses activity regularizers); received ${JSON.stringify(args.activityRegularizer)}`,
+      );
+    }
+  }
+
+  private make(name: GqaSublayer, equation: string, outputShape: Array<number | null>) {
+    const index = GQA_SUBLAYERS.findIndex((s) => s.name === name);
+    return new EinsumDense({
+      name,
+      equation,
+      outputShape,
+      // bias over the output letters after batch and sequence ('uh', 'vh', 'm'), as in Keras
+      biasAxes: this.useBias ? equation.slice(equation.indexOf('->') + 4) : null,
+      activation: name === 'gate' ? 'sigmoid' : null,
+      kernelInitializer:
+        (this.defaultKernels && this.seededGlorot(index)) || this.kernelInitializer,
+      biasInitializer: this.biasInitializer,
+      kernelRegularizer: this.kernelRegularizer,
+      biasRegularizer: this.biasRegularizer,
+      kernelConstraint: this.kernelConstraint,
+      biasConstraint: this.biasConstraint,
+    });
+  }
+
+  private checkShapes({query, value, key}: AttentionParts<Shape>): void {
+    for (const [role, shape] of Object.entries({query, value, key})) {
+      if (shape.length !== 3) {
+        throw new Error(
+          `Layer '${this.name}': expected a ${role} of rank 3 ([batch, length, features]), ` +
+            `received ${formatShape(shape)}`,
+        );
+      }
+    }
+    if (value[1] != null && key[1] != null && value[1] !== key[1]) {
+      throw new Error(
+        `Layer '${this.name}': value and key must have the same length; received value ` +
+          `${formatShape(value)} and key ${formatShape(key)}`,
+      );
+    }
+  }
+
+  protected override buildParts(parts: AttentionParts<Shape>): void {
+    this.checkShapes(parts);
+    const {query, value, key} = parts;
+    const [U, V, H] = [this.numQueryHeads, this.numKeyValueHeads, this.headDim];
+    const dim = query[2];
+    if (dim == null) {
+      throw new Error(`Layer '${this.name}': the query's last dimension must be known`);
+    }
+    const plan: Record<GqaSublayer, () => [EinsumDense, Shape] | null> = {
+      query: () => [this.make('query', 'bqm,muh->bquh', [null, U, H]), query],
+      key: () => [this.make('key', 'bkm,mvh->bkvh', [null, V, H]), key],
+      value: () => [this.make('value', 'bkm,mvh->bkvh', [null, V, H]), value],
+      gate: () => (this.useGate ? [this.make('gate', 'bqm,muh->bquh', [null, U, H]), query] : null),
+      attention_output: () => [
+        this.make('attention_output', 'bquh,uhm->bqm', [null, dim]),
+        [null, null, U, H],
+      ],
+    };
+    for (const {name} of GQA_SUBLAYERS) {
+      const made = plan[name]();
+      if (made != null) this.dense[name] = this.addSublayer(made[0], made[1]);
+    }
+  }
+
+  protected override inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
+    return ['query', 'value', 'key'];
+  }
+
+  protected override outputShapeOf(parts: AttentionParts<Shape>): Shape {
+    this.checkShapes(parts);
+    return [...parts.query];
+  }
+
+  protected override scoresShapeOf({query, key}: AttentionParts<Shape>): Shape {
+    return [query[0], this.numQueryHeads, query[1], key[1]];
+  }
+
+  /** `[B, S, V, H]` -> `[B, S, U, H]`: each key / value head repeated U / V times in a row. */
+  private repeatHeads(x: tf.Tensor): tf.Tensor {
+    const r = this.numQueryHeads / this.numKeyValueHeads;
+    if (r === 1) return x;
+    const [B, S, V, H] = x.shape;
+    // rank 4: tfjs has no Tile gradient above rank 4
+    const tiled = tf.tile(tf.reshape(x, [B * S, V, 1, H]), [1, 1, r, 1]); // [B * S, V, r, H]
+    return tf.reshape(tiled, [B, S, V * r, H]); // [B, S, U, H]
+  }
+
+  protected override attend(spec: TensorSpec): AttendResult {
+    const d = this.dense as Record<GqaSublayer, EinsumDense>;
+    if (d.attention_output == null) {
+      throw new Error(`Layer '${this.name}' is not built: apply it to inputs first`);
+    }
+    const {query, value, key} = spec.parts;
+    this.checkShapes({
+      query: query.shape,
+      value: value.shape,
+      key: key.shape,
+    } as AttentionParts<Shape>);
+    const layout = headLayout(4, [1]); // [B, T, heads, H] <-> [B, heads, T, H]
+    const q = d.query.project(query, 1 / Math.sqrt(this.headDim)); // [B, T, U, H]
+    const k = this.repeatHeads(d.key.project(key)); // [B, S, U, H]
+    const v = this.repeatHeads(d.value.project(value)); // [B, S, U, H]
+    const scoresShape = this.scoresShapeOf({
+      query: query.shape,
+      key: key.shape,
+    } as AttentionParts<Shape>) as number[];
+    const mask = multiHeadAttentionMask(spec, scoresShape, 1, this.slidingWindow, this.name);
+    const core = dotProductAttention(
+      toCoreLayout(q, layout), // [B, U, T, H]
+      toCoreLayout(k, layout), // [B, U, S, H]
+      toCoreLayout(v, layout), // [B, U, S, H]
+      {...this.dropoutOptions(spec), mask},
+    );
+    let attended = fromCoreLayout(core.output, layout, [query.shape[1] as number]); // [B, T, U, H]
+    if (d.gate != null) attended = tf.mul(attended, d.gate.project(query)); // [B, T, U, H]
+    return {output: d.attention_output.project(attended), scores: core.scores}; // [B, T, dim]
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    const config: tf.serialization.ConfigDict = {
+      headDim: this.headDim,
+      numQueryHeads: this.numQueryHeads,
+      numKeyValueHeads: this.numKeyValueHeads,
+      useBias: this.useBias,
+      flashAttention: this.flashAttention,
+      kernelInitializer: serializeObject(this.kernelInitializer),
+      biasInitializer: serializeObject(this.biasInitializer),
+      kernelRegularizer: serializeObject(this.kernelRegularizer),
+      biasRegularizer: serializeObject(this.biasRegularizer),
+      activityRegularizer: null,
+      kernelConstraint: serializeObject(this.kernelConstraint),
+      biasConstraint: serializeObject(this.biasConstraint),
+    };
+    if (this.useGate) config.useGate = true;
+    if (this.slidingWindow != null) config.slidingWindow = this.slidingWindow;
+    return {...super.getConfig(), ...config};
+  }
+}
