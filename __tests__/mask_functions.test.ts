@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {
+  causalMask,
   checkMaskBroadcasts,
   combineMasks,
   expandMask,
@@ -33,6 +34,16 @@ describeBackends('mask functions', () => {
       expect(m.dtype).toBe('bool');
       expect(values(m)).toEqual(loops(T, S, (t, s) => Math.abs(t - s) < w));
       m.dispose();
+    }
+  });
+
+  it('causal and window masks shift with the first query position (cached decoding)', () => {
+    for (const offset of [0, 2, 5]) {
+      const c = causalMask(2, 6, offset);
+      expect(values(c)).toEqual(loops(2, 6, (t, s) => s <= t + offset));
+      const w = slidingWindowMask(2, 6, 3, offset);
+      expect(values(w)).toEqual(loops(2, 6, (t, s) => Math.abs(t + offset - s) < 3));
+      tf.dispose([c, w]);
     }
   });
 

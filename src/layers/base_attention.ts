@@ -60,6 +60,8 @@ export interface AttentionCallArgs {
 export interface AttendResult {
   output: tf.Tensor;
   scores: tf.Tensor | null;
+  /** The updated key / value cache, for calls given a cache. */
+  cache?: tf.Tensor | null;
 }
 
 export type TensorSpec = CallSpec<tf.Tensor>;
@@ -175,7 +177,13 @@ export abstract class BaseAttention extends CompositeLayer {
 
   private applySymbolic(list: SymbolicTensor[], kwargs: Kwargs): SymbolicTensor | SymbolicTensor[] {
     const settings = this.callSettings();
-    checkCallOptions(kwargs, settings.caller);
+    checkCallOptions(kwargs, settings.caller, settings.extraOptions);
+    if (kwargs.cache != null || kwargs.cacheUpdateIndex != null) {
+      throw new Error(
+        `${settings.caller}: a key / value cache works in eager calls (token-by-token ` +
+          `generation), not in a functional model`,
+      );
+    }
     const inputs = [...list];
     const kw: Kwargs = {...kwargs};
     const tensorRoles: Role[] = [];
@@ -307,8 +315,11 @@ export abstract class BaseAttention extends CompositeLayer {
     const spec = this.tensorSpec(inputs, kwargs);
     this.checkCallShapes(spec);
     return tf.tidy(() => {
-      const {output, scores} = spec.parts.query.size === 0 ? this.empty(spec) : this.attend(spec);
-      return spec.returnScores ? [output, scores as tf.Tensor] : output;
+      const r = spec.parts.query.size === 0 ? this.empty(spec) : this.attend(spec);
+      const outputs = [r.output];
+      if (spec.returnScores) outputs.push(r.scores as tf.Tensor);
+      if (spec.cache != null) outputs.push(r.cache as tf.Tensor);
+      return outputs.length === 1 ? outputs[0] : outputs;
     });
   }
 
@@ -326,7 +337,9 @@ export abstract class BaseAttention extends CompositeLayer {
     const own =
       first instanceof tf.Tensor && first.kerasMask != null ? tf.clone(first.kerasMask) : null;
     const queryMask = (given ?? own) as tf.Tensor;
-    return spec.returnScores ? [queryMask, null as unknown as tf.Tensor] : queryMask;
+    const count = 1 + Number(spec.returnScores) + Number(spec.cache != null);
+    const none = null as unknown as tf.Tensor; // scores and caches carry no Keras mask
+    return count === 1 ? queryMask : [queryMask, ...new Array<tf.Tensor>(count - 1).fill(none)];
   }
 
   /** An empty batch or query: empty outputs of the right shapes (tfjs' ops reject some). */
@@ -335,6 +348,7 @@ export abstract class BaseAttention extends CompositeLayer {
     return {
       output: tf.zeros(this.outputShapeOf(parts) as number[]),
       scores: spec.returnScores ? tf.zeros(this.scoresShapeOf(parts) as number[]) : null,
+      cache: spec.cache && tf.clone(spec.cache),
     };
   }
 

@@ -58,6 +58,12 @@ export interface CallSpec<T> {
   useCausalMask: boolean;
   returnScores: boolean;
   training: boolean;
+  /**
+   * A key / value cache `[batch, 2, maxLength, heads, headDim]` (keras-hub's layout) for cached
+   * decoding, and where this call's keys and values go in it (null: the cache is read as is).
+   */
+  cache: tf.Tensor | null;
+  cacheUpdateIndex: number | null;
 }
 
 /** Call options every attention layer accepts. */
@@ -236,6 +242,7 @@ export function resolveCall<T extends InputLike>(
   const mask = tensorOption(kwargs.attentionMask, 'attentionMask', caller);
   if (lens != null) parts.validLens = lens;
   if (mask != null) parts.attentionMask = mask;
+  const {cache, cacheUpdateIndex} = cacheOptions(kwargs, caller);
   const ownValue = roles.includes('value');
   const ownKey = roles.includes('key');
   const kerasMasks = Array.isArray(kwargs.mask) ? (kwargs.mask as Array<tf.Tensor | null>) : [];
@@ -260,7 +267,36 @@ export function resolveCall<T extends InputLike>(
     useCausalMask: Boolean(kwargs.useCausalMask ?? settings.useCausalMask),
     returnScores: Boolean(kwargs.returnAttentionScores ?? settings.returnAttentionScores),
     training: kwargs.training === true,
+    cache,
+    cacheUpdateIndex,
   };
+}
+
+/** `cache` (a tensor) and `cacheUpdateIndex` (a whole number >= 0, or an int32 scalar). */
+function cacheOptions(
+  kwargs: Record<string, unknown>,
+  caller: string,
+): {cache: tf.Tensor | null; cacheUpdateIndex: number | null} {
+  const cache = tensorOption(kwargs.cache, 'cache', caller);
+  let index = kwargs.cacheUpdateIndex;
+  if (index instanceof tf.Tensor) {
+    if (index.size !== 1) {
+      throw new Error(
+        `${caller}: expected cacheUpdateIndex to be a number or a scalar tensor, received a ` +
+          `tensor of shape [${index.shape.join(', ')}]`,
+      );
+    }
+    index = index.dataSync()[0];
+  }
+  if (index != null && !(typeof index === 'number' && Number.isInteger(index) && index >= 0)) {
+    throw new Error(
+      `${caller}: expected cacheUpdateIndex to be a whole number >= 0, received ${JSON.stringify(index)}`,
+    );
+  }
+  if (index != null && cache == null) {
+    throw new Error(`${caller}: cacheUpdateIndex was given without a cache`);
+  }
+  return {cache, cacheUpdateIndex: (index as number | undefined) ?? null};
 }
 
 /**

@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {dotProductAttention} from '../ops/attention_core';
 import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
-import {AttentionParts} from './call_spec';
+import {AttentionParts, CallSettings} from './call_spec';
 import {
   Constraint,
   ConstraintIdentifier,
@@ -16,6 +16,7 @@ import {
   serializeObject,
 } from './config_objects';
 import {EinsumDense} from './einsum_dense';
+import {keysAndValues} from './kv_cache';
 import {positiveInt} from './multi_head_attention_args';
 import {fromCoreLayout, headLayout, toCoreLayout} from './multi_head_attention_layout';
 import {multiHeadAttentionMask} from './multi_head_attention_mask';
@@ -195,6 +196,10 @@ export class GroupQueryAttention extends BaseAttention {
     }
   }
 
+  protected override callSettings(): CallSettings {
+    return {...super.callSettings(), extraOptions: ['cache', 'cacheUpdateIndex']};
+  }
+
   protected override inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
     return ['query', 'value', 'key'];
   }
@@ -231,11 +236,19 @@ export class GroupQueryAttention extends BaseAttention {
     } as AttentionParts<Shape>);
     const layout = headLayout(4, [1]); // [B, T, heads, H] <-> [B, heads, T, H]
     const q = d.query.project(query, 1 / Math.sqrt(this.headDim)); // [B, T, U, H]
-    const k = this.repeatHeads(d.key.project(key)); // [B, S, U, H]
-    const v = this.repeatHeads(d.value.project(value)); // [B, S, U, H]
+    // this call's projections, or (cached decoding) the cache with them written in; the cache
+    // holds the V key / value heads, repeated to U heads after it
+    const kv = keysAndValues(
+      spec,
+      () => d.key.project(key), // [B, S, V, H]
+      () => d.value.project(value), // [B, S, V, H]
+      `Layer '${this.name}'`,
+    );
+    const k = this.repeatHeads(kv.keys); // [B, S, U, H]
+    const v = this.repeatHeads(kv.values); // [B, S, U, H]
     const scoresShape = this.scoresShapeOf({
       query: query.shape,
-      key: key.shape,
+      key: k.shape.slice(0, 2),
     } as AttentionParts<Shape>) as number[];
     const mask = multiHeadAttentionMask(spec, scoresShape, 1, this.slidingWindow, this.name);
     const core = dotProductAttention(
@@ -246,7 +259,8 @@ export class GroupQueryAttention extends BaseAttention {
     );
     let attended = fromCoreLayout(core.output, layout, [query.shape[1] as number]); // [B, T, U, H]
     if (d.gate != null) attended = tf.mul(attended, d.gate.project(query)); // [B, T, U, H]
-    return {output: d.attention_output.project(attended), scores: core.scores}; // [B, T, dim]
+    const output = d.attention_output.project(attended); // [B, T, dim]
+    return {output, scores: core.scores, cache: kv.cache};
   }
 
   override getConfig(): tf.serialization.ConfigDict {

@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {dotProductAttention} from '../ops/attention_core';
 import {AttendResult, BaseAttention, TensorSpec} from './base_attention';
-import {AttentionParts} from './call_spec';
+import {AttentionParts, CallSettings} from './call_spec';
 import {
   Constraint,
   getConstraint,
@@ -13,6 +13,7 @@ import {
   serializeObject,
 } from './config_objects';
 import {EinsumDense} from './einsum_dense';
+import {keysAndValues} from './kv_cache';
 import {intList, MultiHeadAttentionArgs, positiveInt} from './multi_head_attention_args';
 import {buildProjectionEquation, resolveAttentionAxes} from './multi_head_attention_equations';
 import {
@@ -215,6 +216,10 @@ export class MultiHeadAttention extends BaseAttention {
     }
   }
 
+  protected override callSettings(): CallSettings {
+    return {...super.callSettings(), extraOptions: ['cache', 'cacheUpdateIndex']};
+  }
+
   protected override inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
     return ['query', 'value', 'key']; // each has its projection
   }
@@ -251,12 +256,25 @@ export class MultiHeadAttention extends BaseAttention {
     const layout: HeadLayout = headLayout(query.rank + 1, axes);
     // projections, with 1/sqrt(keyDim) folded into the query's kernel and bias
     const q = (this.queryDense as EinsumDense).project(query, 1 / Math.sqrt(this.keyDim)); // [B, ..., N, K]
-    const k = (this.keyDense as EinsumDense).project(key); // [B, ..., N, K]
-    const v = (this.valueDense as EinsumDense).project(value); // [B, ..., N, V]
+    if (spec.cache != null && (query.rank !== 3 || this.keyDim !== this.valueDim)) {
+      throw new Error(
+        `Layer '${this.name}': a key / value cache needs 3-D inputs and keyDim = valueDim ` +
+          `(keras-hub's layout); received a query of rank ${query.rank}, keyDim ${this.keyDim}, ` +
+          `valueDim ${this.valueDim}`,
+      );
+    }
+    // this call's projections, or (cached decoding) the cache with them written in
+    const kv = keysAndValues(
+      spec,
+      () => (this.keyDense as EinsumDense).project(key), // [B, ..., N, K]
+      () => (this.valueDense as EinsumDense).project(value), // [B, ..., N, V]
+      `Layer '${this.name}'`,
+    );
+    const [k, v] = [kv.keys, kv.values];
     const scoresShape = this.scoresShapeOf({
       query: query.shape,
       value: value.shape,
-      key: key.shape,
+      key: k.shape.slice(0, -1), // [B, ..., S, (features)]: the cache's length with a cache
       validLens: null,
       attentionMask: null,
     }) as number[];
@@ -288,7 +306,7 @@ export class MultiHeadAttention extends BaseAttention {
     }
     const output = this.outputDense.project(attended); // [B, ..., ...outputShape]
     const scores = core.scores && tf.reshape(core.scores, scoresShape); // Keras layout
-    return {output, scores};
+    return {output, scores, cache: kv.cache};
   }
 
   override getConfig(): tf.serialization.ConfigDict {

@@ -18,7 +18,10 @@ import {
 } from '../ops/masking';
 import type {TensorSpec} from './base_attention';
 
-/** Every mask of the call, ANDed, in Keras' score layout (`[B, N, T, S]` for 3-D inputs). */
+/**
+ * Every mask of the call, ANDed, in Keras' score layout (`[B, N, T, S]` for 3-D inputs). In
+ * cached decoding the queries start at `cacheUpdateIndex`: causal and window masks shift with it.
+ */
 export function multiHeadAttentionMask(
   spec: TensorSpec,
   scoresShape: number[],
@@ -45,11 +48,13 @@ export function multiHeadAttentionMask(
   const [T, S] = scoresShape.slice(rank - 2);
   return combineMasks(
     validLens && validLensMask(validLens, scoresShape, caller),
-    spec.useCausalMask ? trailingMask(causalMask(T, S), rank) : null,
+    spec.useCausalMask ? trailingMask(causalMask(T, S, spec.cacheUpdateIndex ?? 0), rank) : null,
     keras(attentionMask, 'attentionMask'),
     keras(spec.valueMask && keyPaddingMask(spec.valueMask), "the value's Keras mask"),
     keras(spec.keyMask && keyPaddingMask(spec.keyMask), "the key's Keras mask"),
     keras(spec.queryMask && queryPaddingMask(spec.queryMask), "the query's Keras mask"),
-    slidingWindow != null ? trailingMask(slidingWindowMask(T, S, slidingWindow), rank) : null,
+    slidingWindow != null
+      ? trailingMask(slidingWindowMask(T, S, slidingWindow, spec.cacheUpdateIndex ?? 0), rank)
+      : null,
   );
 }

@@ -40,16 +40,17 @@ export function lengthsMask(validLens: tf.Tensor, length: number): tf.Tensor {
 }
 
 /**
- * Lower-triangular causal mask: query `i` may attend to key `j` iff `j <= i` (top-left aligned
- * when the query and key lengths differ, as in Keras).
+ * Lower-triangular causal mask: query `i` may attend to key `j` iff `j <= i + offset` (top-left
+ * aligned when the query and key lengths differ, as in Keras; `offset` is the position of the
+ * first query in cached decoding).
  *
  * @returns bool tensor of shape `[queries, keys]`.
  */
-export function causalMask(queries: number, keys: number): tf.Tensor2D {
+export function causalMask(queries: number, keys: number, offset = 0): tf.Tensor2D {
   // built in JS: a broadcast comparison of two ranges costs ~400 ms at 2048 x 2048 on tfjs' cpu
   const values = new Uint8Array(queries * keys);
   for (let i = 0; i < queries; i++) {
-    values.fill(1, i * keys, i * keys + Math.min(keys, i + 1));
+    values.fill(1, i * keys, i * keys + Math.max(0, Math.min(keys, i + offset + 1)));
   }
   return tf.tensor2d(values, [queries, keys], 'bool'); // [queries, keys]
 }
@@ -147,15 +148,22 @@ export function validLensMask(
 
 /**
  * The sliding-window mask of Keras 3.15's local attention: query `i` may attend to key `j` iff
- * `|i - j| < window` (AND it with {@link causalMask} for causal local attention).
+ * `|i - j| < window` (AND it with {@link causalMask} for causal local attention); query `r` is at
+ * position `i = r + offset`.
  *
  * @returns bool tensor of shape `[queries, keys]`.
  */
-export function slidingWindowMask(queries: number, keys: number, window: number): tf.Tensor2D {
+export function slidingWindowMask(
+  queries: number,
+  keys: number,
+  window: number,
+  offset = 0,
+): tf.Tensor2D {
   const values = new Uint8Array(queries * keys);
-  for (let i = 0; i < queries; i++) {
+  for (let r = 0; r < queries; r++) {
+    const i = r + offset; // the query's position (cached decoding: after `offset` cached ones)
     for (let j = Math.max(0, i - window + 1); j < Math.min(keys, i + window); j++) {
-      values[i * keys + j] = 1;
+      values[r * keys + j] = 1;
     }
   }
   return tf.tensor2d(values, [queries, keys], 'bool'); // [queries, keys]
