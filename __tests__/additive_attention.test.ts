@@ -225,3 +225,24 @@ describeBackends('AdditiveAttention', () => {
     });
   });
 });
+
+describeBackends('AdditiveAttention with call options', () => {
+  runLayerTest('an attention mask and returned scores as call options', {
+    make: () => new AdditiveAttention(),
+    inputShapes: [
+      [2, 3, 4],
+      [2, 5, 4],
+    ],
+    callKwargs: () => ({
+      attentionMask: tf.tensor3d(
+        Array.from({length: 30}, (_, i) => (i % 5 < 3 || i % 7 === 0 ? 1 : 0)),
+        [2, 3, 5],
+        'bool',
+      ),
+      returnAttentionScores: true,
+    }),
+    outputShape: [2, 3, 4],
+    moreOutputShapes: [[2, 3, 5]],
+    trainableWeights: 1,
+  });
+});

@@ -361,3 +361,31 @@ describeBackends('DotProductAttention (d2l)', () => {
     });
   });
 });
+
+describeBackends('Attention and DotProductAttention with call options', () => {
+  runLayerTest('Attention with lengths and returned scores as call options', {
+    make: () => new Attention({useScale: true}),
+    inputShapes: [
+      [2, 3, 4],
+      [2, 5, 4],
+    ],
+    callKwargs: () => ({
+      validLens: tf.tensor2d([[4], [2]], [2, 1], 'int32'),
+      returnAttentionScores: true,
+    }),
+    outputShape: [2, 3, 4],
+    moreOutputShapes: [[2, 3, 5]],
+    trainableWeights: 1,
+  });
+  runLayerTest('DotProductAttention with lengths as a call option', {
+    make: () => new DotProductAttention(),
+    inputShapes: [
+      [2, 3, 4],
+      [2, 5, 6],
+      [2, 5, 4],
+    ],
+    callKwargs: () => ({validLens: tf.tensor2d([[4], [2]], [2, 1], 'int32')}),
+    outputShape: [2, 3, 6],
+    trainableWeights: 0,
+  });
+});

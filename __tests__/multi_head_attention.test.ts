@@ -577,3 +577,21 @@ describe('input roles of functional models', () => {
     loaded.dispose();
   });
 });
+
+describeBackends('MultiHeadAttention with call options', () => {
+  runLayerTest('lengths, causal and returned scores as call options', {
+    make: () => new MultiHeadAttention({numHeads: 2, keyDim: 3}),
+    inputShapes: [
+      [3, 4, 6],
+      [3, 5, 6],
+    ],
+    callKwargs: () => ({
+      validLens: tf.tensor2d([[5], [2], [1]], [3, 1], 'int32'),
+      useCausalMask: true,
+      returnAttentionScores: true,
+    }),
+    outputShape: [3, 4, 6],
+    moreOutputShapes: [[3, 2, 4, 5]],
+    trainableWeights: 8,
+  });
+});

@@ -12,8 +12,18 @@ describe('README', () => {
     expect(head).toContain('npm install && npm run train');
     expect(head).toContain('npm test');
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-    expect(pkg.scripts.train).toBeDefined();
+    expect(pkg.scripts.train).toBe('node dist/train.cjs');
+    expect(pkg.scripts.pretrain).toContain('build'); // npm run train builds first
     expect(pkg.scripts.test).toBe('jest');
+  });
+
+  it('names only npm scripts that exist', () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+    const docs = [readme, fs.readFileSync(path.join(root, 'ARCHITECTURE.md'), 'utf8')].join('\n');
+    const named = new Set([...docs.matchAll(/npm run ([a-z][a-z:-]*)/g)].map((m) => m[1]));
+    const missing = [...named].filter((n) => pkg.scripts[n] === undefined);
+    expect(missing).toEqual([]);
+    expect([...named]).toEqual(expect.arrayContaining(['train', 'build', 'bench', 'test:browser']));
   });
 
   it('has a fidelity table row for every fixture case', () => {

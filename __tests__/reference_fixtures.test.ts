@@ -48,6 +48,24 @@ function check(
   recordFidelity({case: name, reference, backend, maxAbsError: worst});
 }
 
+describe('reference fixtures', () => {
+  it('hold exactly the cases the tests below expect (a lost case would drop a test)', () => {
+    expect(cases.map((c) => c.case).sort()).toEqual(
+      [
+        'd2l_mha_valid_lens_1d',
+        'd2l_mha_valid_lens_2d',
+        'flax_additive_notebook',
+        'flax_additive_random_2d',
+        'flax_dot_notebook',
+        'flax_dot_random_2d',
+        'torch_mha_causal',
+        'torch_mha_kdim_vdim_no_bias',
+        'torch_mha_key_padding',
+      ].sort(),
+    );
+  });
+});
+
 describeBackends('reference implementations', (backend) => {
   for (const c of cases.filter((x) => x.case.startsWith('d2l_'))) {
     it(`${c.case}: d2l PyTorch MultiHeadAttention`, () => {

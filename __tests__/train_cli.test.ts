@@ -166,7 +166,19 @@ describe('training runs', () => {
     ).userDefinedMetadata;
     expect(meta).toEqual({task: 'reverse', vocabSize: 12, maxLen: 10, padId: 0, minLen: 1});
     const png = PNG.sync.read(fs.readFileSync(path.join(dir, 'attention.png')));
-    expect(png.width).toBeGreaterThan(0);
+    // one row of per-head [10 x 10] maps, 16-pixel cells, 8-pixel gaps around and between them
+    const mha2 = JSON.parse(
+      fs.readFileSync(path.join(dir, 'model.json'), 'utf8'),
+    ).modelTopology.config.layers.find((l: {name: string}) => l.name === 'mha2');
+    const heads = mha2.config.num_heads as number;
+    expect([png.width, png.height]).toEqual([heads * 10 * 16 + (heads + 1) * 8, 10 * 16 + 2 * 8]);
+    // drawn: some cells are coloured (not white), and the background stays white
+    let coloured = 0;
+    for (let i = 0; i < png.data.length; i += 4) {
+      if (png.data[i] !== 255 || png.data[i + 1] !== 255 || png.data[i + 2] !== 255) coloured++;
+    }
+    expect(coloured).toBeGreaterThan(16 * 16);
+    expect(Array.from(png.data.subarray(0, 4))).toEqual([255, 255, 255, 255]);
     expect(fs.readFileSync(path.join(dir, 'attention.svg'), 'utf8')).toMatch(/^<svg/);
   });
 

@@ -17,15 +17,44 @@ export interface LayerCase {
   makeInputs?: () => tf.Tensor[];
   /** The output shape for the concrete inputs. */
   outputShape: number[];
+  /** Shapes of further outputs (e.g. returned attention scores), for the concrete inputs. */
+  moreOutputShapes?: number[][];
+  /**
+   * Call options. Tensors among them become extra model inputs in the symbolic model (as a
+   * functional model passes lengths or masks); in eager calls they are passed as given.
+   */
+  callKwargs?: () => Record<string, unknown>;
   /** Trainable weight count after build. */
   trainableWeights: number;
   /** Expected `originalName`s of the weights (with the layer name `layer`), when given. */
   weightNames?: string[];
 }
 
+/** The concrete inputs and call options of one eager call. */
 function inputsFor(c: LayerCase): tf.Tensor[] {
   if (c.makeInputs) return c.makeInputs();
   return c.inputShapes.map((s, i) => tf.randomNormal(s, 0, 1, 'float32', 100 + i));
+}
+
+function isTensor(x: unknown): x is tf.Tensor {
+  return x instanceof tf.Tensor;
+}
+
+/** The tensors among the call options, in a fixed order (they are model inputs too). */
+function kwargTensors(kwargs: Record<string, unknown>): Array<[string, tf.Tensor]> {
+  return Object.entries(kwargs).filter((e): e is [string, tf.Tensor] => isTensor(e[1]));
+}
+
+/** Model inputs for `predict`: the layer's inputs, then the call options' tensors. */
+function modelInputsFor(c: LayerCase): {xs: tf.Tensor[]; kwargs: Record<string, unknown>} {
+  const xs = inputsFor(c);
+  const kwargs = c.callKwargs?.() ?? {};
+  return {xs: [...xs, ...kwargTensors(kwargs).map(([, t]) => t)], kwargs};
+}
+
+function eagerApply(layer: tf.layers.Layer, xs: tf.Tensor[], kwargs: Record<string, unknown>) {
+  const y = layer.apply(xs.length === 1 ? xs[0] : xs, kwargs) as tf.Tensor | tf.Tensor[];
+  return Array.isArray(y) ? y : [y];
 }
 
 function symbolicModel(c: LayerCase): {model: tf.LayersModel; layer: tf.layers.Layer} {
@@ -33,16 +62,32 @@ function symbolicModel(c: LayerCase): {model: tf.LayersModel; layer: tf.layers.L
   const ins = c.inputShapes.map((s, i) =>
     tf.input({shape: s.slice(1), dtype: c.inputDtypes?.[i] ?? 'float32'}),
   );
-  let out = layer.apply(ins.length === 1 ? ins[0] : ins) as tf.SymbolicTensor | tf.SymbolicTensor[];
-  if (Array.isArray(out)) out = out[0];
-  return {model: tf.model({inputs: ins, outputs: out}), layer};
+  const kwargs = c.callKwargs?.() ?? {};
+  const symbolicKwargs: Record<string, unknown> = {...kwargs};
+  const kwIns = kwargTensors(kwargs).map(([name, t]) => {
+    const input = tf.input({
+      shape: t.shape.slice(1),
+      dtype: t.dtype as 'float32' | 'int32' | 'bool',
+    });
+    symbolicKwargs[name] = input;
+    return input;
+  });
+  tf.dispose(kwargTensors(kwargs).map(([, t]) => t));
+  const out = layer.apply(ins.length === 1 ? ins[0] : ins, symbolicKwargs) as
+    tf.SymbolicTensor | tf.SymbolicTensor[];
+  return {model: tf.model({inputs: [...ins, ...kwIns], outputs: out}), layer};
 }
+
+const outputsOf = (y: tf.Tensor | tf.Tensor[]) => (Array.isArray(y) ? y : [y]);
 
 export function runLayerTest(name: string, c: LayerCase): void {
   describe(`layer harness: ${name}`, () => {
     it('builds on symbolic inputs with the right output shape and weights', () => {
       const {model, layer} = symbolicModel(c);
-      expect(model.outputs[0].shape).toEqual([null, ...c.outputShape.slice(1)]);
+      const shapes = [c.outputShape, ...(c.moreOutputShapes ?? [])];
+      expect(model.outputs.map((o) => o.shape)).toEqual(
+        shapes.map((shape) => [null, ...shape.slice(1)]),
+      );
       expect(layer.trainableWeights.length).toBe(c.trainableWeights);
       if (c.weightNames) {
         expect(layer.weights.map((w) => w.originalName)).toEqual(
@@ -52,29 +97,36 @@ export function runLayerTest(name: string, c: LayerCase): void {
       model.dispose();
     });
 
-    it('applies eagerly, with the shape computeOutputShape promised, leaking nothing', () => {
+    it('applies eagerly, with the shapes computeOutputShape promised, leaking nothing', () => {
       const layer = c.make();
       const xs = inputsFor(c);
-      const arg = xs.length === 1 ? xs[0] : xs;
-      let y = layer.apply(arg) as tf.Tensor | tf.Tensor[];
-      if (Array.isArray(y)) y = y[0];
-      expect(y.shape).toEqual(c.outputShape);
-      let shape = layer.computeOutputShape(xs.length === 1 ? xs[0].shape : xs.map((x) => x.shape));
-      if (Array.isArray(shape[0])) shape = shape[0] as number[];
-      expect(shape).toEqual(c.outputShape);
-      y.dispose();
+      const kwargs = c.callKwargs?.() ?? {};
+      const shapes = [c.outputShape, ...(c.moreOutputShapes ?? [])];
+      const ys = eagerApply(layer, xs, kwargs);
+      expect(ys.map((y) => y.shape)).toEqual(shapes);
+      const promised = layer.computeOutputShape(
+        xs.length === 1 ? xs[0].shape : xs.map((x) => x.shape),
+      );
+      // computeOutputShape sees the layer's inputs alone: its first shape is the output's
+      const first = Array.isArray(promised[0]) ? (promised[0] as number[]) : promised;
+      expect(first).toEqual(c.outputShape);
+      tf.dispose(ys);
       const before = tf.memory().numTensors;
-      const again = layer.apply(arg) as tf.Tensor | tf.Tensor[];
-      expect(tf.memory().numTensors).toBe(before + (Array.isArray(again) ? again.length : 1));
+      const again = eagerApply(layer, xs, kwargs);
+      // the outputs, and the Keras masks some carry (disposed with them)
+      const masks = again.filter((y) => y.kerasMask != null).length;
+      expect(tf.memory().numTensors).toBe(before + shapes.length + masks);
       tf.dispose(again);
       expect(tf.memory().numTensors).toBe(before);
-      tf.dispose(xs);
+      tf.dispose([...xs, ...kwargTensors(kwargs).map(([, t]) => t)]);
       layer.dispose();
     });
 
     it('trains: gradients reach every weight and float input, and fit lowers the loss', async () => {
-      const {model} = symbolicModel(c);
-      const xs = inputsFor(c);
+      const full = symbolicModel(c).model;
+      // trained on the first output (the scores of attention layers follow from it)
+      const model = tf.model({inputs: full.inputs, outputs: full.outputs[0]});
+      const {xs} = modelInputsFor(c);
       const target = tf.randomNormal(c.outputShape, 0, 1, 'float32', 7);
       const lossOf = (inputs: tf.Tensor[]) => {
         const y = model.apply(inputs, {training: true}) as tf.Tensor;
@@ -82,11 +134,14 @@ export function runLayerTest(name: string, c: LayerCase): void {
       };
       // gradients with respect to the float inputs (all layers, weights or not)
       const floatIdx = xs.map((x, i) => (x.dtype === 'float32' ? i : -1)).filter((i) => i >= 0);
-      const inputGrads = tf.grads((...fl: tf.Tensor[]) => {
-        const all = [...xs];
-        floatIdx.forEach((i, j) => (all[i] = fl[j]));
-        return lossOf(all);
-      })(floatIdx.map((i) => xs[i]));
+      const inputGrads =
+        floatIdx.length === 0
+          ? []
+          : tf.grads((...fl: tf.Tensor[]) => {
+              const all = [...xs];
+              floatIdx.forEach((i, j) => (all[i] = fl[j]));
+              return lossOf(all);
+            })(floatIdx.map((i) => xs[i]));
       for (const g of inputGrads) {
         expect(tf.max(tf.abs(g)).dataSync()[0]).toBeGreaterThan(0);
       }
@@ -140,11 +195,12 @@ export function runLayerTest(name: string, c: LayerCase): void {
       expect(loaded.weights.map((w) => w.originalName)).toEqual(
         model.weights.map((w) => w.originalName),
       );
-      const xs = inputsFor(c);
-      const a = model.predict(xs) as tf.Tensor;
-      const b = loaded.predict(xs) as tf.Tensor;
-      expectClose(b, a, 1e-6, 1e-6);
-      tf.dispose([...xs, a, b]);
+      const {xs} = modelInputsFor(c);
+      const a = outputsOf(model.predict(xs));
+      const b = outputsOf(loaded.predict(xs));
+      expect(b.length).toBe(1 + (c.moreOutputShapes?.length ?? 0));
+      b.forEach((t, i) => expectClose(t, a[i], 1e-6, 1e-6));
+      tf.dispose([...xs, ...a, ...b]);
       model.dispose();
       loaded.dispose();
     });

@@ -99,6 +99,12 @@ export class TokenAndPositionEmbedding extends layers.Layer {
   override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const ids = Array.isArray(inputs) ? inputs[0] : inputs;
+      if (ids.rank !== 2 || ids.dtype !== 'int32') {
+        throw new Error(
+          `Layer '${this.name}' expected int32 ids of shape [batch, length], received ${ids.dtype} ` +
+            `of shape [${ids.shape.join(', ')}]`,
+        );
+      }
       const [, length] = ids.shape;
       if (length > this.sequenceLength) {
         throw new Error(
