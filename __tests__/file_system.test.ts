@@ -45,12 +45,26 @@ describe('fileSystem', () => {
       expectClose(loaded.predict(x) as tf.Tensor, model.predict(x) as tf.Tensor, 1e-6, 1e-6);
       loaded.dispose();
     }
-    // with the optimizer: the training config and optimizer weights are kept too
+    // with the optimizer: the training config and optimizer weights are kept too (adam after
+    // a step: its moments hold values that must come back)
+    model.compile({optimizer: tf.train.adam(0.01), loss: 'meanSquaredError'});
+    await model.fit(tf.randomNormal([2, 3, 4]), tf.randomNormal([2, 3, 4]), {
+      epochs: 1,
+      verbose: 0,
+    });
     await model.save(fileSystem(dir), {includeOptimizer: true});
     const withOpt = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
     expect(withOpt.trainingConfig.loss).toBe('mean_squared_error');
     const reloaded = await tf.loadLayersModel(fileSystem(dir));
     expect(reloaded.optimizer).toBeDefined();
+    // the optimizer's weights (iterations, first and second moments) come back with their values
+    const saved = await model.optimizer.getWeights();
+    const restored = await reloaded.optimizer.getWeights();
+    expect(restored.map((w) => w.name)).toEqual(saved.map((w) => w.name));
+    expect(saved.length).toBe(1 + 2 * model.trainableWeights.length);
+    expect(restored.map((w) => Array.from(w.tensor.dataSync()))).toEqual(
+      saved.map((w) => Array.from(w.tensor.dataSync())),
+    );
     fs.rmSync(dir, {recursive: true});
   });
 

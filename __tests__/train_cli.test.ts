@@ -93,6 +93,24 @@ describe('training script options', () => {
     expect(help.stdout).toMatch(/Usage: tfjs-attention-train/);
   });
 
+  it('checks that --out can be written before it trains (exit 2, at once)', () => {
+    const file = path.join(os.tmpdir(), `tfjs-attention-not-a-folder-${process.pid}`);
+    fs.writeFileSync(file, '');
+    for (const [out, why] of [
+      ['/proc/tfjs-attention/out', /cannot make the folder \/proc\/tfjs-attention/],
+      [file, /is not a folder/],
+    ] as Array<[string, RegExp]>) {
+      const start = Date.now();
+      const r = run(['--backend', 'cpu', '--out', out]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^tfjs-attention-train: error: --out /);
+      expect(r.stderr).toMatch(why);
+      expect(r.stdout).not.toMatch(/epoch/);
+      expect(Date.now() - start).toBeLessThan(15000);
+    }
+    fs.rmSync(file);
+  });
+
   it('says what failed when tfjs-node is asked for but does not load', () => {
     if (tfjsNodeLoads()) {
       expect(

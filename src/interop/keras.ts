@@ -16,6 +16,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {LayersModel, loadLayersModel, models} from '@tensorflow/tfjs-layers';
 
+import {checkTopology} from '../io/topology_guard';
+import {declaredElements} from '../io/weight_bytes';
 import {CompositeLayer} from '../layers/composite_layer';
 import {GQA_SUBLAYERS} from '../layers/group_query_attention';
 import {MHA_SUBLAYERS} from '../layers/multi_head_attention_sublayers';
@@ -307,6 +309,9 @@ export async function convertKerasArtifacts(
   if (!isObj(config) || !Array.isArray(config.layers)) {
     fail('the topology has no layer list (model_config.config.layers)');
   }
+  // before anything is built: no dangling node, no config implying absurd weight sizes
+  const specs = artifacts.weightSpecs;
+  checkTopology(topology, specs == null ? null : declaredElements(specs));
   delete modelConfig.build_config;
   delete modelConfig.compile_config;
   for (const layer of config.layers as Obj[]) rewriteLayer(layer);

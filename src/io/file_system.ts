@@ -1,57 +1,37 @@
 /**
- * A Node IOHandler that saves and loads `model.json` + `weights.bin`, in the layout of
- * tfjs-node's `file://` handler, without needing tfjs-node.
+ * A Node IOHandler that saves and loads `model.json` + `weights.bin` (the layout of tfjs-node's
+ * `file://` handler) without tfjs-node: saves are atomic and exclusive (atomic_save.ts), loads
+ * read nothing outside the model folder and check sizes and the graph first (safe_read.ts,
+ * topology_guard.ts). What loading promises: SECURITY.md.
  */
 import * as fs from 'fs';
-import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs-core';
 
-const MODEL_JSON = 'model.json';
-const WEIGHTS_BIN = 'weights.bin';
+import {saveModelFiles} from './atomic_save';
+import {locate} from './paths';
+import {checkManifest, readWeights} from './safe_read';
+import {checkTopology} from './topology_guard';
+import {declaredElements} from './weight_bytes';
 
-function locate(target: string): {dir: string; modelJson: string} {
-  if (typeof target !== 'string' || target.length === 0) {
-    throw new Error(
-      `fileSystem: expected a directory or a model.json path, received ${JSON.stringify(target)}`,
-    );
-  }
-  const p = path.resolve(target.replace(/^file:\/\//, ''));
-  if (p.endsWith('.json')) {
-    return {dir: path.dirname(p), modelJson: p};
-  }
-  return {dir: p, modelJson: path.join(p, MODEL_JSON)};
+export interface FileSystemOptions {
+  /**
+   * Load the topology without weights (a model.json with no `weightsManifest`); the model then
+   * has freshly initialised weights. Default false: a missing manifest is an error.
+   */
+  topologyOnly?: boolean;
 }
 
-/** Resolves a weights path of the manifest, refusing any that leaves the model's folder. */
-function weightsPath(dir: string, relative: string): string {
-  if (
-    typeof relative !== 'string' ||
-    relative.length === 0 ||
-    path.isAbsolute(relative) ||
-    /^[a-z]+:\/\//i.test(relative)
-  ) {
-    throw new Error(
-      `fileSystem: refusing weights path ${JSON.stringify(relative)}: expected a path relative to ${dir}`,
-    );
-  }
-  const full = path.resolve(dir, relative);
-  const rel = path.relative(dir, full);
-  if (rel.startsWith('..') || path.isAbsolute(rel)) {
-    throw new Error(
-      `fileSystem: refusing weights path ${JSON.stringify(relative)}: it leaves the model folder ${dir}`,
-    );
-  }
-  return full;
-}
-
-function toArrayBuffer(buf: Buffer): ArrayBuffer {
-  return buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength) as ArrayBuffer;
+/** An IOHandler whose `save` and `load` are always present. */
+export interface FileSystemHandler extends tf.io.IOHandler {
+  save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult>;
+  load(): Promise<tf.io.ModelArtifacts>;
 }
 
 /**
  * Saves to / loads from a folder on disk: `model.json` (topology, weights manifest, training
- * config, user metadata) and one `weights.bin`, as tfjs-node's `file://` handler writes them.
+ * config, user metadata) and one `weights.bin`, as tfjs-node's `file://` handler writes them. A
+ * `.json` path other than `model.json` keeps its weights in `<name>.weights.bin`.
  *
  * ```js
  * await model.save(fileSystem('models/reverse'));
@@ -60,8 +40,9 @@ function toArrayBuffer(buf: Buffer): ArrayBuffer {
  *
  * @param target a folder (`model.json` inside it), a path to a `.json` file, or a `file://` URL.
  */
-export function fileSystem(target: string): tf.io.IOHandler {
-  const {dir, modelJson} = locate(target);
+export function fileSystem(target: string, options: FileSystemOptions = {}): FileSystemHandler {
+  const where = locate(target);
+  const {dir, modelJson} = where;
   return {
     async save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult> {
       if (artifacts.modelTopology instanceof ArrayBuffer) {
@@ -69,23 +50,18 @@ export function fileSystem(target: string): tf.io.IOHandler {
           'fileSystem: binary model topologies are not supported; save a LayersModel',
         );
       }
-      await fs.promises.mkdir(dir, {recursive: true});
       const weightsManifest: tf.io.WeightsManifestConfig = [
-        {paths: [WEIGHTS_BIN], weights: artifacts.weightSpecs ?? []},
+        {paths: [where.weightsName], weights: artifacts.weightSpecs ?? []},
       ];
-      const json: tf.io.ModelJSON = {
+      const json: tf.io.ModelJSON & {weightsSha256?: string} = {
         modelTopology: artifacts.modelTopology as object,
         format: artifacts.format,
         generatedBy: artifacts.generatedBy,
         convertedBy: artifacts.convertedBy,
         weightsManifest,
       };
-      if (artifacts.trainingConfig != null) {
-        json.trainingConfig = artifacts.trainingConfig;
-      }
-      if (artifacts.signature != null) {
-        json.signature = artifacts.signature;
-      }
+      if (artifacts.trainingConfig != null) json.trainingConfig = artifacts.trainingConfig;
+      if (artifacts.signature != null) json.signature = artifacts.signature;
       if (artifacts.userDefinedMetadata != null) {
         json.userDefinedMetadata = artifacts.userDefinedMetadata;
       }
@@ -93,21 +69,24 @@ export function fileSystem(target: string): tf.io.IOHandler {
         artifacts.weightData == null
           ? new ArrayBuffer(0)
           : tf.io.concatenateArrayBuffers(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
-      await fs.promises.writeFile(path.join(dir, WEIGHTS_BIN), Buffer.from(data));
-      await fs.promises.writeFile(modelJson, JSON.stringify(json));
+      await saveModelFiles(where, new Uint8Array(data), (weightsSha256) =>
+        JSON.stringify({...json, weightsSha256}),
+      );
       return {modelArtifactsInfo: tf.io.getModelArtifactsInfoForJSON(artifacts)};
     },
 
     async load(): Promise<tf.io.ModelArtifacts> {
       let text: string;
       try {
+        const st = await fs.promises.stat(modelJson);
+        if (!st.isFile()) throw new Error('not a regular file');
         text = await fs.promises.readFile(modelJson, 'utf8');
       } catch (e) {
         throw new Error(`fileSystem: cannot read ${modelJson}: ${(e as Error).message}`);
       }
-      let json: tf.io.ModelJSON;
+      let json: tf.io.ModelJSON & {weightsSha256?: unknown};
       try {
-        json = JSON.parse(text) as tf.io.ModelJSON;
+        json = JSON.parse(text);
       } catch (e) {
         throw new Error(`fileSystem: ${modelJson} is not valid JSON: ${(e as Error).message}`);
       }
@@ -116,17 +95,21 @@ export function fileSystem(target: string): tf.io.IOHandler {
           `fileSystem: ${modelJson} has no modelTopology; expected a tfjs model.json`,
         );
       }
-      return tf.io.getModelArtifactsForJSON(json, async (manifest) => {
-        const specs: tf.io.WeightsManifestEntry[] = [];
-        const buffers: ArrayBuffer[] = [];
-        for (const group of manifest) {
-          specs.push(...group.weights);
-          for (const p of group.paths) {
-            buffers.push(toArrayBuffer(await fs.promises.readFile(weightsPath(dir, p))));
-          }
+      if (json.weightsManifest == null) {
+        if (!options.topologyOnly) {
+          throw new Error(
+            `fileSystem: ${modelJson} has no weightsManifest, so the model would load with ` +
+              `random weights; pass {topologyOnly: true} to fileSystem if that is what you want`,
+          );
         }
-        return [specs, tf.io.concatenateArrayBuffers(buffers)];
-      });
+        checkTopology(json.modelTopology, null);
+        return tf.io.getModelArtifactsForJSON(json, async () => [[], new ArrayBuffer(0)]);
+      }
+      const manifest = checkManifest(json.weightsManifest, modelJson);
+      checkTopology(json.modelTopology, declaredElements(manifest.flatMap((g) => g.weights)));
+      const sha = typeof json.weightsSha256 === 'string' ? json.weightsSha256 : null;
+      const {specs, data} = await readWeights(dir, manifest, modelJson, sha);
+      return tf.io.getModelArtifactsForJSON(json, async () => [specs, data]);
     },
   };
 }

@@ -7,10 +7,11 @@ import * as path from 'path';
 
 import '../layers/register';
 import {fileSystem} from '../io/file_system';
+import {checkWritable} from '../io/paths';
 import {attentionHeatmapSvg} from '../viz/heatmap';
 import {writeAttentionHeatmapPng} from '../viz/heatmap_png';
 import {selectBackend} from './backend';
-import {TrainOptions} from './options';
+import {TrainOptions, UsageError} from './options';
 import {Progress, ProgressSink} from './progress';
 import {mulberry32, withSeededMathRandom} from './random';
 import {lookupTask} from './tasks/lookup';
@@ -42,6 +43,10 @@ export async function train(
   const batchSize = options.batchSize ?? task.defaultBatchSize;
   const trainSize = options.trainSize ?? task.defaultTrainSize;
   const dir = path.resolve(options.out, task.name);
+  // before any training: a folder that cannot be written fails now, not after the run
+  await checkWritable(dir).catch((e: Error) => {
+    throw new UsageError(`--out ${options.out}: ${e.message.replace(/^fileSystem: /, '')}`);
+  });
   out.write(
     `task ${task.name}: ${task.description}\n` +
       `backend ${backend}, seed ${options.seed}, ${epochs} epochs of ${trainSize} samples, batch ${batchSize}\n`,

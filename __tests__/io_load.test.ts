@@ -1,0 +1,174 @@
+/**
+ * Loading reads nothing outside the model folder, never hangs, allocates only what the files
+ * declare, and refuses what a model file should not be able to do: links out, FIFOs, devices,
+ * size mismatches, repeated files, a missing or malformed manifest, a dangling graph node, and
+ * configs that imply absurd weight sizes.
+ */
+import {execFileSync} from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+
+import {convertKerasArtifacts, fileSystem, MultiHeadAttention} from '../src';
+
+function tmp(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-load-'));
+}
+
+async function savedModel(): Promise<string> {
+  const dir = tmp();
+  const x = tf.input({shape: [3, 4]});
+  const y = new MultiHeadAttention({numHeads: 1, keyDim: 2, name: 'mha'}).apply(x);
+  await tf.model({inputs: x, outputs: y as tf.SymbolicTensor}).save(fileSystem(dir));
+  return dir;
+}
+
+const readJson = (dir: string) => JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
+const writeJson = (dir: string, json: unknown) =>
+  fs.writeFileSync(path.join(dir, 'model.json'), JSON.stringify(json));
+const load = (dir: string) => tf.loadLayersModel(fileSystem(dir));
+
+describe('loading', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+
+  it('refuses weights links that lead out of the folder (file and folder links)', async () => {
+    const dir = await savedModel();
+    const outside = tmp();
+    fs.copyFileSync(path.join(dir, 'weights.bin'), path.join(outside, 'weights.bin'));
+    fs.rmSync(path.join(dir, 'weights.bin'));
+    fs.symlinkSync(path.join(outside, 'weights.bin'), path.join(dir, 'weights.bin'));
+    await expect(load(dir)).rejects.toThrow(/is a link to .*outside the model folder/);
+    fs.rmSync(path.join(dir, 'weights.bin'));
+    fs.symlinkSync(outside, path.join(dir, 'sub'));
+    const json = readJson(dir);
+    json.weightsManifest[0].paths = ['sub/weights.bin'];
+    writeJson(dir, json);
+    await expect(load(dir)).rejects.toThrow(/is a link to .*outside the model folder/);
+    fs.rmSync(dir, {recursive: true});
+    fs.rmSync(outside, {recursive: true});
+  });
+
+  it('allows links that stay inside the folder, and a real file named ..weights.bin', async () => {
+    const dir = await savedModel();
+    fs.renameSync(path.join(dir, 'weights.bin'), path.join(dir, '..weights.bin'));
+    const json = readJson(dir);
+    json.weightsManifest[0].paths = ['..weights.bin'];
+    writeJson(dir, json);
+    (await load(dir)).dispose();
+    fs.symlinkSync(path.join(dir, '..weights.bin'), path.join(dir, 'link.bin'));
+    json.weightsManifest[0].paths = ['link.bin'];
+    writeJson(dir, json);
+    (await load(dir)).dispose();
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it('refuses a FIFO and a device without reading them (no hang, no 9 GB)', async () => {
+    const dir = await savedModel();
+    fs.rmSync(path.join(dir, 'weights.bin'));
+    execFileSync('mkfifo', [path.join(dir, 'weights.bin')]);
+    await expect(load(dir)).rejects.toThrow(/is not a regular file/);
+    fs.rmSync(path.join(dir, 'weights.bin'));
+    fs.symlinkSync('/dev/zero', path.join(dir, 'weights.bin'));
+    await expect(load(dir)).rejects.toThrow(/outside the model folder|not a regular file/);
+    fs.rmSync(dir, {recursive: true});
+  }, 10000);
+
+  it('checks the files against the manifest before reading: short, long, repeated', async () => {
+    const dir = await savedModel();
+    const file = path.join(dir, 'weights.bin');
+    const data = fs.readFileSync(file);
+    fs.writeFileSync(file, data.subarray(0, data.length - 4));
+    await expect(load(dir)).rejects.toThrow(
+      new RegExp(
+        `declares ${data.length} bytes of weights, but its weights files hold ${data.length - 4}`,
+      ),
+    );
+    fs.writeFileSync(file, Buffer.concat([data, Buffer.alloc(8)]));
+    await expect(load(dir)).rejects.toThrow(/but its weights files hold/);
+    fs.writeFileSync(file, data);
+    const json = readJson(dir);
+    json.weightsManifest[0].paths = Array(150).fill('weights.bin');
+    writeJson(dir, json);
+    await expect(load(dir)).rejects.toThrow(/lists the weights file weights.bin more than once/);
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it('refuses a missing or malformed manifest unless only the topology is asked for', async () => {
+    const dir = await savedModel();
+    const json = readJson(dir);
+    writeJson(dir, {...json, weightsManifest: undefined});
+    await expect(load(dir)).rejects.toThrow(
+      /has no weightsManifest, so the model would load with random weights/,
+    );
+    const model = await tf.loadLayersModel(fileSystem(dir, {topologyOnly: true}));
+    expect(model.getLayer('mha')).toBeDefined();
+    model.dispose();
+    writeJson(dir, {...json, weightsManifest: {paths: ['weights.bin']}});
+    await expect(load(dir)).rejects.toThrow(
+      /expected weightsManifest to be a list of groups, received object/,
+    );
+    writeJson(dir, {...json, weightsManifest: [{paths: 'weights.bin', weights: []}]});
+    await expect(load(dir)).rejects.toThrow(
+      /expected the paths of weights group 0 to be a list of file names/,
+    );
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it('refuses a node naming a layer that does not exist, fast (tfjs would loop forever)', async () => {
+    const dir = await savedModel();
+    const json = readJson(dir);
+    const mha = json.modelTopology.config.layers.find((l: {name: string}) => l.name === 'mha');
+    mha.inbound_nodes[0][0][0] = 'nowhere';
+    writeJson(dir, json);
+    await expect(load(dir)).rejects.toThrow(
+      /layer 'mha' of the model reads from 'nowhere', which is not a layer/,
+    );
+    await expect(
+      convertKerasArtifacts({modelTopology: json.modelTopology, weightSpecs: []}),
+    ).rejects.toThrow(/reads from 'nowhere'/);
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it('refuses configs implying weights beyond the manifest in milliseconds (num_heads 1e7, 1e9)', async () => {
+    const dir = await savedModel();
+    const json = readJson(dir);
+    const mha = json.modelTopology.config.layers.find((l: {name: string}) => l.name === 'mha');
+    for (const heads of [1e7, 1e9]) {
+      mha.config.num_heads = heads;
+      writeJson(dir, json);
+      const start = Date.now();
+      const memory = process.memoryUsage().rss;
+      await expect(load(dir)).rejects.toThrow(
+        new RegExp(
+          `layer 'mha' \\(MultiHeadAttention\\) implies at least \\d+ weight values \\(num_heads = ${heads}\\)`,
+        ),
+      );
+      expect(Date.now() - start).toBeLessThan(1000);
+      expect(process.memoryUsage().rss - memory).toBeLessThan(200 * 2 ** 20);
+    }
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it('after an interrupted save (new weights, old JSON), loads the old model from .prev', async () => {
+    const dir = await savedModel();
+    const old = await load(dir);
+    const oldWeights = old.getWeights().map((w) => w.arraySync());
+    // simulate a kill between the two renames: weights replaced, JSON not yet
+    const file = path.join(dir, 'weights.bin');
+    fs.linkSync(file, `${file}.prev`);
+    const other = Buffer.from(fs.readFileSync(file)).fill(1);
+    fs.rmSync(file);
+    fs.writeFileSync(file, other);
+    const loaded = await load(dir);
+    expect(loaded.getWeights().map((w) => w.arraySync())).toEqual(oldWeights);
+    fs.rmSync(`${file}.prev`);
+    await expect(load(dir)).rejects.toThrow(
+      /do not match .*model.json \(checksum\), and no earlier weights/,
+    );
+    old.dispose();
+    loaded.dispose();
+    fs.rmSync(dir, {recursive: true});
+  });
+});

@@ -1,0 +1,149 @@
+/**
+ * Saving never leaves a mix or a broken model: a save killed at a random point leaves the old or
+ * the new model, concurrent saves (one process or two) leave one of them whole, each JSON keeps
+ * its own weights file, symlinks are replaced rather than written through, and impossible
+ * targets fail before anything is written.
+ */
+import {spawn} from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+
+import {fileSystem} from '../src';
+
+const CHILD = path.join(__dirname, 'helpers', 'save_child.js');
+const UNITS = 700; // 700 x 700 + 700 floats: a ~2 MB weights file
+
+/** A width per value, so a model.json of one save and the weights of another cannot agree. */
+const widthOf = (value: number) => 480 + 10 * value;
+
+function tmp(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-save-'));
+}
+
+function constantModel(value: number, units = 4): tf.LayersModel {
+  return tf.sequential({
+    layers: [
+      tf.layers.dense({
+        inputShape: [units],
+        units,
+        kernelInitializer: tf.initializers.constant({value}),
+        biasInitializer: tf.initializers.constant({value}),
+      }),
+    ],
+  });
+}
+
+/** The value every weight of a saved constant model holds; throws if the weights are mixed. */
+async function savedValue(target: string): Promise<number> {
+  const model = await tf.loadLayersModel(fileSystem(target));
+  const values = new Set(model.getWeights().flatMap((w) => Array.from(w.dataSync())));
+  const units = model.getWeights()[1].shape[0];
+  model.dispose();
+  expect(values.size).toBe(1);
+  const value = [...values][0];
+  // in-process tests give each value its own width: the JSON must belong to the weights
+  if (units !== UNITS && units !== 4) expect(units).toBe(widthOf(value));
+  return value;
+}
+
+function runChild(args: string[]): {
+  done: Promise<number | null>;
+  kill: () => void;
+  ready: Promise<void>;
+} {
+  const child = spawn(process.execPath, [CHILD, ...args], {stdio: ['ignore', 'pipe', 'pipe']});
+  const ready = new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+  const done = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return {done, ready, kill: () => child.kill('SIGKILL')};
+}
+
+describe('saving', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+
+  it('a save killed at a random point leaves the old or the new model (15 tries)', async () => {
+    const dir = tmp();
+    const seen = new Set<number>();
+    const first = runChild([dir, '1', '1', String(UNITS)]);
+    expect(await first.done).toBe(0);
+    for (let i = 0; i < 15; i++) {
+      const value = i + 2;
+      const child = runChild([dir, String(value), '50', String(UNITS)]);
+      await child.ready;
+      await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 120)));
+      child.kill();
+      await child.done;
+      const loaded = await savedValue(dir);
+      // the previous model (value - 1, or an earlier one if that save never completed) or this one
+      expect(loaded).toBeLessThanOrEqual(value);
+      expect(loaded).toBeGreaterThanOrEqual(1);
+      seen.add(loaded);
+    }
+    expect(seen.size).toBeGreaterThan(1); // the kills did land after some saves completed
+    fs.rmSync(dir, {recursive: true});
+  }, 120000);
+
+  it('concurrent saves to one folder leave one model whole (one process, and two)', async () => {
+    const dir = tmp();
+    const models = [1, 2, 3].map((v) => constantModel(v, widthOf(v))); // ~1 MB of weights each
+    for (let round = 0; round < 6; round++) {
+      await Promise.all(models.map((m) => m.save(fileSystem(dir))));
+      expect([1, 2, 3]).toContain(await savedValue(dir));
+    }
+    const a = runChild([dir, '7', '20', String(UNITS)]);
+    const b = runChild([dir, '8', '20', String(UNITS)]);
+    expect([await a.done, await b.done]).toEqual([0, 0]);
+    expect([7, 8]).toContain(await savedValue(dir));
+    expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin']); // no temp left
+    fs.rmSync(dir, {recursive: true});
+  }, 60000);
+
+  it('names the weights after the JSON: a.json and b.json in one folder keep their own', async () => {
+    const dir = tmp();
+    await constantModel(1).save(fileSystem(path.join(dir, 'a.json')));
+    await constantModel(2).save(fileSystem(path.join(dir, 'b.json')));
+    await constantModel(3).save(fileSystem(dir));
+    expect(fs.readdirSync(dir).sort()).toEqual([
+      'a.json',
+      'a.weights.bin',
+      'b.json',
+      'b.weights.bin',
+      'model.json',
+      'weights.bin',
+    ]);
+    expect(await savedValue(path.join(dir, 'a.json'))).toBe(1);
+    expect(await savedValue(path.join(dir, 'b.json'))).toBe(2);
+    expect(await savedValue(dir)).toBe(3);
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it('replaces a weights symlink instead of writing through it', async () => {
+    const dir = tmp();
+    const outside = path.join(tmp(), 'precious.bin');
+    fs.writeFileSync(outside, 'keep me');
+    fs.symlinkSync(outside, path.join(dir, 'weights.bin'));
+    await constantModel(5).save(fileSystem(dir));
+    expect(fs.readFileSync(outside, 'utf8')).toBe('keep me');
+    expect(fs.lstatSync(path.join(dir, 'weights.bin')).isSymbolicLink()).toBe(false);
+    expect(await savedValue(dir)).toBe(5);
+    fs.rmSync(dir, {recursive: true});
+    fs.rmSync(path.dirname(outside), {recursive: true});
+  });
+
+  it('refuses a JSON path that is a folder, and /proc, before writing anything', async () => {
+    const dir = tmp();
+    fs.mkdirSync(path.join(dir, 'model.json'));
+    await expect(constantModel(1).save(fileSystem(dir))).rejects.toThrow(
+      /cannot save to .*model.json: it is a folder/,
+    );
+    expect(fs.readdirSync(dir)).toEqual(['model.json']);
+    const start = Date.now();
+    await expect(constantModel(1).save(fileSystem('/proc/tfjs-attention/x'))).rejects.toThrow(
+      /cannot make the folder \/proc\/tfjs-attention/,
+    );
+    expect(Date.now() - start).toBeLessThan(2000);
+    fs.rmSync(dir, {recursive: true});
+  });
+});
