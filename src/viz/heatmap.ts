@@ -2,14 +2,15 @@
  * Attention heatmaps as SVG, after the seed notebooks' `show_heatmaps`: a grid of matrices
  * (queries down, keys across) in matplotlib's "Reds", with a shared colour bar.
  */
-import {HeatmapInput, maxOf, reds, toGrid} from './heatmap_data';
+import {gridSize, HeatmapInput, maxOf, reds, toGrid} from './heatmap_data';
+import {svgRules, validateOptions} from './heatmap_options';
 
 export type {HeatmapInput} from './heatmap_data';
 
 export interface HeatmapOptions {
-  /** Labels of the keys (columns). */
+  /** Labels of the keys (columns): one string per key. */
   xLabels?: string[];
-  /** Labels of the queries (rows). */
+  /** Labels of the queries (rows): one string per query. */
   yLabels?: string[];
   /** Figure title. */
   title?: string;
@@ -18,7 +19,7 @@ export interface HeatmapOptions {
   /** Axis names; default "Keys" and "Queries". */
   xLabel?: string;
   yLabel?: string;
-  /** Cell size in pixels; default 18. */
+  /** Cell size in pixels, a number > 0; default 18. */
   cellSize?: number;
   /** Draw weights that are exactly 0 (masked positions) blank. Default true. */
   blankZeros?: boolean;
@@ -48,6 +49,7 @@ function hex([r, g, b]: [number, number, number]): string {
  */
 export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptions = {}): string {
   const grid = toGrid(weights, 'attentionHeatmapSvg');
+  validateOptions('attentionHeatmapSvg', options, svgRules(gridSize(grid)));
   const cell = options.cellSize ?? 18;
   const blank = options.blankZeros ?? true;
   const nq = grid[0][0].length;

@@ -23,7 +23,8 @@ export function toGrid(weights: HeatmapInput, caller: string): number[][][][] {
   }
   if (depth < 2 || depth > 4 || typeof probe !== 'number') {
     throw new Error(
-      `${caller}: expected a 2-D to 4-D array of numbers (or a tensor), received depth ${depth}`,
+      `${caller}: expected a 2-D to 4-D array of numbers, not empty (or a tensor), received ` +
+        (typeof probe === 'undefined' ? `an empty array of depth ${depth}` : `depth ${depth}`),
     );
   }
   let grid = value as number[][][][];
@@ -39,6 +40,16 @@ export function toGrid(weights: HeatmapInput, caller: string): number[][][][] {
     }
   }
   return grid;
+}
+
+/** The grid's size, for option checks. */
+export function gridSize(grid: number[][][][]) {
+  return {
+    rows: grid.length,
+    cols: grid[0].length,
+    queries: grid[0][0].length,
+    keys: grid[0][0][0].length,
+  };
 }
 
 /** matplotlib's "Reds", sampled. */

@@ -4,11 +4,12 @@ import * as fs from 'fs';
 import {PNG} from 'pngjs';
 
 import {HeatmapInput, maxOf, reds, toGrid} from './heatmap_data';
+import {PNG_RULES, validateOptions} from './heatmap_options';
 
 export interface HeatmapPngOptions {
-  /** Cell size in pixels; default 16. */
+  /** Cell size, a whole number of pixels > 0; default 16. */
   cellSize?: number;
-  /** Pixels between matrices and around the figure; default 8. */
+  /** Pixels between matrices and around the figure, a whole number >= 0; default 8. */
   gap?: number;
   /** Leave weights that are exactly 0 (masked positions) white. Default true. */
   blankZeros?: boolean;
@@ -22,6 +23,7 @@ export function heatmapPngSize(
   k: number,
   options: HeatmapPngOptions = {},
 ) {
+  validateOptions('heatmapPngSize', options, PNG_RULES);
   const cell = options.cellSize ?? 16;
   const gap = options.gap ?? 8;
   return {width: cols * k * cell + (cols + 1) * gap, height: rows * q * cell + (rows + 1) * gap};
@@ -38,12 +40,19 @@ export function attentionHeatmapPng(
   options: HeatmapPngOptions = {},
 ): Buffer {
   const grid = toGrid(weights, 'attentionHeatmapPng');
+  validateOptions('attentionHeatmapPng', options, PNG_RULES);
   const cell = options.cellSize ?? 16;
   const gap = options.gap ?? 8;
   const blank = options.blankZeros ?? true;
   const q = grid[0][0].length;
   const k = grid[0][0][0].length;
   const {width, height} = heatmapPngSize(grid.length, grid[0].length, q, k, options);
+  if (width * height > 2 ** 26) {
+    throw new Error(
+      `attentionHeatmapPng: the image would be ${width} x ${height} pixels; lower cellSize or gap ` +
+        `(at most 2^26 pixels)`,
+    );
+  }
   const png = new PNG({width, height});
   png.data.fill(255);
   const vmax = maxOf(grid);
