@@ -9,23 +9,19 @@ import {mm} from '../ops/matmul';
 import {
   Activation,
   ActivationIdentifier,
-  Constraint,
-  ConstraintIdentifier,
   getActivation,
-  getConstraint,
-  getInitializer,
-  getRegularizer,
-  Initializer,
-  InitializerIdentifier,
-  Regularizer,
-  RegularizerIdentifier,
   serializeActivation,
-  serializeObject,
 } from './config_objects';
 import {analyzeEinsumDense, denseBoundAxes, Dim} from './einsum_dense_shapes';
+import {
+  projectionConfig,
+  ProjectionArgs,
+  projectionOptions,
+  ProjectionOptions,
+} from './projection_options';
 import {singleShape, Shape} from './shapes';
 
-export interface EinsumDenseArgs extends LayerArgs {
+export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   /** An equation `X,Y->Z` (or with `...`) contracting the input `X` with the kernel `Y`. */
   equation: string;
   /** The output shape without the batch axis; null entries are taken from the input. */
@@ -33,13 +29,6 @@ export interface EinsumDenseArgs extends LayerArgs {
   /** Output letters that carry a bias (e.g. `'de'`); none when omitted. */
   biasAxes?: string | null;
   activation?: ActivationIdentifier | null;
-  kernelInitializer?: InitializerIdentifier;
-  biasInitializer?: InitializerIdentifier;
-  kernelRegularizer?: RegularizerIdentifier | null;
-  biasRegularizer?: RegularizerIdentifier | null;
-  activityRegularizer?: RegularizerIdentifier | null;
-  kernelConstraint?: ConstraintIdentifier | null;
-  biasConstraint?: ConstraintIdentifier | null;
 }
 
 /**
@@ -64,12 +53,8 @@ export class EinsumDense extends layers.Layer {
   readonly partialOutputShape: Dim[];
   readonly biasAxes: string | null;
   readonly activation: Activation;
-  readonly kernelInitializer: Initializer;
-  readonly biasInitializer: Initializer;
-  readonly kernelRegularizer: Regularizer | null;
-  readonly biasRegularizer: Regularizer | null;
-  readonly kernelConstraint: Constraint | null;
-  readonly biasConstraint: Constraint | null;
+  /** Initializers, regularizers and constraints of the kernel and bias. */
+  readonly projection: ProjectionOptions;
   /** The user's outputShape as given (a number stays a number), for the config. */
   private readonly outputShapeArg: number | Dim[];
 
@@ -99,18 +84,7 @@ export class EinsumDense extends layers.Layer {
     this.partialOutputShape = typeof os === 'number' ? [os] : [...os];
     this.biasAxes = args.biasAxes ?? null;
     this.activation = getActivation(args.activation);
-    this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
-    this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
-    this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
-    this.biasRegularizer = getRegularizer(args.biasRegularizer);
-    this.kernelConstraint = getConstraint(args.kernelConstraint);
-    this.biasConstraint = getConstraint(args.biasConstraint);
-    if (args.activityRegularizer != null) {
-      throw new Error(
-        `EinsumDense: activityRegularizer is not supported (tfjs-layers' Layer.apply refuses ` +
-          `activity regularizers); received ${JSON.stringify(args.activityRegularizer)}`,
-      );
-    }
+    this.projection = projectionOptions(args, 'EinsumDense');
     this.supportsMasking = false;
   }
 
@@ -124,10 +98,10 @@ export class EinsumDense extends layers.Layer {
       'kernel',
       kernelShape,
       'float32',
-      this.kernelInitializer,
-      this.kernelRegularizer ?? undefined,
+      this.projection.kernelInitializer,
+      this.projection.kernelRegularizer ?? undefined,
       true,
-      this.kernelConstraint ?? undefined,
+      this.projection.kernelConstraint ?? undefined,
     );
     this.bias =
       biasShape == null
@@ -136,10 +110,10 @@ export class EinsumDense extends layers.Layer {
             'bias',
             biasShape,
             'float32',
-            this.biasInitializer,
-            this.biasRegularizer ?? undefined,
+            this.projection.biasInitializer,
+            this.projection.biasRegularizer ?? undefined,
             true,
-            this.biasConstraint ?? undefined,
+            this.projection.biasConstraint ?? undefined,
           );
     this.built = true;
   }
@@ -204,13 +178,7 @@ export class EinsumDense extends layers.Layer {
       equation: this.equation,
       activation: serializeActivation(this.activation),
       biasAxes: this.biasAxes,
-      kernelInitializer: serializeObject(this.kernelInitializer),
-      biasInitializer: serializeObject(this.biasInitializer),
-      kernelRegularizer: serializeObject(this.kernelRegularizer),
-      biasRegularizer: serializeObject(this.biasRegularizer),
-      activityRegularizer: null,
-      kernelConstraint: serializeObject(this.kernelConstraint),
-      biasConstraint: serializeObject(this.biasConstraint),
+      ...projectionConfig(this.projection),
     };
     return {...super.getConfig(), ...config};
   }

@@ -3,26 +3,20 @@ import * as tf from '@tensorflow/tfjs-core';
 import {dotProductAttention} from '../ops/attention_core';
 import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
 import {AttentionParts, CallSettings} from './call_spec';
-import {
-  Constraint,
-  ConstraintIdentifier,
-  getConstraint,
-  getInitializer,
-  getRegularizer,
-  Initializer,
-  InitializerIdentifier,
-  Regularizer,
-  RegularizerIdentifier,
-  serializeObject,
-} from './config_objects';
 import {EinsumDense} from './einsum_dense';
+import {
+  projectionConfig,
+  ProjectionArgs,
+  projectionOptions,
+  ProjectionOptions,
+} from './projection_options';
 import {keysAndValues} from './kv_cache';
 import {positiveInt} from './multi_head_attention_args';
 import {fromCoreLayout, headLayout, toCoreLayout} from './multi_head_attention_layout';
 import {multiHeadAttentionMask} from './multi_head_attention_mask';
 import {formatShape, Shape} from './shapes';
 
-export interface GroupQueryAttentionArgs extends BaseAttentionArgs {
+export interface GroupQueryAttentionArgs extends BaseAttentionArgs, ProjectionArgs {
   /** Size of each attention head (query, key and value). */
   headDim: number;
   /** Number of query heads `U`. */
@@ -37,14 +31,6 @@ export interface GroupQueryAttentionArgs extends BaseAttentionArgs {
   slidingWindow?: number | null;
   /** Keras' flash-attention switch: accepted for configs, the results are the same here. */
   flashAttention?: boolean | null;
-  kernelInitializer?: InitializerIdentifier;
-  biasInitializer?: InitializerIdentifier;
-  kernelRegularizer?: RegularizerIdentifier | null;
-  biasRegularizer?: RegularizerIdentifier | null;
-  /** Not supported by tfjs-layers; only null is accepted. */
-  activityRegularizer?: RegularizerIdentifier | null;
-  kernelConstraint?: ConstraintIdentifier | null;
-  biasConstraint?: ConstraintIdentifier | null;
 }
 
 /** The sublayers in Keras' build order (the weight order), with Keras 3's attribute names. */
@@ -86,13 +72,8 @@ export class GroupQueryAttention extends BaseAttention {
   readonly useGate: boolean;
   readonly slidingWindow: number | null;
   readonly flashAttention: boolean | null;
-  readonly kernelInitializer: Initializer;
-  readonly biasInitializer: Initializer;
-  readonly kernelRegularizer: Regularizer | null;
-  readonly biasRegularizer: Regularizer | null;
-  readonly kernelConstraint: Constraint | null;
-  readonly biasConstraint: Constraint | null;
-  private readonly defaultKernels: boolean;
+  /** Initializers, regularizers and constraints of the projections' kernels and biases. */
+  readonly projection: ProjectionOptions;
   readonly dense: Partial<Record<GqaSublayer, EinsumDense>> = {};
 
   constructor(args: GroupQueryAttentionArgs) {
@@ -121,19 +102,7 @@ export class GroupQueryAttention extends BaseAttention {
     this.useGate = Boolean(args.useGate ?? false);
     this.slidingWindow = positiveInt(args.slidingWindow, 'slidingWindow', true, name);
     this.flashAttention = args.flashAttention ?? null;
-    this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
-    this.defaultKernels = args.kernelInitializer == null;
-    this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
-    this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
-    this.biasRegularizer = getRegularizer(args.biasRegularizer);
-    this.kernelConstraint = getConstraint(args.kernelConstraint);
-    this.biasConstraint = getConstraint(args.biasConstraint);
-    if (args.activityRegularizer != null) {
-      throw new Error(
-        `GroupQueryAttention: activityRegularizer is not supported (tfjs-layers' Layer.apply ` +
-          `refuses activity regularizers); received ${JSON.stringify(args.activityRegularizer)}`,
-      );
-    }
+    this.projection = projectionOptions(args, 'GroupQueryAttention');
   }
 
   private make(name: GqaSublayer, equation: string, outputShape: Array<number | null>) {
@@ -145,13 +114,10 @@ export class GroupQueryAttention extends BaseAttention {
       // bias over the output letters after batch and sequence ('uh', 'vh', 'm'), as in Keras
       biasAxes: this.useBias ? equation.slice(equation.indexOf('->') + 4) : null,
       activation: name === 'gate' ? 'sigmoid' : null,
+      ...this.projection,
       kernelInitializer:
-        (this.defaultKernels && this.seededGlorot(index)) || this.kernelInitializer,
-      biasInitializer: this.biasInitializer,
-      kernelRegularizer: this.kernelRegularizer,
-      biasRegularizer: this.biasRegularizer,
-      kernelConstraint: this.kernelConstraint,
-      biasConstraint: this.biasConstraint,
+        (this.projection.defaultKernels && this.seededGlorot(index)) ||
+        this.projection.kernelInitializer,
     });
   }
 
@@ -270,13 +236,7 @@ export class GroupQueryAttention extends BaseAttention {
       numKeyValueHeads: this.numKeyValueHeads,
       useBias: this.useBias,
       flashAttention: this.flashAttention,
-      kernelInitializer: serializeObject(this.kernelInitializer),
-      biasInitializer: serializeObject(this.biasInitializer),
-      kernelRegularizer: serializeObject(this.kernelRegularizer),
-      biasRegularizer: serializeObject(this.biasRegularizer),
-      activityRegularizer: null,
-      kernelConstraint: serializeObject(this.kernelConstraint),
-      biasConstraint: serializeObject(this.biasConstraint),
+      ...projectionConfig(this.projection),
     };
     if (this.useGate) config.useGate = true;
     if (this.slidingWindow != null) config.slidingWindow = this.slidingWindow;

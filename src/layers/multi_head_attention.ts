@@ -3,16 +3,8 @@ import * as tf from '@tensorflow/tfjs-core';
 import {dotProductAttention} from '../ops/attention_core';
 import {AttendResult, BaseAttention, TensorSpec} from './base_attention';
 import {AttentionParts, CallSettings} from './call_spec';
-import {
-  Constraint,
-  getConstraint,
-  getInitializer,
-  getRegularizer,
-  Initializer,
-  Regularizer,
-  serializeObject,
-} from './config_objects';
 import {EinsumDense} from './einsum_dense';
+import {projectionConfig, projectionOptions, ProjectionOptions} from './projection_options';
 import {keysAndValues} from './kv_cache';
 import {intList, MultiHeadAttentionArgs, positiveInt} from './multi_head_attention_args';
 import {buildProjectionEquation, resolveAttentionAxes} from './multi_head_attention_equations';
@@ -63,17 +55,11 @@ export class MultiHeadAttention extends BaseAttention {
   readonly slidingWindow: number | null;
   readonly softmaxRobustMasking: boolean;
   readonly chunkSize: number | null;
-  readonly kernelInitializer: Initializer;
-  readonly biasInitializer: Initializer;
-  readonly kernelRegularizer: Regularizer | null;
-  readonly biasRegularizer: Regularizer | null;
-  readonly kernelConstraint: Constraint | null;
-  readonly biasConstraint: Constraint | null;
+  /** Initializers, regularizers and constraints of the projections' kernels and biases. */
+  readonly projection: ProjectionOptions;
   private attentionAxesArg: number[] | null;
   private buildShapes: {query: Shape | null; value: Shape | null; key: Shape | null};
   private attentionAxes: number[] | null = null;
-  /** Whether the kernels use the default initializer (seeded per sublayer under `seed`). */
-  private readonly defaultKernels: boolean;
 
   queryDense: EinsumDense | null = null;
   keyDense: EinsumDense | null = null;
@@ -109,19 +95,7 @@ export class MultiHeadAttention extends BaseAttention {
       );
     }
     this.chunkSize = chunk;
-    this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
-    this.defaultKernels = args.kernelInitializer == null;
-    this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
-    this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
-    this.biasRegularizer = getRegularizer(args.biasRegularizer);
-    this.kernelConstraint = getConstraint(args.kernelConstraint);
-    this.biasConstraint = getConstraint(args.biasConstraint);
-    if (args.activityRegularizer != null) {
-      throw new Error(
-        `MultiHeadAttention: activityRegularizer is not supported (tfjs-layers' Layer.apply ` +
-          `refuses activity regularizers); received ${JSON.stringify(args.activityRegularizer)}`,
-      );
-    }
+    this.projection = projectionOptions(args, 'MultiHeadAttention');
     this.buildShapes = {
       query: args.queryShape ?? null,
       value: args.valueShape ?? null,
@@ -138,15 +112,11 @@ export class MultiHeadAttention extends BaseAttention {
       outputShape: [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims],
       biasAxes: this.useBias ? p.biasAxes : null,
       activation: name === 'gate' ? 'sigmoid' : null,
+      ...this.projection,
       kernelInitializer:
-        (this.defaultKernels &&
+        (this.projection.defaultKernels &&
           this.seededGlorot(MHA_SUBLAYERS.findIndex((s) => s.name === name))) ||
-        this.kernelInitializer,
-      biasInitializer: this.biasInitializer,
-      kernelRegularizer: this.kernelRegularizer,
-      biasRegularizer: this.biasRegularizer,
-      kernelConstraint: this.kernelConstraint,
-      biasConstraint: this.biasConstraint,
+        this.projection.kernelInitializer,
     });
   }
 
@@ -317,13 +287,7 @@ export class MultiHeadAttention extends BaseAttention {
       useBias: this.useBias,
       outputShape: this.outputShapeArg,
       attentionAxes: this.attentionAxes ?? this.attentionAxesArg,
-      kernelInitializer: serializeObject(this.kernelInitializer),
-      biasInitializer: serializeObject(this.biasInitializer),
-      kernelRegularizer: serializeObject(this.kernelRegularizer),
-      biasRegularizer: serializeObject(this.biasRegularizer),
-      activityRegularizer: null,
-      kernelConstraint: serializeObject(this.kernelConstraint),
-      biasConstraint: serializeObject(this.biasConstraint),
+      ...projectionConfig(this.projection),
       queryShape: this.buildShapes.query,
       valueShape: this.buildShapes.value,
       keyShape: this.buildShapes.key,

@@ -1,13 +1,9 @@
 /** MultiHeadAttention's constructor options and their validation. */
 import type {BaseAttentionArgs} from './base_attention';
-import type {
-  ConstraintIdentifier,
-  InitializerIdentifier,
-  RegularizerIdentifier,
-} from './config_objects';
+import type {ProjectionArgs} from './projection_options';
 import type {Shape} from './shapes';
 
-export interface MultiHeadAttentionArgs extends BaseAttentionArgs {
+export interface MultiHeadAttentionArgs extends BaseAttentionArgs, ProjectionArgs {
   /** Number of attention heads. */
   numHeads: number;
   /** Size of each head for query and key. */
@@ -20,14 +16,6 @@ export interface MultiHeadAttentionArgs extends BaseAttentionArgs {
   outputShape?: number | number[] | null;
   /** Axes attention runs over (default: every axis between batch and features). */
   attentionAxes?: number | number[] | null;
-  kernelInitializer?: InitializerIdentifier;
-  biasInitializer?: InitializerIdentifier;
-  kernelRegularizer?: RegularizerIdentifier | null;
-  biasRegularizer?: RegularizerIdentifier | null;
-  /** Not supported by tfjs-layers; only null is accepted. */
-  activityRegularizer?: RegularizerIdentifier | null;
-  kernelConstraint?: ConstraintIdentifier | null;
-  biasConstraint?: ConstraintIdentifier | null;
   /** Keras 3.14 gated attention: `output_dense(attended * sigmoid(gate(query)))`. */
   useGate?: boolean;
   /** Keras 3.15 local attention: only keys with `|i - j| < slidingWindow` (and `j <= i` if causal). */

@@ -1,0 +1,75 @@
+/**
+ * The weight options of every layer made of einsum projections (EinsumDense, and the projections
+ * of MultiHeadAttention and GroupQueryAttention): initializers, regularizers and constraints of
+ * kernels and biases, resolved and validated once, and written back to configs the same way.
+ */
+import type * as tf from '@tensorflow/tfjs-core';
+
+import {
+  Constraint,
+  ConstraintIdentifier,
+  getConstraint,
+  getInitializer,
+  getRegularizer,
+  Initializer,
+  InitializerIdentifier,
+  Regularizer,
+  RegularizerIdentifier,
+  serializeObject,
+} from './config_objects';
+
+export interface ProjectionArgs {
+  /** Initializer of the kernels. Default glorotUniform (seeded by the layer's `seed`, if any). */
+  kernelInitializer?: InitializerIdentifier;
+  /** Initializer of the biases. Default zeros. */
+  biasInitializer?: InitializerIdentifier;
+  kernelRegularizer?: RegularizerIdentifier | null;
+  biasRegularizer?: RegularizerIdentifier | null;
+  /** Not supported by tfjs-layers; only null is accepted. */
+  activityRegularizer?: RegularizerIdentifier | null;
+  kernelConstraint?: ConstraintIdentifier | null;
+  biasConstraint?: ConstraintIdentifier | null;
+}
+
+export interface ProjectionOptions {
+  kernelInitializer: Initializer;
+  biasInitializer: Initializer;
+  kernelRegularizer: Regularizer | null;
+  biasRegularizer: Regularizer | null;
+  kernelConstraint: Constraint | null;
+  biasConstraint: Constraint | null;
+  /** Whether the kernel initializer is the default (so a layer seed may seed it). */
+  defaultKernels: boolean;
+}
+
+/** Resolves the options; `cls` names the layer class in errors. */
+export function projectionOptions(args: ProjectionArgs, cls: string): ProjectionOptions {
+  if (args.activityRegularizer != null) {
+    throw new Error(
+      `${cls}: activityRegularizer is not supported (tfjs-layers' Layer.apply refuses activity ` +
+        `regularizers); received ${JSON.stringify(args.activityRegularizer)}`,
+    );
+  }
+  return {
+    kernelInitializer: getInitializer(args.kernelInitializer, 'glorotUniform'),
+    biasInitializer: getInitializer(args.biasInitializer, 'zeros'),
+    kernelRegularizer: getRegularizer(args.kernelRegularizer),
+    biasRegularizer: getRegularizer(args.biasRegularizer),
+    kernelConstraint: getConstraint(args.kernelConstraint),
+    biasConstraint: getConstraint(args.biasConstraint),
+    defaultKernels: args.kernelInitializer == null,
+  };
+}
+
+/** The options as config entries (Keras' keys, camelCased). */
+export function projectionConfig(o: ProjectionOptions): tf.serialization.ConfigDict {
+  return {
+    kernelInitializer: serializeObject(o.kernelInitializer),
+    biasInitializer: serializeObject(o.biasInitializer),
+    kernelRegularizer: serializeObject(o.kernelRegularizer),
+    biasRegularizer: serializeObject(o.biasRegularizer),
+    activityRegularizer: null,
+    kernelConstraint: serializeObject(o.kernelConstraint),
+    biasConstraint: serializeObject(o.biasConstraint),
+  };
+}
