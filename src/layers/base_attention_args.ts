@@ -1,0 +1,67 @@
+/** The options and call arguments of every attention layer, and what a layer's attention returns. */
+import type * as tf from '@tensorflow/tfjs-core';
+import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+
+import {Role, ROLES} from './call_spec';
+
+/** Options shared by every attention layer. */
+export interface BaseAttentionArgs extends LayerArgs {
+  /** Dropout rate on the attention weights, applied in training only. Default 0. */
+  dropout?: number;
+  /**
+   * Causal masking: query `i` attends to keys `<= i`. Kept in the config, so models that need it
+   * at `predict` / `fit` time (where tfjs replays no call kwargs) keep it after save and load.
+   */
+  useCausalMask?: boolean;
+  /** Return `[output, scores]` instead of `output`. Kept in the config, like `useCausalMask`. */
+  returnAttentionScores?: boolean;
+  /**
+   * Seed of the dropout masks (advanced on every call) and of the default (glorotUniform) kernel
+   * initializers, each weight its own stream derived from it: the same seed builds the same
+   * weights. Initializers given explicitly are used as given.
+   */
+  seed?: number | null;
+  /**
+   * The role of each input (`'query'`, `'value'`, `'key'`, `'validLens'`, `'attentionMask'`);
+   * recorded automatically when a functional model passes lengths or an attention mask, and kept
+   * in the config. Rarely given by hand.
+   */
+  inputRoles?: Role[] | null;
+}
+
+/** Keyword arguments of `apply` / `call` for every attention layer. */
+export interface AttentionCallArgs {
+  /** int32 lengths, `[batch]` (per sequence) or `[batch, queries]` (per query). */
+  validLens?: tf.Tensor | SymbolicTensor | null;
+  /** bool or 0/1 mask broadcastable to `[batch, queries, keys]`; true / 1 = attend. */
+  attentionMask?: tf.Tensor | SymbolicTensor | null;
+  useCausalMask?: boolean;
+  returnAttentionScores?: boolean;
+  training?: boolean;
+  /** Keras-style masks `[queryMask, valueMask, keyMask?]` (`[batch, length]`, true = keep). */
+  mask?: Array<tf.Tensor | null> | tf.Tensor | null;
+}
+
+/** What a layer's attention returns; scores may be null unless the call returns them. */
+export interface AttendResult {
+  output: tf.Tensor;
+  scores: tf.Tensor | null;
+  /** The updated key / value cache, for calls given a cache. */
+  cache?: tf.Tensor | null;
+}
+
+/** Validates recorded input roles from a config. */
+export function checkRoles(roles: unknown, cls: string): Role[] {
+  if (
+    !Array.isArray(roles) ||
+    roles.length === 0 ||
+    roles[0] !== 'query' ||
+    !roles.every((r) => ROLES.includes(r))
+  ) {
+    throw new Error(
+      `${cls}: expected inputRoles to start with 'query' and name roles among ${ROLES.join(', ')}, received ${JSON.stringify(roles)}`,
+    );
+  }
+  return roles as Role[];
+}
