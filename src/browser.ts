@@ -8,6 +8,7 @@ export {MultiHeadAttention} from './layers/multi_head_attention';
 export {Attention, DotProductAttention} from './layers/dot_product_attention';
 export {AdditiveAttention} from './layers/additive_attention';
 export {EinsumDense} from './layers/einsum_dense';
+export {CachedMultiHeadAttention} from './layers/cached_multi_head_attention';
 export {GroupQueryAttention} from './layers/group_query_attention';
 export {TokenAndPositionEmbedding} from './layers/token_and_position_embedding';
 export {BaseAttention} from './layers/base_attention';

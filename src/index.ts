@@ -7,6 +7,7 @@ import './layers/register';
 
 export {MultiHeadAttention} from './layers/multi_head_attention';
 export type {MultiHeadAttentionArgs} from './layers/multi_head_attention';
+export {CachedMultiHeadAttention} from './layers/cached_multi_head_attention';
 export {GroupQueryAttention} from './layers/group_query_attention';
 export type {GroupQueryAttentionArgs} from './layers/group_query_attention';
 export {Attention, DotProductAttention} from './layers/dot_product_attention';

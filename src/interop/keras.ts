@@ -30,6 +30,7 @@ type Entry = [string, number, number, Obj];
 
 const ATTENTION_CLASSES = [
   'MultiHeadAttention',
+  'CachedMultiHeadAttention',
   'GroupQueryAttention',
   'Attention',
   'AdditiveAttention',
@@ -41,6 +42,7 @@ const KERAS3_SUBLAYERS: Record<
   {prefix?: string; table: ReadonlyArray<{name: string; keras3: string}>}
 > = {
   MultiHeadAttention: {table: MHA_SUBLAYERS},
+  CachedMultiHeadAttention: {table: MHA_SUBLAYERS},
   // the Python class is GroupedQueryAttention, which names its weight folder
   GroupQueryAttention: {prefix: 'grouped_query_attention', table: GQA_SUBLAYERS},
 };
@@ -188,7 +190,7 @@ function rewriteAttentionLayer(layer: Obj): void {
     }
     const inputs: Entry[] = [...positional];
     const roles: string[] = ['query', 'value', 'key'].slice(0, inputs.length);
-    if (cls === 'MultiHeadAttention' || cls === 'GroupQueryAttention') {
+    if (['MultiHeadAttention', 'CachedMultiHeadAttention', 'GroupQueryAttention'].includes(cls)) {
       if (tensorKwargs.value) {
         inputs.push(tensorKwargs.value);
         roles.push('value');

@@ -22,6 +22,7 @@ export function snake(name: string): string {
 const KERAS_ONLY: Record<string, string[]> = {
   common: ['batch_input_shape', 'dtype'],
   MultiHeadAttention: [],
+  CachedMultiHeadAttention: [],
   GroupQueryAttention: [],
   // Keras <= 2.9 wrote `causal` (rewritten to use_causal_mask by the loader)
   Attention: ['causal'],
@@ -32,17 +33,19 @@ const KERAS_ONLY: Record<string, string[]> = {
 const EVERY_OPTION = {
   common: {useCausalMask: true, returnAttentionScores: true, inputRoles: ['query' as const]},
 };
+const mhaSample = () =>
+  new MultiHeadAttention({
+    ...EVERY_OPTION.common,
+    numHeads: 1,
+    keyDim: 1,
+    useGate: true,
+    slidingWindow: 1,
+    softmaxRobustMasking: true,
+    chunkSize: 1,
+  });
 const SAMPLES: Record<string, () => {getConfig(): tf.serialization.ConfigDict}> = {
-  MultiHeadAttention: () =>
-    new MultiHeadAttention({
-      ...EVERY_OPTION.common,
-      numHeads: 1,
-      keyDim: 1,
-      useGate: true,
-      slidingWindow: 1,
-      softmaxRobustMasking: true,
-      chunkSize: 1,
-    }),
+  MultiHeadAttention: mhaSample,
+  CachedMultiHeadAttention: mhaSample,
   GroupQueryAttention: () =>
     new GroupQueryAttention({
       ...EVERY_OPTION.common,

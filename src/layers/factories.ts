@@ -6,6 +6,7 @@ import {
   DotProductAttention,
   DotProductAttentionArgs,
 } from './dot_product_attention';
+import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {EinsumDense, EinsumDenseArgs} from './einsum_dense';
 import {GroupQueryAttention, GroupQueryAttentionArgs} from './group_query_attention';
 import {MultiHeadAttention, MultiHeadAttentionArgs} from './multi_head_attention';
@@ -17,6 +18,8 @@ import {
 export const layers = {
   multiHeadAttention: (args: MultiHeadAttentionArgs): MultiHeadAttention =>
     new MultiHeadAttention(args),
+  cachedMultiHeadAttention: (args: MultiHeadAttentionArgs): CachedMultiHeadAttention =>
+    new CachedMultiHeadAttention(args),
   groupQueryAttention: (args: GroupQueryAttentionArgs): GroupQueryAttention =>
     new GroupQueryAttention(args),
   dotProductAttention: (args: DotProductAttentionArgs = {}): DotProductAttention =>

@@ -44,7 +44,7 @@ export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
  */
 export class MultiHeadAttention extends BaseAttention {
   /** @nocollapse */
-  static readonly className = 'MultiHeadAttention';
+  static readonly className: string = 'MultiHeadAttention';
 
   readonly numHeads: number;
   readonly keyDim: number;

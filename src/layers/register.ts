@@ -2,6 +2,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {AdditiveAttention} from './additive_attention';
+import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {Attention, DotProductAttention} from './dot_product_attention';
 import {EinsumDense} from './einsum_dense';
 import {GroupQueryAttention} from './group_query_attention';
@@ -10,6 +11,7 @@ import {TokenAndPositionEmbedding} from './token_and_position_embedding';
 
 export const LAYER_CLASSES = [
   MultiHeadAttention,
+  CachedMultiHeadAttention,
   GroupQueryAttention,
   DotProductAttention,
   Attention,
