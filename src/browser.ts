@@ -14,6 +14,7 @@ export {TokenAndPositionEmbedding} from './layers/token_and_position_embedding';
 export {BaseAttention} from './layers/base_attention';
 export {layers} from './layers/factories';
 export {einsum} from './ops/einsum';
+export {generate} from './generate/generate';
 export {causalMask} from './ops/masking';
 export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 export {attentionHeatmapSvg} from './viz/heatmap';

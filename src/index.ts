@@ -30,7 +30,12 @@ export {einsum} from './ops/einsum';
 export {causalMask} from './ops/masking';
 export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 
+export {generate} from './generate/generate';
+export type {GenerateOptions} from './generate/generate';
+export type {SamplerName, SamplerOptions} from './generate/samplers';
+
 export {fileSystem} from './io/file_system';
+export type {FileSystemHandler, FileSystemOptions} from './io/file_system';
 export {loadKerasModel} from './io/load_keras_model';
 export {convertKerasArtifacts} from './interop/keras';
 export {toKerasArtifacts} from './interop/keras_export';
