@@ -7,6 +7,9 @@ import {Attention, DotProductAttention} from './dot_product_attention';
 import {EinsumDense} from './einsum_dense';
 import {GroupQueryAttention} from './group_query_attention';
 import {MultiHeadAttention} from './multi_head_attention';
+import {PositionEmbedding} from './hub/position_embedding';
+import {RotaryEmbedding} from './hub/rotary_embedding';
+import {SinePositionEncoding} from './hub/sine_position_encoding';
 import {TokenAndPositionEmbedding} from './token_and_position_embedding';
 
 export const LAYER_CLASSES = [
@@ -18,6 +21,9 @@ export const LAYER_CLASSES = [
   AdditiveAttention,
   EinsumDense,
   TokenAndPositionEmbedding,
+  PositionEmbedding,
+  SinePositionEncoding,
+  RotaryEmbedding,
 ];
 
 for (const cls of LAYER_CLASSES) {

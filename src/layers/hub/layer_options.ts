@@ -1,0 +1,45 @@
+/** Option checks shared by the keras-hub layers. */
+
+/** Keys every tfjs layer config may hold. */
+const LAYER_KEYS = [
+  'name',
+  'trainable',
+  'dtype',
+  'batchInputShape',
+  'inputShape',
+  'batchSize',
+  'inputDType',
+  'weights',
+  'customObjects', // tfjs' deserializer passes it to every constructor
+];
+
+/**
+ * Throws on an option this package does not implement (a keras-hub option such as YaRN rope or
+ * llama-3.1 frequency factors) when it is set to anything but null / false, naming it.
+ */
+export function refuseUnknownOptions(args: object, known: readonly string[], cls: string): void {
+  for (const [key, value] of Object.entries(args ?? {})) {
+    if (known.includes(key) || LAYER_KEYS.includes(key) || value == null || value === false)
+      continue;
+    throw new Error(
+      `${cls}: the option '${key}' = ${JSON.stringify(value)} is not implemented; the options are ` +
+        `${known.join(', ')}`,
+    );
+  }
+}
+
+/** A number option: finite and > 0 (or >= 0 when `zero`), else an error naming it. */
+export function positiveNumber(
+  value: unknown,
+  name: string,
+  cls: string,
+  fallback: number,
+): number {
+  const v = value ?? fallback;
+  if (!(typeof v === 'number' && Number.isFinite(v) && v > 0)) {
+    throw new Error(
+      `${cls}: expected ${name} to be a number > 0, received ${JSON.stringify(value)}`,
+    );
+  }
+  return v;
+}

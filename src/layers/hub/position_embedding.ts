@@ -1,0 +1,94 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {
+  getInitializer,
+  Initializer,
+  InitializerIdentifier,
+  serializeObject,
+} from '../config_objects';
+import {formatShape, Shape, singleShape} from '../shapes';
+import {refuseUnknownOptions} from './layer_options';
+
+export interface PositionEmbeddingArgs extends LayerArgs {
+  /** The longest sequence (rows of the embedding table). */
+  sequenceLength: number;
+  /** Initializer of the table. Default glorotUniform. */
+  initializer?: InitializerIdentifier;
+}
+
+/**
+ * keras-hub's `PositionEmbedding`: a learned table `embeddings [sequenceLength, features]`; for
+ * inputs `[..., T, features]` it returns rows `startIndex .. startIndex + T - 1` broadcast to the
+ * input's shape (add it to the input yourself). Shorter sequences use the first rows.
+ *
+ * ```js
+ * const x = tf.add(tokens, new PositionEmbedding({sequenceLength: 128}).apply(tokens));
+ * ```
+ */
+export class PositionEmbedding extends layers.Layer {
+  /** @nocollapse */
+  static readonly className = 'PositionEmbedding';
+
+  readonly sequenceLength: number;
+  readonly initializer: Initializer;
+  embeddings: LayerVariable | null = null;
+
+  constructor(args: PositionEmbeddingArgs) {
+    super(args);
+    refuseUnknownOptions(args, ['sequenceLength', 'initializer'], 'PositionEmbedding');
+    if (!(Number.isInteger(args?.sequenceLength) && args.sequenceLength > 0)) {
+      throw new Error(
+        `PositionEmbedding: expected sequenceLength to be a positive integer, received ${JSON.stringify(args?.sequenceLength)}`,
+      );
+    }
+    this.sequenceLength = args.sequenceLength;
+    this.initializer = getInitializer(args.initializer, 'glorotUniform');
+  }
+
+  override build(inputShape: Shape | Shape[]): void {
+    const shape = singleShape(inputShape, this.name);
+    const features = shape[shape.length - 1];
+    if (shape.length < 2 || features == null) {
+      throw new Error(
+        `Layer '${this.name}' expected [..., length, features], received ${formatShape(shape)}`,
+      );
+    }
+    this.embeddings = this.addWeight(
+      'embeddings',
+      [this.sequenceLength, features],
+      'float32',
+      this.initializer,
+    );
+    this.built = true;
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    return singleShape(inputShape, this.name);
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      const [T, D] = x.shape.slice(-2);
+      const start = Number(kwargs.startIndex ?? 0);
+      if (!(Number.isInteger(start) && start >= 0 && start + T <= this.sequenceLength)) {
+        throw new Error(
+          `Layer '${this.name}': positions ${start} to ${start + T - 1} exceed sequenceLength ${this.sequenceLength}`,
+        );
+      }
+      const rows = tf.slice((this.embeddings as LayerVariable).read(), [start, 0], [T, D]); // [T, D]
+      return tf.broadcastTo(rows, x.shape); // [..., T, D]
+    });
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    return {
+      ...super.getConfig(),
+      sequenceLength: this.sequenceLength,
+      initializer: serializeObject(this.initializer),
+    };
+  }
+}

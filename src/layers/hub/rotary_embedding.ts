@@ -1,0 +1,114 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {layers} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {Shape, singleShape} from '../shapes';
+import {positiveNumber, refuseUnknownOptions} from './layer_options';
+
+export interface RotaryEmbeddingArgs extends LayerArgs {
+  /** The longest wavelength of the sinusoids. Default 10000. */
+  maxWavelength?: number;
+  /** Positions are divided by it (linear rope scaling). Default 1. */
+  scalingFactor?: number;
+  /** The sequence axis of the input. Default 1. */
+  sequenceAxis?: number;
+  /** The feature axis of the input (even size). Default -1. */
+  featureAxis?: number;
+}
+
+const KNOWN = ['maxWavelength', 'scalingFactor', 'sequenceAxis', 'featureAxis', 'ropeType'];
+
+/**
+ * keras-hub's `RotaryEmbedding` (RoFormer): rotates feature pairs `(x_i, x_{i+D/2})` (halves, not
+ * interleaved) by angle `position / scalingFactor * maxWavelength^(-2i/D)`:
+ * `out = x cos + [-x2, x1] sin`. No weights; any rank with a sequence and a feature axis.
+ * Call option `startIndex` (cached decoding): the position of the first element.
+ *
+ * ```js
+ * const rope = new RotaryEmbedding();
+ * const q = rope.apply(query); // [batch, T, heads, headDim]
+ * ```
+ */
+export class RotaryEmbedding extends layers.Layer {
+  /** @nocollapse */
+  static readonly className = 'RotaryEmbedding';
+
+  readonly maxWavelength: number;
+  readonly scalingFactor: number;
+  readonly sequenceAxis: number;
+  readonly featureAxis: number;
+
+  constructor(args: RotaryEmbeddingArgs = {}) {
+    super(args);
+    const cls = 'RotaryEmbedding';
+    const rope = (args as {ropeType?: unknown}).ropeType;
+    if (rope != null && rope !== 'default') {
+      throw new Error(
+        `${cls}: ropeType ${JSON.stringify(rope)} is not implemented; only 'default'`,
+      );
+    }
+    refuseUnknownOptions(args, KNOWN, cls);
+    this.maxWavelength = positiveNumber(args.maxWavelength, 'maxWavelength', cls, 10000);
+    this.scalingFactor = positiveNumber(args.scalingFactor, 'scalingFactor', cls, 1);
+    this.sequenceAxis = args.sequenceAxis ?? 1;
+    this.featureAxis = args.featureAxis ?? -1;
+    for (const [name, v] of [
+      ['sequenceAxis', this.sequenceAxis],
+      ['featureAxis', this.featureAxis],
+    ] as const) {
+      if (!Number.isInteger(v)) {
+        throw new Error(`${cls}: expected ${name} to be an integer, received ${JSON.stringify(v)}`);
+      }
+    }
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    return singleShape(inputShape, this.name);
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      const rank = x.rank;
+      const seq = this.sequenceAxis < 0 ? rank + this.sequenceAxis : this.sequenceAxis;
+      const feat = this.featureAxis < 0 ? rank + this.featureAxis : this.featureAxis;
+      const D = x.shape[feat];
+      if (seq === feat || seq < 0 || feat < 0 || seq >= rank || feat >= rank || D % 2 !== 0) {
+        throw new Error(
+          `Layer '${this.name}' expected distinct sequence and feature axes (${this.sequenceAxis}, ` +
+            `${this.featureAxis}) with an even feature size, received shape [${x.shape.join(', ')}]`,
+        );
+      }
+      const start = Number(kwargs.startIndex ?? 0);
+      const T = x.shape[seq];
+      // angles [T, D]: position t, frequency of pair i (i < D/2) repeated for both halves
+      const angles = new Float32Array(T * D);
+      for (let t = 0; t < T; t++) {
+        const pos = (t + start) / this.scalingFactor;
+        for (let i = 0; i < D / 2; i++) {
+          const inv = 1 / Math.pow(this.maxWavelength, (2 * i) / D);
+          angles[t * D + i] = angles[t * D + i + D / 2] = Math.fround(pos * inv);
+        }
+      }
+      const shape = x.shape.map((_, a) => (a === seq ? T : a === feat ? D : 1));
+      const a = tf.tensor2d(angles, [T, D]);
+      const layout = seq < feat ? a : tf.transpose(a); // the axes in input order
+      const cos = tf.reshape(tf.cos(layout), shape);
+      const sin = tf.reshape(tf.sin(layout), shape);
+      const [x1, x2] = tf.split(x, 2, feat);
+      const rotated = tf.concat([tf.neg(x2), x1], feat); // [-x2, x1]
+      return tf.add(tf.mul(x, cos), tf.mul(rotated, sin));
+    });
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    return {
+      ...super.getConfig(),
+      maxWavelength: this.maxWavelength,
+      scalingFactor: this.scalingFactor,
+      sequenceAxis: this.sequenceAxis,
+      featureAxis: this.featureAxis,
+    };
+  }
+}

@@ -1,0 +1,70 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {layers} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {Shape, singleShape} from '../shapes';
+import {positiveNumber, refuseUnknownOptions} from './layer_options';
+
+export interface SinePositionEncodingArgs extends LayerArgs {
+  /** The longest wavelength of the sinusoids. Default 10000. */
+  maxWavelength?: number;
+}
+
+/**
+ * keras-hub's `SinePositionEncoding` (Vaswani et al.): for inputs `[..., T, D]`, the encoding of
+ * position t at feature j is `sin(t * w_j)` for even j and `cos(t * w_j)` for odd j, with
+ * `w_j = (1 / maxWavelength)^(2 * floor(j / 2) / D)`; returned broadcast to the input's shape
+ * (add it to the input yourself). Call option `startIndex` shifts the positions.
+ *
+ * ```js
+ * const x = tf.add(embeddings, new SinePositionEncoding().apply(embeddings));
+ * ```
+ */
+export class SinePositionEncoding extends layers.Layer {
+  /** @nocollapse */
+  static readonly className = 'SinePositionEncoding';
+
+  readonly maxWavelength: number;
+
+  constructor(args: SinePositionEncodingArgs = {}) {
+    super(args);
+    refuseUnknownOptions(args, ['maxWavelength'], 'SinePositionEncoding');
+    this.maxWavelength = positiveNumber(
+      args.maxWavelength,
+      'maxWavelength',
+      'SinePositionEncoding',
+      10000,
+    );
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    return singleShape(inputShape, this.name);
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      if (x.rank < 2) {
+        throw new Error(
+          `Layer '${this.name}' expected [..., length, features], received [${x.shape.join(', ')}]`,
+        );
+      }
+      const [T, D] = x.shape.slice(-2);
+      const start = Number(kwargs.startIndex ?? 0);
+      const enc = new Float32Array(T * D);
+      for (let t = 0; t < T; t++) {
+        for (let j = 0; j < D; j++) {
+          const w = Math.pow(1 / this.maxWavelength, (2 * Math.floor(j / 2)) / D);
+          const angle = (t + start) * w;
+          enc[t * D + j] = j % 2 === 0 ? Math.sin(angle) : Math.cos(angle);
+        }
+      }
+      return tf.broadcastTo(tf.tensor2d(enc, [T, D]), x.shape); // [..., T, D]
+    });
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    return {...super.getConfig(), maxWavelength: this.maxWavelength};
+  }
+}
