@@ -12,6 +12,7 @@ export {CachedMultiHeadAttention} from './layers/cached_multi_head_attention';
 export {GroupQueryAttention} from './layers/group_query_attention';
 export {TokenAndPositionEmbedding} from './layers/token_and_position_embedding';
 export {PositionEmbedding} from './layers/hub/position_embedding';
+export {ReversibleEmbedding} from './layers/hub/reversible_embedding';
 export {RotaryEmbedding} from './layers/hub/rotary_embedding';
 export {SinePositionEncoding} from './layers/hub/sine_position_encoding';
 export {BaseAttention} from './layers/base_attention';

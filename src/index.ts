@@ -22,6 +22,8 @@ export {EinsumDense} from './layers/einsum_dense';
 export {TokenAndPositionEmbedding} from './layers/token_and_position_embedding';
 export {PositionEmbedding} from './layers/hub/position_embedding';
 export type {PositionEmbeddingArgs} from './layers/hub/position_embedding';
+export {ReversibleEmbedding} from './layers/hub/reversible_embedding';
+export type {ReversibleEmbeddingArgs} from './layers/hub/reversible_embedding';
 export {RotaryEmbedding} from './layers/hub/rotary_embedding';
 export type {RotaryEmbeddingArgs} from './layers/hub/rotary_embedding';
 export {SinePositionEncoding} from './layers/hub/sine_position_encoding';

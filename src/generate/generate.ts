@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
+import {mulberry32} from '../ops/random';
 import {checkSampler, SamplerOptions, sampleNext} from './samplers';
 
 export interface GenerateOptions extends SamplerOptions {
@@ -24,17 +25,6 @@ export interface GenerateOptions extends SamplerOptions {
    * the default recomputes the whole prefix at each step.
    */
   useCache?: boolean;
-}
-
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function promptRows(prompts: tf.Tensor | number[][]): number[][] {

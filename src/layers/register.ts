@@ -8,6 +8,7 @@ import {EinsumDense} from './einsum_dense';
 import {GroupQueryAttention} from './group_query_attention';
 import {MultiHeadAttention} from './multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
+import {ReversibleEmbedding} from './hub/reversible_embedding';
 import {RotaryEmbedding} from './hub/rotary_embedding';
 import {SinePositionEncoding} from './hub/sine_position_encoding';
 import {TokenAndPositionEmbedding} from './token_and_position_embedding';
@@ -24,6 +25,7 @@ export const LAYER_CLASSES = [
   PositionEmbedding,
   SinePositionEncoding,
   RotaryEmbedding,
+  ReversibleEmbedding,
 ];
 
 for (const cls of LAYER_CLASSES) {

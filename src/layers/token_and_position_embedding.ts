@@ -3,6 +3,7 @@ import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
+import {embeddingLookup} from '../ops/embedding_lookup';
 import {
   getInitializer,
   Initializer,
@@ -111,23 +112,7 @@ export class TokenAndPositionEmbedding extends layers.Layer {
           `Layer '${this.name}': the input has ${length} positions but sequenceLength is ${this.sequenceLength}`,
         );
       }
-      const flat = tf.reshape(tf.cast(ids, 'int32'), [-1]); // [batch * length]
-      const vocab = this.vocabularySize;
-      const lookup = tf.customGrad(((table: tf.Tensor, idx: tf.Tensor, save: tf.GradSaveFunc) => {
-        save([idx]);
-        return {
-          value: tf.gather(table, idx), // [batch * length, dim]
-          // one-hot product instead of the gather gradient (no UnsortedSegmentSum on wasm)
-          gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => [
-            tf.matMul(tf.transpose(tf.oneHot(saved[0], vocab)), dy), // [vocab, dim]
-            tf.zerosLike(saved[0]),
-          ],
-        };
-      }) as unknown as Parameters<typeof tf.customGrad>[0]);
-      const tokens = tf.reshape(lookup((this.tokenEmbeddings as LayerVariable).read(), flat), [
-        ...ids.shape,
-        this.embeddingDim,
-      ]); // [batch, length, dim]
+      const tokens = embeddingLookup((this.tokenEmbeddings as LayerVariable).read(), ids); // [batch, length, dim]
       const positions = tf.slice(
         (this.positionEmbeddings as LayerVariable).read(),
         [0, 0],

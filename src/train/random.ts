@@ -1,16 +1,9 @@
 /** A small seeded PRNG (mulberry32), so that a seed fixes data, initial weights and shuffling. */
+import {mulberry32} from '../ops/random';
+
 export type Rng = () => number;
 
-export function mulberry32(seed: number): Rng {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export {mulberry32};
 
 /** An integer in [lo, hi]. */
 export function randInt(rng: Rng, lo: number, hi: number): number {

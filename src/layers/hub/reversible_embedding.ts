@@ -1,0 +1,186 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {embeddingLookup} from '../../ops/embedding_lookup';
+import {
+  getInitializer,
+  Initializer,
+  InitializerIdentifier,
+  serializeObject,
+} from '../config_objects';
+import {formatShape, Shape, singleShape} from '../shapes';
+import {positiveNumber, refuseUnknownOptions} from './layer_options';
+
+export interface ReversibleEmbeddingArgs extends LayerArgs {
+  /** Vocabulary size `V`. */
+  inputDim: number;
+  /** Embedding width `D`. */
+  outputDim: number;
+  /** Reverse with the embeddings' transpose (true) or a separate `reverse_embeddings [D, V]`. */
+  tieWeights?: boolean;
+  /** Default randomUniform (Keras' `uniform`). */
+  embeddingsInitializer?: InitializerIdentifier;
+  /** Treat id 0 as padding: the output carries the Keras mask `ids != 0`. Default false. */
+  maskZero?: boolean;
+  /** Reverse logits become `tanh(logits / cap) * cap`. Default none. */
+  logitSoftCap?: number | null;
+}
+
+const KNOWN = [
+  'inputDim',
+  'outputDim',
+  'tieWeights',
+  'embeddingsInitializer',
+  'maskZero',
+  'logitSoftCap',
+  'reverseDtype',
+];
+
+/**
+ * keras-hub's `ReversibleEmbedding`: an embedding whose reverse call projects hidden states back
+ * to the vocabulary, for tied input / output embeddings of language models.
+ *
+ * - Forward: int32 ids `[...]` -> `[..., D]`, rows of `embeddings [V, D]`.
+ * - Reverse (`{reverse: true}`, or any float input): `[..., D]` -> logits `[..., V]`,
+ *   `x · embeddingsᵀ` (tied) or `x · reverse_embeddings` (untied), soft-capped if asked.
+ *   In functional models (where tfjs replays no call options) a float input means reverse.
+ * - Weights: `embeddings`, and `reverse_embeddings` when untied (keras-hub's names and order).
+ *
+ * ```js
+ * const emb = new ReversibleEmbedding({inputDim: 100, outputDim: 32});
+ * const h = emb.apply(ids);                       // [batch, T, 32]
+ * const logits = emb.apply(h, {reverse: true});   // [batch, T, 100]
+ * ```
+ */
+export class ReversibleEmbedding extends layers.Layer {
+  /** @nocollapse */
+  static readonly className = 'ReversibleEmbedding';
+
+  readonly inputDim: number;
+  readonly outputDim: number;
+  readonly tieWeights: boolean;
+  readonly maskZero: boolean;
+  readonly logitSoftCap: number | null;
+  readonly embeddingsInitializer: Initializer;
+  embeddings: LayerVariable | null = null;
+  reverseEmbeddings: LayerVariable | null = null;
+
+  constructor(args: ReversibleEmbeddingArgs) {
+    super(args);
+    const cls = 'ReversibleEmbedding';
+    refuseUnknownOptions(args, KNOWN, cls);
+    for (const key of ['inputDim', 'outputDim'] as const) {
+      if (!(Number.isInteger(args?.[key]) && args[key] > 0)) {
+        throw new Error(
+          `${cls}: expected ${key} to be a positive integer, received ${JSON.stringify(args?.[key])}`,
+        );
+      }
+    }
+    this.inputDim = args.inputDim;
+    this.outputDim = args.outputDim;
+    this.tieWeights = args.tieWeights ?? true;
+    this.maskZero = Boolean(args.maskZero ?? false);
+    this.logitSoftCap =
+      args.logitSoftCap == null ? null : positiveNumber(args.logitSoftCap, 'logitSoftCap', cls, 1);
+    this.embeddingsInitializer = getInitializer(args.embeddingsInitializer, 'randomUniform');
+    this.supportsMasking = true;
+  }
+
+  override build(): void {
+    this.embeddings = this.addWeight(
+      'embeddings',
+      [this.inputDim, this.outputDim],
+      'float32',
+      this.embeddingsInitializer,
+    );
+    if (!this.tieWeights) {
+      this.reverseEmbeddings = this.addWeight(
+        'reverse_embeddings',
+        [this.outputDim, this.inputDim],
+        'float32',
+        this.embeddingsInitializer,
+      );
+    }
+    this.built = true;
+  }
+
+  private reverseOf(dtype: string | undefined, kwargs: Kwargs = {}): boolean {
+    const float = dtype === undefined || dtype === 'float32';
+    if (kwargs.reverse === true && !float) {
+      throw new Error(
+        `Layer '${this.name}': the reverse call takes float hidden states, received ${dtype}`,
+      );
+    }
+    if (kwargs.reverse === false && float) {
+      throw new Error(`Layer '${this.name}': the forward call takes int32 ids, received ${dtype}`);
+    }
+    return kwargs.reverse === true || float;
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    const shape = singleShape(inputShape, this.name);
+    // shapes carry no dtype: hidden states are [batch, T, D] (rank >= 3, last axis D); ids are
+    // [batch, T]
+    const reverse = shape.length >= 3 && shape[shape.length - 1] === this.outputDim;
+    return reverse ? [...shape.slice(0, -1), this.inputDim] : [...shape, this.outputDim];
+  }
+
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    const x = Array.isArray(inputs) ? inputs[0] : inputs;
+    const reverse = this.reverseOf(x.dtype, kwargs);
+    if (reverse && x.shape[x.shape.length - 1] !== this.outputDim) {
+      throw new Error(
+        `Layer '${this.name}': the reverse call expects hidden states [..., ${this.outputDim}], ` +
+          `received ${formatShape(x.shape)}`,
+      );
+    }
+    const rest = {...kwargs};
+    delete rest.reverse;
+    return super.apply(inputs as tf.Tensor, rest);
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      const table = (this.embeddings as LayerVariable).read(); // [V, D]
+      if (x.dtype !== 'float32') return embeddingLookup(table, x); // [..., D]
+      const kernel = this.tieWeights
+        ? tf.transpose(table)
+        : (this.reverseEmbeddings as LayerVariable).read(); // [D, V]
+      const lead = x.shape.slice(0, -1);
+      let logits = tf.reshape(tf.matMul(tf.reshape(x, [-1, this.outputDim]), kernel), [
+        ...lead,
+        this.inputDim,
+      ]);
+      if (this.logitSoftCap != null) {
+        const cap = this.logitSoftCap;
+        logits = tf.mul(tf.tanh(tf.div(logits, cap)), cap);
+      }
+      return logits; // [..., V]
+    });
+  }
+
+  override computeMask(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor {
+    const x = Array.isArray(inputs) ? inputs[0] : inputs;
+    if (!this.maskZero || x.dtype === 'float32') return null as unknown as tf.Tensor;
+    return tf.notEqual(x, 0);
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    const config: tf.serialization.ConfigDict = {
+      ...super.getConfig(),
+      inputDim: this.inputDim,
+      outputDim: this.outputDim,
+      tieWeights: this.tieWeights,
+      embeddingsInitializer: serializeObject(this.embeddingsInitializer),
+      maskZero: this.maskZero,
+    };
+    if (this.logitSoftCap != null) config.logitSoftCap = this.logitSoftCap;
+    return config;
+  }
+}
