@@ -220,6 +220,17 @@ function rewriteAttentionLayer(layer: Obj): void {
       fail(`layer '${name}' is called with unsupported arguments: ${extra.join(', ')}`);
     return inputs;
   });
+  // Keras >= 3.10 gives fully masked query rows zero weights on its non-fused path, which
+  // MultiHeadAttention and GroupQueryAttention take with dropout or returned scores
+  const keras3 = nodes.some((n) => isObj(n) && 'args' in n);
+  const heads = ['MultiHeadAttention', 'CachedMultiHeadAttention', 'GroupQueryAttention'];
+  if (
+    keras3 &&
+    heads.includes(cls) &&
+    (Number(config.dropout ?? 0) > 0 || config.return_attention_scores === true)
+  ) {
+    config.zero_fully_masked_rows = true;
+  }
 }
 
 function rewriteLayer(layer: Obj): void {

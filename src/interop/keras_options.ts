@@ -31,7 +31,12 @@ const KERAS_ONLY: Record<string, string[]> = {
 
 /** Layers with every optional config key set, so each key appears in their config. */
 const EVERY_OPTION = {
-  common: {useCausalMask: true, returnAttentionScores: true, inputRoles: ['query' as const]},
+  common: {
+    useCausalMask: true,
+    returnAttentionScores: true,
+    inputRoles: ['query' as const],
+    zeroFullyMaskedRows: true,
+  },
 };
 const mhaSample = () =>
   new MultiHeadAttention({

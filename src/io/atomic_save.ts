@@ -68,7 +68,23 @@ async function lock(file: string, timeoutMs = 60000): Promise<() => Promise<void
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       const owner = Number(await fs.promises.readFile(file, 'utf8').catch(() => ''));
       if (Number.isInteger(owner) && owner > 0 && !alive(owner)) {
-        await fs.promises.unlink(file).catch(() => undefined); // a killed saver's lock
+        // a killed saver's lock: taken aside by a rename only one waiter can win, then deleted
+        // if it is still the dead owner's (else it was a fresh lock: put it back)
+        const aside = `${file}.${process.pid}.stale`;
+        if (
+          await fs.promises.rename(file, aside).then(
+            () => true,
+            () => false,
+          )
+        ) {
+          const now = Number(await fs.promises.readFile(aside, 'utf8').catch(() => ''));
+          if (now === owner) await fs.promises.unlink(aside).catch(() => undefined);
+          else
+            await fs.promises.link(aside, file).then(
+              () => fs.promises.unlink(aside),
+              () => undefined,
+            );
+        }
         continue;
       }
       if (Date.now() - start > timeoutMs) {

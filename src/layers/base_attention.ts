@@ -43,6 +43,7 @@ export abstract class BaseAttention extends CompositeLayer {
   readonly seed: number | null;
   /** Roles of the inputs of a symbolic call with lengths or a mask input (kept in the config). */
   inputRoles: Role[] | null;
+  readonly zeroFullyMaskedRows: boolean;
   private dropoutCalls = 0;
   private builtParts: AttentionParts<Shape> | null = null;
 
@@ -65,6 +66,7 @@ export abstract class BaseAttention extends CompositeLayer {
     this.returnAttentionScores = Boolean(args.returnAttentionScores ?? false);
     this.inputRoles =
       args.inputRoles == null ? null : checkRoles(args.inputRoles, this.getClassName());
+    this.zeroFullyMaskedRows = Boolean(args.zeroFullyMaskedRows ?? false);
     this.supportsMasking = true;
   }
 
@@ -310,6 +312,7 @@ export abstract class BaseAttention extends CompositeLayer {
       training: spec.training,
       nextSeed: () => (this.seed == null ? undefined : this.seed + this.dropoutCalls++),
       returnScores: spec.returnScores,
+      zeroMaskedRows: this.zeroFullyMaskedRows,
     };
   }
 
@@ -324,6 +327,9 @@ export abstract class BaseAttention extends CompositeLayer {
     }
     if (this.inputRoles != null) {
       config.inputRoles = [...this.inputRoles];
+    }
+    if (this.zeroFullyMaskedRows) {
+      config.zeroFullyMaskedRows = true;
     }
     return {...super.getConfig(), ...config};
   }

@@ -28,6 +28,13 @@ export interface BaseAttentionArgs extends LayerArgs {
    * in the config. Rarely given by hand.
    */
   inputRoles?: Role[] | null;
+  /**
+   * Give a query that may attend to no key zero weights (and a zero attended value) instead of
+   * uniform ones, as Keras >= 3.10 does on its non-fused path (dropout > 0, returned scores or
+   * several attention axes). `loadKerasModel` sets it where a converted Keras 3 layer takes that
+   * path. Default false (tf-keras 2, Keras' fused path, d2l).
+   */
+  zeroFullyMaskedRows?: boolean;
 }
 
 /** Keyword arguments of `apply` / `call` for every attention layer. */

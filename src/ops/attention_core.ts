@@ -33,6 +33,11 @@ export interface AttentionCoreOptions {
   scoresAfterDropout?: boolean;
   /** Queries per block: null = automatic (see flags.ts), 0 = one block. */
   queryBlock?: number | null;
+  /**
+   * Weights of a query with no allowed key: uniform (false, the default, as tf-keras and Keras'
+   * fused path) or 0 (true, as Keras >= 3.10's explicit path: the output row is then 0).
+   */
+  zeroMaskedRows?: boolean;
 }
 
 export interface AttentionCoreResult {
@@ -59,6 +64,14 @@ function dropoutMultiplier(shape: number[], o: AttentionCoreOptions): tf.Tensor 
 
 function scaled(logits: tf.Tensor, scale: AttentionCoreOptions['scale']): tf.Tensor {
   return scale == null || scale === 1 ? logits : tf.mul(logits, scale);
+}
+
+/** With `zeroMaskedRows`, 1 for query rows with an allowed key and 0 for the others. */
+function maskedRows(o: AttentionCoreOptions, rank: number): tf.Tensor | null {
+  if (!o.zeroMaskedRows || o.mask == null) return null;
+  let m = o.mask.dtype === 'bool' ? o.mask : tf.cast(o.mask, 'bool');
+  while (m.rank < rank) m = tf.expandDims(m, 0);
+  return tf.cast(tf.any(m, -1, true), 'float32'); // [...L|1, T|1, 1]
 }
 
 /** Query blocks `[start, end)` for `n` leading slices of `T x S` scores. */
@@ -125,6 +138,7 @@ function dotProduct(
   const k = tf.reshape(key, [n, S, K]); // [n, S, K]
   const v = tf.reshape(value, [n, S, V]); // [n, S, V]
   const fill = options.mask == null ? null : maskFill(options.mask, rank); // [...L|1, T|1, S|1]
+  const rowsAllowed = maskedRows(options, rank); // [...L|1, T|1, 1]
   const blocks = queryBlocks(n, T, S, options.queryBlock);
   const whole = blocks.length === 1;
   const multiplier = whole ? null : dropoutMultiplier([...lead, T, S], options); // [...L, T, S]
@@ -135,7 +149,8 @@ function dotProduct(
     const [out, weights] = tf.tidy(() => {
       const qb = whole ? q : tf.slice(q, [0, start, 0], [n, c, K]); // [n, c, K]
       const logits = tf.reshape(scaled(mm(qb, k, false, true), options.scale), [...lead, c, S]); // [...L, c, S]
-      const w = softmaxWithFill(logits, fillRows(fill, start, end, whole)); // [...L, c, S]
+      let w = softmaxWithFill(logits, fillRows(fill, start, end, whole)); // [...L, c, S]
+      if (rowsAllowed != null) w = tf.mul(w, fillRows(rowsAllowed, start, end, whole) as tf.Tensor);
       const dropped = whole
         ? dropWeights(w, options)
         : multiplier == null
@@ -176,7 +191,9 @@ function scoresToOutput(
   options: AttentionCoreOptions,
 ): AttentionCoreResult {
   const fill = options.mask == null ? null : maskFill(options.mask, logits.rank);
-  const weights = softmaxWithFill(scaled(logits, options.scale), fill); // [...L, T, S]
+  let weights = softmaxWithFill(scaled(logits, options.scale), fill); // [...L, T, S]
+  const rowsAllowed = maskedRows(options, logits.rank);
+  if (rowsAllowed != null) weights = tf.mul(weights, rowsAllowed);
   const dropped = dropWeights(weights, options);
   const output = tf.matMul(dropped, value); // [...L, T, V]
   const kept = options.scoresAfterDropout ? dropped : weights;
