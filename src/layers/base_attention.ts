@@ -13,9 +13,10 @@ import {
   Role,
 } from './call_spec';
 import {AttendResult, BaseAttentionArgs, checkRoles} from './base_attention_args';
+import {checkCallShapes} from './call_shapes';
 import {CompositeLayer} from './composite_layer';
 import type {Initializer} from './config_objects';
-import {formatShape, isShapeList, Shape} from './shapes';
+import {isShapeList, Shape} from './shapes';
 
 export type {AttendResult, AttentionCallArgs, BaseAttentionArgs} from './base_attention_args';
 
@@ -212,36 +213,6 @@ export abstract class BaseAttention extends CompositeLayer {
     return [];
   }
 
-  /** Same batch size everywhere; feature sizes as built. Errors name the layer and both shapes. */
-  private checkCallShapes(spec: TensorSpec): void {
-    const {query} = spec.parts;
-    const caller = `Layer '${this.name}'`;
-    for (const role of ['value', 'key'] as const) {
-      const t = spec.parts[role];
-      if (t != null && t.shape[0] !== query.shape[0]) {
-        throw new Error(
-          `${caller}: the ${role} has batch size ${t.shape[0]} but the query ${query.shape[0]}; ` +
-            `received query [${query.shape.join(', ')}] and ${role} [${t.shape.join(', ')}]`,
-        );
-      }
-    }
-    const built = this.builtParts;
-    if (built == null) return;
-    for (const role of this.inputsFixedByWeights()) {
-      const shape = spec.parts[role].shape;
-      const want = built[role][built[role].length - 1];
-      if (
-        want != null &&
-        (shape.length !== built[role].length || shape[shape.length - 1] !== want)
-      ) {
-        throw new Error(
-          `${caller} was built for a ${role} of shape ${formatShape(built[role])}, received a ` +
-            `${role} of shape [${shape.join(', ')}]`,
-        );
-      }
-    }
-  }
-
   override computeOutputShape(inputShape: Shape | Shape[]): Shape | Shape[] {
     const spec = this.shapeSpec(inputShape);
     const parts = BaseAttention.shapesOf(spec.parts);
@@ -256,7 +227,7 @@ export abstract class BaseAttention extends CompositeLayer {
 
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor | tf.Tensor[] {
     const spec = this.tensorSpec(inputs, kwargs);
-    this.checkCallShapes(spec);
+    checkCallShapes(spec, this.builtParts, this.inputsFixedByWeights(), `Layer '${this.name}'`);
     return tf.tidy(() => {
       const r = spec.parts.query.size === 0 ? this.empty(spec) : this.attend(spec);
       const outputs = [r.output];
