@@ -84,6 +84,8 @@ describe('saving', () => {
     const last = runChild([dir, '99', '1', String(UNITS)]);
     expect(await last.done).toBe(0);
     expect(await savedValue(dir)).toBe(99);
+    // and clears what the killed saves left (temporary files, a lock)
+    expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin']);
     fs.rmSync(dir, {recursive: true});
   }, 120000);
 
@@ -146,6 +148,73 @@ describe('saving', () => {
       /cannot make the folder \/proc\/tfjs-attention/,
     );
     expect(Date.now() - start).toBeLessThan(2000);
+    fs.rmSync(dir, {recursive: true});
+  });
+});
+
+/** The pid of a process that has exited. */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '']);
+  await new Promise((r) => child.on('exit', r));
+  return child.pid as number;
+}
+
+describe('save locks left behind', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+
+  it('takes over an empty lock file (a kill between creating it and writing the pid)', async () => {
+    const dir = tmp();
+    const lockFile = path.join(dir, 'model.json.lock');
+    fs.writeFileSync(lockFile, '');
+    const old = new Date(Date.now() - 10000);
+    fs.utimesSync(lockFile, old, old);
+    const start = Date.now();
+    await constantModel(4).save(fileSystem(dir));
+    expect(Date.now() - start).toBeLessThan(5000);
+    expect(await savedValue(dir)).toBe(4);
+    expect(fs.existsSync(lockFile)).toBe(false);
+    fs.rmSync(dir, {recursive: true});
+  }, 10000);
+
+  it("takes over a dead process's lock, and waits for a live one's", async () => {
+    const dir = tmp();
+    const lockFile = path.join(dir, 'model.json.lock');
+    fs.writeFileSync(lockFile, String(await deadPid()));
+    await constantModel(2).save(fileSystem(dir));
+    expect(await savedValue(dir)).toBe(2);
+    expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin']);
+
+    const sleeper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)']);
+    fs.writeFileSync(lockFile, String(sleeper.pid));
+    let finished = false;
+    const saving = constantModel(3)
+      .save(fileSystem(dir))
+      .then(() => (finished = true));
+    await new Promise((r) => setTimeout(r, 400));
+    expect(finished).toBe(false);
+    expect(await savedValue(dir)).toBe(2);
+    fs.unlinkSync(lockFile); // the live owner releases it
+    await saving;
+    expect(await savedValue(dir)).toBe(3);
+    sleeper.kill('SIGKILL');
+    fs.rmSync(dir, {recursive: true});
+  }, 15000);
+
+  it("removes the temporary files of dead savers, and keeps a live saver's", async () => {
+    const dir = tmp();
+    const dead = await deadPid();
+    const sleeper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)']);
+    const leftovers = [
+      `.weights.bin.${dead}-0123456789ab.tmp`,
+      `.model.json.${dead}-0123456789ab.tmp`,
+      `model.json.lock.${dead}-01234567.tmp`,
+    ];
+    const kept = [`.weights.bin.${sleeper.pid}-0123456789ab.tmp`, 'notes.tmp'];
+    for (const name of [...leftovers, ...kept]) fs.writeFileSync(path.join(dir, name), 'x');
+    await constantModel(6).save(fileSystem(dir));
+    expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin', ...kept].sort());
+    expect(await savedValue(dir)).toBe(6);
+    sleeper.kill('SIGKILL');
     fs.rmSync(dir, {recursive: true});
   });
 });

@@ -57,43 +57,81 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Takes `<json>.lock` (O_EXCL), waiting for a live owner; returns the release function. */
+/** A lock file that holds no live owner's pid and has not been touched for this long is stale. */
+const UNREADABLE_LOCK_MS = 2000;
+
+/**
+ * Takes `<json>.lock`, waiting for a live owner; returns the release function. The lock is made
+ * by hard-linking a file that already holds our pid, so a lock file is never seen empty (a kill
+ * between creating it and writing the pid once left an empty lock that blocked every later save).
+ */
 async function lock(file: string, timeoutMs = 60000): Promise<() => Promise<void>> {
   const start = Date.now();
-  for (;;) {
-    try {
-      await fs.promises.writeFile(file, String(process.pid), {flag: 'wx'});
-      return () => fs.promises.unlink(file).catch(() => undefined);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const owner = Number(await fs.promises.readFile(file, 'utf8').catch(() => ''));
-      if (Number.isInteger(owner) && owner > 0 && !alive(owner)) {
-        // a killed saver's lock: taken aside by a rename only one waiter can win, then deleted
-        // if it is still the dead owner's (else it was a fresh lock: put it back)
-        const aside = `${file}.${process.pid}.stale`;
-        if (
-          await fs.promises.rename(file, aside).then(
-            () => true,
-            () => false,
-          )
-        ) {
-          const now = Number(await fs.promises.readFile(aside, 'utf8').catch(() => ''));
-          if (now === owner) await fs.promises.unlink(aside).catch(() => undefined);
-          else
-            await fs.promises.link(aside, file).then(
-              () => fs.promises.unlink(aside),
-              () => undefined,
-            );
-        }
+  const mine = `${file}.${process.pid}-${crypto.randomBytes(4).toString('hex')}.tmp`;
+  await fs.promises.writeFile(mine, String(process.pid), {flag: 'wx'});
+  try {
+    for (;;) {
+      try {
+        await fs.promises.link(mine, file);
+        return () => fs.promises.unlink(file).catch(() => undefined);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      }
+      const text = await fs.promises.readFile(file, 'utf8').catch(() => null);
+      if (text === null) continue; // released meanwhile
+      const owner = /^\d+$/.test(text) ? Number(text) : 0;
+      const age = await fs.promises
+        .stat(file)
+        .then((s) => Date.now() - s.mtimeMs)
+        .catch(() => 0);
+      if (owner > 0 ? !alive(owner) : age > UNREADABLE_LOCK_MS) {
+        await takeOver(file, text);
         continue;
       }
       if (Date.now() - start > timeoutMs) {
         throw new Error(
-          `fileSystem: ${file} has been locked by process ${owner} for ${timeoutMs} ms`,
+          `fileSystem: ${file} has been locked by ${owner > 0 ? `process ${owner}` : 'an unreadable lock'} for ${timeoutMs} ms`,
         );
       }
       await new Promise((r) => setTimeout(r, 20));
     }
+  } finally {
+    await fs.promises.unlink(mine).catch(() => undefined);
+  }
+}
+
+/**
+ * Removes a stale lock whose content was `seen`: it is first renamed aside (only one waiter can
+ * win that rename), then deleted if it is still the stale one, else (a fresh lock taken between
+ * our read and our rename) put back.
+ */
+async function takeOver(file: string, seen: string): Promise<void> {
+  const aside = `${file}.${process.pid}.stale`;
+  const moved = await fs.promises.rename(file, aside).then(
+    () => true,
+    () => false,
+  );
+  if (!moved) return;
+  const now = await fs.promises.readFile(aside, 'utf8').catch(() => null);
+  if (now === seen) {
+    await fs.promises.unlink(aside).catch(() => undefined);
+    return;
+  }
+  await fs.promises.link(aside, file).catch(() => undefined);
+  await fs.promises.unlink(aside).catch(() => undefined);
+}
+
+/**
+ * Deletes the temporary files that killed savers left in `dir` (named `.<name>.<pid>-<tag>.tmp`
+ * and `<lock>.<pid>-<tag>.tmp`, with `pid` no longer running). Called under the lock.
+ */
+async function removeLeftovers(dir: string): Promise<void> {
+  const names = await fs.promises.readdir(dir).catch(() => [] as string[]);
+  for (const name of names) {
+    const m = /^\..+\.(\d+)-[0-9a-f]{12}\.tmp$|\.lock\.(\d+)-[0-9a-f]{8}\.tmp$/.exec(name);
+    const pid = m === null ? 0 : Number(m[1] ?? m[2]);
+    if (pid === 0 || pid === process.pid || alive(pid)) continue;
+    await fs.promises.rm(path.join(dir, name), {force: true});
   }
 }
 
@@ -126,6 +164,7 @@ export function saveModelFiles(
       await writeSynced(tmpJson, json(sha256(weights)));
       const release = await lock(`${where.modelJson}.lock`);
       try {
+        await removeLeftovers(where.dir);
         const prev = `${weightsFile}.prev`;
         await fs.promises.rm(prev, {force: true});
         if (await isRegularFile(weightsFile)) await fs.promises.link(weightsFile, prev);
