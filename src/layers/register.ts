@@ -11,6 +11,8 @@ import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
 import {RotaryEmbedding} from './hub/rotary_embedding';
 import {SinePositionEncoding} from './hub/sine_position_encoding';
+import {TransformerDecoder} from './hub/transformer_decoder';
+import {TransformerEncoder} from './hub/transformer_encoder';
 import {TokenAndPositionEmbedding} from './token_and_position_embedding';
 
 export const LAYER_CLASSES = [
@@ -26,6 +28,8 @@ export const LAYER_CLASSES = [
   SinePositionEncoding,
   RotaryEmbedding,
   ReversibleEmbedding,
+  TransformerEncoder,
+  TransformerDecoder,
 ];
 
 for (const cls of LAYER_CLASSES) {
