@@ -6,6 +6,7 @@ import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {Attention, DotProductAttention} from './dot_product_attention';
 import {EinsumDense} from './einsum_dense';
 import {GroupQueryAttention} from './group_query_attention';
+import {GetItem} from './ops/get_item';
 import {MultiHeadAttention} from './multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
@@ -30,6 +31,7 @@ export const LAYER_CLASSES = [
   ReversibleEmbedding,
   TransformerEncoder,
   TransformerDecoder,
+  GetItem,
 ];
 
 for (const cls of LAYER_CLASSES) {

@@ -9,6 +9,7 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
+import '../../ops/activations';
 import {CompositeLayer} from '../composite_layer';
 import {
   getInitializer,
@@ -29,8 +30,9 @@ export interface TransformerBlockArgs extends LayerArgs {
   numHeads: number;
   /** Dropout of the attention weights, after attention and after the feed-forward. Default 0. */
   dropout?: number;
-  /** The feed-forward activation: `'relu'` (default), `'gelu'` (exact, erf), `'gelu_approximate'`
-   * (keras-hub's tanh form, tfjs' `'gelu_new'`), or any tfjs activation name. */
+  /** The feed-forward activation: `'relu'` (default), `'gelu'` (exact, erf),
+   * `'geluApproximate'` (keras-hub's tanh form, also spelled `'gelu_approximate'`), or any tfjs
+   * activation name. */
   activation?: string;
   /** Layer normalization epsilon. Default 1e-5 (keras-hub's; Keras' own default is 1e-3). */
   layerNormEpsilon?: number;
@@ -63,7 +65,7 @@ const KNOWN = [
 
 /** keras-hub / Keras activation names that tfjs spells differently. */
 const ACTIVATION_ALIASES: Record<string, string> = {
-  gelu_approximate: 'gelu_new',
+  gelu_approximate: 'geluApproximate',
   silu: 'swish',
 };
 

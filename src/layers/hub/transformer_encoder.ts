@@ -12,10 +12,15 @@ export interface TransformerEncoderArgs extends TransformerBlockArgs {
   activityRegularizer?: null;
 }
 
-/** A Keras mask (`[batch, length]`, true = keep) given by tfjs or carried by the tensor. */
+/**
+ * A Keras mask (`[batch, length]`, true = keep) given by tfjs as a list (one per input) or
+ * carried by the tensor. A single mask tensor in `kwargs.mask` is not trusted: tfjs' predict
+ * passes the first masked input's mask to every later layer of the model.
+ */
 export function kerasMaskOf(x: tf.Tensor, given: unknown, index: number): tf.Tensor | null {
-  const list = Array.isArray(given) ? given : given == null ? [] : [given];
-  return (list[index] as tf.Tensor | null | undefined) ?? x.kerasMask ?? null;
+  const list = Array.isArray(given) ? (given as Array<tf.Tensor | null | undefined>) : [];
+  const m = list[index] ?? x.kerasMask ?? null;
+  return m != null && !m.isDisposed ? m : null;
 }
 
 /**
