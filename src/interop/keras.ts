@@ -19,6 +19,7 @@ import {LayersModel, loadLayersModel} from '@tensorflow/tfjs-layers';
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
 import {renameKeras3Weights} from './keras3_weights';
+import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
 import {Entry, keywordCall, KEYWORD_LAYERS} from './keras_keyword_calls';
 import {kerasConfigKeys} from './keras_options';
 
@@ -336,17 +337,27 @@ function rewriteLayer(layer: Obj): void {
  * Keras 3 numbers a nested model's calls from 0; tfjs (like tf-keras 2) counts the model's own
  * inputs-to-outputs node first, so its calls are nodes 1, 2, ...
  */
-function bumpNested(x: Json, nested: Set<string>): void {
+function bumpNested(x: Json, nested: Map<string, number>): void {
   if (Array.isArray(x)) {
     x.forEach((v) => bumpNested(v, nested));
   } else if (isObj(x)) {
     const history = isObj(x.config) ? x.config.keras_history : null;
     if (x.class_name === '__keras_tensor__' && Array.isArray(history)) {
-      if (nested.has(history[0] as string)) history[1] = (history[1] as number) + 1;
+      const calls = nested.get(history[0] as string);
+      if (calls != null) history[1] = nestedNode(history[1] as number, calls);
       return;
     }
     Object.values(x).forEach((v) => bumpNested(v, nested));
   }
+}
+
+/**
+ * tfjs' node of Keras 3's call `index` of a nested model called `calls` times. Keras 3 writes
+ * either the call's number or 1 for a model called once (the translation example has both); a
+ * single call is that call whatever the index.
+ */
+function nestedNode(index: number, calls: number): number {
+  return (calls <= 1 ? 0 : Math.min(index, calls - 1)) + 1;
 }
 
 /** Rewrites a model's layers (recursively for nested models) and its input / output lists. */
@@ -357,11 +368,11 @@ function rewriteModel(model: Obj, config: Obj): void {
   const keras3 = (config.layers as Obj[]).some((l) =>
     ((l.inbound_nodes as Json[]) ?? []).some((n) => isObj(n) && 'args' in n),
   );
-  const nested = new Set(
+  const nested = new Map(
     keras3
       ? (config.layers as Obj[])
           .filter((l) => MODEL_CLASSES.includes(l.class_name as string))
-          .map((l) => l.name as string)
+          .map((l) => [l.name as string, ((l.inbound_nodes as Json[]) ?? []).length] as const)
       : [],
   );
   if (model.class_name === 'Sequential') rewriteSequentialLayers(config);
@@ -371,7 +382,9 @@ function rewriteModel(model: Obj, config: Obj): void {
     for (const key of ['input_layers', 'output_layers']) {
       const list = nestLayerList(config[key] as Json) as Json[];
       config[key] = list.map((e) =>
-        Array.isArray(e) && nested.has(e[0] as string) ? [e[0], (e[1] as number) + 1, e[2]] : e,
+        Array.isArray(e) && nested.has(e[0] as string)
+          ? [e[0], nestedNode(e[1] as number, nested.get(e[0] as string) as number), e[2]]
+          : e,
       );
     }
   }
@@ -402,11 +415,16 @@ export async function convertKerasArtifacts(
   // before anything is built: no dangling node, no config implying absurd weight sizes
   const specs = artifacts.weightSpecs;
   checkTopology(topology, specs == null ? null : declaredElements(specs));
-  delete modelConfig.build_config;
-  delete modelConfig.compile_config;
+  // nested functional models are inlined (see keras_inline.ts); their weights are named from
+  // the nested form, where Keras 3's weight paths come from
+  const flat = hasNestedFunctional(config) ? (JSON.parse(JSON.stringify(topology)) as Obj) : null;
   rewriteModel(modelConfig, config);
   const weightSpecs = await renameKeras3Weights(topology, artifacts.weightSpecs ?? []);
-  return {...artifacts, modelTopology: topology as object, weightSpecs};
+  if (flat == null) return {...artifacts, modelTopology: topology as object, weightSpecs};
+  const flatModel = (isObj(flat.model_config) ? flat.model_config : flat) as Obj;
+  inlineNestedModels(flatModel.config as Obj);
+  rewriteModel(flatModel, flatModel.config as Obj);
+  return {...artifacts, modelTopology: flat as object, weightSpecs};
 }
 
 /**

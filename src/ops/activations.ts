@@ -4,7 +4,6 @@
  * `gelu_new` is unreachable from a config, whose snake_case values tfjs camel-cases).
  */
 import * as tf from '@tensorflow/tfjs-core';
-import {Activation} from '@tensorflow/tfjs-layers/dist/activations';
 
 /** `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`. */
 export function geluApproximate(x: tf.Tensor): tf.Tensor {
@@ -14,12 +13,17 @@ export function geluApproximate(x: tf.Tensor): tf.Tensor {
   });
 }
 
-export class GeluApproximate extends Activation {
+/** The activation object tfjs-layers' Dense resolves `'geluApproximate'` to (its `apply`). */
+export class GeluApproximate extends tf.serialization.Serializable {
   /** @nocollapse */
   static readonly className = 'geluApproximate';
 
   apply(x: tf.Tensor): tf.Tensor {
     return geluApproximate(x);
+  }
+
+  getConfig(): tf.serialization.ConfigDict {
+    return {};
   }
 }
 

@@ -44,7 +44,11 @@ export class PositionEmbedding extends layers.Layer {
   constructor(args: PositionEmbeddingArgs) {
     super(args);
     this.startIndex = startIndexOption(args?.startIndex, 'PositionEmbedding');
-    refuseUnknownOptions(args, ['sequenceLength', 'initializer', 'startIndex'], 'PositionEmbedding');
+    refuseUnknownOptions(
+      args,
+      ['sequenceLength', 'initializer', 'startIndex'],
+      'PositionEmbedding',
+    );
     if (!(Number.isInteger(args?.sequenceLength) && args.sequenceLength > 0)) {
       throw new Error(
         `PositionEmbedding: expected sequenceLength to be a positive integer, received ${JSON.stringify(args?.sequenceLength)}`,

@@ -71,7 +71,10 @@ export class SinePositionEncoding extends layers.Layer {
   }
 
   override getConfig(): tf.serialization.ConfigDict {
-    return {...super.getConfig(),
-      ...(this.startIndex !== 0 ? {startIndex: this.startIndex} : {}), maxWavelength: this.maxWavelength};
+    return {
+      ...super.getConfig(),
+      ...(this.startIndex !== 0 ? {startIndex: this.startIndex} : {}),
+      maxWavelength: this.maxWavelength,
+    };
   }
 }

@@ -64,7 +64,10 @@ export class GetItem extends layers.Layer {
     this.index = args.index.map((it) => (typeof it === 'number' ? it : {...it}));
   }
 
-  /** begin / end / strides for a shape (unknown sizes only where the item is a full slice). */
+  /**
+   * begin / end / strides and the output shape for an input shape. Unknown sizes (symbolic
+   * shapes) give unknown output sizes; a call always has every size.
+   */
   private resolve(shape: Shape): Resolved {
     if (this.index.length > shape.length) {
       throw new Error(
@@ -76,13 +79,8 @@ export class GetItem extends layers.Layer {
       const item: IndexItem =
         axis < this.index.length ? this.index[axis] : {start: null, stop: null, step: null};
       if (typeof item === 'number') {
-        if (size == null) {
-          throw new Error(
-            `Layer '${this.name}': an integer index needs a known size on axis ${axis}`,
-          );
-        }
-        const i = item < 0 ? item + size : item;
-        if (i < 0 || i >= size) {
+        const i = item < 0 && size != null ? item + size : item;
+        if (size != null && (i < 0 || i >= size)) {
           throw new Error(
             `Layer '${this.name}': index ${item} is out of range for axis ${axis} of size ${size}`,
           );
@@ -95,12 +93,9 @@ export class GetItem extends layers.Layer {
       }
       const step = item.step ?? 1;
       if (size == null) {
-        if (item.start != null || item.stop != null || step !== 1) {
-          throw new Error(`Layer '${this.name}': a slice needs a known size on axis ${axis}`);
-        }
         r.begin.push(0);
-        r.end.push(-1); // replaced by the real size at call time
-        r.strides.push(1);
+        r.end.push(0);
+        r.strides.push(step);
         r.shape.push(null);
         return;
       }
@@ -124,8 +119,7 @@ export class GetItem extends layers.Layer {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
       const r = this.resolve(x.shape);
-      const end = r.end.map((e, i) => (e === -1 ? x.shape[i] : e));
-      return tf.stridedSlice(x, r.begin, end, r.strides, 0, 0, 0, 0, r.shrink);
+      return tf.stridedSlice(x, r.begin, r.end, r.strides, 0, 0, 0, 0, r.shrink);
     });
   }
 
