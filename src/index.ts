@@ -33,6 +33,8 @@ export type {TransformerEncoderArgs} from './layers/hub/transformer_encoder';
 export {TransformerDecoder} from './layers/hub/transformer_decoder';
 export type {TransformerDecoderArgs} from './layers/hub/transformer_decoder';
 export type {TransformerBlockArgs} from './layers/hub/transformer_block';
+export {GetItem} from './layers/ops/get_item';
+export type {GetItemArgs, IndexItem} from './layers/ops/get_item';
 export type {EinsumDenseArgs} from './layers/einsum_dense';
 export type {TokenAndPositionEmbeddingArgs} from './layers/token_and_position_embedding';
 export {BaseAttention} from './layers/base_attention';

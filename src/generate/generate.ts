@@ -7,6 +7,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {mulberry32} from '../ops/random';
+import {checkModelInputs, modelInputs} from './model_inputs';
 import {checkSampler, SamplerOptions, sampleNext} from './samplers';
 
 export interface GenerateOptions extends SamplerOptions {
@@ -63,6 +64,7 @@ export async function generate(
   options: GenerateOptions,
 ): Promise<tf.Tensor2D> {
   checkSampler(options);
+  checkModelInputs(model);
   const rows = promptRows(prompts);
   const {maxLength} = options;
   const padId = options.padId ?? 0;
@@ -109,12 +111,8 @@ export async function generate(
     // logits at position t - 1 predict token t; a causal model sees only positions < t there
     const width = fixed ?? t;
     const logits = tf.tidy(() => {
-      const input = tf.tensor2d(
-        ids.map((r) => r.slice(0, width)),
-        [B, width],
-        'int32',
-      );
-      const out = model.predict(input) as tf.Tensor;
+      const known = lengths.map((n) => Math.max(n, t));
+      const out = model.predict(modelInputs(model, ids, width, known)) as tf.Tensor;
       const V = out.shape[2] as number;
       return tf.reshape(tf.slice(out, [0, t - 1, 0], [B, 1, V]), [B, V]);
     });
