@@ -26,7 +26,10 @@ import {
   TokenAndPositionEmbedding,
 } from '../src';
 import type {GenerateOptions} from '../src';
+import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
+import {GraphStepper} from '../src/generate/graph_step';
 import {describeBackends} from './helpers/backends';
+import {expectClose} from './helpers/close';
 
 const V = 13;
 const D = 16;
@@ -186,6 +189,41 @@ describeBackends('generate with a key / value cache', () => {
 
       it('runs with a cache', () => {
         expect(cachedDecodingRefusal(model)).toBeNull();
+      });
+
+      it('each step gives the logits of the whole sequence at its last position', () => {
+        const ids = [
+          [4, 2, 7, 1, 0, 12, 5, 5, 9, 3, 8, 6],
+          [5, 11, 0, 3, 3, 10, 2, 1, 4, 4, 7, 0],
+        ];
+        const before = tf.memory().numTensors;
+        tf.tidy(() => {
+          const whole = model.predict(tf.tensor2d(ids, [2, MAX], 'int32')) as tf.Tensor; // [2, MAX, V]
+          const stepper = new GraphStepper(planCachedDecoding(model).plan as StepPlan, 2, MAX);
+          // a prefill of 3 positions, then one position per step
+          for (const [from, to] of [
+            [0, 3],
+            ...Array.from({length: MAX - 3}, (_, i) => [i + 3, i + 4]),
+          ]) {
+            const chunk = tf.tensor2d(
+              ids.map((r) => r.slice(from, to)),
+              [2, to - from],
+              'int32',
+            );
+            const logits = stepper.step(chunk);
+            expectClose(
+              logits,
+              tf.squeeze(tf.slice(whole, [0, to - 1, 0], [2, 1, V]), [1]),
+              1e-4,
+              1e-4,
+            );
+          }
+          expect(() => stepper.step(tf.tensor2d([[1], [1]], [2, 1], 'int32'))).toThrow(
+            `generate: positions ${MAX} to ${MAX} exceed maxLength ${MAX}`,
+          );
+          stepper.dispose();
+        });
+        expect(tf.memory().numTensors).toBe(before);
       });
 
       for (const [sampler, extra] of [
