@@ -34,6 +34,8 @@ export interface GenerateOptions extends SamplerOptions {
   useCache?: boolean;
   /** Called with the reason when `useCache` is unset and the model runs without a cache. */
   onFallback?: (reason: string) => void;
+  /** Called after each step that chose tokens, with their position (progress, timing). */
+  onStep?: (position: number) => void;
 }
 
 function promptRows(prompts: tf.Tensor | number[][]): number[][] {
@@ -174,6 +176,7 @@ async function generateCached(
         ids[b][t] = sampleNext(values[b], options, rng);
         if (endId != null && ids[b][t] === endId) done[b] = true;
       }
+      options.onStep?.(t);
     }
   } finally {
     stepper.dispose();
@@ -215,5 +218,6 @@ async function generateRecomputing(
       ids[b][t] = sampleNext(values[b], options, rng);
       if (endId != null && ids[b][t] === endId) done[b] = true;
     }
+    options.onStep?.(t);
   }
 }
