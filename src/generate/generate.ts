@@ -62,8 +62,16 @@ function promptRows(prompts: tf.Tensor | number[][]): number[][] {
 /**
  * Generates up to `maxLength` tokens per row (prompt included) with a causal LM.
  *
+ * With a key / value cache when the model's graph allows it (`useCache` unset or true): the
+ * prompt positions `[0, shortest prompt - 1)` in one call, then one position per step, each
+ * layer on the new positions only (graph_plan.ts says which models can); otherwise (`useCache: false`, or
+ * unset and the model does not allow it, `onFallback` being told why) `model.predict` on the
+ * whole prefix at each step. Both give the same tokens; `useCache: true` on a model that does
+ * not allow the cache is an error naming the layer and the reason.
+ *
  * ```js
  * const ids = await generate(model, [[5, 3, 0, 0]], {maxLength: 12, promptLengths: [2], endId: 1});
+ * await generate(model, prompts, {maxLength: 64, onFallback: (why) => console.warn(why)});
  * ```
  *
  * @returns int32 ids `[batch, maxLength]`.
