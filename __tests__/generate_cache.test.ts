@@ -287,6 +287,32 @@ describeBackends('generate with a key / value cache', () => {
     model.dispose();
   });
 
+  it('a tf.sequential model runs with the cache too', async () => {
+    const model = randomize(
+      tf.sequential({
+        layers: [
+          new TokenAndPositionEmbedding({
+            vocabularySize: V,
+            sequenceLength: MAX,
+            embeddingDim: D,
+            inputShape: [null],
+            inputDType: 'int32',
+          } as never),
+          causalMha(),
+          tf.layers.layerNormalization(),
+          tf.layers.dense({units: V}),
+        ],
+      }),
+    );
+    expect(cachedDecodingRefusal(model)).toBeNull();
+    const cached = await run(model, {sampler: 'topK', k: 3, seed: 2});
+    expect(cached.predicts).toBe(0);
+    expect(cached.rows).toEqual(
+      (await run(model, {sampler: 'topK', k: 3, seed: 2, useCache: false})).rows,
+    );
+    model.dispose();
+  });
+
   describe('falls back, saying why', () => {
     const cases: Array<[string, () => tf.LayersModel, RegExp]> = [
       [
