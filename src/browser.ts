@@ -19,6 +19,7 @@ export {BaseAttention} from './layers/base_attention';
 export {layers} from './layers/factories';
 export {einsum} from './ops/einsum';
 export {generate} from './generate/generate';
+export {cachedDecodingRefusal} from './generate/graph_plan';
 export {causalMask} from './ops/masking';
 export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 export {attentionHeatmapSvg} from './viz/heatmap';

@@ -46,6 +46,7 @@ export {causalMask} from './ops/masking';
 export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 
 export {generate} from './generate/generate';
+export {cachedDecodingRefusal} from './generate/graph_plan';
 export type {GenerateOptions} from './generate/generate';
 export type {SamplerName, SamplerOptions} from './generate/samplers';
 
