@@ -346,13 +346,11 @@ describeBackends('generate with a key / value cache', () => {
         /layer 'bidirectional' \(MultiHeadAttention\): it is not causal/,
       ],
       [
-        'a mask_zero mask fed to attention',
+        'a Masking mask fed to attention',
         () => {
           const ids = tf.input({shape: [null], dtype: 'int32'});
-          const e = tf.layers
-            .embedding({inputDim: V, outputDim: D, maskZero: true})
-            .apply(ids) as S;
-          const x = tf.layers.dense({units: D}).apply(e) as S;
+          const e = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+          const x = tf.layers.masking({maskValue: 0}).apply(e) as S;
           const a = new MultiHeadAttention({
             numHeads: 2,
             keyDim: 8,
@@ -361,7 +359,7 @@ describeBackends('generate with a key / value cache', () => {
           }).apply(x) as S;
           return tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(a) as S});
         },
-        /layer 'padded' \(MultiHeadAttention\): its input carries a Keras mask \(mask_zero\)/,
+        /layer 'masking_\w+' \(Masking\): not known to compute each position alone/,
       ],
       [
         'an unknown layer (a recurrent one)',
@@ -419,11 +417,34 @@ describeBackends('generate with a key / value cache', () => {
       });
     }
 
-    it('a maskZero mask reaching a TransformerDecoder (its key padding)', async () => {
+    it('a maskZero mask of the ids reaching attention: cached while no known id is 0', async () => {
       const model = decoderModel(true);
-      expect(cachedDecodingRefusal(model)).toMatch(/transformer_decoder/);
-      const recomputed = await run(model, {useCache: false});
-      expect((await run(model, {})).rows).toEqual(recomputed.rows);
+      expect(cachedDecodingRefusal(model)).toBeNull();
+      // prompts without a 0: the cache, and the tokens of recomputing (which masks nothing)
+      const clean = PROMPTS.map((r) => r.map((v) => (v === 0 ? 3 : v)));
+      const cached = await run(model, {useCache: true}, clean);
+      expect(cached.predicts).toBe(0);
+      expect(cached.rows).toEqual((await run(model, {useCache: false}, clean)).rows);
+      // a prompt holding a 0 (a masked key): recomputed from the start, saying why
+      const reasons: string[] = [];
+      const withZero = await run(model, {onFallback: (r) => reasons.push(r)});
+      expect(reasons).toEqual([
+        'a prompt holds the id 0, which the model masks (mask_zero); a cache holds no mask',
+      ]);
+      expect(withZero.rows).toEqual((await run(model, {useCache: false})).rows);
+      // a generated 0: the cache up to it, recomputing after it
+      const head = model.layers[model.layers.length - 1];
+      const favourZero = tf.tensor1d([1e4, ...new Array(V - 1).fill(0)]);
+      head.setWeights([head.getWeights()[0], favourZero]);
+      favourZero.dispose();
+      const later: string[] = [];
+      const switched = await run(model, {onFallback: (r) => later.push(r)}, clean);
+      expect(later).toEqual([
+        // the clean prompts have no pad: each row's prompt is all 5 ids
+        `position ${clean[0].length} holds the id 0, which the model masks (mask_zero); recomputing from there`,
+      ]);
+      expect(switched.predicts).toBeGreaterThan(0);
+      expect(switched.rows).toEqual((await run(model, {useCache: false}, clean)).rows);
       model.dispose();
     });
 

@@ -117,11 +117,15 @@ export async function generate(
   ]);
   const rng = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
   const plan = cachePlan(model, options);
-  if (plan != null) {
-    await generateCached(plan, ids, lengths, maxLength, endId, options, rng);
-  } else {
-    await generateRecomputing(model, ids, lengths, maxLength, endId, options, rng);
+  let from = Math.min(...lengths);
+  if (plan != null && plan.masksZeroIds && ids.some((r, b) => r.slice(0, lengths[b]).includes(0))) {
+    options.onFallback?.(
+      'a prompt holds the id 0, which the model masks (mask_zero); a cache holds no mask',
+    );
+  } else if (plan != null) {
+    from = await generateCached(plan, ids, lengths, maxLength, endId, options, rng);
   }
+  await generateRecomputing(model, ids, lengths, maxLength, endId, options, rng, from);
   return tf.tensor2d(ids, [B, maxLength], 'int32');
 }
 
@@ -152,7 +156,7 @@ async function generateCached(
   endId: number | null,
   options: GenerateOptions,
   rng: () => number,
-): Promise<void> {
+): Promise<number> {
   const B = ids.length;
   const first = Math.min(...lengths);
   const done = new Array(B).fill(false);
@@ -187,13 +191,24 @@ async function generateCached(
         if (endId != null && ids[b][t] === endId) done[b] = true;
       }
       options.onStep?.(t);
+      if (plan.masksZeroIds && active.some((a, b) => a && ids[b][t] === 0)) {
+        // a generated 0 is a masked key from now on: recompute the rest (see masksZeroIds)
+        options.onFallback?.(
+          `position ${t} holds the id 0, which the model masks (mask_zero); recomputing from there`,
+        );
+        return t + 1;
+      }
     }
   } finally {
     stepper.dispose();
   }
+  return maxLength;
 }
 
-/** Decoding without a cache: the whole prefix through `model.predict` at each step. */
+/**
+ * Decoding without a cache from position `from` on: the whole prefix through `model.predict` at
+ * each step.
+ */
 async function generateRecomputing(
   model: LayersModel,
   ids: number[][],
@@ -202,11 +217,13 @@ async function generateRecomputing(
   endId: number | null,
   options: GenerateOptions,
   rng: () => number,
+  from: number,
 ): Promise<void> {
   const B = ids.length;
   const fixed = model.inputs[0].shape[1];
-  const done = new Array(B).fill(false);
-  for (let t = Math.min(...lengths); t < maxLength; t++) {
+  // rows that ended before `from` (their end token is among the known ids) stay ended
+  const done = ids.map((r, b) => endId != null && r.slice(lengths[b], from).includes(endId));
+  for (let t = from; t < maxLength; t++) {
     const active = ids.map((_, b) => t >= lengths[b] && !done[b]);
     if (!active.some(Boolean)) continue;
     // logits at position t - 1 predict token t; a causal model sees only positions < t there

@@ -272,6 +272,12 @@ export interface StepPlan {
   input: SymbolicTensor;
   output: SymbolicTensor;
   nodes: PlannedNode[];
+  /**
+   * The ids feed a `maskZero` embedding whose Keras mask reaches attention. Such a model decodes
+   * with a cache only while no known token is 0: every key is then kept, as with no mask (the
+   * stepper drops the masks); `generate` recomputes once a 0 is among the known tokens.
+   */
+  masksZeroIds: boolean;
 }
 
 export type PlanResult = {plan: StepPlan; reason: null} | {plan: null; reason: string};
@@ -332,6 +338,8 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
   const cycle = visit(output, new Set());
   if (cycle != null) return fail(cycle);
   const masked = new Set<number>(); // ids of symbolic tensors that carry a Keras mask
+  let masksZeroIds = false;
+  let zeroMaskOnly = true; // every Keras mask so far comes from a mask_zero embedding of the ids
   const nodes: PlannedNode[] = [];
   for (const node of order) {
     const layer = node.outboundLayer;
@@ -347,12 +355,13 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
     if (cached != null) {
       const why = cached.refuse(config, node);
       if (why != null) return fail(`${what}: ${why}`);
-      if (inMasked && cached.readsKerasMasks) {
+      if (inMasked && cached.readsKerasMasks && !zeroMaskOnly) {
         return fail(
-          `${what}: its input carries a Keras mask (mask_zero), which it reads as a padding ` +
-            `mask over the keys; a cache holds no mask`,
+          `${what}: its input carries a Keras mask (from a Masking layer, or a mask_zero ` +
+            `embedding not fed by the ids), which it reads as a padding mask; a cache holds no mask`,
         );
       }
+      if (inMasked && cached.readsKerasMasks) masksZeroIds = true;
       planned = {layer, node, kind: 'cached', kwargs, cache: {entry: cached, config}};
     } else if (POSITION_AWARE[cls] != null) {
       const why = POSITION_AWARE[cls](config, node);
@@ -367,12 +376,17 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
     } else {
       return fail(`${what}: not known to compute each position alone (no cached rule for it)`);
     }
+    if (makesKerasMask(cls, config, node)) {
+      // a mask_zero embedding of the ids: all true while no known id is 0 (see masksZeroIds)
+      const ofIds = cls !== 'Masking' && node.inputTensors[0] === input;
+      zeroMaskOnly = zeroMaskOnly && ofIds;
+    }
     if (inMasked || makesKerasMask(cls, config, node)) {
       for (const t of node.outputTensors) masked.add(t.id);
     }
     nodes.push(planned);
   }
-  return {plan: {input, output, nodes}, reason: null};
+  return {plan: {input, output, nodes, masksZeroIds}, reason: null};
 }
 
 /** Why `model` cannot be decoded with a cache, or null when `generate` can use one. */

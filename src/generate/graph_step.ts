@@ -65,6 +65,9 @@ export class GraphStepper {
           newCaches.push(outputs[outputs.length - 1]);
           outputs = outputs.slice(0, -1);
         }
+        // with masksZeroIds every known position is kept: the chunk's all-true masks must not
+        // reach attention as the only keys (the cache holds the earlier ones)
+        if (this.plan.masksZeroIds) for (const o of outputs) o.kerasMask = undefined;
         p.node.outputTensors.forEach((x, i) => values.set(x.id, outputs[i]));
       }
       const out = values.get(this.plan.output.id) as tf.Tensor; // [batch, t, vocab]
