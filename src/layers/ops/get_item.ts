@@ -115,11 +115,43 @@ export class GetItem extends layers.Layer {
     return this.resolve(singleShape(inputShape, this.name)).shape;
   }
 
+  /**
+   * Slices, then takes every step-th element by padding the axis to a multiple of the step and
+   * reshaping (`[n] -> [n / step, step]`, first column): every op here has a gradient on every
+   * backend (tfjs' StridedSlice has none, and Gather's needs a kernel wasm lacks).
+   */
   override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
       const r = this.resolve(x.shape);
-      return tf.stridedSlice(x, r.begin, r.end, r.strides, 0, 0, 0, 0, r.shrink);
+      const counts = r.begin.map((b, a) => Math.max(0, Math.ceil((r.end[a] - b) / r.strides[a])));
+      const spans = counts.map((n, a) => (n === 0 ? 0 : (n - 1) * r.strides[a] + 1));
+      let y = tf.slice(x, r.begin, spans);
+      r.strides.forEach((step, a) => {
+        if (step === 1 || counts[a] === 0) return;
+        const shape = y.shape;
+        const padding = shape.map((_, i) => [
+          0,
+          i === a ? counts[a] * step - spans[a] : 0,
+        ]) as Array<[number, number]>;
+        const grouped = tf.reshape(tf.pad(y, padding), [
+          ...shape.slice(0, a),
+          counts[a],
+          step,
+          ...shape.slice(a + 1),
+        ]);
+        const first = tf.slice(
+          grouped,
+          grouped.shape.map(() => 0),
+          grouped.shape.map((d, i) => (i === a + 1 ? 1 : d)),
+        );
+        y = tf.reshape(first, [...shape.slice(0, a), counts[a], ...shape.slice(a + 1)]);
+      });
+      // integer indices drop their axis
+      return tf.reshape(
+        y,
+        y.shape.filter((_, a) => (r.shrink & (1 << a)) === 0),
+      );
     });
   }
 
