@@ -8,6 +8,7 @@ import * as path from 'path';
 import '../layers/register';
 import {fileSystem} from '../io/file_system';
 import {checkWritable} from '../io/paths';
+import {useFastTileGradient} from '../ops/tile_gradient';
 import {attentionHeatmapSvg} from '../viz/heatmap';
 import {writeAttentionHeatmapPng} from '../viz/heatmap_png';
 import {selectBackend} from './backend';
@@ -56,6 +57,7 @@ export async function train(
   const trainData = task.generate(tf, trainSize, rng);
   const validation = task.generate(tf, VALIDATION_SIZE, rng);
 
+  const restoreTileGradient = useFastTileGradient();
   const {model, trainedMetric} = await withSeededMathRandom(options.seed, async () => {
     const m = task.buildModel(tf);
     m.compile({
@@ -83,7 +85,7 @@ export async function train(
       },
     });
     return {model: m, trainedMetric: metric};
-  });
+  }).finally(restoreTileGradient);
   const seconds = (Date.now() - start) / 1000;
 
   model.setUserDefinedMetadata({...task.metadata});
