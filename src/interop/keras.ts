@@ -19,12 +19,12 @@ import {LayersModel, loadLayersModel} from '@tensorflow/tfjs-layers';
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
 import {renameKeras3Weights} from './keras3_weights';
+import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
+import {Entry, keywordCall, KEYWORD_LAYERS} from './keras_keyword_calls';
 import {kerasConfigKeys} from './keras_options';
 
 type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
 type Obj = {[key: string]: Json};
-/** A legacy inbound entry `[layerName, nodeIndex, tensorIndex, kwargs]`. */
-type Entry = [string, number, number, Obj];
 
 const ATTENTION_CLASSES = [
   'MultiHeadAttention',
@@ -220,6 +220,81 @@ function rewriteAttentionLayer(layer: Obj): void {
   }
 }
 
+const MODEL_CLASSES = ['Functional', 'Model', 'Sequential'];
+
+/** Keras / keras-hub activations that tfjs names differently (`gelu_approximate` is a function). */
+const ACTIVATIONS: Record<string, string> = {
+  silu: 'swish',
+};
+
+/** `activation` as a name tfjs knows: keras-hub's function references become their tfjs name. */
+function rewriteActivation(config: Obj, layer: string): void {
+  let a = config.activation;
+  if (a == null) return;
+  if (isObj(a)) {
+    // keras-hub's functions: 'keras_hub>gelu_approximate' (the registered name)
+    if (a.class_name === 'function' && typeof a.config === 'string') {
+      a = a.config.slice(a.config.indexOf('>') + 1);
+    } else
+      fail(`layer '${layer}' has an activation this package cannot read: ${JSON.stringify(a)}`);
+  }
+  if (typeof a === 'string') config.activation = ACTIVATIONS[a] ?? a;
+}
+
+/** Keras 3's `GetItem`: the index (slices and integers) moves from the node into the config. */
+function rewriteGetItem(layer: Obj): void {
+  const nodes = (layer.inbound_nodes as Json[]) ?? [];
+  if (nodes.length !== 1) fail(`layer '${layer.name}' (GetItem) must be called once`);
+  const node = nodes[0] as Obj;
+  const args = (node.args as Json[]) ?? [];
+  const raw = Array.isArray(args[1]) ? args[1] : [args[1]];
+  const index = raw.map((it) => {
+    if (typeof it === 'number') return it;
+    if (isObj(it) && it.class_name === '__slice__' && isObj(it.config)) {
+      const {start = null, stop = null, step = null} = it.config;
+      return {start, stop, step};
+    }
+    return fail(
+      `layer '${layer.name}' (GetItem) indexes with ${JSON.stringify(it)}; integers and slices are supported`,
+    );
+  });
+  (layer.config as Obj).index = index;
+  node.args = [args[0]];
+}
+
+/** keras-hub layers whose call takes `start_index`. */
+const POSITION_CLASSES = ['PositionEmbedding', 'RotaryEmbedding', 'SinePositionEncoding'];
+
+/** A constant `start_index` call argument moves into the config (tfjs replays no call options). */
+function recordStartIndex(layer: Obj): void {
+  const nodes = ((layer.inbound_nodes as Json[]) ?? []).filter(isObj);
+  const starts = new Set(nodes.map((n) => (isObj(n.kwargs) ? (n.kwargs.start_index ?? 0) : 0)));
+  if (starts.size > 1) {
+    fail(`layer '${layer.name}' is called with different start_index values; it must be one`);
+  }
+  const start = [...starts][0] ?? 0;
+  if (typeof start !== 'number') {
+    fail(`layer '${layer.name}' is called with a tensor start_index, which is not supported`);
+  }
+  if (start !== 0) (layer.config as Obj).start_index = start;
+  for (const n of nodes) if (isObj(n.kwargs)) delete n.kwargs.start_index;
+}
+
+/**
+ * A Keras 3 nested Sequential: its InputLayer becomes the first layer's batch_input_shape, as
+ * tfjs (and tf-keras 2) write it.
+ */
+function rewriteSequentialLayers(config: Obj): void {
+  const layers = config.layers as Obj[];
+  const first = layers[0];
+  if (first?.class_name === 'InputLayer' && layers.length > 1) {
+    const c = first.config as Obj;
+    (layers[1].config as Obj).batch_input_shape = c.batch_shape ?? c.batch_input_shape ?? null;
+    layers.shift();
+  }
+  delete config.build_input_shape;
+}
+
 function rewriteLayer(layer: Obj): void {
   const cls = layer.class_name as string;
   if (layer.config == null) layer.config = {};
@@ -233,19 +308,86 @@ function rewriteLayer(layer: Obj): void {
     delete config.optional;
     return;
   }
+  if (MODEL_CLASSES.includes(cls)) rewriteModel(layer, config);
+  rewriteActivation(config, layer.name as string);
   if (ATTENTION_CLASSES.includes(cls)) {
     rewriteAttentionLayer(layer);
     return;
   }
+  if (cls === 'GetItem') rewriteGetItem(layer);
+  if (POSITION_CLASSES.includes(cls)) recordStartIndex(layer);
   layer.inbound_nodes = ((layer.inbound_nodes as Json[]) ?? []).map((node) => {
     const {positional, kwargs, tensorKwargs} = nodeParts(node, layer.name as string);
+    if (KEYWORD_LAYERS[cls]) {
+      const call = keywordCall(cls, layer.name as string, positional, tensorKwargs, kwargs, config);
+      if (call.roles.length > 1) config.input_roles = call.roles;
+      return call.inputs.map((e) => [e[0], e[1], e[2], {}]) as Json;
+    }
     const tk = Object.keys(tensorKwargs);
     if (tk.length > 0)
       fail(
         `layer '${layer.name}' (${cls}) is called with tensor arguments ${tk.join(', ')}, which tfjs-layers does not support`,
       );
+    if (kwargs.mask === null) delete kwargs.mask;
     return positional.map((e) => [e[0], e[1], e[2], kwargs]) as Json;
   });
+}
+
+/**
+ * Keras 3 numbers a nested model's calls from 0; tfjs (like tf-keras 2) counts the model's own
+ * inputs-to-outputs node first, so its calls are nodes 1, 2, ...
+ */
+function bumpNested(x: Json, nested: Map<string, number>): void {
+  if (Array.isArray(x)) {
+    x.forEach((v) => bumpNested(v, nested));
+  } else if (isObj(x)) {
+    const history = isObj(x.config) ? x.config.keras_history : null;
+    if (x.class_name === '__keras_tensor__' && Array.isArray(history)) {
+      const calls = nested.get(history[0] as string);
+      if (calls != null) history[1] = nestedNode(history[1] as number, calls);
+      return;
+    }
+    Object.values(x).forEach((v) => bumpNested(v, nested));
+  }
+}
+
+/**
+ * tfjs' node of Keras 3's call `index` of a nested model called `calls` times. Keras 3 writes
+ * either the call's number or 1 for a model called once (the translation example has both); a
+ * single call is that call whatever the index.
+ */
+function nestedNode(index: number, calls: number): number {
+  return (calls <= 1 ? 0 : Math.min(index, calls - 1)) + 1;
+}
+
+/** Rewrites a model's layers (recursively for nested models) and its input / output lists. */
+function rewriteModel(model: Obj, config: Obj): void {
+  delete config.build_config;
+  delete config.compile_config;
+  if (!Array.isArray(config.layers)) fail(`model '${model.name ?? config.name}' has no layer list`);
+  const keras3 = (config.layers as Obj[]).some((l) =>
+    ((l.inbound_nodes as Json[]) ?? []).some((n) => isObj(n) && 'args' in n),
+  );
+  const nested = new Map(
+    keras3
+      ? (config.layers as Obj[])
+          .filter((l) => MODEL_CLASSES.includes(l.class_name as string))
+          .map((l) => [l.name as string, ((l.inbound_nodes as Json[]) ?? []).length] as const)
+      : [],
+  );
+  if (model.class_name === 'Sequential') rewriteSequentialLayers(config);
+  for (const layer of config.layers as Obj[]) bumpNested(layer.inbound_nodes ?? [], nested);
+  for (const layer of config.layers as Obj[]) rewriteLayer(layer);
+  if (model.class_name !== 'Sequential') {
+    for (const key of ['input_layers', 'output_layers']) {
+      const list = nestLayerList(config[key] as Json) as Json[];
+      config[key] = list.map((e) =>
+        Array.isArray(e) && nested.has(e[0] as string)
+          ? [e[0], nestedNode(e[1] as number, nested.get(e[0] as string) as number), e[2]]
+          : e,
+      );
+    }
+  }
 }
 
 function nestLayerList(x: Json): Json {
@@ -273,15 +415,16 @@ export async function convertKerasArtifacts(
   // before anything is built: no dangling node, no config implying absurd weight sizes
   const specs = artifacts.weightSpecs;
   checkTopology(topology, specs == null ? null : declaredElements(specs));
-  delete modelConfig.build_config;
-  delete modelConfig.compile_config;
-  for (const layer of config.layers as Obj[]) rewriteLayer(layer);
-  if (modelConfig.class_name !== 'Sequential') {
-    config.input_layers = nestLayerList(config.input_layers as Json);
-    config.output_layers = nestLayerList(config.output_layers as Json);
-  }
+  // nested functional models are inlined (see keras_inline.ts); their weights are named from
+  // the nested form, where Keras 3's weight paths come from
+  const flat = hasNestedFunctional(config) ? (JSON.parse(JSON.stringify(topology)) as Obj) : null;
+  rewriteModel(modelConfig, config);
   const weightSpecs = await renameKeras3Weights(topology, artifacts.weightSpecs ?? []);
-  return {...artifacts, modelTopology: topology as object, weightSpecs};
+  if (flat == null) return {...artifacts, modelTopology: topology as object, weightSpecs};
+  const flatModel = (isObj(flat.model_config) ? flat.model_config : flat) as Obj;
+  inlineNestedModels(flatModel.config as Obj);
+  rewriteModel(flatModel, flatModel.config as Obj);
+  return {...artifacts, modelTopology: flat as object, weightSpecs};
 }
 
 /**

@@ -3,7 +3,7 @@
  * from those paths to this package's weight names, layer by layer in model order.
  */
 import * as tf from '@tensorflow/tfjs-core';
-import {models} from '@tensorflow/tfjs-layers';
+import {layers, LayersModel, LayerVariable, models} from '@tensorflow/tfjs-layers';
 
 import {CompositeLayer} from '../layers/composite_layer';
 import {GQA_SUBLAYERS} from '../layers/group_query_attention';
@@ -24,6 +24,68 @@ const KERAS3_SUBLAYERS: Record<
   GroupQueryAttention: {prefix: 'grouped_query_attention', table: GQA_SUBLAYERS},
 };
 
+/** Keras 3 attribute names of sublayers that are not `_<sublayer name>`. */
+const FOLDER_ALIASES: Record<string, string> = {
+  self_attention: '_self_attention_layer',
+  cross_attention: '_cross_attention_layer',
+};
+
+/** Keras 3's path key of a layer inside its model: the snake-cased class, numbered by order. */
+function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
+  const cls = layer.getClassName();
+  const base =
+    KERAS3_SUBLAYERS[cls]?.prefix ??
+    (cls === 'Model' || cls === 'Functional' ? 'functional' : snake(cls));
+  const n = counts.get(base) ?? 0;
+  counts.set(base, n + 1);
+  return n === 0 ? base : `${base}_${n}`;
+}
+
+/** Each weight of `layer` by its Keras 3 path below the layer (`query_dense/vars/0`). */
+function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
+  const out = new Map<string, LayerVariable>();
+  const cls = layer.getClassName();
+  const sub = KERAS3_SUBLAYERS[cls];
+  if (layer instanceof LayersModel) {
+    // a nested model: `layers/<key>/...` for each of its layers
+    const counts = new Map<string, number>();
+    for (const l of layer.layers) {
+      const key = pathKey(l, counts);
+      for (const [p, v] of keras3Paths(l)) out.set(`layers/${key}/${p}`, v);
+    }
+  } else if (sub != null && layer instanceof CompositeLayer) {
+    // Keras 3 keeps each projection's kernel and bias as vars/0 and vars/1 of its folder
+    const paths = layer.weightPaths();
+    for (const {name, keras3} of sub.table) {
+      ['kernel', 'bias'].forEach((w, i) => {
+        const v = paths.get(`${name}/${w}`);
+        if (v != null) out.set(`${keras3}/vars/${i}`, v);
+      });
+    }
+  } else if (layer instanceof CompositeLayer && layer.sublayers.length > 0) {
+    // keras-hub blocks: each sublayer in the folder of its Python attribute (`_<name>`)
+    for (const s of layer.sublayers) {
+      const folder = FOLDER_ALIASES[s.name] ?? `_${s.name}`;
+      for (const [p, v] of keras3Paths(s)) out.set(`${folder}/${p}`, v);
+    }
+  } else {
+    // own weights, numbered within their folder: `vars/0`, or `token_embedding/vars/0` for a
+    // weight named `token_embedding/embeddings` (keras-hub's TokenAndPositionEmbedding)
+    const counts = new Map<string, number>();
+    for (const w of layer.weights) {
+      // the segments between this layer's name and the weight's (a sublayer's weight is named
+      // `<parent>/<sublayer>/<weight>`, a top-level layer's `<layer>/<folder>/<weight>`)
+      const parts = w.originalName.split('/');
+      const at = parts.lastIndexOf(layer.name, parts.length - 2);
+      const local = parts.slice(at + 1, -1).join('/');
+      const n = counts.get(local) ?? 0;
+      counts.set(local, n + 1);
+      out.set(local === '' ? `vars/${n}` : `${local}/vars/${n}`, w);
+    }
+  }
+  return out;
+}
+
 /** Renames Keras 3 HDF5-path weight names (`layers/<layer>/vars/0`) to tfjs weight names. */
 export async function renameKeras3Weights(
   topology: Obj,
@@ -33,27 +95,8 @@ export async function renameKeras3Weights(
   const model = await models.modelFromJSON({
     modelTopology: topology as unknown as tf.io.ModelJSON['modelTopology'],
   } as never);
-  const counts = new Map<string, number>();
   const names = new Map<string, string>();
-  for (const layer of model.layers) {
-    const sub = KERAS3_SUBLAYERS[layer.getClassName()];
-    const base = sub?.prefix ?? snake(layer.getClassName());
-    const n = counts.get(base) ?? 0;
-    counts.set(base, n + 1);
-    const key = n === 0 ? base : `${base}_${n}`;
-    if (sub != null && layer instanceof CompositeLayer) {
-      // Keras 3 keeps each projection's kernel and bias as vars/0 and vars/1 of its folder
-      const paths = layer.weightPaths();
-      for (const {name, keras3} of sub.table) {
-        ['kernel', 'bias'].forEach((w, i) => {
-          const v = paths.get(`${name}/${w}`);
-          if (v != null) names.set(`layers/${key}/${keras3}/vars/${i}`, v.originalName);
-        });
-      }
-    } else {
-      layer.weights.forEach((w, i) => names.set(`layers/${key}/vars/${i}`, w.originalName));
-    }
-  }
+  for (const [p, v] of keras3Paths(model)) names.set(p, v.originalName);
   model.dispose();
   return specs.map((s) => {
     if (s.name.startsWith('optimizer/')) return s;

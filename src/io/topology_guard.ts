@@ -55,7 +55,10 @@ function checkGraph(config: Obj, where: string): void {
     if (!isObj(l)) fail(`${where} has a layer that is not an object`);
     const name = (l.name ?? (isObj(l.config) ? l.config.name : null)) as string;
     const nodes = Array.isArray(l.inbound_nodes) ? l.inbound_nodes.length : 0;
-    nodeCount.set(name, Math.max(1, nodes));
+    // a nested model also has its own node 0 (its inputs to its outputs), which tf-keras 2
+    // counts: its calls in the outer graph are nodes 1, 2, ...
+    const own = MODEL_CLASSES.includes(l.class_name as string) ? 1 : 0;
+    nodeCount.set(name, Math.max(1, nodes + own));
   }
   for (const l of layers as Obj[]) {
     const name = (l.name ?? (isObj(l.config) ? l.config.name : '?')) as string;
@@ -116,6 +119,20 @@ function impliedValues(cls: string, c: Obj): {values: number; option: string} {
       return {
         values: (num(c, 'vocabulary_size') + num(c, 'sequence_length')) * num(c, 'embedding_dim'),
         option: biggest(['vocabulary_size', 'sequence_length', 'embedding_dim']),
+      };
+    case 'ReversibleEmbedding':
+      return {
+        values: num(c, 'input_dim') * num(c, 'output_dim'),
+        option: biggest(['input_dim', 'output_dim']),
+      };
+    case 'PositionEmbedding':
+      return {values: num(c, 'sequence_length'), option: 'sequence_length'};
+    case 'TransformerEncoder':
+    case 'TransformerDecoder':
+      // at least the feed-forward biases, and a head size >= 1 per head in each projection
+      return {
+        values: num(c, 'intermediate_dim') + 4 * num(c, 'num_heads'),
+        option: biggest(['intermediate_dim', 'num_heads']),
       };
     case 'EinsumDense': {
       const shape = Array.isArray(c.output_shape) ? c.output_shape : [c.output_shape];

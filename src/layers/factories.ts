@@ -10,6 +10,8 @@ import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {EinsumDense, EinsumDenseArgs} from './einsum_dense';
 import {GroupQueryAttention, GroupQueryAttentionArgs} from './group_query_attention';
 import {MultiHeadAttention, MultiHeadAttentionArgs} from './multi_head_attention';
+import {TransformerDecoder, TransformerDecoderArgs} from './hub/transformer_decoder';
+import {TransformerEncoder, TransformerEncoderArgs} from './hub/transformer_encoder';
 import {
   TokenAndPositionEmbedding,
   TokenAndPositionEmbeddingArgs,
@@ -30,4 +32,8 @@ export const layers = {
   einsumDense: (args: EinsumDenseArgs): EinsumDense => new EinsumDense(args),
   tokenAndPositionEmbedding: (args: TokenAndPositionEmbeddingArgs): TokenAndPositionEmbedding =>
     new TokenAndPositionEmbedding(args),
+  transformerEncoder: (args: TransformerEncoderArgs): TransformerEncoder =>
+    new TransformerEncoder(args),
+  transformerDecoder: (args: TransformerDecoderArgs): TransformerDecoder =>
+    new TransformerDecoder(args),
 };

@@ -6,11 +6,14 @@ import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {Attention, DotProductAttention} from './dot_product_attention';
 import {EinsumDense} from './einsum_dense';
 import {GroupQueryAttention} from './group_query_attention';
+import {GetItem} from './ops/get_item';
 import {MultiHeadAttention} from './multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
 import {RotaryEmbedding} from './hub/rotary_embedding';
 import {SinePositionEncoding} from './hub/sine_position_encoding';
+import {TransformerDecoder} from './hub/transformer_decoder';
+import {TransformerEncoder} from './hub/transformer_encoder';
 import {TokenAndPositionEmbedding} from './token_and_position_embedding';
 
 export const LAYER_CLASSES = [
@@ -26,6 +29,9 @@ export const LAYER_CLASSES = [
   SinePositionEncoding,
   RotaryEmbedding,
   ReversibleEmbedding,
+  TransformerEncoder,
+  TransformerDecoder,
+  GetItem,
 ];
 
 for (const cls of LAYER_CLASSES) {

@@ -43,3 +43,14 @@ export function positiveNumber(
   }
   return v;
 }
+
+/** A whole number >= 0 (a position), default 0. */
+export function startIndexOption(value: unknown, cls: string): number {
+  const v = value ?? 0;
+  if (!(typeof v === 'number' && Number.isInteger(v) && v >= 0)) {
+    throw new Error(
+      `${cls}: expected startIndex to be a whole number >= 0, received ${JSON.stringify(value)}`,
+    );
+  }
+  return v;
+}

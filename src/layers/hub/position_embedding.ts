@@ -10,9 +10,12 @@ import {
   serializeObject,
 } from '../config_objects';
 import {formatShape, Shape, singleShape} from '../shapes';
-import {refuseUnknownOptions} from './layer_options';
+import {refuseUnknownOptions, startIndexOption} from './layer_options';
 
 export interface PositionEmbeddingArgs extends LayerArgs {
+  /** Position of the first element when no `startIndex` call option is given (keras-hub's
+   * `start_index` of a converted model's call). Default 0. */
+  startIndex?: number;
   /** The longest sequence (rows of the embedding table). */
   sequenceLength: number;
   /** Initializer of the table. Default glorotUniform. */
@@ -32,13 +35,20 @@ export class PositionEmbedding extends layers.Layer {
   /** @nocollapse */
   static readonly className = 'PositionEmbedding';
 
+  readonly startIndex: number;
+
   readonly sequenceLength: number;
   readonly initializer: Initializer;
   embeddings: LayerVariable | null = null;
 
   constructor(args: PositionEmbeddingArgs) {
     super(args);
-    refuseUnknownOptions(args, ['sequenceLength', 'initializer'], 'PositionEmbedding');
+    this.startIndex = startIndexOption(args?.startIndex, 'PositionEmbedding');
+    refuseUnknownOptions(
+      args,
+      ['sequenceLength', 'initializer', 'startIndex'],
+      'PositionEmbedding',
+    );
     if (!(Number.isInteger(args?.sequenceLength) && args.sequenceLength > 0)) {
       throw new Error(
         `PositionEmbedding: expected sequenceLength to be a positive integer, received ${JSON.stringify(args?.sequenceLength)}`,
@@ -73,7 +83,7 @@ export class PositionEmbedding extends layers.Layer {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
       const [T, D] = x.shape.slice(-2);
-      const start = Number(kwargs.startIndex ?? 0);
+      const start = Number(kwargs.startIndex ?? this.startIndex);
       if (!(Number.isInteger(start) && start >= 0 && start + T <= this.sequenceLength)) {
         throw new Error(
           `Layer '${this.name}': positions ${start} to ${start + T - 1} exceed sequenceLength ${this.sequenceLength}`,
@@ -87,6 +97,7 @@ export class PositionEmbedding extends layers.Layer {
   override getConfig(): tf.serialization.ConfigDict {
     return {
       ...super.getConfig(),
+      ...(this.startIndex !== 0 ? {startIndex: this.startIndex} : {}),
       sequenceLength: this.sequenceLength,
       initializer: serializeObject(this.initializer),
     };

@@ -4,9 +4,12 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../shapes';
-import {positiveNumber, refuseUnknownOptions} from './layer_options';
+import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
 export interface RotaryEmbeddingArgs extends LayerArgs {
+  /** Position of the first element when no `startIndex` call option is given (keras-hub's
+   * `start_index` of a converted model's call). Default 0. */
+  startIndex?: number;
   /** The longest wavelength of the sinusoids. Default 10000. */
   maxWavelength?: number;
   /** Positions are divided by it (linear rope scaling). Default 1. */
@@ -17,7 +20,14 @@ export interface RotaryEmbeddingArgs extends LayerArgs {
   featureAxis?: number;
 }
 
-const KNOWN = ['maxWavelength', 'scalingFactor', 'sequenceAxis', 'featureAxis', 'ropeType'];
+const KNOWN = [
+  'maxWavelength',
+  'scalingFactor',
+  'sequenceAxis',
+  'featureAxis',
+  'ropeType',
+  'startIndex',
+];
 
 /**
  * keras-hub's `RotaryEmbedding` (RoFormer): rotates feature pairs `(x_i, x_{i+D/2})` (halves, not
@@ -34,6 +44,8 @@ export class RotaryEmbedding extends layers.Layer {
   /** @nocollapse */
   static readonly className = 'RotaryEmbedding';
 
+  readonly startIndex: number;
+
   readonly maxWavelength: number;
   readonly scalingFactor: number;
   readonly sequenceAxis: number;
@@ -41,14 +53,22 @@ export class RotaryEmbedding extends layers.Layer {
 
   constructor(args: RotaryEmbeddingArgs = {}) {
     super(args);
+    this.startIndex = startIndexOption(args?.startIndex, 'RotaryEmbedding');
     const cls = 'RotaryEmbedding';
     const rope = (args as {ropeType?: unknown}).ropeType;
-    if (rope != null && rope !== 'default') {
+    // keras-hub 0.32 writes 'linear' for the plain (position / scalingFactor) rope
+    if (rope != null && rope !== 'default' && rope !== 'linear') {
       throw new Error(
-        `${cls}: ropeType ${JSON.stringify(rope)} is not implemented; only 'default'`,
+        `${cls}: ropeType ${JSON.stringify(rope)} is not implemented; only 'linear' (keras-hub's ` +
+          "default, also spelled 'default')",
       );
     }
-    refuseUnknownOptions(args, KNOWN, cls);
+    // keras-hub writes YaRN's parameters into every config; they only act with ropeType 'yarn'
+    const {betaFast, betaSlow, originalMaxPositionEmbeddings, truncate, ...rest} = args as {
+      [key: string]: unknown;
+    };
+    void [betaFast, betaSlow, originalMaxPositionEmbeddings, truncate];
+    refuseUnknownOptions(rest, KNOWN, cls);
     this.maxWavelength = positiveNumber(args.maxWavelength, 'maxWavelength', cls, 10000);
     this.scalingFactor = positiveNumber(args.scalingFactor, 'scalingFactor', cls, 1);
     this.sequenceAxis = args.sequenceAxis ?? 1;
@@ -80,7 +100,7 @@ export class RotaryEmbedding extends layers.Layer {
             `${this.featureAxis}) with an even feature size, received shape [${x.shape.join(', ')}]`,
         );
       }
-      const start = Number(kwargs.startIndex ?? 0);
+      const start = Number(kwargs.startIndex ?? this.startIndex);
       const T = x.shape[seq];
       // angles [T, D]: position t, frequency of pair i (i < D/2) repeated for both halves
       const angles = new Float32Array(T * D);
@@ -105,6 +125,7 @@ export class RotaryEmbedding extends layers.Layer {
   override getConfig(): tf.serialization.ConfigDict {
     return {
       ...super.getConfig(),
+      ...(this.startIndex !== 0 ? {startIndex: this.startIndex} : {}),
       maxWavelength: this.maxWavelength,
       scalingFactor: this.scalingFactor,
       sequenceAxis: this.sequenceAxis,

@@ -4,9 +4,12 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../shapes';
-import {positiveNumber, refuseUnknownOptions} from './layer_options';
+import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
 export interface SinePositionEncodingArgs extends LayerArgs {
+  /** Position of the first element when no `startIndex` call option is given (keras-hub's
+   * `start_index` of a converted model's call). Default 0. */
+  startIndex?: number;
   /** The longest wavelength of the sinusoids. Default 10000. */
   maxWavelength?: number;
 }
@@ -25,11 +28,14 @@ export class SinePositionEncoding extends layers.Layer {
   /** @nocollapse */
   static readonly className = 'SinePositionEncoding';
 
+  readonly startIndex: number;
+
   readonly maxWavelength: number;
 
   constructor(args: SinePositionEncodingArgs = {}) {
     super(args);
-    refuseUnknownOptions(args, ['maxWavelength'], 'SinePositionEncoding');
+    this.startIndex = startIndexOption(args?.startIndex, 'SinePositionEncoding');
+    refuseUnknownOptions(args, ['maxWavelength', 'startIndex'], 'SinePositionEncoding');
     this.maxWavelength = positiveNumber(
       args.maxWavelength,
       'maxWavelength',
@@ -51,7 +57,7 @@ export class SinePositionEncoding extends layers.Layer {
         );
       }
       const [T, D] = x.shape.slice(-2);
-      const start = Number(kwargs.startIndex ?? 0);
+      const start = Number(kwargs.startIndex ?? this.startIndex);
       const enc = new Float32Array(T * D);
       for (let t = 0; t < T; t++) {
         for (let j = 0; j < D; j++) {
@@ -65,6 +71,10 @@ export class SinePositionEncoding extends layers.Layer {
   }
 
   override getConfig(): tf.serialization.ConfigDict {
-    return {...super.getConfig(), maxWavelength: this.maxWavelength};
+    return {
+      ...super.getConfig(),
+      ...(this.startIndex !== 0 ? {startIndex: this.startIndex} : {}),
+      maxWavelength: this.maxWavelength,
+    };
   }
 }

@@ -1,0 +1,364 @@
+/**
+ * What keras-hub's `TransformerEncoder` and `TransformerDecoder` share: their options, the
+ * feed-forward and layer-norm sublayers, the residual blocks (pre- or post-norm), dropout, and
+ * the calling convention for tensor options in functional models (they become inputs whose roles
+ * are recorded in the config, because tfjs replays no call options at predict time).
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import '../../ops/activations';
+import {CompositeLayer} from '../composite_layer';
+import {
+  getInitializer,
+  getRegularizer,
+  Initializer,
+  InitializerIdentifier,
+  Regularizer,
+  RegularizerIdentifier,
+  serializeObject,
+} from '../config_objects';
+import {formatShape, isShapeList, Shape} from '../shapes';
+import {positiveNumber, refuseUnknownOptions} from './layer_options';
+
+export interface TransformerBlockArgs extends LayerArgs {
+  /** Width of the feed-forward network's hidden layer. */
+  intermediateDim: number;
+  /** Attention heads; the head size is the input width / numHeads. */
+  numHeads: number;
+  /** Dropout of the attention weights, after attention and after the feed-forward. Default 0. */
+  dropout?: number;
+  /** The feed-forward activation: `'relu'` (default), `'gelu'` (exact, erf),
+   * `'geluApproximate'` (keras-hub's tanh form, also spelled `'gelu_approximate'`), or any tfjs
+   * activation name. */
+  activation?: string;
+  /** Layer normalization epsilon. Default 1e-5 (keras-hub's; Keras' own default is 1e-3). */
+  layerNormEpsilon?: number;
+  kernelInitializer?: InitializerIdentifier;
+  biasInitializer?: InitializerIdentifier;
+  kernelRegularizer?: RegularizerIdentifier | null;
+  biasRegularizer?: RegularizerIdentifier | null;
+  /** Pre-norm `x + f(LN(x))` (GPT-2) when true; post-norm `LN(x + f(x))` (BERT) by default. */
+  normalizeFirst?: boolean;
+  /** Seeds the dropout masks (each call its own stream). */
+  seed?: number | null;
+  /** Roles of the inputs of a functional call with mask inputs (recorded; kept in the config). */
+  inputRoles?: string[] | null;
+}
+
+const KNOWN = [
+  'intermediateDim',
+  'numHeads',
+  'dropout',
+  'activation',
+  'layerNormEpsilon',
+  'kernelInitializer',
+  'biasInitializer',
+  'kernelRegularizer',
+  'biasRegularizer',
+  'normalizeFirst',
+  'seed',
+  'inputRoles',
+];
+
+/** keras-hub / Keras activation names that tfjs spells differently. */
+const ACTIVATION_ALIASES: Record<string, string> = {
+  gelu_approximate: 'geluApproximate',
+  silu: 'swish',
+};
+
+/** A dense feed-forward pair and the layer norms, built and called by the blocks. */
+export abstract class TransformerBlock extends CompositeLayer {
+  readonly intermediateDim: number;
+  readonly numHeads: number;
+  readonly dropout: number;
+  readonly activation: string;
+  readonly layerNormEpsilon: number;
+  readonly kernelInitializer: Initializer;
+  readonly biasInitializer: Initializer;
+  readonly kernelRegularizer: Regularizer | null;
+  readonly biasRegularizer: Regularizer | null;
+  readonly normalizeFirst: boolean;
+  readonly seed: number | null;
+  inputRoles: string[] | null;
+  private dropoutCalls = 0;
+  /** How many tensors the last eager call returned (tfjs asks computeMask right after it). */
+  protected lastOutputCount = 1;
+
+  protected feedforwardIntermediate: layers.Layer | null = null;
+  protected feedforwardOutput: layers.Layer | null = null;
+  protected feedforwardNorm: layers.Layer | null = null;
+
+  constructor(args: TransformerBlockArgs, extraKnown: readonly string[] = []) {
+    super(args);
+    const cls = this.getClassName();
+    if (args == null) throw new Error(`${cls}: expected {intermediateDim, numHeads, ...}`);
+    refuseUnknownOptions(args, [...KNOWN, ...extraKnown], cls);
+    for (const key of ['intermediateDim', 'numHeads'] as const) {
+      if (!(Number.isInteger(args[key]) && args[key] > 0)) {
+        throw new Error(
+          `${cls}: expected ${key} to be a positive integer, received ${JSON.stringify(args[key])}`,
+        );
+      }
+    }
+    const rate = args.dropout ?? 0;
+    if (!(typeof rate === 'number' && rate >= 0 && rate < 1)) {
+      throw new Error(
+        `${cls}: expected dropout to be a number in [0, 1), received ${JSON.stringify(args.dropout)}`,
+      );
+    }
+    const activation = args.activation ?? 'relu';
+    if (typeof activation !== 'string') {
+      throw new Error(
+        `${cls}: expected activation to be a name such as 'relu' or 'gelu', received ${JSON.stringify(activation)}`,
+      );
+    }
+    this.intermediateDim = args.intermediateDim;
+    this.numHeads = args.numHeads;
+    this.dropout = rate;
+    this.activation = ACTIVATION_ALIASES[activation] ?? activation;
+    this.layerNormEpsilon = positiveNumber(args.layerNormEpsilon, 'layerNormEpsilon', cls, 1e-5);
+    this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
+    this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
+    this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
+    this.biasRegularizer = getRegularizer(args.biasRegularizer);
+    this.normalizeFirst = Boolean(args.normalizeFirst ?? false);
+    this.seed = args.seed ?? null;
+    this.inputRoles = args.inputRoles ?? null;
+    this.supportsMasking = true;
+    // fail now, not at build, on an unknown activation name
+    layers.dense({units: 1, activation: this.activation as 'relu'});
+  }
+
+  /** The roles this block's inputs can take, in positional order first. */
+  protected abstract readonly roleNames: readonly string[];
+  /** How many leading inputs may be given positionally (their roles in `roleNames` order). */
+  protected abstract readonly positionalRoles: number;
+  /** Tensor call options (camelCase role names) and the other call options accepted. */
+  protected abstract readonly tensorOptions: readonly string[];
+  protected abstract readonly otherOptions: readonly string[];
+
+  /** Hidden width and head size for an input width, with keras-hub's check. */
+  protected headSize(width: number | null): number {
+    if (width == null) {
+      throw new Error(`Layer '${this.name}' needs a known input width, received null`);
+    }
+    const head = Math.floor(width / this.numHeads);
+    if (head === 0) {
+      throw new Error(
+        `Layer '${this.name}': the input width ${width} must be >= numHeads (${this.numHeads}), ` +
+          'since the head size is width / numHeads',
+      );
+    }
+    return head;
+  }
+
+  /**
+   * Builds the feed-forward sublayers, after the attention sublayers; the encoder builds its
+   * norm before the dense layers, the decoder after (keras-hub's weight order).
+   */
+  protected buildFeedForward(shape: Shape, normFirst: boolean): void {
+    const width = shape[shape.length - 1] as number;
+    const dense = (name: string, units: number, activation: string) =>
+      layers.dense({
+        name,
+        units,
+        activation: activation as 'relu',
+        kernelInitializer: this.kernelInitializer,
+        biasInitializer: this.biasInitializer,
+        kernelRegularizer: this.kernelRegularizer ?? undefined,
+        biasRegularizer: this.biasRegularizer ?? undefined,
+      });
+    const inner = [...shape.slice(0, -1), this.intermediateDim];
+    if (normFirst)
+      this.feedforwardNorm = this.addSublayer(this.layerNorm('feedforward_layer_norm'), shape);
+    this.feedforwardIntermediate = this.addSublayer(
+      dense('feedforward_intermediate_dense', this.intermediateDim, this.activation),
+      shape,
+    );
+    this.feedforwardOutput = this.addSublayer(
+      dense('feedforward_output_dense', width, 'linear'),
+      inner,
+    );
+    if (!normFirst)
+      this.feedforwardNorm = this.addSublayer(this.layerNorm('feedforward_layer_norm'), shape);
+  }
+
+  protected layerNorm(name: string): layers.Layer {
+    return layers.layerNormalization({name, epsilon: this.layerNormEpsilon});
+  }
+
+  /** `x + f(LN(x))` (normalizeFirst) or `LN(x + f(x))`, with dropout after `f`. */
+  protected residual(
+    x: tf.Tensor,
+    norm: layers.Layer,
+    f: (y: tf.Tensor) => tf.Tensor,
+    training: boolean,
+  ): tf.Tensor {
+    const ln = (y: tf.Tensor) => norm.call(y, {}) as tf.Tensor;
+    const y = this.drop(f(this.normalizeFirst ? ln(x) : x), training);
+    const sum = tf.add(y, x);
+    return this.normalizeFirst ? sum : ln(sum);
+  }
+
+  /** The feed-forward block with its residual. */
+  protected feedForward(x: tf.Tensor, training: boolean): tf.Tensor {
+    return this.residual(
+      x,
+      this.feedforwardNorm as layers.Layer,
+      (y) => {
+        const h = (this.feedforwardIntermediate as layers.Layer).call(y, {}) as tf.Tensor;
+        return (this.feedforwardOutput as layers.Layer).call(h, {}) as tf.Tensor;
+      },
+      training,
+    );
+  }
+
+  protected drop(x: tf.Tensor, training: boolean): tf.Tensor {
+    if (!training || this.dropout === 0) return x;
+    const seed = this.seed == null ? undefined : this.seed + 1000003 * ++this.dropoutCalls;
+    return tf.dropout(x, this.dropout, undefined, seed);
+  }
+
+  /** The dropout seed for the attention sublayers (derived from this block's). */
+  protected sublayerSeed(index: number): number | null {
+    return this.seed == null ? null : this.seed + 7919 * (index + 1);
+  }
+
+  // ---- calling convention -------------------------------------------------------------------------
+
+  /**
+   * The roles of `n` inputs: the recorded roles when they match, else the first inputs
+   * positionally (`roleNames` order) — more inputs than that need recorded roles.
+   */
+  protected rolesOf(n: number): string[] {
+    if (this.inputRoles != null && this.inputRoles.length === n) return this.inputRoles;
+    if (n > this.positionalRoles) {
+      throw new Error(
+        `Layer '${this.name}' received ${n} inputs; expected at most ${this.positionalRoles} ` +
+          `(${this.roleNames.slice(0, this.positionalRoles).join(', ')}); pass masks as the ` +
+          `call options ${this.tensorOptions.join(', ')}`,
+      );
+    }
+    return this.roleNames.slice(0, n);
+  }
+
+  /** Inputs (or shapes) by role. */
+  protected byRole<T>(items: T[]): Map<string, T> {
+    const roles = this.rolesOf(items.length);
+    return new Map(roles.map((r, i) => [r, items[i]]));
+  }
+
+  protected shapesByRole(inputShape: Shape | Shape[]): Map<string, Shape> {
+    return this.byRole(isShapeList(inputShape) ? inputShape : [inputShape]);
+  }
+
+  /** Checks call options: unknown names are errors listing the accepted ones. */
+  protected checkOptions(kwargs: Kwargs): void {
+    const accepted = [...this.tensorOptions, ...this.otherOptions, 'training', 'mask'];
+    for (const [k, v] of Object.entries(kwargs)) {
+      if (v === undefined || accepted.includes(k)) continue;
+      const camel = k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+      throw new Error(
+        `Layer '${this.name}': unknown call option '${k}'` +
+          (accepted.includes(camel) ? `; did you mean '${camel}'?` : '') +
+          `. Accepted options: ${accepted.join(', ')}`,
+      );
+    }
+  }
+
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    this.checkOptions(kwargs);
+    const list = Array.isArray(inputs) ? inputs : [inputs];
+    if (!(list[0] instanceof SymbolicTensor)) return super.apply(inputs, kwargs) as tf.Tensor;
+    // functional model: tensor options become inputs with recorded roles
+    const all = [...(list as SymbolicTensor[])];
+    const roles = this.rolesOf(all.length).slice();
+    const kw: Kwargs = {...kwargs};
+    for (const name of this.tensorOptions) {
+      const t = kw[name];
+      delete kw[name];
+      if (t == null) continue;
+      if (!(t instanceof SymbolicTensor)) {
+        throw new Error(
+          `Layer '${this.name}': in a functional model, ${name} must be a symbolic tensor (a model ` +
+            `input or a layer output), received a ${t instanceof tf.Tensor ? 'concrete tensor' : typeof t}`,
+        );
+      }
+      all.push(t);
+      roles.push(name);
+    }
+    for (const name of this.otherOptions) {
+      if (kw[name] !== undefined) this.recordOption(name, kw[name]);
+      delete kw[name];
+    }
+    if (roles.some((r) => this.tensorOptions.includes(r)) || this.inputRoles != null) {
+      this.inputRoles = roles;
+    }
+    return super.apply(all.length === 1 ? all[0] : all, kw) as SymbolicTensor;
+  }
+
+  /** A non-tensor option of a functional call, kept in the config (tfjs replays none). */
+  protected recordOption(name: string, value: unknown): void {
+    throw new Error(
+      `Layer '${this.name}': the call option ${name}=${JSON.stringify(value)} works in eager ` +
+        'calls only',
+    );
+  }
+
+  /** Checks the shapes of the mask inputs of a call against the sequences. */
+  protected checkMaskShape(mask: tf.Tensor | null, want: number[], what: string): void {
+    if (mask == null) return;
+    const ok = mask.rank === want.length && mask.shape.every((d, i) => d === want[i] || d === 1);
+    if (!ok) {
+      throw new Error(
+        `Layer '${this.name}': expected ${what} of shape ${formatShape(want)}, received ` +
+          formatShape(mask.shape),
+      );
+    }
+  }
+
+  /**
+   * The output masks: the Keras mask of the input in role `role` for the first output, none for
+   * the others (scores, caches). tfjs disposes a tensor's mask with it, so the mask is copied.
+   */
+  protected outputMasks(
+    inputs: tf.Tensor | tf.Tensor[],
+    mask: tf.Tensor | tf.Tensor[] | undefined,
+    role: string,
+  ): tf.Tensor | tf.Tensor[] {
+    const list = Array.isArray(inputs) ? inputs : [inputs];
+    const index = this.rolesOf(list.length).indexOf(role);
+    const given = Array.isArray(mask) ? mask[index] : index === 0 ? mask : undefined;
+    const own = given ?? list[index]?.kerasMask ?? null;
+    const first = (own == null ? null : tf.clone(own)) as tf.Tensor;
+    if (this.lastOutputCount === 1) return first;
+    return [
+      first,
+      ...new Array<tf.Tensor>(this.lastOutputCount - 1).fill(null as unknown as tf.Tensor),
+    ];
+  }
+
+  protected blockConfig(): tf.serialization.ConfigDict {
+    const config: tf.serialization.ConfigDict = {
+      intermediateDim: this.intermediateDim,
+      numHeads: this.numHeads,
+      dropout: this.dropout,
+      activation: this.activation,
+      layerNormEpsilon: this.layerNormEpsilon,
+      kernelInitializer: serializeObject(this.kernelInitializer),
+      biasInitializer: serializeObject(this.biasInitializer),
+      kernelRegularizer: serializeObject(this.kernelRegularizer),
+      biasRegularizer: serializeObject(this.biasRegularizer),
+      normalizeFirst: this.normalizeFirst,
+      seed: this.seed,
+    };
+    if (this.inputRoles != null) config.inputRoles = [...this.inputRoles];
+    return {...super.getConfig(), ...config};
+  }
+}

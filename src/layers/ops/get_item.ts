@@ -1,0 +1,129 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {layers} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {formatShape, Shape, singleShape} from '../shapes';
+
+/** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
+export type IndexItem = number | {start: number | null; stop: number | null; step: number | null};
+
+export interface GetItemArgs extends LayerArgs {
+  /** Per leading axis (batch first), as Python writes `x[:, 0, 1:3]`; later axes are kept whole. */
+  index: IndexItem[];
+}
+
+interface Resolved {
+  begin: number[];
+  end: number[];
+  strides: number[];
+  shrink: number;
+  shape: Shape;
+}
+
+function checkItem(item: IndexItem, i: number): void {
+  const ok =
+    Number.isInteger(item) ||
+    (item != null &&
+      typeof item === 'object' &&
+      (['start', 'stop', 'step'] as const).every(
+        (k) => item[k] == null || Number.isInteger(item[k]),
+      ));
+  if (!ok) {
+    throw new Error(
+      `GetItem: expected index item ${i} to be an integer or {start, stop, step}, received ${JSON.stringify(item)}`,
+    );
+  }
+  if (typeof item === 'object' && item.step != null && item.step <= 0) {
+    throw new Error(`GetItem: slice steps must be > 0, received ${item.step} at item ${i}`);
+  }
+}
+
+/**
+ * Keras 3's `GetItem` operation (what `x[:, 0, 1:3]` becomes in a functional model): integer
+ * indices drop their axis, slices keep it, with Python's negative indices and clamping.
+ *
+ * ```js
+ * const first = new GetItem({index: [{start: null, stop: null, step: null}, 0]}).apply(x); // x[:, 0]
+ * ```
+ */
+export class GetItem extends layers.Layer {
+  /** @nocollapse */
+  static readonly className = 'GetItem';
+
+  readonly index: IndexItem[];
+
+  constructor(args: GetItemArgs) {
+    super(args);
+    if (!Array.isArray(args?.index)) {
+      throw new Error(
+        `GetItem: expected index to be a list of integers and slices, received ${JSON.stringify(args?.index)}`,
+      );
+    }
+    args.index.forEach(checkItem);
+    this.index = args.index.map((it) => (typeof it === 'number' ? it : {...it}));
+  }
+
+  /**
+   * begin / end / strides and the output shape for an input shape. Unknown sizes (symbolic
+   * shapes) give unknown output sizes; a call always has every size.
+   */
+  private resolve(shape: Shape): Resolved {
+    if (this.index.length > shape.length) {
+      throw new Error(
+        `Layer '${this.name}' indexes ${this.index.length} axes of an input of shape ${formatShape(shape)}`,
+      );
+    }
+    const r: Resolved = {begin: [], end: [], strides: [], shrink: 0, shape: []};
+    shape.forEach((size, axis) => {
+      const item: IndexItem =
+        axis < this.index.length ? this.index[axis] : {start: null, stop: null, step: null};
+      if (typeof item === 'number') {
+        const i = item < 0 && size != null ? item + size : item;
+        if (size != null && (i < 0 || i >= size)) {
+          throw new Error(
+            `Layer '${this.name}': index ${item} is out of range for axis ${axis} of size ${size}`,
+          );
+        }
+        r.begin.push(i);
+        r.end.push(i + 1);
+        r.strides.push(1);
+        r.shrink |= 1 << axis;
+        return;
+      }
+      const step = item.step ?? 1;
+      if (size == null) {
+        r.begin.push(0);
+        r.end.push(0);
+        r.strides.push(step);
+        r.shape.push(null);
+        return;
+      }
+      const clamp = (v: number | null, fallback: number) =>
+        v == null ? fallback : Math.min(size, Math.max(0, v < 0 ? v + size : v));
+      const begin = clamp(item.start, 0);
+      const end = Math.max(begin, clamp(item.stop, size));
+      r.begin.push(begin);
+      r.end.push(end);
+      r.strides.push(step);
+      r.shape.push(Math.ceil((end - begin) / step));
+    });
+    return r;
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    return this.resolve(singleShape(inputShape, this.name)).shape;
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      const r = this.resolve(x.shape);
+      return tf.stridedSlice(x, r.begin, r.end, r.strides, 0, 0, 0, 0, r.shrink);
+    });
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    return {...super.getConfig(), index: this.index as unknown as tf.serialization.ConfigDictArray};
+  }
+}
