@@ -65,12 +65,15 @@ export async function train(
   const restoreTileGradient = useFastTileGradient();
   const {model, trainedMetric} = await withSeededMathRandom(options.seed, async () => {
     const m = task.buildModel(tf);
+    const optimizer = tf.train.adam(task.learningRate);
     m.compile({
-      optimizer: tf.train.adam(task.learningRate),
+      optimizer,
       loss: task.loss?.(tf) ?? 'sparseCategoricalCrossentropy',
       metrics: task.metrics?.(tf) ?? ['acc'],
     });
-    const progress = new Progress(out, epochs, Math.ceil(trainSize / batchSize));
+    const batches = Math.ceil(trainSize / batchSize);
+    const progress = new Progress(out, epochs, batches);
+    const schedule = task.learningRateSchedule;
     let metric = 0;
     let currentEpoch = 0;
     await m.fit(trainData.inputs, trainData.targets, {
@@ -80,6 +83,12 @@ export async function train(
       verbose: 0,
       callbacks: {
         onEpochBegin: async () => progress.startEpoch(),
+        onBatchBegin: async (batch) => {
+          if (schedule == null) return;
+          // tfjs' Adam reads its learning rate at every step
+          (optimizer as unknown as {learningRate: number}).learningRate =
+            task.learningRate * schedule((currentEpoch * batches + batch) / (epochs * batches));
+        },
         onBatchEnd: async (batch, logs) =>
           progress.batch(currentEpoch, batch, (logs ?? {}) as Record<string, number>),
         onEpochEnd: async (epoch, logs) => {

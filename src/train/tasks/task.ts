@@ -21,6 +21,11 @@ export interface Task {
   defaultTrainSize: number;
   defaultBatchSize: number;
   learningRate: number;
+  /**
+   * The learning rate's factor at a point of the run, `progress` in [0, 1) (the share of the
+   * training steps done), set before each batch; default a constant learning rate.
+   */
+  learningRateSchedule?: (progress: number) => number;
   /** The training loss; default `'sparseCategoricalCrossentropy'`. */
   loss?: (tf: TF) => string | ((yTrue: tfTypes.Tensor, yPred: tfTypes.Tensor) => tfTypes.Tensor);
   /** Metrics shown while training; default `['acc']`. */
