@@ -262,7 +262,9 @@ describe('training runs', () => {
     ]);
     const model = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
     expect(model.userDefinedMetadata).toMatchObject({task: 'addition', maxLen: 13, endId: 13});
-    const classes = model.modelTopology.config.layers.map((l: {class_name: string}) => l.class_name);
+    const classes = model.modelTopology.config.layers.map(
+      (l: {class_name: string}) => l.class_name,
+    );
     expect(classes.filter((c: string) => c === 'TransformerDecoder').length).toBe(2);
     expect(fs.readFileSync(path.join(dir, 'attention.svg'), 'utf8')).toMatch(/^<svg/);
     expect(run(args('g')).code).toBe(0);

@@ -123,7 +123,7 @@ export const additionTask: Task = {
     digits: DIGITS,
     heldOut: '(Math.imul(a * 1000 + b, 0x9e3779b1) >>> 0) % 10 === 0',
   },
-  defaultEpochs: 9,
+  defaultEpochs: 10,
   defaultTrainSize: 6400,
   defaultBatchSize: 64,
   learningRate: 3e-3,
