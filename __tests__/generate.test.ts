@@ -117,9 +117,6 @@ describeBackends('generate', () => {
     await expect(generate(model, prompts, {maxLength: MAX, promptLengths: [1]})).rejects.toThrow(
       'expected 2 promptLengths, received 1',
     );
-    await expect(generate(model, prompts, {maxLength: MAX, useCache: true})).rejects.toThrow(
-      /cached decoding of a functional model is not available yet/,
-    );
     await expect(generate(model, tf.zeros([2, 3]), {maxLength: MAX})).rejects.toThrow(
       'expected int32 prompts of shape [batch, length], received float32 of shape [2, 3]',
     );

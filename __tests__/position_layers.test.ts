@@ -114,7 +114,7 @@ describeBackends('position layers', () => {
 
   it('refuses options it does not implement, naming them', () => {
     expect(() => new RotaryEmbedding({ropeType: 'yarn'} as never)).toThrow(
-      'RotaryEmbedding: ropeType "yarn" is not implemented; only \'default\'',
+      'RotaryEmbedding: ropeType "yarn" is not implemented; only \'linear\'',
     );
     expect(() => new RotaryEmbedding({lowFreqFactor: 1} as never)).toThrow(
       "RotaryEmbedding: the option 'lowFreqFactor' = 1 is not implemented",

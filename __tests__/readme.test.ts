@@ -26,6 +26,16 @@ describe('README', () => {
     expect([...named]).toEqual(expect.arrayContaining(['train', 'build', 'bench', 'test:browser']));
   });
 
+  it("shows the Transformers walkthrough's Node code exactly as examples/ runs it", () => {
+    const start = readme.indexOf('<!-- transformers-example:start -->');
+    const end = readme.indexOf('<!-- transformers-example:end -->');
+    expect(start).toBeGreaterThan(0);
+    const block = readme.slice(start, end).split('```js\n')[1].split('```')[0].trim();
+    const example = fs.readFileSync(path.join(root, 'examples', 'keras_gpt_generate.js'), 'utf8');
+    expect(block.length).toBeGreaterThan(300);
+    expect(example).toContain(block);
+  });
+
   it('has a fidelity table row for every fixture case', () => {
     const table = readme.slice(
       readme.indexOf('<!-- fidelity:start -->'),

@@ -106,6 +106,62 @@
         dot.apply([q, v, kBad], {validLens: lens}),
       ]);
     },
+    // keras-hub's blocks: an encoder with a padding mask, a pre-norm decoder with cross-attention
+    // (whole sequence, then cached steps), GroupQueryAttention, RotaryEmbedding and GetItem
+    async transformerBlocks(tf, A) {
+      const x = rand(tf, [2, 5, 8], 60);
+      const e = rand(tf, [2, 4, 8], 61);
+      const enc = new A.TransformerEncoder({intermediateDim: 12, numHeads: 2, activation: 'gelu'});
+      enc.apply(x);
+      setRandomWeights(tf, enc, 70);
+      const padding = tf.tensor2d(
+        [
+          [1, 1, 1, 0, 0],
+          [1, 1, 1, 1, 1],
+        ],
+        [2, 5],
+        'int32',
+      );
+      const dec = new A.TransformerDecoder({
+        intermediateDim: 12,
+        numHeads: 2,
+        normalizeFirst: true,
+        activation: 'geluApproximate',
+      });
+      dec.apply([x, e]);
+      setRandomWeights(tf, dec, 90);
+      let cache = tf.zeros([2, 2, 5, 2, 4]);
+      let cross = tf.zeros([2, 2, 4, 2, 4]);
+      const steps = [];
+      for (let t = 0; t < 5; t++) {
+        const [y, c, k] = dec.apply([tf.slice(x, [0, t, 0], [2, 1, 8]), e], {
+          selfAttentionCache: cache,
+          selfAttentionCacheUpdateIndex: t,
+          crossAttentionCache: cross,
+          crossAttentionCacheUpdateIndex: t === 0 ? 0 : undefined,
+        });
+        steps.push(y);
+        cache = c;
+        cross = k;
+      }
+      const gqa = new A.GroupQueryAttention({
+        headDim: 4,
+        numQueryHeads: 4,
+        numKeyValueHeads: 2,
+        useCausalMask: true,
+      });
+      const rotated = new A.RotaryEmbedding({maxWavelength: 100}).apply(x);
+      gqa.apply(rotated);
+      setRandomWeights(tf, gqa, 110);
+      const first = new A.GetItem({index: [{start: null, stop: null, step: null}, 0]});
+      return arrays([
+        enc.apply(x, {paddingMask: padding}),
+        dec.apply([x, e]),
+        tf.concat(steps, 1),
+        gqa.apply(rotated),
+        first.apply(x),
+      ]);
+    },
     async einsumMaskedSoftmax(tf, A) {
       const a = rand(tf, [2, 3, 4], 11);
       const b = rand(tf, [4, 5], 12);

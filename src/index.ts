@@ -33,6 +33,8 @@ export type {TransformerEncoderArgs} from './layers/hub/transformer_encoder';
 export {TransformerDecoder} from './layers/hub/transformer_decoder';
 export type {TransformerDecoderArgs} from './layers/hub/transformer_decoder';
 export type {TransformerBlockArgs} from './layers/hub/transformer_block';
+export {GetItem} from './layers/ops/get_item';
+export type {GetItemArgs, IndexItem} from './layers/ops/get_item';
 export type {EinsumDenseArgs} from './layers/einsum_dense';
 export type {TokenAndPositionEmbeddingArgs} from './layers/token_and_position_embedding';
 export {BaseAttention} from './layers/base_attention';
@@ -44,6 +46,7 @@ export {causalMask} from './ops/masking';
 export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 
 export {generate} from './generate/generate';
+export {cachedDecodingRefusal} from './generate/graph_plan';
 export type {GenerateOptions} from './generate/generate';
 export type {SamplerName, SamplerOptions} from './generate/samplers';
 

@@ -1,12 +1,16 @@
 /**
  * Text generation with a causal language model (token ids `[batch, T]` -> logits
  * `[batch, T, vocab]`), token by token, as keras-hub's `generate` does: right-padded prompts,
- * a sampler, an end token, a total length.
+ * a sampler, an end token, a total length. Functional models whose graph allows it run with a
+ * key / value cache (graph_plan.ts, graph_step.ts); others recompute the prefix at each step.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {mulberry32} from '../ops/random';
+import {checkModelInputs, modelInputs} from './model_inputs';
+import {planCachedDecoding, StepPlan} from './graph_plan';
+import {GraphStepper} from './graph_step';
 import {checkSampler, SamplerOptions, sampleNext} from './samplers';
 
 export interface GenerateOptions extends SamplerOptions {
@@ -21,10 +25,18 @@ export interface GenerateOptions extends SamplerOptions {
   /** Seed of the samplers that draw at random. */
   seed?: number;
   /**
-   * Cached decoding for functional models is not available yet: `true` is an error saying so;
-   * the default recomputes the whole prefix at each step.
+   * Cached decoding: the model's graph is run one token at a time, each causal self-attention
+   * with a key / value cache of `maxLength` positions, position layers with `startIndex`
+   * (`cachedDecodingRefusal` says whether a model can). `true`: required (a model that cannot
+   * is an error naming the layer and the reason); `false`: always recompute the whole prefix at
+   * each step; unset (default): the cache when the model allows it, else recomputing (and
+   * `onFallback` is told why).
    */
   useCache?: boolean;
+  /** Called with the reason when `useCache` is unset and the model runs without a cache. */
+  onFallback?: (reason: string) => void;
+  /** Called after each step that chose tokens, with their position (progress, timing). */
+  onStep?: (position: number) => void;
 }
 
 function promptRows(prompts: tf.Tensor | number[][]): number[][] {
@@ -51,8 +63,16 @@ function promptRows(prompts: tf.Tensor | number[][]): number[][] {
 /**
  * Generates up to `maxLength` tokens per row (prompt included) with a causal LM.
  *
+ * With a key / value cache when the model's graph allows it (`useCache` unset or true): the
+ * prompt positions `[0, shortest prompt - 1)` in one call, then one position per step, each
+ * layer on the new positions only (graph_plan.ts says which models can); otherwise (`useCache: false`, or
+ * unset and the model does not allow it, `onFallback` being told why) `model.predict` on the
+ * whole prefix at each step. Both give the same tokens; `useCache: true` on a model that does
+ * not allow the cache is an error naming the layer and the reason.
+ *
  * ```js
  * const ids = await generate(model, [[5, 3, 0, 0]], {maxLength: 12, promptLengths: [2], endId: 1});
+ * await generate(model, prompts, {maxLength: 64, onFallback: (why) => console.warn(why)});
  * ```
  *
  * @returns int32 ids `[batch, maxLength]`.
@@ -63,17 +83,11 @@ export async function generate(
   options: GenerateOptions,
 ): Promise<tf.Tensor2D> {
   checkSampler(options);
+  checkModelInputs(model);
   const rows = promptRows(prompts);
   const {maxLength} = options;
   const padId = options.padId ?? 0;
   const endId = options.endId ?? null;
-  if (options.useCache === true) {
-    throw new Error(
-      'generate: cached decoding of a functional model is not available yet; omit useCache to ' +
-        'recompute the prefix at each step (MultiHeadAttention and GroupQueryAttention take a ' +
-        'cache in eager calls)',
-    );
-  }
   const lengths =
     options.promptLengths ??
     rows.map((r) => {
@@ -101,20 +115,122 @@ export async function generate(
     ...r.slice(0, lengths[b]),
     ...new Array(maxLength - lengths[b]).fill(padId),
   ]);
-  const done = new Array(B).fill(false);
   const rng = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
-  for (let t = Math.min(...lengths); t < maxLength; t++) {
+  const plan = cachePlan(model, options);
+  let from = Math.min(...lengths);
+  if (plan != null && plan.masksZeroIds && ids.some((r, b) => r.slice(0, lengths[b]).includes(0))) {
+    options.onFallback?.(
+      'a prompt holds the id 0, which the model masks (mask_zero); a cache holds no mask',
+    );
+  } else if (plan != null) {
+    from = await generateCached(plan, ids, lengths, maxLength, endId, options, rng);
+  }
+  await generateRecomputing(model, ids, lengths, maxLength, endId, options, rng, from);
+  return tf.tensor2d(ids, [B, maxLength], 'int32');
+}
+
+/** The plan of cached decoding, or null to recompute (telling `onFallback` why). */
+function cachePlan(model: LayersModel, options: GenerateOptions): StepPlan | null {
+  if (options.useCache === false) return null;
+  const {plan, reason} = planCachedDecoding(model);
+  if (plan != null) return plan;
+  if (options.useCache === true) {
+    throw new Error(
+      `generate: useCache is true but the model cannot be decoded with a cache: ${reason}`,
+    );
+  }
+  options.onFallback?.(reason);
+  return null;
+}
+
+/**
+ * Cached decoding: positions [0, shortest prompt - 1) in one step, then one position per step;
+ * the logits of position t - 1 give token t of the rows past their prompt, as in
+ * {@link generateRecomputing}, so both give the same tokens.
+ */
+async function generateCached(
+  plan: StepPlan,
+  ids: number[][],
+  lengths: number[],
+  maxLength: number,
+  endId: number | null,
+  options: GenerateOptions,
+  rng: () => number,
+): Promise<number> {
+  const B = ids.length;
+  const first = Math.min(...lengths);
+  const done = new Array(B).fill(false);
+  const stepper = new GraphStepper(plan, B, maxLength);
+  const feed = (from: number, to: number) => {
+    const chunk = tf.tensor2d(
+      ids.map((r) => r.slice(from, to)),
+      [B, to - from],
+      'int32',
+    );
+    try {
+      return stepper.step(chunk);
+    } finally {
+      chunk.dispose();
+    }
+  };
+  try {
+    if (first > 1 && first < maxLength) feed(0, first - 1).dispose();
+    for (let t = first; t < maxLength; t++) {
+      if (done.every(Boolean)) break; // no row can be active again
+      const logits = feed(t - 1, t);
+      const active = ids.map((_, b) => t >= lengths[b] && !done[b]);
+      if (!active.some(Boolean)) {
+        logits.dispose();
+        continue;
+      }
+      const values = (await logits.array()) as number[][];
+      logits.dispose();
+      for (let b = 0; b < B; b++) {
+        if (!active[b]) continue;
+        ids[b][t] = sampleNext(values[b], options, rng);
+        if (endId != null && ids[b][t] === endId) done[b] = true;
+      }
+      options.onStep?.(t);
+      if (plan.masksZeroIds && active.some((a, b) => a && ids[b][t] === 0)) {
+        // a generated 0 is a masked key from now on: recompute the rest (see masksZeroIds)
+        options.onFallback?.(
+          `position ${t} holds the id 0, which the model masks (mask_zero); recomputing from there`,
+        );
+        return t + 1;
+      }
+    }
+  } finally {
+    stepper.dispose();
+  }
+  return maxLength;
+}
+
+/**
+ * Decoding without a cache from position `from` on: the whole prefix through `model.predict` at
+ * each step.
+ */
+async function generateRecomputing(
+  model: LayersModel,
+  ids: number[][],
+  lengths: number[],
+  maxLength: number,
+  endId: number | null,
+  options: GenerateOptions,
+  rng: () => number,
+  from: number,
+): Promise<void> {
+  const B = ids.length;
+  const fixed = model.inputs[0].shape[1];
+  // rows that ended before `from` (their end token is among the known ids) stay ended
+  const done = ids.map((r, b) => endId != null && r.slice(lengths[b], from).includes(endId));
+  for (let t = from; t < maxLength; t++) {
     const active = ids.map((_, b) => t >= lengths[b] && !done[b]);
     if (!active.some(Boolean)) continue;
     // logits at position t - 1 predict token t; a causal model sees only positions < t there
     const width = fixed ?? t;
     const logits = tf.tidy(() => {
-      const input = tf.tensor2d(
-        ids.map((r) => r.slice(0, width)),
-        [B, width],
-        'int32',
-      );
-      const out = model.predict(input) as tf.Tensor;
+      const known = lengths.map((n) => Math.max(n, t));
+      const out = model.predict(modelInputs(model, ids, width, known)) as tf.Tensor;
       const V = out.shape[2] as number;
       return tf.reshape(tf.slice(out, [0, t - 1, 0], [B, 1, V]), [B, V]);
     });
@@ -125,6 +241,6 @@ export async function generate(
       ids[b][t] = sampleNext(values[b], options, rng);
       if (endId != null && ids[b][t] === endId) done[b] = true;
     }
+    options.onStep?.(t);
   }
-  return tf.tensor2d(ids, [B, maxLength], 'int32');
 }

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
@@ -11,6 +11,7 @@ import {
   serializeObject,
 } from './config_objects';
 import {formatShape, Shape, singleShape} from './shapes';
+import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 
 export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
   /** Number of token ids (ids are `0 .. vocabularySize - 1`). */
@@ -26,7 +27,8 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
 
 /**
  * Token embedding plus learned position embedding (keras-hub `TokenAndPositionEmbedding`):
- * `out[b, t] = tokens[ids[b, t]] + positions[t]`.
+ * `out[b, t] = tokens[ids[b, t]] + positions[startIndex + t]` (call option `startIndex`, eager
+ * calls only, default 0: cached decoding one token at a time).
  *
  * - Input: int32 ids `[batch, length]` with `length <= sequenceLength`.
  * - Output: `[batch, length, embeddingDim]`.
@@ -97,7 +99,16 @@ export class TokenAndPositionEmbedding extends layers.Layer {
     return [...singleShape(inputShape, this.name), this.embeddingDim];
   }
 
-  override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
+  /** Call option `startIndex` (eager calls): the position of the first id. */
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    refuseSymbolicStartIndex(inputs, kwargs, this.name);
+    return super.apply(inputs as tf.Tensor, kwargs);
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const ids = Array.isArray(inputs) ? inputs[0] : inputs;
       if (ids.rank !== 2 || ids.dtype !== 'int32') {
@@ -107,15 +118,16 @@ export class TokenAndPositionEmbedding extends layers.Layer {
         );
       }
       const [, length] = ids.shape;
-      if (length > this.sequenceLength) {
+      if (kwargs?.startIndex == null && length > this.sequenceLength) {
         throw new Error(
           `Layer '${this.name}': the input has ${length} positions but sequenceLength is ${this.sequenceLength}`,
         );
       }
+      const start = startIndexOf(kwargs, this.name, length, this.sequenceLength);
       const tokens = embeddingLookup((this.tokenEmbeddings as LayerVariable).read(), ids); // [batch, length, dim]
       const positions = tf.slice(
         (this.positionEmbeddings as LayerVariable).read(),
-        [0, 0],
+        [start, 0],
         [length, this.embeddingDim],
       );
       return tf.add(tokens, positions); // [batch, length, dim]

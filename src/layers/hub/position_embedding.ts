@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
@@ -10,6 +10,7 @@ import {
   serializeObject,
 } from '../config_objects';
 import {formatShape, Shape, singleShape} from '../shapes';
+import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
 
 export interface PositionEmbeddingArgs extends LayerArgs {
@@ -79,16 +80,20 @@ export class PositionEmbedding extends layers.Layer {
     return singleShape(inputShape, this.name);
   }
 
+  /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    refuseSymbolicStartIndex(inputs, kwargs, this.name);
+    return super.apply(inputs as tf.Tensor, kwargs);
+  }
+
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
       const [T, D] = x.shape.slice(-2);
-      const start = Number(kwargs.startIndex ?? this.startIndex);
-      if (!(Number.isInteger(start) && start >= 0 && start + T <= this.sequenceLength)) {
-        throw new Error(
-          `Layer '${this.name}': positions ${start} to ${start + T - 1} exceed sequenceLength ${this.sequenceLength}`,
-        );
-      }
+      const start = startIndexOf(kwargs, this.name, T, this.sequenceLength, this.startIndex);
       const rows = tf.slice((this.embeddings as LayerVariable).read(), [start, 0], [T, D]); // [T, D]
       return tf.broadcastTo(rows, x.shape); // [..., T, D]
     });

@@ -1,9 +1,10 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../shapes';
+import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
 export interface RotaryEmbeddingArgs extends LayerArgs {
@@ -87,6 +88,15 @@ export class RotaryEmbedding extends layers.Layer {
     return singleShape(inputShape, this.name);
   }
 
+  /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    refuseSymbolicStartIndex(inputs, kwargs, this.name);
+    return super.apply(inputs as tf.Tensor, kwargs);
+  }
+
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
@@ -100,8 +110,8 @@ export class RotaryEmbedding extends layers.Layer {
             `${this.featureAxis}) with an even feature size, received shape [${x.shape.join(', ')}]`,
         );
       }
-      const start = Number(kwargs.startIndex ?? this.startIndex);
       const T = x.shape[seq];
+      const start = startIndexOf(kwargs, this.name, T, null, this.startIndex);
       // angles [T, D]: position t, frequency of pair i (i < D/2) repeated for both halves
       const angles = new Float32Array(T * D);
       for (let t = 0; t < T; t++) {

@@ -1,9 +1,10 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../shapes';
+import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
 export interface SinePositionEncodingArgs extends LayerArgs {
@@ -48,6 +49,15 @@ export class SinePositionEncoding extends layers.Layer {
     return singleShape(inputShape, this.name);
   }
 
+  /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    refuseSymbolicStartIndex(inputs, kwargs, this.name);
+    return super.apply(inputs as tf.Tensor, kwargs);
+  }
+
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
@@ -57,7 +67,7 @@ export class SinePositionEncoding extends layers.Layer {
         );
       }
       const [T, D] = x.shape.slice(-2);
-      const start = Number(kwargs.startIndex ?? this.startIndex);
+      const start = startIndexOf(kwargs, this.name, T, null, this.startIndex);
       const enc = new Float32Array(T * D);
       for (let t = 0; t < T; t++) {
         for (let j = 0; j < D; j++) {

@@ -1,0 +1,473 @@
+/**
+ * Cached decoding of functional causal LMs (generate's `useCache`): for small random LMs built
+ * with tfjs (TokenAndPositionEmbedding or Embedding + PositionEmbedding / SinePositionEncoding,
+ * two blocks of causal MultiHeadAttention + LayerNorm + Dense, GroupQueryAttention with
+ * RotaryEmbedding, CachedMultiHeadAttention, keras-hub's TransformerDecoder, a ReversibleEmbedding
+ * head), `useCache: true` gives
+ * the tokens of recomputing the prefix (greedy, seeded topK / topP, ragged prompts, endId), and
+ * really runs the cache (no model.predict call; the attention layers are called with their cache
+ * one position at a time). Models that cannot run incrementally fall back with a reason naming
+ * the layer, or are an error with `useCache: true`. No tensor is left behind.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {
+  CachedMultiHeadAttention,
+  cachedDecodingRefusal,
+  EinsumDense,
+  generate,
+  GroupQueryAttention,
+  MultiHeadAttention,
+  PositionEmbedding,
+  ReversibleEmbedding,
+  RotaryEmbedding,
+  SinePositionEncoding,
+  TokenAndPositionEmbedding,
+  TransformerDecoder,
+} from '../src';
+import type {GenerateOptions} from '../src';
+import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
+import {GraphStepper} from '../src/generate/graph_step';
+import {describeBackends} from './helpers/backends';
+import {expectClose} from './helpers/close';
+
+const V = 13;
+const D = 16;
+const MAX = 12;
+type S = tf.SymbolicTensor;
+
+/** Random weights, reproducible: every weight normal(0, 0.5) from its own seed. */
+function randomize(model: tf.LayersModel, seed = 3): tf.LayersModel {
+  model.setWeights(
+    model.getWeights().map((w, i) => tf.randomNormal(w.shape, 0, 0.5, 'float32', seed + i)),
+  );
+  return model;
+}
+
+/** Attention, residual, layer norm, feed-forward, residual, layer norm. */
+function block(x: S, attention: tf.layers.Layer, preAttention?: tf.layers.Layer): S {
+  const q = preAttention ? (preAttention.apply(x) as S) : x;
+  const a = attention.apply(q) as S;
+  const h = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, a])) as S;
+  const f = tf.layers.dense({units: 2 * D, activation: 'relu'}).apply(h) as S;
+  const g = tf.layers.dense({units: D}).apply(tf.layers.dropout({rate: 0.1}).apply(f) as S) as S;
+  return tf.layers.layerNormalization().apply(tf.layers.add().apply([h, g])) as S;
+}
+
+const causalMha = () => new MultiHeadAttention({numHeads: 4, keyDim: 4, useCausalMask: true});
+
+/** TokenAndPositionEmbedding, 2 causal MultiHeadAttention blocks, Dense logits. */
+function tpeModel(length: number | null = null): tf.LayersModel {
+  const ids = tf.input({shape: [length], dtype: 'int32'});
+  let x = new TokenAndPositionEmbedding({
+    vocabularySize: V,
+    sequenceLength: MAX,
+    embeddingDim: D,
+  }).apply(ids) as S;
+  x = block(block(x, causalMha()), causalMha());
+  return randomize(tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S}));
+}
+
+/**
+ * ReversibleEmbedding (tied) + PositionEmbedding; a GroupQueryAttention block whose attention
+ * input is rotated by RotaryEmbedding; a MultiHeadAttention block; the reverse embedding head.
+ */
+function gqaModel(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  const emb = new ReversibleEmbedding({inputDim: V, outputDim: D});
+  const tokens = emb.apply(ids) as S;
+  const pos = new PositionEmbedding({sequenceLength: MAX}).apply(tokens) as S;
+  let x = tf.layers.add().apply([tokens, pos]) as S;
+  const gqa = new GroupQueryAttention({
+    headDim: 4,
+    numQueryHeads: 4,
+    numKeyValueHeads: 2,
+    useCausalMask: true,
+  });
+  x = block(block(x, gqa, new RotaryEmbedding()), causalMha());
+  return randomize(tf.model({inputs: ids, outputs: emb.apply(x) as S}));
+}
+
+/** Embedding + SinePositionEncoding, CachedMultiHeadAttention, EinsumDense feed-forward. */
+function sineModel(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  const tokens = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+  const sine = new SinePositionEncoding().apply(tokens) as S;
+  let x = tf.layers.add().apply([tokens, sine]) as S;
+  const att = new CachedMultiHeadAttention({numHeads: 2, keyDim: 8, useCausalMask: true});
+  x = block(x, att);
+  const ff = new EinsumDense({equation: 'abc,cd->abd', outputShape: [null, V], biasAxes: 'd'});
+  return randomize(tf.model({inputs: ids, outputs: ff.apply(x) as S}));
+}
+
+/**
+ * maskZero on the embedding, but the only attention is CachedMultiHeadAttention, which ignores
+ * Keras masks: the mask changes nothing, and the cache is used.
+ */
+function maskedCachedModel(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  const emb = new TokenAndPositionEmbedding({
+    vocabularySize: V,
+    sequenceLength: MAX,
+    embeddingDim: D,
+    maskZero: true,
+  });
+  const x = block(
+    emb.apply(ids) as S,
+    new CachedMultiHeadAttention({numHeads: 2, keyDim: 8, useCausalMask: true}),
+  );
+  return randomize(tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S}));
+}
+
+/** keras-hub style: TokenAndPositionEmbedding, two TransformerDecoders (post- and pre-norm). */
+function decoderModel(maskZero = false): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  let x = new TokenAndPositionEmbedding({
+    vocabularySize: V,
+    sequenceLength: MAX,
+    embeddingDim: D,
+    maskZero,
+  }).apply(ids) as S;
+  x = new TransformerDecoder({intermediateDim: 2 * D, numHeads: 2}).apply(x) as S;
+  x = new TransformerDecoder({intermediateDim: 2 * D, numHeads: 4, normalizeFirst: true}).apply(
+    x,
+  ) as S;
+  return randomize(tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S}));
+}
+
+const MODELS: Array<[string, () => tf.LayersModel]> = [
+  ['TokenAndPositionEmbedding + 2 TransformerDecoders', () => decoderModel()],
+  ['TokenAndPositionEmbedding + 2 MultiHeadAttention blocks', () => tpeModel()],
+  ['the same with a fixed input length', () => tpeModel(MAX)],
+  ['ReversibleEmbedding + PositionEmbedding, RotaryEmbedding + GroupQueryAttention', gqaModel],
+  ['Embedding + SinePositionEncoding, CachedMultiHeadAttention, EinsumDense', sineModel],
+  ['maskZero feeding CachedMultiHeadAttention only', maskedCachedModel],
+];
+
+// ragged, right-padded prompts; row 2 holds a 0 inside its prompt
+const PROMPTS = [
+  [4, 2, 7, 1, 0],
+  [5, 0, 0, 0, 0],
+  [3, 0, 9, 0, 0],
+];
+const LENGTHS = [4, 1, 3];
+
+/** Runs generate, returns its rows, and counts model.predict calls and leaked tensors. */
+async function run(
+  model: tf.LayersModel,
+  options: Partial<GenerateOptions>,
+  prompts: number[][] = PROMPTS,
+): Promise<{rows: number[][]; predicts: number}> {
+  const spy = jest.spyOn(model, 'predict');
+  const before = tf.memory().numTensors;
+  const out = await generate(model, prompts, {
+    maxLength: MAX,
+    promptLengths: prompts === PROMPTS ? LENGTHS : undefined,
+    ...options,
+  });
+  const rows = out.arraySync();
+  out.dispose();
+  expect(tf.memory().numTensors).toBe(before);
+  const predicts = spy.mock.calls.length;
+  spy.mockRestore();
+  return {rows, predicts};
+}
+
+/** Every call of the model's cache-capable layers: its length and cache update index. */
+function spyAttention(model: tf.LayersModel): {
+  calls: Array<[number, unknown]>;
+  restore: () => void;
+} {
+  const calls: Array<[number, unknown]> = [];
+  const spies = model.layers
+    .filter((l) =>
+      ['MultiHeadAttention', 'CachedMultiHeadAttention', 'GroupQueryAttention'].includes(
+        l.getClassName(),
+      ),
+    )
+    .map((l) =>
+      jest.spyOn(l, 'apply').mockImplementation(function (this: tf.layers.Layer, x, kwargs) {
+        const t = (Array.isArray(x) ? x[0] : x) as tf.Tensor;
+        calls.push([t.shape[1] as number, (kwargs as Kwargs | undefined)?.cacheUpdateIndex]);
+        return Object.getPrototypeOf(l).apply.call(this, x, kwargs);
+      }),
+    );
+  return {calls, restore: () => spies.forEach((s) => s.mockRestore())};
+}
+
+describeBackends('generate with a key / value cache', () => {
+  for (const [name, make] of MODELS) {
+    describe(name, () => {
+      let model: tf.LayersModel;
+      beforeAll(() => {
+        model = make();
+      });
+      afterAll(() => model.dispose());
+
+      it('runs with a cache', () => {
+        expect(cachedDecodingRefusal(model)).toBeNull();
+      });
+
+      it('each step gives the logits of the whole sequence at its last position', () => {
+        const ids = [
+          [4, 2, 7, 1, 0, 12, 5, 5, 9, 3, 8, 6],
+          [5, 11, 0, 3, 3, 10, 2, 1, 4, 4, 7, 0],
+        ];
+        const before = tf.memory().numTensors;
+        tf.tidy(() => {
+          const whole = model.predict(tf.tensor2d(ids, [2, MAX], 'int32')) as tf.Tensor; // [2, MAX, V]
+          const stepper = new GraphStepper(planCachedDecoding(model).plan as StepPlan, 2, MAX);
+          // a prefill of 3 positions, then one position per step
+          for (const [from, to] of [
+            [0, 3],
+            ...Array.from({length: MAX - 3}, (_, i) => [i + 3, i + 4]),
+          ]) {
+            const chunk = tf.tensor2d(
+              ids.map((r) => r.slice(from, to)),
+              [2, to - from],
+              'int32',
+            );
+            const logits = stepper.step(chunk);
+            expectClose(
+              logits,
+              tf.squeeze(tf.slice(whole, [0, to - 1, 0], [2, 1, V]), [1]),
+              1e-4,
+              1e-4,
+            );
+          }
+          expect(() => stepper.step(tf.tensor2d([[1], [1]], [2, 1], 'int32'))).toThrow(
+            `generate: positions ${MAX} to ${MAX} exceed maxLength ${MAX}`,
+          );
+          stepper.dispose();
+        });
+        expect(tf.memory().numTensors).toBe(before);
+      });
+
+      for (const [sampler, extra] of [
+        ['greedy', {}],
+        ['topK (seeded)', {sampler: 'topK', k: 4, seed: 5}],
+        ['topP (seeded)', {sampler: 'topP', p: 0.8, seed: 9, temperature: 2}],
+      ] as Array<[string, Partial<GenerateOptions>]>) {
+        it(`${sampler}: the tokens of recomputing, ragged prompts, without one predict call`, async () => {
+          const cached = await run(model, {...extra, useCache: true});
+          const recomputed = await run(model, {...extra, useCache: false});
+          expect(cached.rows).toEqual(recomputed.rows);
+          expect(cached.predicts).toBe(0); // the cache path ran the graph itself
+          expect(recomputed.predicts).toBe(MAX - 1);
+          // the default takes the cache too
+          expect((await run(model, extra)).predicts).toBe(0);
+          // prompts kept
+          cached.rows.forEach((r, b) =>
+            expect(r.slice(0, LENGTHS[b])).toEqual(PROMPTS[b].slice(0, LENGTHS[b])),
+          );
+        });
+      }
+
+      it('endId stops each row where recomputing stops it', async () => {
+        const free = (await run(model, {useCache: false})).rows;
+        const endId = free[1][3]; // a token the second row generates
+        const cached = await run(model, {endId, useCache: true});
+        const recomputed = await run(model, {endId, useCache: false});
+        expect(cached.rows).toEqual(recomputed.rows);
+        const stop = cached.rows[1].indexOf(endId, 1);
+        expect(cached.rows[1].slice(stop + 1).every((t) => t === 0)).toBe(true);
+        // every row stopped early: the loop ends early too
+        const one = await run(model, {endId: free[1][1], useCache: true}, [[5]]);
+        expect(one.rows[0]).toEqual([5, free[1][1], ...new Array(MAX - 2).fill(0)]);
+      });
+    });
+  }
+
+  it('the attention layers see the prompt prefix once, then one position per step', async () => {
+    const model = tpeModel();
+    const spy = spyAttention(model);
+    await run(model, {useCache: true});
+    spy.restore();
+    // shortest prompt 1: no prefill; then positions 0 .. MAX - 2, one at a time, in 2 layers
+    const expected = Array.from({length: MAX - 1}, (_, t) => [1, t]).flatMap((c) => [c, c]);
+    expect(spy.calls).toEqual(expected);
+    const again = spyAttention(model);
+    await run(model, {useCache: true, promptLengths: undefined}, [
+      [4, 2, 7, 1],
+      [5, 6, 8, 2],
+    ]);
+    again.restore();
+    expect(again.calls.slice(0, 2)).toEqual([
+      [3, 0], // prefill of positions 0 .. 2
+      [3, 0],
+    ]);
+    expect(
+      again.calls
+        .slice(2)
+        .every(([n], i) => n === 1 && again.calls[i + 2][1] === 3 + Math.floor(i / 2)),
+    ).toBe(true);
+    model.dispose();
+  });
+
+  it('a tf.sequential model runs with the cache too', async () => {
+    const model = randomize(
+      tf.sequential({
+        layers: [
+          new TokenAndPositionEmbedding({
+            vocabularySize: V,
+            sequenceLength: MAX,
+            embeddingDim: D,
+            inputShape: [null],
+            inputDType: 'int32',
+          } as never),
+          causalMha(),
+          tf.layers.layerNormalization(),
+          tf.layers.dense({units: V}),
+        ],
+      }),
+    );
+    expect(cachedDecodingRefusal(model)).toBeNull();
+    const cached = await run(model, {sampler: 'topK', k: 3, seed: 2});
+    expect(cached.predicts).toBe(0);
+    expect(cached.rows).toEqual(
+      (await run(model, {sampler: 'topK', k: 3, seed: 2, useCache: false})).rows,
+    );
+    model.dispose();
+  });
+
+  describe('falls back, saying why', () => {
+    const cases: Array<[string, () => tf.LayersModel, RegExp]> = [
+      [
+        'non-causal attention',
+        () => {
+          const ids = tf.input({shape: [null], dtype: 'int32'});
+          const x = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+          const a = new MultiHeadAttention({numHeads: 2, keyDim: 8, name: 'bidirectional'}).apply(
+            x,
+          ) as S;
+          return tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(a) as S});
+        },
+        /layer 'bidirectional' \(MultiHeadAttention\): it is not causal/,
+      ],
+      [
+        'a Masking mask fed to attention',
+        () => {
+          const ids = tf.input({shape: [null], dtype: 'int32'});
+          const e = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+          const x = tf.layers.masking({maskValue: 0}).apply(e) as S;
+          const a = new MultiHeadAttention({
+            numHeads: 2,
+            keyDim: 8,
+            useCausalMask: true,
+            name: 'padded',
+          }).apply(x) as S;
+          return tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(a) as S});
+        },
+        /layer 'masking_\w+' \(Masking\): not known to compute each position alone/,
+      ],
+      [
+        'an unknown layer (a recurrent one)',
+        () => {
+          const ids = tf.input({shape: [null], dtype: 'int32'});
+          const e = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+          const rnn = tf.layers.simpleRNN({units: D, returnSequences: true, name: 'rnn'});
+          return tf.model({
+            inputs: ids,
+            outputs: tf.layers.dense({units: V}).apply(rnn.apply(e)) as S,
+          });
+        },
+        /layer 'rnn' \(SimpleRNN\): not known to compute each position alone/,
+      ],
+      [
+        'a nested model',
+        () => {
+          const inner = tf.sequential({
+            layers: [tf.layers.dense({units: V, inputShape: [null, D]})],
+            name: 'inner',
+          });
+          const ids = tf.input({shape: [null], dtype: 'int32'});
+          const e = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+          return tf.model({inputs: ids, outputs: inner.apply(e) as S});
+        },
+        /layer 'inner' \(Sequential\): a nested model/,
+      ],
+      [
+        'a layer norm over the sequence axis',
+        () => {
+          const ids = tf.input({shape: [MAX], dtype: 'int32'});
+          const e = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+          const mix = tf.layers.layerNormalization({axis: 1, name: 'mixer'}).apply(e) as S;
+          return tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(mix) as S});
+        },
+        /layer 'mixer' \(LayerNormalization\): its normalized axis 1 is the batch or sequence axis/,
+      ],
+    ];
+    for (const [name, make, reason] of cases) {
+      it(name, async () => {
+        const model = randomize(make());
+        expect(cachedDecodingRefusal(model)).toMatch(reason);
+        const reasons: string[] = [];
+        const fallback = await run(model, {onFallback: (r) => reasons.push(r)});
+        expect(reasons).toHaveLength(1);
+        expect(reasons[0]).toMatch(reason);
+        expect(fallback.predicts).toBe(MAX - 1);
+        expect(fallback.rows).toEqual((await run(model, {useCache: false})).rows);
+        await expect(
+          generate(model, PROMPTS, {maxLength: MAX, promptLengths: LENGTHS, useCache: true}),
+        ).rejects.toThrow(
+          /^generate: useCache is true but the model cannot be decoded with a cache: layer '/,
+        );
+        model.dispose();
+      });
+    }
+
+    it('a maskZero mask of the ids reaching attention: cached while no known id is 0', async () => {
+      const model = decoderModel(true);
+      expect(cachedDecodingRefusal(model)).toBeNull();
+      // prompts without a 0: the cache, and the tokens of recomputing (which masks nothing)
+      const clean = PROMPTS.map((r) => r.map((v) => (v === 0 ? 3 : v)));
+      const cached = await run(model, {useCache: true}, clean);
+      expect(cached.predicts).toBe(0);
+      expect(cached.rows).toEqual((await run(model, {useCache: false}, clean)).rows);
+      // a prompt holding a 0 (a masked key): recomputed from the start, saying why
+      const reasons: string[] = [];
+      const withZero = await run(model, {onFallback: (r) => reasons.push(r)});
+      expect(reasons).toEqual([
+        'a prompt holds the id 0, which the model masks (mask_zero); a cache holds no mask',
+      ]);
+      expect(withZero.rows).toEqual((await run(model, {useCache: false})).rows);
+      // a generated 0: the cache up to it, recomputing after it
+      const head = model.layers[model.layers.length - 1];
+      const favourZero = tf.tensor1d([1e4, ...new Array(V - 1).fill(0)]);
+      head.setWeights([head.getWeights()[0], favourZero]);
+      favourZero.dispose();
+      const later: string[] = [];
+      const switched = await run(model, {onFallback: (r) => later.push(r)}, clean);
+      expect(later).toEqual([
+        // the clean prompts have no pad: each row's prompt is all 5 ids
+        `position ${clean[0].length} holds the id 0, which the model masks (mask_zero); recomputing from there`,
+      ]);
+      expect(switched.predicts).toBeGreaterThan(0);
+      expect(switched.rows).toEqual((await run(model, {useCache: false}, clean)).rows);
+      model.dispose();
+    });
+
+    it('a model with two inputs (ids and a padding mask, as keras-hub backbones)', async () => {
+      const ids = tf.input({shape: [null], dtype: 'int32'});
+      const padding = tf.input({shape: [null], dtype: 'int32'});
+      const x = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+      const a = new TransformerDecoder({intermediateDim: D, numHeads: 2}).apply(x, {
+        decoderPaddingMask: padding,
+      }) as S;
+      const model = tf.model({
+        inputs: [ids, padding],
+        outputs: tf.layers.dense({units: V}).apply(a) as S,
+      });
+      // recomputing feeds the mask of the known positions
+      expect((await run(model, {})).rows.length).toBe(PROMPTS.length);
+      expect(cachedDecodingRefusal(model)).toBe(
+        'the model has 2 inputs; cached decoding needs ids alone',
+      );
+      await expect(generate(model, PROMPTS, {maxLength: MAX, useCache: true})).rejects.toThrow(
+        'generate: useCache is true but the model cannot be decoded with a cache: the model has 2 inputs',
+      );
+      model.dispose();
+    });
+  });
+});

@@ -1,0 +1,91 @@
+/**
+ * Runs a planned functional causal LM (graph_plan.ts) a few positions at a time: each node is
+ * called eagerly with `layer.apply` on the new positions, position-aware layers with
+ * `startIndex`, cached attention with its key / value cache `[batch, 2, maxLength, ...]` and
+ * `cacheUpdateIndex`. The caches stay on the backend between steps; a step reads back nothing.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import type {PlannedNode, StepPlan} from './graph_plan';
+
+export class GraphStepper {
+  private readonly caches = new Map<PlannedNode, tf.Tensor>();
+  /** Positions written so far (the next step starts there). */
+  position = 0;
+
+  constructor(
+    private readonly plan: StepPlan,
+    readonly batch: number,
+    readonly maxLength: number,
+  ) {
+    for (const p of plan.nodes) {
+      if (p.cache == null) continue;
+      const shape = p.cache.entry.cacheShape(
+        p.cache.config,
+        p.node.inputTensors[0].shape,
+        batch,
+        maxLength,
+      );
+      this.caches.set(p, tf.zeros(shape));
+    }
+  }
+
+  /**
+   * Feeds ids `[batch, t]` at positions `position .. position + t - 1` and returns the logits of
+   * the last of them, `[batch, vocab]`; the caches then hold those positions.
+   */
+  step(ids: tf.Tensor2D): tf.Tensor2D {
+    const start = this.position;
+    const t = ids.shape[1];
+    if (start + t > this.maxLength) {
+      throw new Error(
+        `generate: positions ${start} to ${start + t - 1} exceed maxLength ${this.maxLength}`,
+      );
+    }
+    const {logits, caches} = tf.tidy(() => {
+      const values = new Map<number, tf.Tensor>([[this.plan.input.id, ids]]);
+      const newCaches: tf.Tensor[] = [];
+      for (const p of this.plan.nodes) {
+        const inputs = p.node.inputTensors.map((x) => values.get(x.id) as tf.Tensor);
+        const arg = inputs.length === 1 ? inputs[0] : inputs;
+        let kwargs: Kwargs = p.kwargs;
+        if (p.kind === 'positionAware') {
+          // a converted model may fix a start_index in the layer's config: positions shift by it
+          const offset = (p.layer as {startIndex?: number}).startIndex ?? 0;
+          kwargs = {...kwargs, startIndex: start + offset};
+        }
+        const cache = this.caches.get(p);
+        if (cache != null) {
+          kwargs = {...kwargs, ...(p.cache?.entry.cacheKwargs(cache, start) ?? {})};
+        }
+        const result = p.layer.apply(arg, kwargs) as tf.Tensor | tf.Tensor[];
+        let outputs = Array.isArray(result) ? result : [result];
+        if (cache != null) {
+          newCaches.push(outputs[outputs.length - 1]);
+          outputs = outputs.slice(0, -1);
+        }
+        // with masksZeroIds every known position is kept: the chunk's all-true masks must not
+        // reach attention as the only keys (the cache holds the earlier ones)
+        if (this.plan.masksZeroIds) for (const o of outputs) o.kerasMask = undefined;
+        p.node.outputTensors.forEach((x, i) => values.set(x.id, outputs[i]));
+      }
+      const out = values.get(this.plan.output.id) as tf.Tensor; // [batch, t, vocab]
+      const V = out.shape[2] as number;
+      const last = tf.reshape(tf.slice(out, [0, t - 1, 0], [this.batch, 1, V]), [this.batch, V]);
+      return {logits: last as tf.Tensor2D, caches: newCaches};
+    });
+    let i = 0;
+    for (const [p, old] of this.caches) {
+      old.dispose();
+      this.caches.set(p, caches[i++]);
+    }
+    this.position = start + t;
+    return logits;
+  }
+
+  dispose(): void {
+    for (const c of this.caches.values()) c.dispose();
+    this.caches.clear();
+  }
+}
