@@ -11,6 +11,7 @@ describe('examples', () => {
   it('has the everyday uses', () => {
     expect(examples.sort()).toEqual([
       'add_layers.js',
+      'generate_addition.js',
       'keras_gpt_generate.js',
       'save_and_load.js',
       'text_classifier.js',

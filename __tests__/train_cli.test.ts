@@ -70,7 +70,7 @@ describe('training script options', () => {
   it.each([
     [['--epochs', 'two'], /--epochs expects a whole number, received 'two'/],
     [['--epochs', '0'], /--epochs must be between 1 and 10000, received 0/],
-    [['--task', 'sort'], /unknown task 'sort'; expected one of: reverse, lookup/],
+    [['--task', 'sort'], /unknown task 'sort'; expected one of: reverse, lookup, addition/],
     [['--backend', 'webgpu'], /unknown backend 'webgpu'/],
     [['--lr', '1'], /unknown option '--lr'/],
     [['--seed'], /--seed needs a value/],
@@ -91,6 +91,7 @@ describe('training script options', () => {
     const help = run(['--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/Usage: tfjs-attention-train/);
+    expect(help.stdout).toMatch(/--task <name> +reverse \| lookup \| addition/);
   });
 
   it('checks that --out can be written before it trains (exit 2, at once)', () => {
@@ -230,5 +231,44 @@ describe('training runs', () => {
       );
     expect(m).not.toBeNull();
     expect(Number(m![2])).toBeGreaterThanOrEqual(99);
+  });
+
+  it('trains the addition task (a causal decoder scored by greedy generation), the same for a seed', () => {
+    const args = (sub: string) => [
+      '--task',
+      'addition',
+      '--epochs',
+      '1',
+      '--train-size',
+      '64',
+      '--backend',
+      'cpu',
+      '--out',
+      path.join(out, sub),
+    ];
+    const r = run(args('f'));
+    expect(r.stderr).not.toMatch(/failed/);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/epoch 1\/1: loss [\d.]+, acc [\d.]+, validation exact match [\d.]+%/);
+    expect(r.stdout).toMatch(
+      /exact match: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 1000 fresh samples/,
+    );
+    const dir = path.join(out, 'f', 'addition');
+    expect(fs.readdirSync(dir).sort()).toEqual([
+      'attention.png',
+      'attention.svg',
+      'model.json',
+      'weights.bin',
+    ]);
+    const model = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
+    expect(model.userDefinedMetadata).toMatchObject({task: 'addition', maxLen: 13, endId: 13});
+    const classes = model.modelTopology.config.layers.map(
+      (l: {class_name: string}) => l.class_name,
+    );
+    expect(classes.filter((c: string) => c === 'TransformerDecoder').length).toBe(2);
+    expect(fs.readFileSync(path.join(dir, 'attention.svg'), 'utf8')).toMatch(/^<svg/);
+    expect(run(args('g')).code).toBe(0);
+    const bytes = (sub: string) => fs.readFileSync(path.join(out, sub, 'addition', 'weights.bin'));
+    expect(bytes('f').equals(bytes('g'))).toBe(true);
   });
 });

@@ -1,13 +1,14 @@
 /**
  * The committed models in models/ keep their contracts: loaded with fileSystem, they reach >= 99%
- * on fresh data drawn here by generators written from the contract (not the training script's).
+ * (addition: >= 95% exact answers) on fresh data drawn here by generators written from the
+ * contract (not the training script's).
  */
 import * as fs from 'fs';
 import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {fileSystem, MultiHeadAttention} from '../src';
+import {fileSystem, generate, MultiHeadAttention} from '../src';
 import {describeBackends} from './helpers/backends';
 
 const models = path.resolve(__dirname, '..', 'models');
@@ -126,6 +127,60 @@ describeBackends('committed models', () => {
     expect(ok / n).toBeGreaterThanOrEqual(0.99);
     // padded positions get no probability at all
     expect(p.every((row, i) => row.slice(lengths[i]).every((v) => v === 0))).toBe(true);
+    model.dispose();
+  });
+
+  it('models/addition: greedy generation writes the exact sum for >= 95% of held-out problems', async () => {
+    const model = await tf.loadLayersModel(fileSystem(path.join(models, 'addition')));
+    const meta = model.getUserDefinedMetadata() as {
+      task: string;
+      vocabulary: string;
+      vocabSize: number;
+      maxLen: number;
+      promptLen: number;
+      padId: number;
+      endId: number;
+      digits: number;
+      heldOut: string;
+    };
+    expect(meta.task).toBe('addition');
+    const {vocabulary, vocabSize, maxLen, promptLen, padId, endId, digits} = meta;
+    expect([vocabulary.length, vocabulary[padId], vocabulary[endId]]).toEqual([
+      vocabSize,
+      '_',
+      '$',
+    ]);
+    expect([digits, promptLen, maxLen]).toEqual([3, 8, 13]);
+    // problems the model never trained on (the contract's held-out rule, written out here)
+    expect(meta.heldOut).toBe('(Math.imul(a * 1000 + b, 0x9e3779b1) >>> 0) % 10 === 0');
+    const heldOut = (a: number, b: number) =>
+      (Math.imul(a * 1000 + b, 0x9e3779b1) >>> 0) % 10 === 0;
+    const rnd = uniform(31337);
+    const pad = (n: number, w: number) => String(n).padStart(w, '0');
+    const problems: Array<[number, number]> = [];
+    while (problems.length < 300) {
+      const a = Math.floor(rnd() * 1000);
+      const b = Math.floor(rnd() * 1000);
+      if (heldOut(a, b)) problems.push([a, b]);
+    }
+    const prompts = problems.map(([a, b]) => [
+      ...`${pad(a, 3)}+${pad(b, 3)}=`.split('').map((c) => vocabulary.indexOf(c)),
+      ...new Array(maxLen - promptLen).fill(padId),
+    ]);
+    const logits = model.predict(
+      tf.tensor2d(prompts, [prompts.length, maxLen], 'int32'),
+    ) as tf.Tensor;
+    expect(logits.shape).toEqual([prompts.length, maxLen, vocabSize]);
+    const out = (await generate(model, prompts, {maxLength: maxLen, endId, padId})).arraySync();
+    const text = out.map((ids) => ids.map((i) => vocabulary[i]).join(''));
+    const ok = text.filter((t, i) => {
+      const [a, b] = problems[i];
+      return t === `${pad(a, 3)}+${pad(b, 3)}=${pad(a + b, 4)}$`;
+    }).length;
+    expect(ok / problems.length).toBeGreaterThanOrEqual(0.95);
+    for (const f of ['attention.svg', 'attention.png']) {
+      expect(fs.existsSync(path.join(models, 'addition', f))).toBe(true);
+    }
     model.dispose();
   });
 });

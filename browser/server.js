@@ -1,5 +1,5 @@
 // A static file server for the browser tests, on 127.0.0.1 only, serving the test page, the
-// built bundle and tfjs' browser build.
+// built bundle, tfjs' browser build and the committed addition model.
 const http = require('http');
 const fs = require('fs');
 const path = require('path');
@@ -10,8 +10,11 @@ const ROUTES = {
   '/scenarios.js': path.join(__dirname, 'scenarios.js'),
   '/tfjs-attention.min.js': path.join(root, 'dist', 'tfjs-attention.min.js'),
   '/tf.min.js': path.join(root, 'node_modules', '@tensorflow', 'tfjs', 'dist', 'tf.min.js'),
+  // the committed generation model, loaded with tf.loadLayersModel over http
+  '/models/addition/model.json': path.join(root, 'models', 'addition', 'model.json'),
+  '/models/addition/weights.bin': path.join(root, 'models', 'addition', 'weights.bin'),
 };
-const TYPES = {'.html': 'text/html', '.js': 'text/javascript'};
+const TYPES = {'.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json'};
 
 /** Starts the server on a free port; resolves to {url, close}. */
 function start() {

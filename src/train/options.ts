@@ -10,7 +10,7 @@ export interface TrainOptions {
   help: boolean;
 }
 
-export const TASK_NAMES = ['reverse', 'lookup'];
+export const TASK_NAMES = ['reverse', 'lookup', 'addition'];
 export const BACKEND_NAMES = ['tensorflow', 'wasm', 'cpu'];
 
 export const USAGE = `Usage: tfjs-attention-train [options]

@@ -8,17 +8,23 @@ import * as path from 'path';
 import '../layers/register';
 import {fileSystem} from '../io/file_system';
 import {checkWritable} from '../io/paths';
+import {useFastTileGradient} from '../ops/tile_gradient';
 import {attentionHeatmapSvg} from '../viz/heatmap';
 import {writeAttentionHeatmapPng} from '../viz/heatmap_png';
 import {selectBackend} from './backend';
 import {TrainOptions, UsageError} from './options';
 import {Progress, ProgressSink} from './progress';
 import {mulberry32, withSeededMathRandom} from './random';
+import {additionTask} from './tasks/addition';
 import {lookupTask} from './tasks/lookup';
 import {reverseTask} from './tasks/reverse';
 import {Task, TF} from './tasks/task';
 
-export const TASKS: Record<string, Task> = {reverse: reverseTask, lookup: lookupTask};
+export const TASKS: Record<string, Task> = {
+  reverse: reverseTask,
+  lookup: lookupTask,
+  addition: additionTask,
+};
 
 export interface TrainResult {
   task: string;
@@ -54,16 +60,20 @@ export async function train(
   const start = Date.now();
   const rng = mulberry32(options.seed);
   const trainData = task.generate(tf, trainSize, rng);
-  const validation = task.generate(tf, VALIDATION_SIZE, rng);
+  const validation = task.generate(tf, VALIDATION_SIZE, rng, 'validation');
 
+  const restoreTileGradient = useFastTileGradient();
   const {model, trainedMetric} = await withSeededMathRandom(options.seed, async () => {
     const m = task.buildModel(tf);
+    const optimizer = tf.train.adam(task.learningRate);
     m.compile({
-      optimizer: tf.train.adam(task.learningRate),
-      loss: 'sparseCategoricalCrossentropy',
-      metrics: ['acc'],
+      optimizer,
+      loss: task.loss?.(tf) ?? 'sparseCategoricalCrossentropy',
+      metrics: task.metrics?.(tf) ?? ['acc'],
     });
-    const progress = new Progress(out, epochs, Math.ceil(trainSize / batchSize));
+    const batches = Math.ceil(trainSize / batchSize);
+    const progress = new Progress(out, epochs, batches);
+    const schedule = task.learningRateSchedule;
     let metric = 0;
     let currentEpoch = 0;
     await m.fit(trainData.inputs, trainData.targets, {
@@ -73,17 +83,23 @@ export async function train(
       verbose: 0,
       callbacks: {
         onEpochBegin: async () => progress.startEpoch(),
+        onBatchBegin: async (batch) => {
+          if (schedule == null) return;
+          // tfjs' Adam reads its learning rate at every step
+          (optimizer as unknown as {learningRate: number}).learningRate =
+            task.learningRate * schedule((currentEpoch * batches + batch) / (epochs * batches));
+        },
         onBatchEnd: async (batch, logs) =>
           progress.batch(currentEpoch, batch, (logs ?? {}) as Record<string, number>),
         onEpochEnd: async (epoch, logs) => {
-          metric = task.accuracy(tf, m, validation);
+          metric = await task.accuracy(tf, m, validation);
           progress.endEpoch(epoch, (logs ?? {}) as Record<string, number>, task.metricName, metric);
           currentEpoch = epoch + 1;
         },
       },
     });
     return {model: m, trainedMetric: metric};
-  });
+  }).finally(restoreTileGradient);
   const seconds = (Date.now() - start) / 1000;
 
   model.setUserDefinedMetadata({...task.metadata});
@@ -91,9 +107,9 @@ export async function train(
   out.write(`saved ${path.relative(process.cwd(), dir) || dir}/model.json and weights.bin\n`);
 
   const loaded = await tf.loadLayersModel(fileSystem(dir));
-  const fresh = task.generate(tf, FRESH_SIZE, mulberry32(options.seed + 1000003));
-  const reloadedMetric = task.accuracy(tf, loaded, fresh);
-  const att = task.attention(tf, loaded, fresh, 0);
+  const fresh = task.generate(tf, FRESH_SIZE, mulberry32(options.seed + 1000003), 'fresh');
+  const reloadedMetric = await task.accuracy(tf, loaded, fresh);
+  const att = await task.attention(tf, loaded, fresh, 0);
   fs.writeFileSync(
     path.join(dir, 'attention.svg'),
     attentionHeatmapSvg(att.weights, {

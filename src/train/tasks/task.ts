@@ -21,11 +21,25 @@ export interface Task {
   defaultTrainSize: number;
   defaultBatchSize: number;
   learningRate: number;
-  /** Fresh samples drawn from `rng`. */
-  generate(tf: TF, n: number, rng: Rng): Batch;
+  /**
+   * The learning rate's factor at a point of the run, `progress` in [0, 1) (the share of the
+   * training steps done), set before each batch; default a constant learning rate.
+   */
+  learningRateSchedule?: (progress: number) => number;
+  /** The training loss; default `'sparseCategoricalCrossentropy'`. */
+  loss?: (tf: TF) => string | ((yTrue: tfTypes.Tensor, yPred: tfTypes.Tensor) => tfTypes.Tensor);
+  /** Metrics shown while training; default `['acc']`. */
+  metrics?: (
+    tf: TF,
+  ) => Array<string | ((yTrue: tfTypes.Tensor, yPred: tfTypes.Tensor) => tfTypes.Tensor)>;
+  /**
+   * Samples drawn from `rng`: for training, or for evaluation (`validation` after each epoch,
+   * `fresh` for the reloaded model), which a task may draw from problems it never trains on.
+   */
+  generate(tf: TF, n: number, rng: Rng, purpose?: SamplePurpose): Batch;
   buildModel(tf: TF): tfTypes.LayersModel;
   /** The task's metric on a batch, e.g. token accuracy at valid positions. */
-  accuracy(tf: TF, model: tfTypes.LayersModel, batch: Batch): number;
+  accuracy(tf: TF, model: tfTypes.LayersModel, batch: Batch): number | Promise<number>;
   metricName: string;
   /** Attention weights `[rows, cols, queries, keys]` for one sample, with axis labels. */
   attention(
@@ -33,11 +47,15 @@ export interface Task {
     model: tfTypes.LayersModel,
     batch: Batch,
     index: number,
-  ): {
-    weights: number[][][][];
-    xLabels: string[];
-    yLabels: string[];
-    title: string;
-    titles: string[];
-  };
+  ): TaskAttention | Promise<TaskAttention>;
+}
+
+export type SamplePurpose = 'train' | 'validation' | 'fresh';
+
+export interface TaskAttention {
+  weights: number[][][][];
+  xLabels: string[];
+  yLabels: string[];
+  title: string;
+  titles: string[];
 }
