@@ -107,7 +107,8 @@
       ]);
     },
     // keras-hub's blocks: an encoder with a padding mask, a pre-norm decoder with cross-attention
-    // (whole sequence, then cached steps), GroupQueryAttention, RotaryEmbedding and GetItem
+    // (whole sequence, then cached steps), GroupQueryAttention, RotaryEmbedding, GetItem, and the
+    // embedding / position layers
     async transformerBlocks(tf, A) {
       const x = rand(tf, [2, 5, 8], 60);
       const e = rand(tf, [2, 4, 8], 61);
@@ -154,7 +155,39 @@
       gqa.apply(rotated);
       setRandomWeights(tf, gqa, 110);
       const first = new A.GetItem({index: [{start: null, stop: null, step: null}, 0]});
+      // the position and embedding layers, and CachedMultiHeadAttention with a cache
+      const ids = tf.tensor2d(
+        [
+          [3, 1, 4, 1, 0],
+          [5, 9, 2, 6, 5],
+        ],
+        [2, 5],
+        'int32',
+      );
+      const tpe = new A.TokenAndPositionEmbedding({
+        vocabularySize: 10,
+        sequenceLength: 6,
+        embeddingDim: 8,
+        maskZero: true,
+      });
+      tpe.apply(ids);
+      setRandomWeights(tf, tpe, 120);
+      const pos = new A.PositionEmbedding({sequenceLength: 7});
+      pos.apply(x);
+      setRandomWeights(tf, pos, 130);
+      const rev = new A.ReversibleEmbedding({inputDim: 10, outputDim: 8, logitSoftCap: 2});
+      rev.apply(ids);
+      setRandomWeights(tf, rev, 140);
+      const cmha = new A.CachedMultiHeadAttention({numHeads: 2, keyDim: 4});
+      cmha.apply(x);
+      setRandomWeights(tf, cmha, 150);
+      const [cached] = cmha.apply(x, {cache: tf.zeros([2, 2, 7, 2, 4]), cacheUpdateIndex: 1});
       return arrays([
+        tpe.apply(ids),
+        pos.apply(x, {startIndex: 2}),
+        new A.SinePositionEncoding({maxWavelength: 50}).apply(x),
+        rev.apply(rev.apply(ids), {reverse: true}),
+        cached,
         enc.apply(x, {paddingMask: padding}),
         dec.apply([x, e]),
         tf.concat(steps, 1),
