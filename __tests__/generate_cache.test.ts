@@ -448,24 +448,46 @@ describeBackends('generate with a key / value cache', () => {
       model.dispose();
     });
 
-    it('a model with two inputs (ids and a padding mask, as keras-hub backbones)', async () => {
+    it('ids and a padding mask (keras-hub backbones): cached, the mask left out of the steps', async () => {
       const ids = tf.input({shape: [null], dtype: 'int32'});
       const padding = tf.input({shape: [null], dtype: 'int32'});
-      const x = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
-      const a = new TransformerDecoder({intermediateDim: D, numHeads: 2}).apply(x, {
-        decoderPaddingMask: padding,
-      }) as S;
-      const model = tf.model({
-        inputs: [ids, padding],
-        outputs: tf.layers.dense({units: V}).apply(a) as S,
-      });
-      // recomputing feeds the mask of the known positions
-      expect((await run(model, {})).rows.length).toBe(PROMPTS.length);
-      expect(cachedDecodingRefusal(model)).toBe(
-        'the model has 2 inputs; cached decoding needs ids alone',
+      let x = new TokenAndPositionEmbedding({
+        vocabularySize: V,
+        sequenceLength: MAX,
+        embeddingDim: D,
+      }).apply(ids) as S;
+      for (const normalizeFirst of [false, true]) {
+        x = new TransformerDecoder({intermediateDim: D, numHeads: 2, normalizeFirst}).apply(x, {
+          decoderPaddingMask: padding,
+        }) as S;
+      }
+      const model = randomize(
+        tf.model({inputs: [ids, padding], outputs: tf.layers.dense({units: V}).apply(x) as S}),
       );
-      await expect(generate(model, PROMPTS, {maxLength: MAX, useCache: true})).rejects.toThrow(
-        'generate: useCache is true but the model cannot be decoded with a cache: the model has 2 inputs',
+      expect(cachedDecodingRefusal(model)).toBeNull();
+      const cached = await run(model, {useCache: true});
+      expect(cached.predicts).toBe(0);
+      // recomputing feeds the mask of the known positions (all ones there, zeros after)
+      const recomputed = await run(model, {useCache: false});
+      expect(recomputed.predicts).toBeGreaterThan(0);
+      expect(cached.rows).toEqual(recomputed.rows);
+      model.dispose();
+    });
+
+    it('two inputs where the second is not a padding mask', async () => {
+      const ids = tf.input({shape: [null], dtype: 'int32'});
+      const extra = tf.input({shape: [null, D]});
+      const x = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+      const sum = tf.layers.add().apply([x, extra]) as S;
+      const model = tf.model({
+        inputs: [ids, extra],
+        outputs: tf.layers.dense({units: V}).apply(sum) as S,
+      });
+      expect(cachedDecodingRefusal(model)).toBe(
+        'the model has 2 inputs; cached decoding needs ids alone, or ids and a padding mask [batch, T]',
+      );
+      await expect(generate(model, PROMPTS, {maxLength: MAX})).rejects.toThrow(
+        /generate: expected a model taking token ids \[batch, length\] \(and optionally a padding mask/,
       );
       model.dispose();
     });

@@ -113,13 +113,16 @@ export const CACHE_CAPABLE: Record<string, CacheCapable> = {
   // keras-hub's TransformerDecoder used decoder-only: causal self-attention, its cache
   // [batch, 2, maxLength, numHeads, hiddenDim / numHeads], `[output, cache]` returned
   TransformerDecoder: {
+    // (a padding mask input besides the sequence is checked by the planner)
     refuse: (config, node) =>
-      node.inputTensors.length !== 1
+      node.inputTensors.length !== 1 && node.inputTensors[1]?.dtype === 'float32'
         ? `it is called on ${node.inputTensors.length} inputs (an encoder sequence or masks); ` +
           `only the decoder-only use runs with a cache`
-        : config.useCausalMask === false || config.use_causal_mask === false
-          ? 'it is not causal'
-          : null,
+        : node.inputTensors.length > 2
+          ? `it is called on ${node.inputTensors.length} inputs (masks beyond a padding mask)`
+          : config.useCausalMask === false || config.use_causal_mask === false
+            ? 'it is not causal'
+            : null,
     cacheShape: (config, input, batch, maxLength) => {
       const heads = (config.numHeads ?? config.num_heads) as number;
       return [batch, 2, maxLength, heads, (input[input.length - 1] as number) / heads];
@@ -270,6 +273,8 @@ export interface PlannedNode {
 /** The nodes from the ids input to the logits, in an order where inputs come first. */
 export interface StepPlan {
   input: SymbolicTensor;
+  /** A padding mask input, left out of the steps (all ones at the known positions), or null. */
+  padding: SymbolicTensor | null;
   output: SymbolicTensor;
   nodes: PlannedNode[];
   /**
@@ -297,8 +302,15 @@ function describeLayer(layer: GraphLayer): string {
  */
 export function planCachedDecoding(model: LayersModel): PlanResult {
   const fail = (reason: string): PlanResult => ({plan: null, reason});
-  if (model.inputs.length !== 1) {
-    return fail(`the model has ${model.inputs.length} inputs; cached decoding needs ids alone`);
+  // a second input is a keras-hub padding mask: generate feeds it all ones at the known
+  // positions, so the decoders that read it as their key padding mask run without it
+  const second = model.inputs.length === 2 ? model.inputs[1] : null;
+  const padding = second != null && second.rank === 2 && second.dtype !== 'float32' ? second : null;
+  if (model.inputs.length !== 1 && padding == null) {
+    return fail(
+      `the model has ${model.inputs.length} inputs; cached decoding needs ids alone, or ids ` +
+        'and a padding mask [batch, T]',
+    );
   }
   if (model.outputs.length !== 1) {
     return fail(
@@ -317,7 +329,7 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
   const order: GraphNode[] = [];
   const seen = new Set<GraphNode>();
   const visit = (t: SymbolicTensor, path: Set<GraphNode>): string | null => {
-    if (t === input) return null;
+    if (t === input || t === padding) return null;
     const node = nodeOf(t);
     if (node == null) return `the tensor '${t.name}' has no recorded source`;
     if (seen.has(node)) return null;
@@ -347,6 +359,28 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
     const what = describeLayer(layer);
     const config = layer.getConfig();
     const inMasked = node.inputTensors.some((x) => masked.has(x.id));
+    if (
+      cls === 'TransformerDecoder' &&
+      node.inputTensors.length === 2 &&
+      node.inputTensors[1].dtype !== 'float32' &&
+      node.inputTensors[1] !== padding
+    ) {
+      return fail(`${what}: it takes a mask that is not the model's padding mask input`);
+    }
+    if (padding != null && node.inputTensors.includes(padding)) {
+      const roles = (config.inputRoles ?? config.input_roles) as string[] | undefined;
+      const asKeyPadding =
+        cls === 'TransformerDecoder' &&
+        node.inputTensors.length === 2 &&
+        node.inputTensors[1] === padding &&
+        roles?.[1] === 'decoderPaddingMask';
+      if (!asKeyPadding) {
+        return fail(
+          `${what}: it reads the padding mask input other than as a TransformerDecoder's ` +
+            'decoderPaddingMask (the only use a cached step can leave out)',
+        );
+      }
+    }
     const kwargs: Kwargs = {...(node.callArgs ?? {})};
     delete kwargs.mask;
     delete kwargs.training;
@@ -386,7 +420,7 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
     }
     nodes.push(planned);
   }
-  return {plan: {input, output, nodes, masksZeroIds}, reason: null};
+  return {plan: {input, padding, output, nodes, masksZeroIds}, reason: null};
 }
 
 /** Why `model` cannot be decoded with a cache, or null when `generate` can use one. */

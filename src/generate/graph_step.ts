@@ -47,7 +47,9 @@ export class GraphStepper {
       const values = new Map<number, tf.Tensor>([[this.plan.input.id, ids]]);
       const newCaches: tf.Tensor[] = [];
       for (const p of this.plan.nodes) {
-        const inputs = p.node.inputTensors.map((x) => values.get(x.id) as tf.Tensor);
+        const inputs = p.node.inputTensors
+          .filter((x) => x !== this.plan.padding)
+          .map((x) => values.get(x.id) as tf.Tensor);
         const arg = inputs.length === 1 ? inputs[0] : inputs;
         let kwargs: Kwargs = p.kwargs;
         if (p.kind === 'positionAware') {
