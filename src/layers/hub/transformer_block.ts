@@ -12,6 +12,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import '../../ops/activations';
 import {CompositeLayer} from '../composite_layer';
 import {
+  getActivation,
   getInitializer,
   getRegularizer,
   Initializer,
@@ -128,8 +129,7 @@ export abstract class TransformerBlock extends CompositeLayer {
     this.seed = args.seed ?? null;
     this.inputRoles = args.inputRoles ?? null;
     this.supportsMasking = true;
-    // fail now, not at build, on an unknown activation name
-    layers.dense({units: 1, activation: this.activation as 'relu'});
+    getActivation(this.activation); // fails now, not at build, on an unknown activation name
   }
 
   /** The roles this block's inputs can take, in positional order first. */
