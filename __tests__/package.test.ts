@@ -1,5 +1,6 @@
 /** The built package, used as a user would: plain Node require / import, types, browser bundle. */
 import {execFileSync} from 'child_process';
+import * as os from 'os';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -86,6 +87,51 @@ describe('the built package', () => {
       fs.rmSync(file);
     }
   });
+
+  it('bundles for the browser from the packed tarball (esbuild, no Node-only module)', () => {
+    // the tarball, unpacked where an app's node_modules would hold it; tfjs from this checkout
+    const app = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-app-'));
+    const tgz = execFileSync('npm', ['pack', '--silent', '--pack-destination', app], {
+      cwd: root,
+      encoding: 'utf8',
+    }).trim();
+    const pkgDir = path.join(app, 'node_modules', 'tfjs-attention');
+    fs.mkdirSync(pkgDir, {recursive: true});
+    execFileSync('tar', ['xzf', path.join(app, tgz), '-C', pkgDir, '--strip-components=1']);
+    expect(fs.existsSync(path.join(pkgDir, 'dist', 'train'))).toBe(false); // no CLI type files
+    expect(fs.existsSync(path.join(pkgDir, 'LICENSE'))).toBe(true);
+    fs.symlinkSync(
+      path.join(root, 'node_modules', '@tensorflow'),
+      path.join(app, 'node_modules', '@tensorflow'),
+    );
+    fs.writeFileSync(
+      path.join(app, 'app.js'),
+      `import * as tf from '@tensorflow/tfjs';
+       import {MultiHeadAttention, TransformerDecoder} from 'tfjs-attention';
+       const x = tf.ones([1, 3, 8]);
+       const y = new TransformerDecoder({intermediateDim: 8, numHeads: 2}).apply(
+         new MultiHeadAttention({numHeads: 2, keyDim: 4}).apply(x));
+       globalThis.result = {shape: y.shape, backend: tf.getBackend()};`,
+    );
+    const esbuild = path.join(root, 'node_modules', '.bin', 'esbuild');
+    execFileSync(
+      esbuild,
+      [
+        'app.js',
+        '--bundle',
+        '--platform=browser',
+        '--format=iife',
+        '--outfile=bundle.js',
+        '--log-level=error',
+      ],
+      {cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']},
+    );
+    const bundle = fs.readFileSync(path.join(app, 'bundle.js'), 'utf8');
+    expect(bundle).not.toMatch(/require\("(fs|zlib|stream|util|path)"\)/);
+    // the app's code and the package's layers are in the bundle
+    expect(bundle).toContain('TransformerDecoder');
+    fs.rmSync(app, {recursive: true, force: true});
+  }, 120000);
 
   it('ships a browser bundle that reads tfjs from the global tf and defines tfAttention', () => {
     const out = node([

@@ -128,6 +128,22 @@ describe('training script options', () => {
   });
 });
 
+describe('the bin without @tensorflow/tfjs', () => {
+  it('says what to install (exit 2), instead of a module-not-found stack', () => {
+    const r = spawnSync(
+      process.execPath,
+      ['-r', path.join(__dirname, 'helpers', 'without_tfjs.js'), 'dist/train.cjs', '--epochs', '1'],
+      {cwd: root, encoding: 'utf8'},
+    );
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(
+      'the training script needs @tensorflow/tfjs, which is not installed',
+    );
+    expect(r.stderr).toContain('npm install @tensorflow/tfjs @tensorflow/tfjs-backend-wasm');
+    expect(r.stderr).not.toMatch(/at Module|Error:/);
+  });
+});
+
 describe('progress output', () => {
   it('draws a bar on a terminal and plain lines otherwise', () => {
     const tty: string[] = [];

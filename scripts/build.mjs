@@ -54,6 +54,19 @@ const tfGlobal = {
     }));
   },
 };
+// Browser ES module for bundlers (the `browser` export condition): no Node-only module, tfjs
+// left to the app's own imports.
+await esbuild.build({
+  entryPoints: ['src/browser.ts'],
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  target: 'es2019',
+  external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-layers'],
+  sourcemap: true,
+  outfile: 'dist/browser.mjs',
+  logLevel: 'warning',
+});
 await esbuild.build({
   entryPoints: ['src/browser.ts'],
   bundle: true,
@@ -74,5 +87,5 @@ execFileSync(
   {stdio: 'inherit'},
 );
 console.log(
-  'built dist/index.cjs, dist/index.mjs, dist/index.d.ts, dist/tfjs-attention.min.js, dist/train.cjs',
+  'built dist/index.cjs, dist/index.mjs, dist/browser.mjs, dist/index.d.ts, dist/tfjs-attention.min.js, dist/train.cjs',
 );

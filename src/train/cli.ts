@@ -3,6 +3,18 @@ import {parseOptions, USAGE, UsageError} from './options';
 import type {TF} from './tasks/task';
 import {train} from './train';
 
+/** `@tensorflow/tfjs`, or null when it is not installed. */
+function loadTfjs(): TF | null {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded after the options are valid
+    return require('@tensorflow/tfjs') as TF;
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'MODULE_NOT_FOUND' && err.message.includes("'@tensorflow/tfjs'")) return null;
+    throw e;
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
   const name = 'tfjs-attention-train';
   try {
@@ -11,8 +23,16 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${USAGE}\n`);
       return 0;
     }
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded after the options are valid
-    const tf = require('@tensorflow/tfjs') as TF;
+    const tf = loadTfjs();
+    if (tf == null) {
+      process.stderr.write(
+        `${name}: error: the training script needs @tensorflow/tfjs, which is not installed ` +
+          '(this package only declares tfjs-core and tfjs-layers as peer dependencies).\n' +
+          'Install it next to tfjs-attention: npm install @tensorflow/tfjs ' +
+          '@tensorflow/tfjs-backend-wasm\n',
+      );
+      return 2;
+    }
     await train(tf, options, process.stdout);
     return 0;
   } catch (e) {
