@@ -1,5 +1,5 @@
 // A static file server for the browser tests, on 127.0.0.1 only, serving the test page, the
-// built bundle, tfjs' browser build and the committed addition model.
+// built bundle, tfjs' browser build, its webgpu backend and the committed addition model.
 const http = require('http');
 const fs = require('fs');
 const path = require('path');
@@ -10,6 +10,14 @@ const ROUTES = {
   '/scenarios.js': path.join(__dirname, 'scenarios.js'),
   '/tfjs-attention.min.js': path.join(root, 'dist', 'tfjs-attention.min.js'),
   '/tf.min.js': path.join(root, 'node_modules', '@tensorflow', 'tfjs', 'dist', 'tf.min.js'),
+  '/tf-backend-webgpu.min.js': path.join(
+    root,
+    'node_modules',
+    '@tensorflow',
+    'tfjs-backend-webgpu',
+    'dist',
+    'tf-backend-webgpu.min.js',
+  ),
   // the committed generation model, loaded with tf.loadLayersModel over http
   '/models/addition/model.json': path.join(root, 'models', 'addition', 'model.json'),
   '/models/addition/weights.bin': path.join(root, 'models', 'addition', 'weights.bin'),

@@ -1,8 +1,8 @@
 /**
  * The committed causal language model models/addition in the browser: loaded over http with
  * tf.loadLayersModel, it generates (greedy, token by token) the same tokens on webgl (SwiftShader
- * WebGL2, float32 textures) as on the page's cpu backend and as Node's cpu backend, and the
- * answers are right.
+ * WebGL2, float32 textures) and webgpu (SwiftShader WebGPU) as on the page's cpu backend and as
+ * Node's cpu backend, and the answers are right.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -19,6 +19,8 @@ const CHROMIUM_ARGS = [
   '--no-sandbox',
   '--use-angle=swiftshader',
   '--enable-unsafe-swiftshader',
+  '--enable-unsafe-webgpu',
+  '--use-webgpu-adapter=swiftshader',
   '--disable-background-networking',
   '--disable-component-update',
 ];
@@ -79,7 +81,8 @@ async function generateInPage(backend: string): Promise<{backend: string; ids: n
           endId: meta.endId,
           padId: meta.padId,
         });
-        return {backend: w.tf.getBackend(), ids: out.arraySync() as number[][]};
+        // read asynchronously: webgpu's synchronous read is unreliable in this Chromium
+        return {backend: w.tf.getBackend(), ids: (await out.array()) as number[][]};
       },
       {backend, prompts, meta},
     );
@@ -89,7 +92,7 @@ async function generateInPage(backend: string): Promise<{backend: string; ids: n
 }
 
 describe('browser: generation with models/addition', () => {
-  it('gives the same tokens on webgl as on cpu (and as Node), and the right sums', async () => {
+  it('gives the same tokens on webgl and webgpu as on cpu (and as Node), and the right sums', async () => {
     await tf.setBackend('cpu');
     const model = await tf.loadLayersModel(A.fileSystem(path.join(models, 'addition')));
     const node = (
@@ -101,9 +104,12 @@ describe('browser: generation with models/addition', () => {
     ).arraySync();
     const cpu = await generateInPage('cpu');
     const webgl = await generateInPage('webgl');
+    const webgpu = await generateInPage('webgpu');
     expect(cpu.backend).toBe('cpu');
     expect(webgl.backend).toBe('webgl');
+    expect(webgpu.backend).toBe('webgpu');
     expect(webgl.ids).toEqual(cpu.ids);
+    expect(webgpu.ids).toEqual(cpu.ids);
     expect(cpu.ids).toEqual(node);
     const text = webgl.ids.map((r) => r.map((i) => meta.vocabulary[i]).join(''));
     const ok = text.filter((t, i) => {

@@ -39,7 +39,7 @@ export interface GenerateOptions extends SamplerOptions {
   onStep?: (position: number) => void;
 }
 
-function promptRows(prompts: tf.Tensor | number[][]): number[][] {
+async function promptRows(prompts: tf.Tensor | number[][]): Promise<number[][]> {
   if (prompts instanceof tf.Tensor) {
     if (prompts.rank !== 2 || prompts.dtype !== 'int32') {
       throw new Error(
@@ -47,7 +47,8 @@ function promptRows(prompts: tf.Tensor | number[][]): number[][] {
           `shape [${prompts.shape.join(', ')}]`,
       );
     }
-    return prompts.arraySync() as number[][];
+    // read asynchronously: webgpu's synchronous read is unreliable (see checkLengths)
+    return (await prompts.array()) as number[][];
   }
   if (
     !Array.isArray(prompts) ||
@@ -84,7 +85,7 @@ export async function generate(
 ): Promise<tf.Tensor2D> {
   checkSampler(options);
   checkModelInputs(model);
-  const rows = promptRows(prompts);
+  const rows = await promptRows(prompts);
   const {maxLength} = options;
   const padId = options.padId ?? 0;
   const endId = options.endId ?? null;
