@@ -32,7 +32,7 @@ export {TransformerEncoder} from './layers/hub/transformer_encoder';
 export type {TransformerEncoderArgs} from './layers/hub/transformer_encoder';
 export {TransformerDecoder} from './layers/hub/transformer_decoder';
 export type {TransformerDecoderArgs} from './layers/hub/transformer_decoder';
-export type {TransformerBlockArgs} from './layers/hub/transformer_block';
+export type {TransformerBlockArgs} from './layers/hub/transformer_block_args';
 export {GetItem} from './layers/ops/get_item';
 export type {GetItemArgs, IndexItem} from './layers/ops/get_item';
 export type {EinsumDenseArgs} from './layers/einsum_dense';

@@ -6,69 +6,15 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
-import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import '../../ops/activations';
 import {CompositeLayer} from '../composite_layer';
-import {
-  getActivation,
-  getInitializer,
-  getRegularizer,
-  Initializer,
-  InitializerIdentifier,
-  Regularizer,
-  RegularizerIdentifier,
-  serializeObject,
-} from '../config_objects';
+import {Initializer, Regularizer, serializeObject} from '../config_objects';
 import {formatShape, isShapeList, Shape} from '../shapes';
-import {positiveNumber, refuseUnknownOptions} from './layer_options';
+import {blockOptions, TransformerBlockArgs} from './transformer_block_args';
 
-export interface TransformerBlockArgs extends LayerArgs {
-  /** Width of the feed-forward network's hidden layer. */
-  intermediateDim: number;
-  /** Attention heads; the head size is the input width / numHeads. */
-  numHeads: number;
-  /** Dropout of the attention weights, after attention and after the feed-forward. Default 0. */
-  dropout?: number;
-  /** The feed-forward activation: `'relu'` (default), `'gelu'` (exact, erf),
-   * `'geluApproximate'` (keras-hub's tanh form, also spelled `'gelu_approximate'`), or any tfjs
-   * activation name. */
-  activation?: string;
-  /** Layer normalization epsilon. Default 1e-5 (keras-hub's; Keras' own default is 1e-3). */
-  layerNormEpsilon?: number;
-  kernelInitializer?: InitializerIdentifier;
-  biasInitializer?: InitializerIdentifier;
-  kernelRegularizer?: RegularizerIdentifier | null;
-  biasRegularizer?: RegularizerIdentifier | null;
-  /** Pre-norm `x + f(LN(x))` (GPT-2) when true; post-norm `LN(x + f(x))` (BERT) by default. */
-  normalizeFirst?: boolean;
-  /** Seeds the dropout masks (each call its own stream). */
-  seed?: number | null;
-  /** Roles of the inputs of a functional call with mask inputs (recorded; kept in the config). */
-  inputRoles?: string[] | null;
-}
-
-const KNOWN = [
-  'intermediateDim',
-  'numHeads',
-  'dropout',
-  'activation',
-  'layerNormEpsilon',
-  'kernelInitializer',
-  'biasInitializer',
-  'kernelRegularizer',
-  'biasRegularizer',
-  'normalizeFirst',
-  'seed',
-  'inputRoles',
-];
-
-/** keras-hub / Keras activation names that tfjs spells differently. */
-const ACTIVATION_ALIASES: Record<string, string> = {
-  gelu_approximate: 'geluApproximate',
-  silu: 'swish',
-};
+export type {TransformerBlockArgs} from './transformer_block_args';
 
 /** A dense feed-forward pair and the layer norms, built and called by the blocks. */
 export abstract class TransformerBlock extends CompositeLayer {
@@ -94,42 +40,20 @@ export abstract class TransformerBlock extends CompositeLayer {
 
   constructor(args: TransformerBlockArgs, extraKnown: readonly string[] = []) {
     super(args);
-    const cls = this.getClassName();
-    if (args == null) throw new Error(`${cls}: expected {intermediateDim, numHeads, ...}`);
-    refuseUnknownOptions(args, [...KNOWN, ...extraKnown], cls);
-    for (const key of ['intermediateDim', 'numHeads'] as const) {
-      if (!(Number.isInteger(args[key]) && args[key] > 0)) {
-        throw new Error(
-          `${cls}: expected ${key} to be a positive integer, received ${JSON.stringify(args[key])}`,
-        );
-      }
-    }
-    const rate = args.dropout ?? 0;
-    if (!(typeof rate === 'number' && rate >= 0 && rate < 1)) {
-      throw new Error(
-        `${cls}: expected dropout to be a number in [0, 1), received ${JSON.stringify(args.dropout)}`,
-      );
-    }
-    const activation = args.activation ?? 'relu';
-    if (typeof activation !== 'string') {
-      throw new Error(
-        `${cls}: expected activation to be a name such as 'relu' or 'gelu', received ${JSON.stringify(activation)}`,
-      );
-    }
-    this.intermediateDim = args.intermediateDim;
-    this.numHeads = args.numHeads;
-    this.dropout = rate;
-    this.activation = ACTIVATION_ALIASES[activation] ?? activation;
-    this.layerNormEpsilon = positiveNumber(args.layerNormEpsilon, 'layerNormEpsilon', cls, 1e-5);
-    this.kernelInitializer = getInitializer(args.kernelInitializer, 'glorotUniform');
-    this.biasInitializer = getInitializer(args.biasInitializer, 'zeros');
-    this.kernelRegularizer = getRegularizer(args.kernelRegularizer);
-    this.biasRegularizer = getRegularizer(args.biasRegularizer);
-    this.normalizeFirst = Boolean(args.normalizeFirst ?? false);
-    this.seed = args.seed ?? null;
-    this.inputRoles = args.inputRoles ?? null;
+    const o = blockOptions(args, this.getClassName(), extraKnown);
+    this.intermediateDim = o.intermediateDim;
+    this.numHeads = o.numHeads;
+    this.dropout = o.dropout;
+    this.activation = o.activation;
+    this.layerNormEpsilon = o.layerNormEpsilon;
+    this.kernelInitializer = o.kernelInitializer;
+    this.biasInitializer = o.biasInitializer;
+    this.kernelRegularizer = o.kernelRegularizer;
+    this.biasRegularizer = o.biasRegularizer;
+    this.normalizeFirst = o.normalizeFirst;
+    this.seed = o.seed;
+    this.inputRoles = o.inputRoles;
     this.supportsMasking = true;
-    getActivation(this.activation); // fails now, not at build, on an unknown activation name
   }
 
   /** The roles this block's inputs can take, in positional order first. */
