@@ -30,9 +30,7 @@ import {
   rewriteSequentialLayers,
 } from './keras_layer_configs';
 import {kerasConfigKeys} from './keras_options';
-
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
+import {fail, isObj, Json, Obj} from './keras_json';
 
 const ATTENTION_CLASSES = [
   'MultiHeadAttention',
@@ -41,14 +39,6 @@ const ATTENTION_CLASSES = [
   'Attention',
   'AdditiveAttention',
 ];
-
-function isObj(x: Json | undefined): x is Obj {
-  return x != null && typeof x === 'object' && !Array.isArray(x);
-}
-
-function fail(message: string): never {
-  throw new Error(`loadKerasModel: ${message}`);
-}
 
 function rewriteAttentionLayer(layer: Obj): void {
   const cls = layer.class_name as string;

@@ -8,17 +8,9 @@
  * Works on the raw Keras 3 JSON (nodes `{args, kwargs}` with `__keras_tensor__` references),
  * before the rest of the conversion. Weights keep their names: layers keep theirs.
  */
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
-
-const isObj = (x: Json | undefined): x is Obj =>
-  x != null && typeof x === 'object' && !Array.isArray(x);
+import {fail, isObj, Json, Obj} from './keras_json';
 
 type Ref = [string, number, number];
-
-function fail(message: string): never {
-  throw new Error(`loadKerasModel: ${message}`);
-}
 
 /** Every `__keras_tensor__` in `x`, in order (the positional inputs of a call). */
 function tensors(x: Json, out: Obj[] = []): Obj[] {

@@ -4,8 +4,7 @@
  * so the loader turns every tensor argument into an input and records each input's role in the
  * layer's config (`input_roles`), as the layers do themselves in functional models.
  */
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
+import {Obj} from './keras_json';
 /** A legacy inbound entry `[layerName, nodeIndex, tensorIndex, kwargs]`. */
 export type Entry = [string, number, number, Obj];
 

@@ -3,15 +3,7 @@
  * can: keras-hub's activation functions, Keras 3's GetItem index, a constant `start_index`, and
  * the InputLayer of a nested Sequential.
  */
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
-
-const isObj = (x: Json | undefined): x is Obj =>
-  x != null && typeof x === 'object' && !Array.isArray(x);
-
-function fail(message: string): never {
-  throw new Error(`loadKerasModel: ${message}`);
-}
+import {fail, isObj, Json, Obj} from './keras_json';
 
 /** Keras / keras-hub activations that tfjs names differently (`gelu_approximate` is a function). */
 const ACTIVATIONS: Record<string, string> = {

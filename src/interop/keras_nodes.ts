@@ -4,16 +4,7 @@
  * positional tensors, tensor keyword arguments and other keyword arguments.
  */
 import type {Entry} from './keras_keyword_calls';
-
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
-
-const isObj = (x: Json | undefined): x is Obj =>
-  x != null && typeof x === 'object' && !Array.isArray(x);
-
-function fail(message: string): never {
-  throw new Error(`loadKerasModel: ${message}`);
-}
+import {fail, isObj, Json, Obj} from './keras_json';
 
 /** Keras 3 `__keras_tensor__` reference → legacy entry. */
 export function kerasTensor(x: Json): Entry | null {
