@@ -16,6 +16,17 @@ import {blockOptions, TransformerBlockArgs} from './transformer_block_args';
 
 export type {TransformerBlockArgs} from './transformer_block_args';
 
+/**
+ * A Keras mask (`[batch, length]`, true = keep) given by tfjs as a list (one per input) or
+ * carried by the tensor. A single mask tensor in `kwargs.mask` is not trusted: tfjs' predict
+ * passes the first masked input's mask to every later layer of the model.
+ */
+export function kerasMaskOf(x: tf.Tensor, given: unknown, index: number): tf.Tensor | null {
+  const list = Array.isArray(given) ? (given as Array<tf.Tensor | null | undefined>) : [];
+  const m = list[index] ?? x.kerasMask ?? null;
+  return m != null && !m.isDisposed ? m : null;
+}
+
 /** A dense feed-forward pair and the layer norms, built and called by the blocks. */
 export abstract class TransformerBlock extends CompositeLayer {
   readonly intermediateDim: number;

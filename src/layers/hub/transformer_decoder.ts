@@ -5,8 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import {causalMask, combineMasks} from '../../ops/masking';
 import {CachedMultiHeadAttention} from '../cached_multi_head_attention';
 import {formatShape, Shape} from '../shapes';
-import {TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {kerasMaskOf} from './transformer_encoder';
+import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 
 export interface TransformerDecoderArgs extends TransformerBlockArgs {
   /** Causal self-attention (keras-hub's call argument `use_causal_mask`). Default true. */

@@ -5,22 +5,11 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import {combineMasks} from '../../ops/masking';
 import {MultiHeadAttention} from '../multi_head_attention';
 import {formatShape, Shape} from '../shapes';
-import {TransformerBlock, TransformerBlockArgs} from './transformer_block';
+import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 
 export interface TransformerEncoderArgs extends TransformerBlockArgs {
   /** keras-hub's option; only null is accepted (tfjs-layers refuses activity regularizers). */
   activityRegularizer?: null;
-}
-
-/**
- * A Keras mask (`[batch, length]`, true = keep) given by tfjs as a list (one per input) or
- * carried by the tensor. A single mask tensor in `kwargs.mask` is not trusted: tfjs' predict
- * passes the first masked input's mask to every later layer of the model.
- */
-export function kerasMaskOf(x: tf.Tensor, given: unknown, index: number): tf.Tensor | null {
-  const list = Array.isArray(given) ? (given as Array<tf.Tensor | null | undefined>) : [];
-  const m = list[index] ?? x.kerasMask ?? null;
-  return m != null && !m.isDisposed ? m : null;
 }
 
 /**
