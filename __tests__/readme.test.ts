@@ -1,9 +1,25 @@
-/** README.md stays true: the set-up commands and a fidelity table that covers every fixture. */
+/**
+ * README.md and docs/ stay true: the set-up commands first, only npm scripts that exist, the
+ * Transformers walkthrough as examples/ runs it, a fidelity table that covers every fixture, and
+ * links that lead to files. (Their code blocks run in docs_blocks.test.ts.)
+ */
 import * as fs from 'fs';
 import * as path from 'path';
 
+import {docFiles} from './helpers/doc_blocks';
+
 const root = path.resolve(__dirname, '..');
 const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+const read = (file: string) => fs.readFileSync(path.join(root, file), 'utf8');
+const userDocs = docFiles();
+const allDocs = [
+  ...userDocs,
+  'ARCHITECTURE.md',
+  'SECURITY.md',
+  'CHANGELOG.md',
+  'bench/README.md',
+  'fixtures/README.md',
+];
 const fixtures = path.join(__dirname, 'fixtures');
 
 describe('README', () => {
@@ -19,27 +35,33 @@ describe('README', () => {
 
   it('names only npm scripts that exist', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-    const docs = [readme, fs.readFileSync(path.join(root, 'ARCHITECTURE.md'), 'utf8')].join('\n');
-    const named = new Set([...docs.matchAll(/npm run ([a-z][a-z:-]*)/g)].map((m) => m[1]));
-    const missing = [...named].filter((n) => pkg.scripts[n] === undefined);
+    const named = allDocs.flatMap((file) =>
+      [...read(file).matchAll(/npm run ([a-z][a-z:-]*)/g)].map((m) => `${file}: ${m[1]}`),
+    );
+    const missing = named.filter((n) => pkg.scripts[n.split(': ')[1]] === undefined);
     expect(missing).toEqual([]);
-    expect([...named]).toEqual(expect.arrayContaining(['train', 'build', 'bench', 'test:browser']));
+    const names = new Set(named.map((n) => n.split(': ')[1]));
+    for (const script of ['train', 'build', 'bench', 'test:browser', 'docs', 'demo']) {
+      expect([...names]).toContain(script);
+    }
   });
 
   it("shows the Transformers walkthrough's Node code exactly as examples/ runs it", () => {
-    const start = readme.indexOf('<!-- transformers-example:start -->');
-    const end = readme.indexOf('<!-- transformers-example:end -->');
+    const doc = read('docs/transformers.md');
+    const start = doc.indexOf('<!-- transformers-example:start -->');
+    const end = doc.indexOf('<!-- transformers-example:end -->');
     expect(start).toBeGreaterThan(0);
-    const block = readme.slice(start, end).split('```js\n')[1].split('```')[0].trim();
+    const block = doc.slice(start, end).split('```js\n')[1].split('```')[0].trim();
     const example = fs.readFileSync(path.join(root, 'examples', 'keras_gpt_generate.js'), 'utf8');
     expect(block.length).toBeGreaterThan(300);
     expect(example).toContain(block);
   });
 
   it('has a fidelity table row for every fixture case', () => {
-    const table = readme.slice(
-      readme.indexOf('<!-- fidelity:start -->'),
-      readme.indexOf('<!-- fidelity:end -->'),
+    const doc = read('docs/fidelity.md');
+    const table = doc.slice(
+      doc.indexOf('<!-- fidelity:start -->'),
+      doc.indexOf('<!-- fidelity:end -->'),
     );
     const rows = new Set([...table.matchAll(/^\| `([a-z0-9_]+)` \|/gm)].map((m) => m[1]));
     const cases = [
@@ -51,5 +73,20 @@ describe('README', () => {
     ];
     expect(cases.length).toBeGreaterThan(25);
     expect([...rows].sort()).toEqual([...cases].sort());
+  });
+
+  it('links only to files that exist', () => {
+    const broken: string[] = [];
+    for (const file of allDocs) {
+      for (const m of read(file).matchAll(/\]\(([^)#\s]+)(#[^)]*)?\)/g)) {
+        const target = m[1];
+        if (/^[a-z]+:/.test(target)) continue; // URLs
+        if (target.startsWith('docs/api/') || target.startsWith('api/')) continue; // npm run docs
+        if (!fs.existsSync(path.join(root, path.dirname(file), target))) {
+          broken.push(`${file}: ${target}`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
   });
 });

@@ -93,7 +93,7 @@
       mha.apply([q, v, k]);
       setRandomWeights(tf, mha, 50);
       // read back asynchronously: on webgpu arraySync goes through a canvas copy, which in
-      // headless SwiftShader Chromium can lose the device (see README, Backends)
+      // headless SwiftShader Chromium can lose the device (see docs/backends.md)
       const bad = await k.array();
       bad[0][3][0] = Infinity;
       bad[0][4][2] = NaN;

@@ -1,4 +1,4 @@
-// Writes the README's fidelity table from the errors the fidelity tests recorded in
+// Writes the fidelity table of docs/fidelity.md from the errors the fidelity tests recorded in
 // reports/fidelity/ (run `npm test` first): one row per case, the worst error over backends.
 import {readdirSync, readFileSync, writeFileSync} from 'node:fs';
 
@@ -21,14 +21,14 @@ const lines = [
         `| \`${name}\` | ${r.reference} | ${[...r.backends].sort().join(', ')} | ${r.worst.toExponential(1)} |`,
     ),
 ];
-const readme = readFileSync('README.md', 'utf8');
+const readme = readFileSync('docs/fidelity.md', 'utf8');
 const start = '<!-- fidelity:start -->';
 const end = '<!-- fidelity:end -->';
 const i = readme.indexOf(start);
 const j = readme.indexOf(end);
-if (i < 0 || j < 0) throw new Error('README.md has no fidelity markers');
+if (i < 0 || j < 0) throw new Error('docs/fidelity.md has no fidelity markers');
 writeFileSync(
-  'README.md',
+  'docs/fidelity.md',
   `${readme.slice(0, i + start.length)}\n${lines.join('\n')}\n${readme.slice(j)}`,
 );
 console.log(`wrote ${rows.size} rows`);

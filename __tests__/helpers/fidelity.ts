@@ -1,6 +1,6 @@
 /**
  * Collects the max absolute error of every fidelity case into reports/fidelity.json (one file per
- * test file and backend), from which scripts/fidelity_table.mjs writes the README's table.
+ * test file and backend), from which scripts/fidelity_table.mjs writes the table in docs/fidelity.md.
  */
 import * as fs from 'fs';
 import * as path from 'path';
