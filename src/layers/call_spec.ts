@@ -238,6 +238,13 @@ function cacheOptions(
           `tensor of shape [${index.shape.join(', ')}]`,
       );
     }
+    if (tf.getBackend() === 'webgpu') {
+      // tfjs-backend-webgpu's synchronous read can return wrong values (see checkLengths)
+      throw new Error(
+        `${caller}: on webgpu, cacheUpdateIndex must be a number, not a tensor: a synchronous ` +
+          `read there can return wrong values; read it first with (await index.data())[0]`,
+      );
+    }
     index = index.dataSync()[0];
   }
   if (index != null && !(typeof index === 'number' && Number.isInteger(index) && index >= 0)) {
