@@ -7,6 +7,6 @@ module.exports = {
   transform: {'^.+\\.ts$': ['ts-jest', {tsconfig: 'tsconfig.json'}]},
   testTimeout: 300000,
   maxWorkers: 1,
-  globalSetup: '<rootDir>/__tests__/helpers/global_setup.js',
+  globalSetup: '<rootDir>/browser/global_setup.js',
   setupFilesAfterEnv: ['<rootDir>/__tests__/helpers/setup.ts'],
 };

@@ -88,50 +88,68 @@ describe('the built package', () => {
     }
   });
 
-  it('bundles for the browser from the packed tarball (esbuild, no Node-only module)', () => {
-    // the tarball, unpacked where an app's node_modules would hold it; tfjs from this checkout
+  // The full run (npm pack, npm install of the tarball, an app with tfjs bundled by esbuild and
+  // run in Chromium) is browser/__tests__/bundle.test.ts (npm run test:browser); here, without a
+  // browser: what the tarball holds, and what a bundler takes from the package for the browser.
+  it('packs dist/ without the CLI type files, with LICENSE', () => {
+    const [{files}] = JSON.parse(
+      execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+        cwd: root,
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    ) as Array<{files: Array<{path: string}>}>;
+    const paths = files.map((f) => f.path);
+    for (const file of ['LICENSE', 'package.json', 'dist/browser.mjs', 'dist/index.mjs']) {
+      expect(paths).toContain(file);
+    }
+    expect(paths.filter((p) => p.startsWith('dist/train/'))).toEqual([]);
+    expect(paths.filter((p) => p.startsWith('src/'))).toEqual([]);
+  });
+
+  it("bundles for the browser through the 'browser' export condition (esbuild, no Node-only module)", () => {
+    // an app's node_modules with the package linked in; tfjs left external (the app's own)
     const app = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-app-'));
-    const tgz = execFileSync('npm', ['pack', '--silent', '--pack-destination', app], {
-      cwd: root,
-      encoding: 'utf8',
-    }).trim();
-    const pkgDir = path.join(app, 'node_modules', 'tfjs-attention');
-    fs.mkdirSync(pkgDir, {recursive: true});
-    execFileSync('tar', ['xzf', path.join(app, tgz), '-C', pkgDir, '--strip-components=1']);
-    expect(fs.existsSync(path.join(pkgDir, 'dist', 'train'))).toBe(false); // no CLI type files
-    expect(fs.existsSync(path.join(pkgDir, 'LICENSE'))).toBe(true);
-    fs.symlinkSync(
-      path.join(root, 'node_modules', '@tensorflow'),
-      path.join(app, 'node_modules', '@tensorflow'),
-    );
-    fs.writeFileSync(
-      path.join(app, 'app.js'),
-      `import * as tf from '@tensorflow/tfjs';
-       import {MultiHeadAttention, TransformerDecoder} from 'tfjs-attention';
-       const x = tf.ones([1, 3, 8]);
-       const y = new TransformerDecoder({intermediateDim: 8, numHeads: 2}).apply(
-         new MultiHeadAttention({numHeads: 2, keyDim: 4}).apply(x));
-       globalThis.result = {shape: y.shape, backend: tf.getBackend()};`,
-    );
-    const esbuild = path.join(root, 'node_modules', '.bin', 'esbuild');
-    execFileSync(
-      esbuild,
-      [
-        'app.js',
-        '--bundle',
-        '--platform=browser',
-        '--format=iife',
-        '--outfile=bundle.js',
-        '--log-level=error',
-      ],
-      {cwd: app, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']},
-    );
-    const bundle = fs.readFileSync(path.join(app, 'bundle.js'), 'utf8');
-    expect(bundle).not.toMatch(/require\("(fs|zlib|stream|util|path)"\)/);
-    // the app's code and the package's layers are in the bundle
-    expect(bundle).toContain('TransformerDecoder');
-    fs.rmSync(app, {recursive: true, force: true});
-  }, 120000);
+    try {
+      fs.mkdirSync(path.join(app, 'node_modules'));
+      fs.symlinkSync(root, path.join(app, 'node_modules', 'tfjs-attention'));
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const esbuild = require('esbuild') as typeof import('esbuild');
+      const result = esbuild.buildSync({
+        stdin: {
+          contents: `import {MultiHeadAttention, TransformerEncoder} from 'tfjs-attention';
+                     globalThis.layers = [MultiHeadAttention, TransformerEncoder];`,
+          resolveDir: app,
+        },
+        bundle: true,
+        platform: 'browser',
+        format: 'iife',
+        external: ['@tensorflow/*'],
+        metafile: true,
+        write: false,
+        logLevel: 'silent',
+        absWorkingDir: app,
+      });
+      // the package's files in the bundle: its browser build only
+      const inputs = result.metafile.inputs;
+      const ours = path.join(root, 'dist', 'browser.mjs');
+      expect(
+        Object.keys(inputs)
+          .map((f) => path.resolve(app, f))
+          .sort(),
+      ).toEqual([path.join(app, '<stdin>'), ours].sort());
+      const oursKey = Object.keys(inputs).find((f) => path.resolve(app, f) === ours) as string;
+      expect([...new Set(inputs[oursKey].imports.map((i) => i.path))].sort()).toEqual([
+        '@tensorflow/tfjs-core',
+        '@tensorflow/tfjs-layers',
+      ]);
+      const bundle = result.outputFiles[0].text;
+      expect(bundle).not.toMatch(/require\("(fs|zlib|stream|util|path|pngjs)"\)/);
+      expect(bundle).toContain('TransformerEncoder');
+    } finally {
+      fs.rmSync(app, {recursive: true, force: true});
+    }
+  });
 
   it('ships a browser bundle that reads tfjs from the global tf and defines tfAttention', () => {
     const out = node([

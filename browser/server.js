@@ -24,10 +24,13 @@ const ROUTES = {
 };
 const TYPES = {'.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json'};
 
-/** Starts the server on a free port; resolves to {url, close}. */
-function start() {
+/**
+ * Starts the server on a free port; resolves to {url, close}. `routes` (URL path -> file) replaces
+ * the default routes, e.g. for a page and the app bundle built by a test.
+ */
+function start(routes = ROUTES) {
   const server = http.createServer((req, res) => {
-    const file = ROUTES[new URL(req.url, 'http://127.0.0.1').pathname];
+    const file = routes[new URL(req.url, 'http://127.0.0.1').pathname];
     if (file === undefined || !fs.existsSync(file)) {
       res.writeHead(404).end('not found');
       return;

@@ -8,22 +8,14 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
-import {Browser, chromium} from 'playwright-core';
+import {Browser} from 'playwright-core';
 
 import * as A from '../../src';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const {start} = require('../server.js');
-
-const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--use-angle=swiftshader',
-  '--enable-unsafe-swiftshader',
-  '--enable-unsafe-webgpu',
-  '--use-webgpu-adapter=swiftshader',
-  '--disable-background-networking',
-  '--disable-component-update',
-];
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const {launchChromium} = require('../chromium.js');
 
 const models = path.resolve(__dirname, '..', '..', 'models');
 const meta = JSON.parse(fs.readFileSync(path.join(models, 'addition', 'model.json'), 'utf8'))
@@ -51,10 +43,7 @@ let server: {url: string; close: () => Promise<void>};
 
 beforeAll(async () => {
   server = await start();
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    args: CHROMIUM_ARGS,
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

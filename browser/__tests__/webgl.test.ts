@@ -15,7 +15,7 @@
  * and in this Chromium it returns wrong values and then loses the device.
  */
 import * as tf from '@tensorflow/tfjs';
-import {Browser, chromium, Page} from 'playwright-core';
+import {Browser, Page} from 'playwright-core';
 
 import * as A from '../../src';
 import {expectClose} from '../../__tests__/helpers/close';
@@ -24,17 +24,8 @@ import {expectClose} from '../../__tests__/helpers/close';
 const scenarios = require('../scenarios.js');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const {start} = require('../server.js');
-
-const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--use-angle=swiftshader',
-  '--enable-unsafe-swiftshader',
-  // a WebGPU adapter (SwiftShader) for the webgpu rows; the page is on 127.0.0.1, a secure context
-  '--enable-unsafe-webgpu',
-  '--use-webgpu-adapter=swiftshader',
-  '--disable-background-networking',
-  '--disable-component-update',
-];
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const {launchChromium} = require('../chromium.js');
 
 type Nested = number | Nested[];
 let browser: Browser;
@@ -89,10 +80,7 @@ beforeAll(async () => {
     nodeResults[name] = await scenarios.numeric[name](tf, A);
   }
   server = await start();
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    args: CHROMIUM_ARGS,
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
