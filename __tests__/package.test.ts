@@ -22,6 +22,8 @@ describe('the built package', () => {
     for (const file of [entry.types, entry.import, entry.require, pkg.unpkg]) {
       expect(fs.existsSync(path.join(root, file))).toBe(true);
     }
+    // installs from a git URL build dist/ (which git does not hold) through `prepare`
+    expect(pkg.scripts.prepare).toBe('node scripts/build.mjs');
     expect(pkg.peerDependencies['@tensorflow/tfjs-core']).toBe('^4.22.0');
     expect(pkg.peerDependencies['@tensorflow/tfjs-layers']).toBe('^4.22.0');
     const dts = fs.readFileSync(path.join(root, 'dist/index.d.ts'), 'utf8');

@@ -102,7 +102,11 @@ function run(cmd: string, args: string[], cwd: string): string {
 beforeAll(async () => {
   // dist/ is built by the globalSetup (browser/global_setup.js)
   app = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-browser-app-'));
-  const tgz = run('npm', ['pack', '--silent', '--pack-destination', app], root).trim();
+  const tgz = run(
+    'npm',
+    ['pack', '--silent', '--ignore-scripts', '--pack-destination', app],
+    root,
+  ).trim();
   fs.writeFileSync(
     path.join(app, 'package.json'),
     JSON.stringify({
