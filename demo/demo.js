@@ -212,12 +212,13 @@
         const dup = tokens.find((t, i) => tokens.indexOf(t) !== i);
         if (dup !== undefined)
           throw new InputError(`${dup} occurs twice: the tokens are distinct.`);
-        const q = parseTokens(parts[1], meta, 'a query token after ?');
-        if (q.length !== 1) throw new InputError('Type one query token after ?.');
-        if (!tokens.includes(q[0])) {
-          throw new InputError(`The query ${q[0]} is not in the sequence.`);
+        const q = parts[1].trim();
+        if (!/^\d+$/.test(q)) throw new InputError('Type one query token (a number) after ?.');
+        const query = Number(q);
+        if (!tokens.includes(query)) {
+          throw new InputError(`The query ${query} is not in the sequence.`);
         }
-        return {tokens, query: q[0]};
+        return {tokens, query};
       },
       layers: ['attention'],
       async run(model, input, meta) {
