@@ -1,0 +1,246 @@
+/**
+ * The demo page (npm run demo): demo/serve.mjs started on a free port, the page driven in
+ * headless Chromium as a person would use it (typing into the input, picking a model and a
+ * backend). The answers shown are checked against answers computed here (the reversal, the sum,
+ * the query's position) on every backend, invalid input must show an error, and the attention
+ * heatmaps must be drawn: in a screenshot (written to docs/demo.png), the heatmaps' region must
+ * hold many red pixels of the heatmap colour map.
+ */
+import {ChildProcess, spawn} from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+
+import {Browser, chromium, Page} from 'playwright-core';
+import {PNG} from 'pngjs';
+
+const root = path.resolve(__dirname, '..', '..');
+
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--use-angle=swiftshader',
+  '--enable-unsafe-swiftshader',
+  '--enable-unsafe-webgpu',
+  '--use-webgpu-adapter=swiftshader',
+  '--disable-background-networking',
+  '--disable-component-update',
+];
+
+let server: ChildProcess;
+let url: string;
+let browser: Browser;
+let page: Page;
+let webgpu = false;
+
+interface Shown {
+  state: string;
+  backend: string;
+  prediction: string;
+  error: string;
+  svgs: number;
+}
+
+/** Starts `node demo/serve.mjs --port 0` and resolves to the URL it prints. */
+function startServer(): Promise<string> {
+  server = spawn(process.execPath, [path.join(root, 'demo', 'serve.mjs'), '--port', '0'], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`no URL from the demo server: ${out}`)), 60000);
+    server.stdout?.on('data', (d) => {
+      out += String(d);
+      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[0]);
+      }
+    });
+    server.on('exit', (code) => reject(new Error(`the demo server exited (${code}): ${out}`)));
+  });
+}
+
+/** Waits until the page shows the result (or the error) for `input` on `backend`. */
+async function shown(input: string, backend?: string): Promise<Shown> {
+  await page.waitForFunction(
+    ({input, backend}) => {
+      const d = document.getElementById('result')!.dataset;
+      return (
+        (d.state === 'done' || d.state === 'error') &&
+        d.input === input &&
+        (backend === undefined || d.backend === backend)
+      );
+    },
+    {input, backend},
+    {timeout: 30000},
+  );
+  return page.evaluate(() => {
+    const text = (id: string) => document.getElementById(id)!.textContent ?? '';
+    return {
+      state: document.getElementById('result')!.dataset.state ?? '',
+      backend: document.getElementById('result')!.dataset.backend ?? '',
+      prediction: text('prediction'),
+      error: text('error'),
+      svgs: document.querySelectorAll('#heatmaps svg').length,
+    };
+  });
+}
+
+/** Types `text` into the input key by key, as a person would (input events, debounced). */
+async function type(text: string): Promise<void> {
+  const box = page.locator('#sequence');
+  await box.fill('');
+  await box.pressSequentially(text, {delay: 15});
+}
+
+async function useBackend(backend: string, input: string): Promise<void> {
+  await page.selectOption('#backend', backend);
+  expect((await shown(input, backend)).state).toBe('done');
+}
+
+async function useModel(model: string): Promise<string> {
+  await page.selectOption('#model', model);
+  return page.inputValue('#sequence');
+}
+
+beforeAll(async () => {
+  url = await startServer();
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: CHROMIUM_ARGS,
+  });
+  page = await browser.newPage({viewport: {width: 1000, height: 700}});
+  page.on('pageerror', (e) => console.error('page error:', e.message));
+  await page.goto(`${url}?model=reverse&backend=cpu`);
+  expect((await shown(await page.inputValue('#sequence'), 'cpu')).state).toBe('done');
+  webgpu = await page.evaluate(async () => {
+    const gpu = (navigator as unknown as {gpu?: {requestAdapter(): Promise<unknown>}}).gpu;
+    return gpu !== undefined && (await gpu.requestAdapter()) !== null;
+  });
+  if (!webgpu) console.warn('demo test: no WebGPU adapter in this Chromium; webgpu is skipped');
+});
+
+afterAll(async () => {
+  await browser?.close();
+  server?.kill();
+});
+
+// the order keeps the slow runs (generation on SwiftShader's webgl and webgpu) few: each test
+// ends on a CPU backend, and the next model is first run there
+const backends = () => ['cpu', 'webgl', ...(webgpu ? ['webgpu'] : []), 'wasm'];
+
+describe('demo page', () => {
+  it('reverse: shows the typed sequence reversed, on every backend', async () => {
+    const inputs = ['5 3 11 2 7', '918273', '10,4,4,1', '2 9 6 1 8 3 11 5 4 7'];
+    let i = 0;
+    for (const backend of backends()) {
+      await useBackend(backend, await page.inputValue('#sequence'));
+      const input = inputs[i++ % inputs.length];
+      await type(input);
+      const got = await shown(input, backend);
+      const tokens = /[\s,]/.test(input) ? input.split(/[\s,]+/) : input.split('');
+      expect(got).toMatchObject({state: 'done', backend, error: ''});
+      expect(got.prediction).toBe(tokens.reverse().join(' '));
+      expect(got.svgs).toBe(2); // one heatmap per MultiHeadAttention layer
+    }
+  });
+
+  it('addition: shows the sum, on every backend', async () => {
+    let input = await useModel('addition');
+    const problems: Array<[number, number]> = [
+      [475, 389],
+      [12, 988],
+      [606, 7],
+      [250, 250],
+    ];
+    let next = 0;
+    let current = await page.inputValue('#backend');
+    const check = async (backend: string) => {
+      const got = await shown(input, backend);
+      expect(got).toMatchObject({state: 'done', backend, error: ''});
+      const [a, b] = input.split(/[+ ]/).map(Number);
+      expect(got.prediction).toBe(String(a + b));
+      expect(got.svgs).toBe(2); // one heatmap per decoder block's self-attention
+    };
+    // generation on SwiftShader's webgl and webgpu takes seconds: a new problem is typed only on
+    // cpu or wasm, and each GPU backend runs once, on the problem it is switched to (the problem
+    // typed last)
+    for (const backend of backends()) {
+      if (current === 'cpu' || current === 'wasm') {
+        const [a, b] = problems[next++ % problems.length];
+        input = next % 2 ? `${a}+${b}` : `${a} ${b}`;
+        await type(input);
+        await check(current);
+      }
+      await page.selectOption('#backend', backend);
+      await check(backend);
+      current = backend;
+    }
+  });
+
+  it('lookup: points at the query token', async () => {
+    await useModel('lookup');
+    await type('4 8 15 16 23 ? 16');
+    const got = await shown('4 8 15 16 23 ? 16');
+    expect(got).toMatchObject({state: 'done', prediction: 'position 3', svgs: 1});
+  });
+
+  it('shows a clear error for invalid input and no stale result', async () => {
+    await useModel('reverse');
+    for (const [input, message] of [
+      ['3 12 4', '12 is out of range'],
+      ['1 2 x', '"x" is not a token'],
+      ['123456789123', 'too long'],
+      ['', 'Type a sequence'],
+    ]) {
+      await type(input);
+      const got = await shown(input);
+      expect(got.state).toBe('error');
+      expect(got.error).toContain(message);
+      expect(got.prediction).toBe('');
+      expect(got.svgs).toBe(0);
+    }
+    await useModel('addition');
+    await type('1234+5');
+    expect((await shown('1234+5')).error).toContain('more than 3 digits');
+    await type('12-5');
+    expect((await shown('12-5')).error).toContain('is not an addition');
+  });
+
+  it('draws the attention heatmaps (screenshot in docs/demo.png)', async () => {
+    await useModel('reverse');
+    await useBackend('webgl', await page.inputValue('#sequence'));
+    const input = '3 1 4 1 5 9 2 6';
+    await type(input);
+    expect((await shown(input, 'webgl')).prediction).toBe('6 2 9 5 1 4 1 3');
+    const shot = await page.screenshot();
+    fs.mkdirSync(path.join(root, 'docs'), {recursive: true});
+    fs.writeFileSync(path.join(root, 'docs', 'demo.png'), shot);
+
+    const png = PNG.sync.read(shot);
+    const box = await page.locator('#heatmaps').boundingBox();
+    expect(box).not.toBeNull();
+    const {x, y, width, height} = box as {x: number; y: number; width: number; height: number};
+    // the screenshot is in CSS pixels (device scale 1); the region is clipped to the viewport
+    const x1 = Math.min(png.width, Math.ceil(x + width));
+    const y1 = Math.min(png.height, Math.ceil(y + height));
+    let red = 0;
+    let painted = 0;
+    let total = 0;
+    for (let py = Math.max(0, Math.floor(y)); py < y1; py++) {
+      for (let px = Math.max(0, Math.floor(x)); px < x1; px++) {
+        const o = (py * png.width + px) * 4;
+        const [r, g, b] = [png.data[o], png.data[o + 1], png.data[o + 2]];
+        total++;
+        if (r < 245 || g < 245 || b < 245) painted++;
+        // matplotlib's Reds past its palest shades: red well above green and blue
+        if (r >= 90 && r - g >= 60 && r - b >= 50) red++;
+      }
+    }
+    // 8 tokens: 2 layers x 4 heads of 8 x 8 cells of 16 x 16 pixels; the first layer's cells
+    // are nearly all red, the second's anti-diagonals are
+    expect(total).toBeGreaterThan(100000);
+    expect(red).toBeGreaterThan(20000);
+    expect(painted).toBeGreaterThan(red);
+  });
+});

@@ -1,0 +1,421 @@
+// The demo page: the committed models (models/*) loaded with tf.loadLayersModel, run on the input
+// as it is typed, with the prediction and the attention weights of every head of the model's
+// attention layers drawn with tfAttention.attentionHeatmapSvg. Results are read only
+// asynchronously (array()), never with dataSync / arraySync: tfjs-backend-webgpu's synchronous
+// read is unreliable.
+//
+// For the browser test (browser/__tests__/demo.test.ts), #result carries data-state (loading,
+// running, done, error), and, once a result is shown, data-model, data-input and data-backend.
+/* global tf, tfAttention, document, window, location, performance, clearTimeout, URLSearchParams */
+(function () {
+  'use strict';
+
+  const $ = (id) => document.getElementById(id);
+  const CELL = 16;
+  const DEBOUNCE_MS = 200;
+
+  class InputError extends Error {}
+
+  function range(n) {
+    return Array.from({length: n}, (_, i) => i);
+  }
+
+  function argmax(row) {
+    let best = 0;
+    for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+    return best;
+  }
+
+  // Tokens as digits ("31415": one token per digit) or numbers separated by spaces or commas
+  // ("3 10 11 2"), each from 1 to vocabSize - 1 (0 is the padding token).
+  function parseTokens(text, meta, what) {
+    const t = text.trim();
+    if (t === '') throw new InputError(`Type ${what}.`);
+    const parts = /[\s,]/.test(t) ? t.split(/[\s,]+/).filter((p) => p !== '') : t.split('');
+    const max = meta.vocabSize - 1;
+    const tokens = parts.map((p) => {
+      if (!/^\d+$/.test(p)) {
+        throw new InputError(`"${p}" is not a token: use whole numbers from 1 to ${max}.`);
+      }
+      const n = Number(p);
+      if (n < 1 || n > max) {
+        throw new InputError(
+          `${p} is out of range: tokens are 1 to ${max} (${meta.padId} is the padding token).`,
+        );
+      }
+      return n;
+    });
+    if (tokens.length > meta.maxLen) {
+      throw new InputError(
+        `${tokens.length} tokens is too long: the model reads at most ${meta.maxLen}.`,
+      );
+    }
+    return tokens;
+  }
+
+  function padded(tokens, meta) {
+    return [...tokens, ...new Array(meta.maxLen - tokens.length).fill(meta.padId)];
+  }
+
+  const TASKS = {
+    reverse: {
+      example: '3 1 4 1 5 9 2 6',
+      help: (m) =>
+        `Up to ${m.maxLen} tokens from 1 to ${m.vocabSize - 1}: digits (31415) or numbers ` +
+        'separated by spaces or commas (3 10 11 2). The model writes them in reverse order.',
+      parse: (text, meta) => ({tokens: parseTokens(text, meta, 'a sequence of tokens')}),
+      // the attention layers, each fed its own input (taken from a sub-model) and the lengths
+      layers: ['mha1', 'mha2'],
+      async run(model, input, meta, sub) {
+        const {tokens} = input;
+        const len = tokens.length;
+        const outs = tf.tidy(() => {
+          const x = [
+            tf.tensor2d([padded(tokens, meta)], [1, meta.maxLen], 'int32'),
+            tf.tensor2d([[len]], [1, 1], 'int32'),
+          ];
+          const pred = tf.argMax(model.predict(x), -1);
+          const hidden = [].concat(sub.predict(x));
+          const scores = this.layers.map(
+            (name, i) =>
+              model.getLayer(name).apply([hidden[i], x[1]], {returnAttentionScores: true})[1],
+          );
+          return [pred, ...scores];
+        });
+        const [pred, ...scores] = await Promise.all(outs.map((t) => t.array()));
+        tf.dispose(outs);
+        const out = pred[0].slice(0, len);
+        const want = tokens.slice().reverse();
+        const labels = tokens.map(String);
+        return {
+          prediction: out.join(' '),
+          correct: out.every((t, i) => t === want[i]),
+          expected: want.join(' '),
+          heatmaps: scores.map((s, l) => ({
+            // valid positions only: queries and keys past the length are padding
+            weights: s[0].map((head) => head.slice(0, len).map((row) => row.slice(0, len))),
+            xLabels: labels,
+            yLabels: out.map((t, i) => `out ${i} = ${t}`),
+            title: `${this.layers[l]}: MultiHeadAttention layer ${l + 1} of 2, per head`,
+          })),
+        };
+      },
+      subModel(model) {
+        return tf.model({
+          inputs: model.inputs,
+          outputs: this.layers.map((name) => model.getLayer(name).input[0]),
+        });
+      },
+    },
+
+    addition: {
+      example: '123+45',
+      help: (m) =>
+        `Two numbers from 0 to ${'9'.repeat(m.digits)} as a+b (123+45) or separated by a ` +
+        'space or comma. The model writes the sum one character at a time (generate).',
+      parse(text, meta) {
+        const t = text.trim();
+        if (t === '') throw new InputError('Type two numbers, e.g. 123+45.');
+        const m = /^(\d+)\s*(?:\+|,|\s)\s*(\d+)\s*=?$/.exec(t);
+        if (!m) {
+          throw new InputError(
+            `"${t}" is not an addition: type two numbers as 123+45 (or 123 45), digits only.`,
+          );
+        }
+        for (const n of [m[1], m[2]]) {
+          if (n.length > meta.digits) {
+            throw new InputError(
+              `${n} has more than ${meta.digits} digits: the model adds numbers from 0 to ` +
+                `${'9'.repeat(meta.digits)}.`,
+            );
+          }
+        }
+        return {a: Number(m[1]), b: Number(m[2])};
+      },
+      layers: ['decoder_0', 'decoder_1'],
+      async run(model, input, meta, sub) {
+        const {a, b} = input;
+        const voc = meta.vocabulary;
+        const pad = (n) => String(n).padStart(meta.digits, '0');
+        const promptText = `${pad(a)}+${pad(b)}=`;
+        const prompt = [...promptText].map((c) => voc.indexOf(c));
+        const ids0 = padded(prompt, meta);
+        const out = await tfAttention.generate(model, [ids0], {
+          maxLength: meta.maxLen,
+          endId: meta.endId,
+          padId: meta.padId,
+        });
+        const ids = (await out.array())[0];
+        out.dispose();
+        const text = ids.map((i) => voc[i]).join('');
+        const answer = text.slice(meta.promptLen).split(voc[meta.endId])[0].replace(/_/g, '');
+        const prediction = /^\d+$/.test(answer) ? String(Number(answer)) : answer;
+        // the self-attention of each (post-norm) decoder block over that block's input, with a
+        // causal mask, on the generated sequence
+        const T = meta.maxLen;
+        const outs = tf.tidy(() => {
+          const x = tf.tensor2d([ids], [1, T], 'int32');
+          const hidden = [].concat(sub.predict(x));
+          const causal = tf.tensor3d(
+            [range(T).map((q) => range(T).map((k) => (k <= q ? 1 : 0)))],
+            [1, T, T],
+            'bool',
+          );
+          return this.layers.map(
+            (name, i) =>
+              model.getLayer(name).selfAttention.apply(hidden[i], {
+                attentionMask: causal,
+                returnAttentionScores: true,
+              })[1],
+          );
+        });
+        const scores = await Promise.all(outs.map((t) => t.array()));
+        tf.dispose(outs);
+        // rows: the positions whose outputs are the answer (the "=" and the sum's digits)
+        const from = meta.promptLen - 1;
+        const labels = text.split('');
+        return {
+          prediction,
+          correct: prediction === String(a + b),
+          expected: String(a + b),
+          generated: text,
+          heatmaps: scores.map((s, l) => ({
+            weights: s[0].map((head) => head.slice(from, T - 1)),
+            xLabels: labels,
+            yLabels: labels.slice(from + 1, T).map((c) => `writes ${c}`),
+            title: `${this.layers[l]}: self-attention of decoder block ${l + 1} of 2, per head`,
+          })),
+        };
+      },
+      subModel(model) {
+        return tf.model({
+          inputs: model.inputs,
+          outputs: this.layers.map((name) => model.getLayer(name).input),
+        });
+      },
+    },
+
+    lookup: {
+      example: '5 17 3 22 9 ? 3',
+      help: (m) =>
+        `Distinct tokens from 1 to ${m.vocabSize - 1} (${m.minLen} to ${m.maxLen} of them), then ` +
+        '? and a query token from the sequence: 5 17 3 22 9 ? 3. The model points at its position.',
+      parse(text, meta) {
+        const parts = text.split('?');
+        if (parts.length !== 2) {
+          throw new InputError('Type the tokens, then ? and the query token: 5 17 3 22 9 ? 3.');
+        }
+        const tokens = parseTokens(parts[0], meta, 'the tokens before ?');
+        if (tokens.length < meta.minLen) {
+          throw new InputError(`Type at least ${meta.minLen} tokens before ?.`);
+        }
+        const dup = tokens.find((t, i) => tokens.indexOf(t) !== i);
+        if (dup !== undefined)
+          throw new InputError(`${dup} occurs twice: the tokens are distinct.`);
+        const q = parts[1].trim();
+        if (!/^\d+$/.test(q)) throw new InputError('Type one query token (a number) after ?.');
+        const query = Number(q);
+        if (!tokens.includes(query)) {
+          throw new InputError(`The query ${query} is not in the sequence.`);
+        }
+        return {tokens, query};
+      },
+      layers: ['attention'],
+      async run(model, input, meta) {
+        const {tokens, query} = input;
+        const len = tokens.length;
+        const probs = tf.tidy(() =>
+          model.predict([
+            tf.tensor2d([padded(tokens, meta)], [1, meta.maxLen], 'int32'),
+            tf.tensor2d([[len]], [1, 1], 'int32'),
+            tf.tensor2d([[query]], [1, 1], 'int32'),
+          ]),
+        );
+        const p = (await probs.array())[0];
+        probs.dispose();
+        const pos = argmax(p);
+        const want = tokens.indexOf(query);
+        return {
+          prediction: `position ${pos}`,
+          correct: pos === want,
+          expected: `position ${want}`,
+          heatmaps: [
+            {
+              // the model's output is the AdditiveAttention weights of its one query
+              weights: [[p.slice(0, len)]],
+              xLabels: tokens.map(String),
+              yLabels: [`query ${query}`],
+              title: 'attention: AdditiveAttention weights of the query over the tokens',
+            },
+          ],
+        };
+      },
+      subModel: () => null,
+    },
+  };
+
+  // ---- state: loaded models per backend, one run at a time, the newest request wins ----
+
+  const metas = {};
+  let loaded = {}; // model name -> {model, sub}, for the current backend
+  let queue = Promise.resolve();
+  let requested = 0;
+  let timer = null;
+
+  function setState(state, extra) {
+    const el = $('result');
+    el.dataset.state = state;
+    for (const [k, v] of Object.entries(extra || {})) el.dataset[k] = v;
+  }
+
+  function showError(message) {
+    $('error').textContent = message;
+  }
+
+  function enqueue(job) {
+    queue = queue.then(job).catch((e) => {
+      setState('error');
+      showError(`Error: ${e && e.message ? e.message : e}`);
+    });
+    return queue;
+  }
+
+  async function modelFor(name) {
+    if (!loaded[name]) {
+      const model = await tf.loadLayersModel(
+        new URL(`models/${name}/model.json`, location.href).href,
+      );
+      metas[name] = model.getUserDefinedMetadata();
+      loaded[name] = {model, sub: TASKS[name].subModel(model)};
+    }
+    return loaded[name];
+  }
+
+  function dropModels() {
+    // every model is dropped, so every variable can go (disposing a model and then a sub-model
+    // that shares its layers would dispose those layers twice)
+    loaded = {};
+    tf.disposeVariables();
+  }
+
+  function clearResult() {
+    $('prediction').textContent = '';
+    $('check').textContent = '';
+    $('check').className = '';
+    $('heatmaps').textContent = '';
+  }
+
+  async function run(id) {
+    if (id !== requested) return; // a newer request is queued
+    const name = $('model').value;
+    const text = $('sequence').value;
+    const task = TASKS[name];
+    setState('running');
+    $('status').textContent = `running on ${tf.getBackend()}…`;
+    const {model, sub} = await modelFor(name);
+    const meta = metas[name];
+    $('help').textContent = task.help(meta);
+    let input;
+    try {
+      input = task.parse(text, meta);
+    } catch (e) {
+      if (!(e instanceof InputError)) throw e;
+      clearResult();
+      showError(e.message);
+      $('status').textContent = `backend: ${tf.getBackend()}`;
+      setState('error', {model: name, input: text, backend: tf.getBackend()});
+      return;
+    }
+    const start = performance.now();
+    const result = await task.run(model, input, meta, sub);
+    const ms = performance.now() - start;
+    if (id !== requested) return;
+    showError('');
+    $('prediction').textContent = result.prediction;
+    $('check').textContent = result.correct ? '✓ correct' : `✗ expected ${result.expected}`;
+    $('check').className = result.correct ? 'ok' : 'wrong';
+    $('heatmaps').innerHTML = result.heatmaps
+      .map((h) =>
+        tfAttention.attentionHeatmapSvg(h.weights, {
+          xLabels: h.xLabels,
+          yLabels: h.yLabels,
+          title: h.title,
+          titles: h.weights.map((_, i) => `head ${i}`),
+          cellSize: CELL,
+        }),
+      )
+      .join('');
+    $('status').textContent =
+      `backend: ${tf.getBackend()} · prediction and attention in ${ms.toFixed(1)} ms` +
+      (result.generated ? ` · generated ${result.generated}` : '');
+    setState('done', {model: name, input: text, backend: tf.getBackend()});
+  }
+
+  function schedule() {
+    const id = ++requested;
+    return enqueue(() => run(id));
+  }
+
+  async function switchBackend(name) {
+    const before = tf.getBackend();
+    if (name === before) return;
+    setState('running');
+    $('status').textContent = `starting ${name}…`;
+    let ok = false;
+    try {
+      ok = await tf.setBackend(name);
+      await tf.ready();
+    } catch {
+      ok = false;
+    }
+    if (!ok || tf.getBackend() !== name) {
+      if (before) await tf.setBackend(before);
+      $('backend').value = tf.getBackend();
+      throw new Error(
+        `the ${name} backend could not start in this browser; staying on ${tf.getBackend()}.`,
+      );
+    }
+    dropModels(); // the weights live on the old backend; load them again on the new one
+  }
+
+  function init() {
+    if (typeof tf === 'undefined' || typeof tfAttention === 'undefined') {
+      showError('tfjs or tfjs-attention did not load (is dist/tfjs-attention.min.js built?).');
+      setState('error');
+      return;
+    }
+    tf.wasm.setWasmPaths(new URL('wasm/', location.href).href);
+    const params = new URLSearchParams(location.search);
+    const model = params.get('model');
+    if (model && TASKS[model]) $('model').value = model;
+    $('sequence').value = params.get('input') || TASKS[$('model').value].example;
+    $('sequence').addEventListener('input', () => {
+      clearTimeout(timer);
+      timer = window.setTimeout(schedule, DEBOUNCE_MS);
+    });
+    $('model').addEventListener('change', () => {
+      $('sequence').value = TASKS[$('model').value].example;
+      clearTimeout(timer);
+      schedule();
+    });
+    $('backend').addEventListener('change', () => {
+      clearTimeout(timer);
+      const id = ++requested;
+      const name = $('backend').value;
+      // a backend that does not start leaves the error shown and the previous result in place
+      enqueue(async () => {
+        await switchBackend(name);
+        await run(id);
+      });
+    });
+    const backend = params.get('backend');
+    enqueue(async () => {
+      await tf.ready();
+      if (backend) await switchBackend(backend);
+      $('backend').value = tf.getBackend();
+    });
+    schedule();
+  }
+
+  init();
+})();

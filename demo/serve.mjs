@@ -1,0 +1,87 @@
+// The demo page (npm run demo): a static server on 127.0.0.1 for demo/, the browser bundle
+// dist/tfjs-attention.min.js, tfjs and its backends from node_modules, and the committed models.
+// Port from --port N or PORT (default 8080; 0 picks a free port). Builds dist/ first if the
+// bundle is missing.
+import {execFileSync} from 'node:child_process';
+import {createReadStream, existsSync} from 'node:fs';
+import {createServer} from 'node:http';
+import {dirname, extname, join, resolve} from 'node:path';
+import {fileURLToPath} from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const tfjs = (pkg, file) => join(root, 'node_modules', '@tensorflow', pkg, 'dist', file);
+const bundle = join(root, 'dist', 'tfjs-attention.min.js');
+
+const ROUTES = {
+  '/': join(here, 'index.html'),
+  '/demo.js': join(here, 'demo.js'),
+  '/tfjs-attention.min.js': bundle,
+  '/tf.min.js': tfjs('tfjs', 'tf.min.js'),
+  '/tf-backend-webgpu.min.js': tfjs('tfjs-backend-webgpu', 'tf-backend-webgpu.min.js'),
+  '/tf-backend-wasm.min.js': tfjs('tfjs-backend-wasm', 'tf-backend-wasm.min.js'),
+};
+for (const f of ['', '-simd', '-threaded-simd']) {
+  ROUTES[`/wasm/tfjs-backend-wasm${f}.wasm`] = tfjs(
+    'tfjs-backend-wasm',
+    `tfjs-backend-wasm${f}.wasm`,
+  );
+}
+for (const model of ['reverse', 'lookup', 'addition']) {
+  for (const file of ['model.json', 'weights.bin']) {
+    ROUTES[`/models/${model}/${file}`] = join(root, 'models', model, file);
+  }
+}
+const TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+};
+
+function portFromArgs(argv, env) {
+  const i = argv.indexOf('--port');
+  const eq = argv.find((a) => a.startsWith('--port='));
+  const raw = i >= 0 ? argv[i + 1] : eq ? eq.slice('--port='.length) : (env.PORT ?? '8080');
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`expected a port number from 0 to 65535, received ${JSON.stringify(raw)}`);
+  }
+  return port;
+}
+
+if (!existsSync(bundle)) {
+  console.log('dist/tfjs-attention.min.js is missing: building it (npm run build)');
+  execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], {
+    cwd: root,
+    stdio: 'inherit',
+  });
+}
+
+let port;
+try {
+  port = portFromArgs(process.argv.slice(2), process.env);
+} catch (e) {
+  console.error(`demo: ${e.message}`);
+  process.exit(2);
+}
+
+const server = createServer((req, res) => {
+  const file = ROUTES[new URL(req.url, 'http://127.0.0.1').pathname];
+  if (file === undefined || !existsSync(file)) {
+    res.writeHead(404, {'content-type': 'text/plain'}).end('not found');
+    return;
+  }
+  res.writeHead(200, {
+    'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+    'cache-control': 'no-cache',
+  });
+  createReadStream(file).pipe(res);
+});
+server.on('error', (e) => {
+  console.error(`demo: cannot listen on 127.0.0.1:${port}: ${e.message}`);
+  process.exit(1);
+});
+server.listen(port, '127.0.0.1', () => {
+  console.log(`tfjs-attention demo at http://127.0.0.1:${server.address().port}/`);
+});
