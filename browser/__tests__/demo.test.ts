@@ -3,8 +3,9 @@
  * headless Chromium as a person would use it (typing into the input, picking a model and a
  * backend). The answers shown are checked against answers computed here (the reversal, the sum,
  * the query's position) on every backend, invalid input must show an error, and the attention
- * heatmaps must be drawn: in a screenshot (written to docs/demo.png), the heatmaps' region must
- * hold many red pixels of the heatmap colour map.
+ * heatmaps must be drawn: in a screenshot, the heatmaps' region must hold many red pixels of the
+ * heatmap colour map. The screenshot goes to reports/demo.png; UPDATE_DEMO_SCREENSHOT=1 writes it
+ * to docs/demo.png (committed) instead, so a test run leaves the checkout unchanged.
  */
 import {ChildProcess, spawn} from 'child_process';
 import * as fs from 'fs';
@@ -207,15 +208,16 @@ describe('demo page', () => {
     expect((await shown('12-5')).error).toContain('is not an addition');
   });
 
-  it('draws the attention heatmaps (screenshot in docs/demo.png)', async () => {
+  it('draws the attention heatmaps (screenshot in reports/ or docs/demo.png)', async () => {
     await useModel('reverse');
     await useBackend('webgl', await page.inputValue('#sequence'));
     const input = '3 1 4 1 5 9 2 6';
     await type(input);
     expect((await shown(input, 'webgl')).prediction).toBe('6 2 9 5 1 4 1 3');
     const shot = await page.screenshot();
-    fs.mkdirSync(path.join(root, 'docs'), {recursive: true});
-    fs.writeFileSync(path.join(root, 'docs', 'demo.png'), shot);
+    const dir = process.env.UPDATE_DEMO_SCREENSHOT === '1' ? 'docs' : 'reports';
+    fs.mkdirSync(path.join(root, dir), {recursive: true});
+    fs.writeFileSync(path.join(root, dir, 'demo.png'), shot);
 
     const png = PNG.sync.read(shot);
     const box = await page.locator('#heatmaps').boundingBox();
