@@ -62,6 +62,22 @@ def pack(folder, path):
     return meta
 
 
+def strip_optimizer(path):
+    """Removes the optimizer's variables from a `.keras` file (tfjs has no use for them)."""
+    import h5py
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(path) as z:
+            z.extractall(tmp)
+            names = z.namelist()
+        with h5py.File(os.path.join(tmp, "model.weights.h5"), "a") as f:
+            if "optimizer" in f:
+                del f["optimizer"]
+        with zipfile.ZipFile(path, "w") as z:
+            for name in names:
+                z.write(os.path.join(tmp, name), name)
+
+
 def load(path):
     """`keras.saving.load_model` with keras-hub's layers registered."""
     import keras
