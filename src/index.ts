@@ -55,6 +55,8 @@ export type {FileSystemHandler, FileSystemOptions} from './io/file_system';
 export {loadKerasModel} from './io/load_keras_model';
 export {convertKerasArtifacts} from './interop/keras';
 export {toKerasArtifacts} from './interop/keras_export';
+export {toKeras3Artifacts} from './interop/keras3_export';
+export type {Keras3ExportOptions} from './interop/keras3_export';
 export {loadTorchMultiheadAttention} from './interop/torch';
 export type {TorchStateDict} from './interop/torch';
 

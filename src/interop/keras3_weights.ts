@@ -42,7 +42,7 @@ function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
 }
 
 /** Each weight of `layer` by its Keras 3 path below the layer (`query_dense/vars/0`). */
-function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
+export function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
   const out = new Map<string, LayerVariable>();
   const cls = layer.getClassName();
   const sub = KERAS3_SUBLAYERS[cls];

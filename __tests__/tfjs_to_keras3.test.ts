@@ -1,0 +1,175 @@
+/**
+ * tfjs -> Keras 3 -> tfjs. One model per layer of the package, saved with toKeras3Artifacts and
+ * loaded by Keras 3 (fixtures/tfjs_to_keras3.py records Keras' outputs), loads back with
+ * loadKerasModel and predicts what Keras predicted; what Keras 3 cannot express is refused with
+ * an error naming the alternative. The scale/ run's model (trained data-parallel in Keras 3,
+ * converted with tensorflowjs_converter) predicts what Keras predicted. Tolerance: 1e-5.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+
+import {
+  AdditiveAttention,
+  Attention,
+  DotProductAttention,
+  loadKerasModel,
+  MultiHeadAttention,
+  toKeras3Artifacts,
+} from '../src';
+import {describeBackends} from './helpers/backends';
+import {expectClose, maxAbsDiff} from './helpers/close';
+import {saveToMemory} from './helpers/save';
+
+const dir = path.join(__dirname, 'fixtures', 'tfjs_to_keras3');
+const cases = fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, 'keras.json')));
+const scaleDir = path.join(__dirname, 'fixtures', 'scale', 'reverse');
+
+interface TensorJson {
+  dtype?: string;
+  shape: number[];
+  data: Array<number | boolean>;
+}
+
+const toTensor = (t: TensorJson) =>
+  tf.tensor(
+    t.data.map((v) => Number(v)),
+    t.shape,
+    (t.dtype ?? 'float32') as tf.DataType,
+  );
+
+/** Classes of the package's layers and where each is covered. */
+const ROUND_TRIPS: Record<string, string> = {
+  MultiHeadAttention: 'multi_head_attention',
+  GroupQueryAttention: 'group_query_attention',
+  CachedMultiHeadAttention: 'cached_multi_head_attention',
+  Attention: 'attention',
+  AdditiveAttention: 'additive_attention',
+  EinsumDense: 'einsum_dense',
+  TokenAndPositionEmbedding: 'token_and_position_embedding',
+  PositionEmbedding: 'position_embedding',
+  SinePositionEncoding: 'sine_position_encoding',
+  RotaryEmbedding: 'rotary_embedding',
+  ReversibleEmbedding: 'reversible_embedding',
+  TransformerEncoder: 'transformer_encoder',
+  TransformerDecoder: 'transformer_decoder',
+  GetItem: 'get_item',
+};
+
+describeBackends('tfjs -> Keras 3 -> tfjs', () => {
+  it('has a Keras-checked model for every layer that round-trips', () => {
+    expect(cases.sort()).toEqual(
+      [...Object.values(ROUND_TRIPS), 'multi_head_attention_valid_lens'].sort(),
+    );
+    for (const [cls, name] of Object.entries(ROUND_TRIPS)) {
+      const json = JSON.parse(fs.readFileSync(path.join(dir, name, 'model.json'), 'utf8'));
+      expect(json.format).toBe('keras3-config');
+      const classes = json.modelTopology.config.layers.map(
+        (l: {class_name: string}) => l.class_name,
+      );
+      expect(classes).toContain(cls);
+    }
+  });
+
+  for (const name of cases) {
+    it(`${name}: Keras 3 predicts what tfjs predicts, and the export loads back`, async () => {
+      const io = JSON.parse(fs.readFileSync(path.join(dir, name, 'io.json'), 'utf8'));
+      const keras = JSON.parse(fs.readFileSync(path.join(dir, name, 'keras.json'), 'utf8'));
+      // the export is in the form tensorflowjs_converter writes for a .keras file
+      const model = await loadKerasModel(path.join(dir, name, 'model.json'));
+      const inputs = (io.keras_inputs as TensorJson[]).map(toTensor);
+      let out = model.predict(inputs.length === 1 ? inputs[0] : inputs) as tf.Tensor | tf.Tensor[];
+      if (!Array.isArray(out)) out = [out];
+      expect(out.length).toBe(keras.outputs.length);
+      out.forEach((o, i) => {
+        expectClose(o, toTensor(keras.outputs[i]), 1e-5, 1e-5);
+        expectClose(o, toTensor(io.tfjs_outputs[i]), 1e-5, 1e-5);
+      });
+      tf.dispose([...inputs, ...out]);
+      model.dispose();
+    });
+  }
+
+  it('the scale/ run: a model trained data-parallel in Keras 3 predicts as Keras did', async () => {
+    const io = JSON.parse(fs.readFileSync(path.join(scaleDir, 'io.json'), 'utf8'));
+    const run = JSON.parse(fs.readFileSync(path.join(scaleDir, 'run.json'), 'utf8'));
+    expect(run.devices.length).toBeGreaterThanOrEqual(2);
+    const model = await loadKerasModel(path.join(scaleDir, 'tfjs', 'model.json'));
+    expect(model.inputs.map((i) => i.shape)).toEqual([
+      [null, 10],
+      [null, 10, 10],
+    ]);
+    const inputs = (io.inputs as TensorJson[]).map(toTensor);
+    const out = model.predict(inputs) as tf.Tensor;
+    const want = toTensor(io.outputs[0]);
+    expect(maxAbsDiff(out, want)).toBeLessThanOrEqual(1e-5);
+    expectClose(out, want, 1e-5, 1e-5);
+    // trained: it reverses the tokens
+    const tokens = (await inputs[0].array()) as number[][];
+    const mask = (await inputs[1].array()) as number[][][];
+    const pred = (await out.argMax(-1).array()) as number[][];
+    tokens.forEach((row, b) => {
+      const len = mask[b][0].filter(Boolean).length;
+      for (let t = 0; t < len; t++) expect(pred[b][t]).toBe(row[len - 1 - t]);
+    });
+    tf.dispose([...inputs, out, want]);
+    model.dispose();
+  });
+});
+
+describe('toKeras3Artifacts refusals', () => {
+  async function artifactsOf(make: (x: tf.SymbolicTensor) => tf.SymbolicTensor) {
+    const x = tf.input({shape: [3, 4]});
+    return saveToMemory(tf.model({inputs: x, outputs: make(x)}));
+  }
+  async function withLengths(make: (x: tf.SymbolicTensor, l: tf.SymbolicTensor) => unknown) {
+    const x = tf.input({shape: [3, 4]});
+    const lens = tf.input({shape: [1], dtype: 'int32', name: 'lens'});
+    const y = make(x, lens) as tf.SymbolicTensor;
+    return saveToMemory(tf.model({inputs: [x, lens], outputs: y}));
+  }
+
+  it('DotProductAttention: refused, naming Attention / MultiHeadAttention', async () => {
+    const a = await artifactsOf((x) => new DotProductAttention().apply(x) as tf.SymbolicTensor);
+    await expect(toKeras3Artifacts(a)).rejects.toThrow(
+      /is a DotProductAttention: Keras has no DotProductAttention layer; build the model with Attention .* or MultiHeadAttention instead/,
+    );
+  });
+
+  it('AdditiveAttention (d2l form, numHiddens): refused, naming the Keras form', async () => {
+    const a = await artifactsOf(
+      (x) => new AdditiveAttention({numHiddens: 3}).apply(x) as tf.SymbolicTensor,
+    );
+    await expect(toKeras3Artifacts(a)).rejects.toThrow(
+      /d2l form of AdditiveAttention \(numHiddens\).*use AdditiveAttention without numHiddens/,
+    );
+  });
+
+  it('MultiHeadAttention with valid lengths: refused unless validLens is mask', async () => {
+    const a = await withLengths((x, l) =>
+      new MultiHeadAttention({numHeads: 1, keyDim: 2}).apply([x, l]),
+    );
+    await expect(toKeras3Artifacts(a)).rejects.toThrow(
+      /takes valid lengths \(input 'lens'\).*pass \{validLens: 'mask'\}.*'lens_mask' of shape \[batch, queryLength, keyLength\]/,
+    );
+    const k3 = await toKeras3Artifacts(a, {validLens: 'mask'});
+    expect(k3.userDefinedMetadata?.keras3_masks).toEqual({
+      lens: {input: 'lens_mask', shape: [null, 3, 3]},
+    });
+  });
+
+  it('Attention with valid lengths: refused, naming MultiHeadAttention', async () => {
+    const a = await withLengths((x, l) => new Attention().apply([x, x, l]));
+    await expect(toKeras3Artifacts(a, {validLens: 'mask'})).rejects.toThrow(
+      /takes an attention mask or valid lengths, which Keras' Attention does not; use MultiHeadAttention/,
+    );
+  });
+
+  it('rejects an unknown validLens option', async () => {
+    const a = await artifactsOf((x) => new Attention().apply([x, x]) as tf.SymbolicTensor);
+    await expect(toKeras3Artifacts(a, {validLens: 'drop' as never})).rejects.toThrow(
+      /validLens must be 'refuse' or 'mask'/,
+    );
+  });
+});

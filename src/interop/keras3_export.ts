@@ -1,0 +1,436 @@
+/**
+ * Saving models built with this package so that Keras 3 loads them: {@link toKeras3Artifacts}
+ * turns saved artifacts into a Keras 3 model config (the `config.json` of a `.keras` file, nodes
+ * as `{args, kwargs}` with `__keras_tensor__` references) and names each weight by its Keras 3
+ * path (`layers/multi_head_attention/query_dense/vars/0`), the inverse of what
+ * `loadKerasModel` reads. `scale/keras3_io.py` packs the result into a `.keras` file.
+ *
+ * Valid lengths (the d2l `validLens` input) become a boolean attention mask input when asked to;
+ * what Keras 3 cannot express (DotProductAttention, the d2l AdditiveAttention) is refused with
+ * an error naming what to use instead.
+ */
+import type * as tf from '@tensorflow/tfjs-core';
+import {LayersModel, models, SymbolicTensor} from '@tensorflow/tfjs-layers';
+
+import {keras3Paths} from './keras3_weights';
+import {isObj, Json, Obj} from './keras_json';
+
+/** Options of {@link toKeras3Artifacts}. */
+export interface Keras3ExportOptions {
+  /**
+   * What becomes of a valid-lengths input (`validLens`, shape `[batch]` or `[batch, 1]`) of an
+   * attention layer, which Keras 3 has no argument for. `'refuse'` (the default) throws an error
+   * naming the alternative; `'mask'` replaces the lengths input `<name>` by a boolean input
+   * `<name>_mask` of shape `[batch, queryLength, keyLength]` (true where the key index is below
+   * the length), passed to the layer as `attention_mask`. The Keras model then predicts what the
+   * package predicts when fed that mask.
+   */
+  validLens?: 'refuse' | 'mask';
+}
+
+function fail(message: string): never {
+  throw new Error(`toKeras3Artifacts: ${message}`);
+}
+
+const HUB = 'keras_hub';
+const COMMON = ['name', 'trainable', 'dtype'];
+const INIT = ['kernel_initializer', 'bias_initializer'];
+const REG = [
+  'kernel_regularizer',
+  'bias_regularizer',
+  'activity_regularizer',
+  'kernel_constraint',
+  'bias_constraint',
+];
+
+/** Keras 3 classes this package's layers map to: the package, and the config keys Keras takes. */
+const CLASSES: Record<string, {pkg?: string; keys: string[]}> = {
+  MultiHeadAttention: {
+    keys: ['num_heads', 'key_dim', 'value_dim', 'dropout', 'use_bias', 'output_shape'].concat([
+      'attention_axes',
+      'seed',
+      ...INIT,
+      ...REG,
+    ]),
+  },
+  CachedMultiHeadAttention: {
+    pkg: HUB,
+    keys: ['num_heads', 'key_dim', 'value_dim', 'dropout', 'use_bias', 'output_shape'].concat([
+      'attention_axes',
+      'seed',
+      ...INIT,
+      ...REG,
+    ]),
+  },
+  GroupQueryAttention: {
+    keys: [
+      'head_dim',
+      'num_query_heads',
+      'num_key_value_heads',
+      'dropout',
+      'use_bias',
+      'seed',
+    ].concat([...INIT, ...REG]),
+  },
+  Attention: {keys: ['use_scale', 'score_mode', 'dropout', 'seed']},
+  AdditiveAttention: {keys: ['use_scale', 'dropout', 'seed']},
+  EinsumDense: {keys: ['equation', 'output_shape', 'activation', 'bias_axes', ...INIT, ...REG]},
+  TokenAndPositionEmbedding: {
+    pkg: HUB,
+    keys: ['vocabulary_size', 'sequence_length', 'embedding_dim', 'embeddings_initializer'].concat([
+      'mask_zero',
+    ]),
+  },
+  PositionEmbedding: {pkg: HUB, keys: ['sequence_length', 'initializer']},
+  SinePositionEncoding: {pkg: HUB, keys: ['max_wavelength']},
+  RotaryEmbedding: {
+    pkg: HUB,
+    keys: ['max_wavelength', 'scaling_factor', 'sequence_axis', 'feature_axis'],
+  },
+  ReversibleEmbedding: {
+    pkg: HUB,
+    keys: ['input_dim', 'output_dim', 'tie_weights', 'embeddings_initializer', 'mask_zero'].concat([
+      'logit_soft_cap',
+      'embeddings_regularizer',
+      'embeddings_constraint',
+      'activity_regularizer',
+    ]),
+  },
+  TransformerEncoder: {
+    pkg: HUB,
+    keys: ['intermediate_dim', 'num_heads', 'dropout', 'activation', 'layer_norm_epsilon'].concat([
+      'normalize_first',
+      ...INIT,
+    ]),
+  },
+  TransformerDecoder: {
+    pkg: HUB,
+    keys: ['intermediate_dim', 'num_heads', 'dropout', 'activation', 'layer_norm_epsilon'].concat([
+      'normalize_first',
+      ...INIT,
+    ]),
+  },
+  GetItem: {keys: ['index']},
+};
+
+/** This package's layers Keras has no class for, and what to use instead. */
+const REFUSED: Record<string, string> = {
+  DotProductAttention:
+    'Keras has no DotProductAttention layer; build the model with Attention (the same scaled ' +
+    "dot product, Keras' keras.layers.Attention) or MultiHeadAttention instead",
+};
+
+/** Config keys of this package that Keras 3 has as call arguments instead. */
+const CALL_OPTIONS = ['use_causal_mask', 'return_attention_scores'];
+/** Config keys of this package that Keras 3 derives from the inputs. */
+const DERIVED = ['query_shape', 'value_shape', 'key_shape', 'input_roles'];
+
+/** Which call argument each input role becomes, per class (positional: the first n). */
+const ATTENTION = ['MultiHeadAttention', 'CachedMultiHeadAttention', 'GroupQueryAttention'];
+const KEYWORD: Record<string, {roles: string[]; positional: number}> = {
+  TransformerEncoder: {roles: ['inputs', 'padding_mask', 'attention_mask'], positional: 1},
+  TransformerDecoder: {
+    roles: [
+      'decoder_sequence',
+      'encoder_sequence',
+      'decoder_padding_mask',
+      'decoder_attention_mask',
+      'encoder_padding_mask',
+      'encoder_attention_mask',
+    ],
+    positional: 2,
+  },
+};
+
+const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** A Keras 3 tensor reference to output `t` of node `n` of layer `l`. */
+function tensorRef(model: LayersModel, l: string, n: number, t: number): Obj {
+  const layer = model.getLayer(l);
+  const out = layer.inboundNodes[n].outputTensors[t] as SymbolicTensor;
+  return {
+    class_name: '__keras_tensor__',
+    config: {shape: out.shape as Json, dtype: out.dtype, keras_history: [l, n, t]},
+  };
+}
+
+type Entry = [string, number, number, Obj?];
+
+interface Ctx {
+  model: LayersModel;
+  options: Required<Keras3ExportOptions>;
+  /** lengths input name -> [mask input name, batch shape] */
+  masks: Map<string, {name: string; shape: number[]}>;
+  inputs: Map<string, Obj>;
+}
+
+function keras3Config(layer: Obj, callKwargs: Obj): Obj {
+  const cls = layer.class_name as string;
+  const name = layer.name as string;
+  const config = layer.config as Obj;
+  const spec = CLASSES[cls];
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(config)) {
+    if (CALL_OPTIONS.includes(k)) {
+      if (v === true) callKwargs[k] = true;
+      continue;
+    }
+    if (DERIVED.includes(k)) continue;
+    if (spec == null || COMMON.includes(k) || spec.keys.includes(k)) {
+      if (!(cls === 'GetItem' && k !== 'name')) out[k] = v; // GetItem's index goes to its node
+      continue;
+    }
+    if (v == null || v === false) continue;
+    fail(
+      `layer '${name}' (${cls}) has the option '${k}' = ${JSON.stringify(v)}, which Keras 3's ` +
+        `${cls} does not take; build the layer without it for a model that Keras 3 must load`,
+    );
+  }
+  if (cls === 'InputLayer') {
+    out.batch_shape = config.batch_input_shape ?? config.batch_shape ?? null;
+    delete out.batch_input_shape;
+  }
+  if (cls === 'TransformerDecoder') callKwargs.use_causal_mask = config.use_causal_mask !== false;
+  return out;
+}
+
+function rewriteNode(layer: Obj, node: Json, ctx: Ctx): Obj {
+  const cls = layer.class_name as string;
+  const name = layer.name as string;
+  const config = layer.config as Obj;
+  const entries = node as Entry[];
+  const ref = (e: Entry) => tensorRef(ctx.model, e[0], e[1], e[2]);
+  const kwargs: Obj = {};
+  for (const e of entries) {
+    for (const [k, v] of Object.entries(e[3] ?? {})) {
+      if (v != null && v !== false) kwargs[k] = v;
+    }
+  }
+  if (cls === 'GetItem') {
+    const index = ((config.index as Json[]) ?? []).map((it) =>
+      isObj(it) ? {class_name: '__slice__', config: it} : it,
+    );
+    return {args: [ref(entries[0]), index], kwargs};
+  }
+  if (ATTENTION.includes(cls) || cls === 'Attention' || cls === 'AdditiveAttention') {
+    const roles = (config.input_roles as string[] | null) ?? ['query', 'value', 'key'];
+    const named: Record<string, Json> = {};
+    entries.forEach((e, i) => {
+      const role = snake(roles[i] ?? '');
+      if (role === 'valid_lens') {
+        named.attention_mask = lengthsMask(layer, entries, roles, e, ctx);
+      } else if (['query', 'value', 'key', 'attention_mask'].includes(role)) {
+        named[role] = ref(e);
+      } else fail(`layer '${name}' (${cls}) takes an input of role '${roles[i]}'`);
+    });
+    const value = named.value ?? named.query;
+    if (ATTENTION.includes(cls)) {
+      const kw: Obj = {...kwargs};
+      if (named.key) kw.key = named.key;
+      if (named.attention_mask) kw.attention_mask = named.attention_mask;
+      return {args: [named.query, value], kwargs: kw};
+    }
+    if (named.attention_mask) {
+      fail(
+        `layer '${name}' (${cls}) takes an attention mask or valid lengths, which Keras' ${cls} ` +
+          'does not; use MultiHeadAttention, whose attention_mask Keras 3 takes',
+      );
+    }
+    const list = [named.query, value, ...(named.key ? [named.key] : [])];
+    return {args: [list], kwargs};
+  }
+  const keyword = KEYWORD[cls];
+  if (keyword != null) {
+    const roles = ((config.input_roles as string[] | null) ?? keyword.roles).map(snake);
+    const args: Json[] = [];
+    entries.forEach((e, i) => {
+      const role = roles[i];
+      if (i < keyword.positional && role === keyword.roles[i]) args.push(ref(e));
+      else kwargs[role] = ref(e);
+    });
+    return {args, kwargs};
+  }
+  if (entries.length === 1) return {args: [ref(entries[0])], kwargs};
+  return {args: [entries.map(ref)], kwargs};
+}
+
+/** The `<lengths>_mask` input that replaces a valid-lengths input of an attention layer. */
+function lengthsMask(layer: Obj, entries: Entry[], roles: string[], e: Entry, ctx: Ctx): Obj {
+  const name = layer.name as string;
+  const lens = e[0];
+  if (ctx.options.validLens !== 'mask') {
+    fail(
+      `layer '${name}' takes valid lengths (input '${lens}'), which Keras 3 has no argument for; ` +
+        "pass {validLens: 'mask'} to replace that input by a boolean attention-mask input " +
+        `'${lens}_mask' of shape [batch, queryLength, keyLength], or build the model with an ` +
+        'attentionMask input',
+    );
+  }
+  const input = ctx.inputs.get(lens);
+  const shape = ((input?.config as Obj | undefined)?.batch_input_shape as number[] | null) ?? null;
+  if (input == null || shape == null || shape.length > 2 || (shape.length === 2 && shape[1] !== 1))
+    fail(
+      `layer '${name}' takes valid lengths from '${lens}', which is not a model input of shape ` +
+        '[batch] or [batch, 1]; only such lengths become a Keras attention mask',
+    );
+  const at = (role: string) => entries[roles.findIndex((r) => snake(r) === role)];
+  const q = at('query');
+  const k = at('key') ?? at('value') ?? q;
+  const shapeOf = (x: Entry) =>
+    (ctx.model.getLayer(x[0]).inboundNodes[x[1]].outputTensors[x[2]] as SymbolicTensor).shape;
+  const maskShape = [null, shapeOf(q)[1], shapeOf(k)[1]] as number[];
+  if (maskShape[1] == null || maskShape[2] == null)
+    fail(`layer '${name}' has inputs of unknown length; a lengths mask needs fixed lengths`);
+  const seen = ctx.masks.get(lens);
+  if (seen != null && JSON.stringify(seen.shape) !== JSON.stringify(maskShape))
+    fail(
+      `the lengths input '${lens}' feeds attention layers of different query / key lengths; ` +
+        'one mask input cannot serve them all: give each its own lengths input',
+    );
+  const maskName = `${lens}_mask`;
+  ctx.masks.set(lens, {name: maskName, shape: maskShape});
+  return {
+    class_name: '__keras_tensor__',
+    config: {shape: maskShape, dtype: 'bool', keras_history: [maskName, 0, 0]},
+  };
+}
+
+/**
+ * Returns a copy of saved artifacts (`model.save(tf.io.withSaveHandler(...))`) whose topology is
+ * a Keras 3 model config and whose weights are named by their Keras 3 paths. Save it with
+ * `fileSystem(dir)` and pack it into a `.keras` file with `scale/keras3_io.py`
+ * (`python scale/keras3_io.py dir model.keras`); `keras.saving.load_model` then loads it with
+ * `keras_hub` imported. The layers map to `keras.layers` (MultiHeadAttention,
+ * GroupQueryAttention, Attention, AdditiveAttention, EinsumDense) and `keras_hub.layers`
+ * (TransformerEncoder / Decoder, TokenAndPositionEmbedding, PositionEmbedding,
+ * SinePositionEncoding, RotaryEmbedding, ReversibleEmbedding, CachedMultiHeadAttention); GetItem
+ * becomes Keras 3's indexing operation. DotProductAttention, the d2l form of AdditiveAttention
+ * (`numHiddens`) and valid lengths without `{validLens: 'mask'}` are refused with an error that
+ * names the alternative.
+ *
+ * @example
+ * ```js
+ * const saved = await new Promise((resolve) =>
+ *   model.save(tf.io.withSaveHandler(async (a) => (resolve(a), {modelArtifactsInfo: {}}))),
+ * );
+ * const keras3 = await toKeras3Artifacts(saved, {validLens: 'mask'});
+ * await fileSystem('for-keras3').save(keras3);
+ * // then: python scale/keras3_io.py for-keras3 model.keras
+ * ```
+ */
+export async function toKeras3Artifacts(
+  artifacts: tf.io.ModelArtifacts,
+  options: Keras3ExportOptions = {},
+): Promise<tf.io.ModelArtifacts> {
+  const opts: Required<Keras3ExportOptions> = {validLens: options.validLens ?? 'refuse'};
+  if (!['refuse', 'mask'].includes(opts.validLens))
+    fail(`validLens must be 'refuse' or 'mask', not ${JSON.stringify(opts.validLens)}`);
+  const raw = artifacts.modelTopology;
+  if (raw == null || raw instanceof ArrayBuffer) fail('expected a JSON model topology');
+  const topology = JSON.parse(JSON.stringify(raw)) as Obj;
+  const modelConfig = ((topology.model_config as Obj | undefined) ?? topology) as Obj;
+  if (modelConfig.class_name !== 'Model' && modelConfig.class_name !== 'Functional')
+    fail(`expected a functional model (tf.model), not a ${String(modelConfig.class_name)}`);
+  const config = modelConfig.config as Obj;
+  const layers = (config.layers as Obj[] | undefined) ?? fail('the topology has no layers');
+  for (const layer of layers) {
+    const cls = layer.class_name as string;
+    if (REFUSED[cls]) fail(`layer '${layer.name}' is a ${cls}: ${REFUSED[cls]}`);
+    if (cls === 'AdditiveAttention' && (layer.config as Obj).num_hiddens != null)
+      fail(
+        `layer '${layer.name}' is the d2l form of AdditiveAttention (numHiddens), which Keras ` +
+          'does not have; use AdditiveAttention without numHiddens (the Keras form)',
+      );
+    if (cls === 'Model' || cls === 'Functional' || cls === 'Sequential')
+      fail(`layer '${layer.name}' is a nested model; export a flat functional model`);
+  }
+  const model = await models.modelFromJSON({modelTopology: modelConfig} as never);
+  try {
+    const ctx: Ctx = {
+      model,
+      options: opts,
+      masks: new Map(),
+      inputs: new Map(
+        layers.filter((l) => l.class_name === 'InputLayer').map((l) => [l.name as string, l]),
+      ),
+    };
+    const out: Obj[] = [];
+    for (const layer of layers) {
+      const callKwargs: Obj = {};
+      const cls = layer.class_name as string;
+      const kerasConfig = keras3Config(layer, callKwargs);
+      const nodes = ((layer.inbound_nodes as Json[]) ?? []).map((n) => {
+        const node = rewriteNode(layer, n, ctx);
+        node.kwargs = {...callKwargs, ...(node.kwargs as Obj)};
+        return node as Json;
+      });
+      const spec = CLASSES[cls];
+      out.push({
+        module: spec?.pkg ?? (cls === 'GetItem' ? 'keras.src.ops.numpy' : 'keras.layers'),
+        class_name: cls,
+        config: kerasConfig,
+        registered_name: spec?.pkg ? `${spec.pkg}>${cls}` : cls === 'GetItem' ? 'GetItem' : null,
+        name: layer.name,
+        inbound_nodes: nodes,
+      });
+    }
+    // lengths inputs that became masks: the mask input replaces the lengths input
+    let inputLayers = config.input_layers as Json[];
+    for (const [lens, mask] of ctx.masks) {
+      const users = layers.filter((l) =>
+        ((l.inbound_nodes as Json[]) ?? []).some((n) => (n as Entry[]).some((e) => e[0] === lens)),
+      );
+      const nonAttention = users.filter((l) => !ATTENTION.includes(l.class_name as string));
+      if (nonAttention.length > 0)
+        fail(
+          `the lengths input '${lens}' also feeds '${nonAttention[0].name}', which cannot take ` +
+            'a mask in its place',
+        );
+      const i = out.findIndex((l) => l.name === lens);
+      out[i] = {
+        module: 'keras.layers',
+        class_name: 'InputLayer',
+        config: {batch_shape: mask.shape, dtype: 'bool', sparse: false, name: mask.name},
+        registered_name: null,
+        name: mask.name,
+        inbound_nodes: [],
+      };
+      inputLayers = inputLayers.map((e) =>
+        Array.isArray(e) && e[0] === lens ? [mask.name, 0, 0] : e,
+      );
+    }
+    const flat = (list: Json[]) => (list.length === 1 ? list[0] : list);
+    const keras3: Obj = {
+      module: 'keras.src.models.functional',
+      class_name: 'Functional',
+      config: {
+        name: config.name ?? 'functional',
+        trainable: true,
+        layers: out,
+        input_layers: flat(inputLayers),
+        output_layers: flat(config.output_layers as Json[]),
+      },
+      registered_name: 'Functional',
+    };
+    const paths = new Map<string, string>();
+    for (const [p, v] of keras3Paths(model)) paths.set(v.originalName, p);
+    const weightSpecs = (artifacts.weightSpecs ?? []).map((s) => {
+      const p = paths.get(s.name) ?? fail(`no layer of the model owns the weight '${s.name}'`);
+      return {...s, name: p};
+    });
+    return {
+      ...artifacts,
+      modelTopology: keras3 as unknown as tf.io.ModelArtifacts['modelTopology'],
+      weightSpecs,
+      format: 'keras3-config',
+      userDefinedMetadata: {
+        ...(artifacts.userDefinedMetadata ?? {}),
+        keras3_masks: Object.fromEntries(
+          [...ctx.masks].map(([lens, m]) => [lens, {input: m.name, shape: m.shape}]),
+        ),
+      },
+    };
+  } finally {
+    model.dispose();
+  }
+}
