@@ -5,7 +5,9 @@
  * an error naming the alternative. The scale/ run's model (trained data-parallel in Keras 3,
  * converted with tensorflowjs_converter) predicts what Keras predicted. Tolerance: 1e-5.
  */
+import {execFileSync} from 'child_process';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
@@ -171,5 +173,35 @@ describe('toKeras3Artifacts refusals', () => {
     await expect(toKeras3Artifacts(a, {validLens: 'drop' as never})).rejects.toThrow(
       /validLens must be 'refuse' or 'mask'/,
     );
+  });
+});
+
+describe('toKeras3Artifacts output', () => {
+  it('is byte for byte what the Keras-checked fixtures were made from (the export code is unchanged in effect)', () => {
+    // the fixture script rebuilds every case with the built package and exports it again
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-keras3-'));
+    try {
+      execFileSync(
+        process.execPath,
+        [path.join(__dirname, '..', 'fixtures', 'tfjs_keras3_models.js')],
+        {
+          cwd: path.join(__dirname, '..'),
+          env: {...process.env, TFJS_KERAS3_OUT: out},
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      expect(fs.readdirSync(out).sort()).toEqual([...cases].sort());
+      const differ: string[] = [];
+      for (const name of cases) {
+        for (const file of ['model.json', 'weights.bin', 'io.json']) {
+          const made = fs.readFileSync(path.join(out, name, file));
+          const committed = fs.readFileSync(path.join(dir, name, file));
+          if (!made.equals(committed)) differ.push(`${name}/${file}`);
+        }
+      }
+      expect(differ).toEqual([]);
+    } finally {
+      fs.rmSync(out, {recursive: true, force: true});
+    }
   });
 });
