@@ -15,6 +15,11 @@ const external = [
   '@tensorflow/tfjs-core/*',
   '@tensorflow/tfjs-layers',
   '@tensorflow/tfjs-backend-wasm',
+  '@tensorflow/tfjs-node',
+  'onnxruntime-node',
+  'onnxruntime-node/*',
+  'onnxruntime-web',
+  'onnxruntime-web/*',
 ];
 const bundle = (entry, outfile) =>
   esbuild.build({
@@ -38,9 +43,13 @@ if (!onlyGenerate) {
     logLevel: 'error',
   });
   await bundle('bench/bench.ts', 'bench/.build/bench.cjs');
-  execFileSync(process.execPath, ['--max-old-space-size=8192', 'bench/.build/bench.cjs'], {
-    stdio: 'inherit',
-  });
+  execFileSync(
+    process.execPath,
+    ['--max-old-space-size=8192', '--expose-gc', 'bench/.build/bench.cjs'],
+    {
+      stdio: 'inherit',
+    },
+  );
 }
 if (!onlyAttention) {
   await bundle('bench/generate_bench.ts', 'bench/.build/generate_bench.cjs');
