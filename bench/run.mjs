@@ -1,7 +1,9 @@
 // npm run bench: bundles the benchmarks (and tfjs-layers' unexported MultiHeadAttention, whose ESM
 // files plain Node cannot load) with esbuild, runs them, then writes the tables in
 // bench/README.md. `npm run bench -- --generate` runs the generate benchmark alone, `--attention`
-// the attention benchmark alone; `--quick` makes the generate benchmark time one run per mode.
+// the attention benchmark alone; `--quick` makes the generate benchmark time one run per mode and
+// the attention benchmark 3 runs per contender. `--sizes=medium,long`, `--backends=wasm` and
+// `--runs=N` narrow the attention benchmark (the same as BENCH_SIZES, BENCH_BACKENDS, BENCH_RUNS).
 import {execFileSync} from 'node:child_process';
 
 import * as esbuild from 'esbuild';
@@ -9,12 +11,28 @@ import * as esbuild from 'esbuild';
 const args = process.argv.slice(2);
 const onlyGenerate = args.includes('--generate');
 const onlyAttention = args.includes('--attention');
+const quick = args.includes('--quick');
+const flag = (name) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const env = {...process.env};
+for (const [name, key] of [
+  ['sizes', 'BENCH_SIZES'],
+  ['backends', 'BENCH_BACKENDS'],
+  ['runs', 'BENCH_RUNS'],
+]) {
+  if (flag(name) != null) env[key] = flag(name);
+}
+if (quick && env.BENCH_RUNS == null) env.BENCH_RUNS = '3';
 const external = [
   '@tensorflow/tfjs',
   '@tensorflow/tfjs-core',
   '@tensorflow/tfjs-core/*',
   '@tensorflow/tfjs-layers',
   '@tensorflow/tfjs-backend-wasm',
+  '@tensorflow/tfjs-node',
+  'onnxruntime-node',
+  'onnxruntime-node/*',
+  'onnxruntime-web',
+  'onnxruntime-web/*',
 ];
 const bundle = (entry, outfile) =>
   esbuild.build({
@@ -38,15 +56,17 @@ if (!onlyGenerate) {
     logLevel: 'error',
   });
   await bundle('bench/bench.ts', 'bench/.build/bench.cjs');
-  execFileSync(process.execPath, ['--max-old-space-size=8192', 'bench/.build/bench.cjs'], {
-    stdio: 'inherit',
-  });
+  execFileSync(
+    process.execPath,
+    ['--max-old-space-size=8192', '--expose-gc', 'bench/.build/bench.cjs'],
+    {stdio: 'inherit', env},
+  );
 }
 if (!onlyAttention) {
   await bundle('bench/generate_bench.ts', 'bench/.build/generate_bench.cjs');
   execFileSync(
     process.execPath,
-    ['bench/.build/generate_bench.cjs', ...args.filter((a) => a === '--quick')],
+    ['bench/.build/generate_bench.cjs', ...(quick ? ['--quick'] : [])],
     {stdio: 'inherit'},
   );
 }
