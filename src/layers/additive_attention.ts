@@ -41,14 +41,21 @@ export interface AdditiveAttentionArgs extends BaseAttentionArgs {
  * ```
  */
 export class AdditiveAttention extends Attention {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static override readonly className: string = 'AdditiveAttention';
 
+  /** The `numHiddens` option (null: the Keras form, without projections). */
   readonly numHiddens: number | null;
+  /** The initializer of `queryKernel` / `keyKernel`. */
   readonly kernelInitializer: Initializer;
   /** Whether query_kernel / key_kernel use the default initializer (seeded under `seed`). */
   private readonly defaultKernels: boolean;
+  /** The query projection `[dimQ, numHiddens]` (d2l form), created at build. */
   queryKernel: LayerVariable | null = null;
+  /** The key projection `[dimK, numHiddens]` (d2l form), created at build. */
   keyKernel: LayerVariable | null = null;
 
   constructor(args: AdditiveAttentionArgs = {}) {

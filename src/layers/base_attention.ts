@@ -38,12 +38,17 @@ function toList<T>(x: T | T[]): T[] {
  * build, what shapes come out and how to attend; masks and the attention core are in `ops/`.
  */
 export abstract class BaseAttention extends CompositeLayer {
+  /** The `dropout` option: the dropout rate of the attention weights. */
   readonly dropout: number;
+  /** Whether calls mask causally (the `useCausalMask` option, or a functional call's). */
   useCausalMask: boolean;
+  /** Whether calls return `[output, scores]` (the `returnAttentionScores` option, or a functional call's). */
   returnAttentionScores: boolean;
+  /** The `seed` option (null: unseeded). */
   readonly seed: number | null;
   /** Roles of the inputs of a symbolic call with lengths or a mask input (kept in the config). */
   inputRoles: Role[] | null;
+  /** The `zeroFullyMaskedRows` option. */
   readonly zeroFullyMaskedRows: boolean;
   private dropoutCalls = 0;
   private builtParts: AttentionParts<Shape> | null = null;

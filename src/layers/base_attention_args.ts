@@ -43,8 +43,11 @@ export interface AttentionCallArgs {
   validLens?: tf.Tensor | SymbolicTensor | null;
   /** bool or 0/1 mask broadcastable to `[batch, queries, keys]`; true / 1 = attend. */
   attentionMask?: tf.Tensor | SymbolicTensor | null;
+  /** Causal masking for this call (overrides the layer's `useCausalMask`). */
   useCausalMask?: boolean;
+  /** Return `[output, scores]` from this call (overrides the layer's `returnAttentionScores`). */
   returnAttentionScores?: boolean;
+  /** Training mode: dropout is applied. Default false. */
   training?: boolean;
   /** Keras-style masks `[queryMask, valueMask, keyMask?]` (`[batch, length]`, true = keep). */
   mask?: Array<tf.Tensor | null> | tf.Tensor | null;

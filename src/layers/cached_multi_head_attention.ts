@@ -13,7 +13,10 @@ import {MultiHeadAttention} from './multi_head_attention';
  * ```
  */
 export class CachedMultiHeadAttention extends MultiHeadAttention {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static override readonly className = 'CachedMultiHeadAttention';
 
   protected override attend(spec: TensorSpec): AttendResult {

@@ -15,6 +15,7 @@ import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base
 import {AttentionParts} from './call_spec';
 import {formatShape, Shape} from './shapes';
 
+/** How `Attention` scores a query against a key: `'dot'` (dot product) or `'concat'` (`tanh(q + k)`). */
 export type ScoreMode = 'dot' | 'concat';
 
 export interface AttentionArgs extends BaseAttentionArgs {
@@ -43,12 +44,19 @@ export interface AttentionArgs extends BaseAttentionArgs {
  * ```
  */
 export class Attention extends BaseAttention {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className: string = 'Attention';
 
+  /** The `useScale` option: whether the scores are multiplied by a trainable scalar. */
   readonly useScale: boolean;
+  /** The `scoreMode` option. */
   readonly scoreMode: ScoreMode;
+  /** The trainable scalar `scale`, created at build when `useScale` is set. */
   scale: LayerVariable | null = null;
+  /** The trainable scalar of the `'concat'` score mode, created at build. */
   concatScoreWeight: LayerVariable | null = null;
   /** Whether returned scores are taken after dropout (Keras) or before (d2l). */
   protected scoresAfterDropout = true;
@@ -188,6 +196,7 @@ export class Attention extends BaseAttention {
   }
 }
 
+/** Options of {@link DotProductAttention}: those every attention layer takes. */
 export type DotProductAttentionArgs = BaseAttentionArgs;
 
 /**
@@ -205,7 +214,10 @@ export type DotProductAttentionArgs = BaseAttentionArgs;
  * ```
  */
 export class DotProductAttention extends Attention {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static override readonly className: string = 'DotProductAttention';
 
   constructor(args: DotProductAttentionArgs = {}) {

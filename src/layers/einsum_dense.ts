@@ -21,6 +21,7 @@ import {
 } from './projection_options';
 import {singleShape, Shape} from './shapes';
 
+/** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   /** An equation `X,Y->Z` (or with `...`) contracting the input `X` with the kernel `Y`. */
   equation: string;
@@ -28,6 +29,7 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   outputShape: number | Dim[];
   /** Output letters that carry a bias (e.g. `'de'`); none when omitted. */
   biasAxes?: string | null;
+  /** Activation applied to the output (a tfjs activation name). Default none (linear). */
   activation?: ActivationIdentifier | null;
 }
 
@@ -46,19 +48,28 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  * ```
  */
 export class EinsumDense extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'EinsumDense';
 
+  /** The `equation` option. */
   readonly equation: string;
+  /** The output shape without the batch axis (null entries taken from the input). */
   readonly partialOutputShape: Dim[];
+  /** The `biasAxes` option (null: no bias). */
   readonly biasAxes: string | null;
+  /** The output activation. */
   readonly activation: Activation;
   /** Initializers, regularizers and constraints of the kernel and bias. */
   readonly projection: ProjectionOptions;
   /** The user's outputShape as given (a number stays a number), for the config. */
   private readonly outputShapeArg: number | Dim[];
 
+  /** The kernel, created at build. */
   kernel: LayerVariable | null = null;
+  /** The bias, created at build when `biasAxes` is given. */
   bias: LayerVariable | null = null;
 
   constructor(args: EinsumDenseArgs) {

@@ -62,18 +62,29 @@ type GqaSublayer = (typeof GQA_SUBLAYERS)[number]['name'];
  * ```
  */
 export class GroupQueryAttention extends BaseAttention {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'GroupQueryAttention';
 
+  /** The `headDim` option: the size of each head. */
   readonly headDim: number;
+  /** The `numQueryHeads` option. */
   readonly numQueryHeads: number;
+  /** The `numKeyValueHeads` option. */
   readonly numKeyValueHeads: number;
+  /** The `useBias` option: whether the projections have biases. */
   readonly useBias: boolean;
+  /** The `useGate` option: gated attention. */
   readonly useGate: boolean;
+  /** The `slidingWindow` option (null: attend to every key). */
   readonly slidingWindow: number | null;
+  /** The `flashAttention` option (kept for Keras configs; no effect). */
   readonly flashAttention: boolean | null;
   /** Initializers, regularizers and constraints of the projections' kernels and biases. */
   readonly projection: ProjectionOptions;
+  /** The projection sublayers by Keras name, created at build. */
   readonly dense: Partial<Record<GqaSublayer, EinsumDense>> = {};
 
   constructor(args: GroupQueryAttentionArgs) {

@@ -43,17 +43,29 @@ export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
  * ```
  */
 export class MultiHeadAttention extends BaseAttention {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className: string = 'MultiHeadAttention';
 
+  /** The `numHeads` option: the number of attention heads. */
   readonly numHeads: number;
+  /** The `keyDim` option: the size of each head for query and key. */
   readonly keyDim: number;
+  /** The size of each head for value (the `valueDim` option, or `keyDim`). */
   readonly valueDim: number;
+  /** The `useBias` option: whether the projections have biases. */
   readonly useBias: boolean;
+  /** The `outputShape` option as given (null: the query's last dimension). */
   readonly outputShapeArg: number | number[] | null;
+  /** The `useGate` option: gated attention. */
   readonly useGate: boolean;
+  /** The `slidingWindow` option (null: attend to every key). */
   readonly slidingWindow: number | null;
+  /** The `softmaxRobustMasking` option (kept for tf-keras configs). */
   readonly softmaxRobustMasking: boolean;
+  /** The `chunkSize` option (null: the scores are computed whole). */
   readonly chunkSize: number | null;
   /** Initializers, regularizers and constraints of the projections' kernels and biases. */
   readonly projection: ProjectionOptions;
@@ -61,10 +73,15 @@ export class MultiHeadAttention extends BaseAttention {
   private buildShapes: {query: Shape | null; value: Shape | null; key: Shape | null};
   private attentionAxes: number[] | null = null;
 
+  /** The query projection (Keras' `query` sublayer), created at build. */
   queryDense: EinsumDense | null = null;
+  /** The key projection (Keras' `key` sublayer), created at build. */
   keyDense: EinsumDense | null = null;
+  /** The value projection (Keras' `value` sublayer), created at build. */
   valueDense: EinsumDense | null = null;
+  /** The gate projection, created at build when `useGate` is set. */
   gateDense: EinsumDense | null = null;
+  /** The output projection (Keras' `attention_output` sublayer), created at build. */
   outputDense: EinsumDense | null = null;
 
   constructor(args: MultiHeadAttentionArgs) {

@@ -13,6 +13,7 @@ import {
 import {formatShape, Shape, singleShape} from './shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 
+/** Options of {@link TokenAndPositionEmbedding}. */
 export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
   /** Number of token ids (ids are `0 .. vocabularySize - 1`). */
   vocabularySize: number;
@@ -22,6 +23,7 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
   embeddingDim: number;
   /** Treat id 0 as padding: the output carries a Keras mask `ids != 0`. Default false. */
   maskZero?: boolean;
+  /** Initializer of both embedding tables. Default randomUniform. */
   embeddingsInitializer?: InitializerIdentifier;
 }
 
@@ -44,15 +46,25 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
  * ```
  */
 export class TokenAndPositionEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'TokenAndPositionEmbedding';
 
+  /** The `vocabularySize` option. */
   readonly vocabularySize: number;
+  /** The `sequenceLength` option. */
   readonly sequenceLength: number;
+  /** The `embeddingDim` option. */
   readonly embeddingDim: number;
+  /** The `maskZero` option. */
   readonly maskZero: boolean;
+  /** The initializer of both embedding tables. */
   readonly embeddingsInitializer: Initializer;
+  /** The token table `[vocabularySize, embeddingDim]`, created at build. */
   tokenEmbeddings: LayerVariable | null = null;
+  /** The position table `[sequenceLength, embeddingDim]`, created at build. */
   positionEmbeddings: LayerVariable | null = null;
 
   constructor(args: TokenAndPositionEmbeddingArgs) {

@@ -13,6 +13,7 @@ import {formatShape, Shape, singleShape} from '../shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
 
+/** Options of {@link PositionEmbedding}. */
 export interface PositionEmbeddingArgs extends LayerArgs {
   /** Position of the first element when no `startIndex` call option is given (keras-hub's
    * `start_index` of a converted model's call). Default 0. */
@@ -33,13 +34,20 @@ export interface PositionEmbeddingArgs extends LayerArgs {
  * ```
  */
 export class PositionEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'PositionEmbedding';
 
+  /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;
 
+  /** The `sequenceLength` option: the longest sequence. */
   readonly sequenceLength: number;
+  /** The initializer of the position table. */
   readonly initializer: Initializer;
+  /** The position table `[sequenceLength, features]`, created at build. */
   embeddings: LayerVariable | null = null;
 
   constructor(args: PositionEmbeddingArgs) {

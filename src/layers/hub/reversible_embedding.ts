@@ -13,6 +13,7 @@ import {
 import {formatShape, Shape, singleShape} from '../shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 
+/** Options of {@link ReversibleEmbedding}. */
 export interface ReversibleEmbeddingArgs extends LayerArgs {
   /** Vocabulary size `V`. */
   inputDim: number;
@@ -55,16 +56,27 @@ const KNOWN = [
  * ```
  */
 export class ReversibleEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'ReversibleEmbedding';
 
+  /** The `inputDim` option: the vocabulary size. */
   readonly inputDim: number;
+  /** The `outputDim` option: the embedding width. */
   readonly outputDim: number;
+  /** The `tieWeights` option. */
   readonly tieWeights: boolean;
+  /** The `maskZero` option. */
   readonly maskZero: boolean;
+  /** The `logitSoftCap` option (null: no cap). */
   readonly logitSoftCap: number | null;
+  /** The initializer of the embedding table(s). */
   readonly embeddingsInitializer: Initializer;
+  /** The embedding table `[inputDim, outputDim]`, created at build. */
   embeddings: LayerVariable | null = null;
+  /** The separate output table `[outputDim, inputDim]` when `tieWeights` is false (null when tied). */
   reverseEmbeddings: LayerVariable | null = null;
 
   constructor(args: ReversibleEmbeddingArgs) {

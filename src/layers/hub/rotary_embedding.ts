@@ -7,6 +7,7 @@ import {Shape, singleShape} from '../shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
+/** Options of {@link RotaryEmbedding}. */
 export interface RotaryEmbeddingArgs extends LayerArgs {
   /** Position of the first element when no `startIndex` call option is given (keras-hub's
    * `start_index` of a converted model's call). Default 0. */
@@ -42,14 +43,22 @@ const KNOWN = [
  * ```
  */
 export class RotaryEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'RotaryEmbedding';
 
+  /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;
 
+  /** The `maxWavelength` option. */
   readonly maxWavelength: number;
+  /** The `scalingFactor` option. */
   readonly scalingFactor: number;
+  /** The `sequenceAxis` option. */
   readonly sequenceAxis: number;
+  /** The `featureAxis` option. */
   readonly featureAxis: number;
 
   constructor(args: RotaryEmbeddingArgs = {}) {

@@ -7,11 +7,13 @@ import {CachedMultiHeadAttention} from '../cached_multi_head_attention';
 import {formatShape, Shape} from '../shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 
+/** Options of {@link TransformerDecoder}. */
 export interface TransformerDecoderArgs extends TransformerBlockArgs {
   /** Causal self-attention (keras-hub's call argument `use_causal_mask`). Default true. */
   useCausalMask?: boolean;
   /** keras-hub writes the build shapes into its config; accepted and unused here. */
   decoderSequenceShape?: Shape | null;
+  /** keras-hub writes the build shapes into its config; accepted and unused here. */
   encoderSequenceShape?: Shape | null;
 }
 
@@ -41,7 +43,10 @@ export interface TransformerDecoderArgs extends TransformerBlockArgs {
  * ```
  */
 export class TransformerDecoder extends TransformerBlock {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'TransformerDecoder';
 
   protected readonly roleNames = [
@@ -67,8 +72,11 @@ export class TransformerDecoder extends TransformerBlock {
     'crossAttentionCacheUpdateIndex',
   ] as const;
 
+  /** Whether the self-attention is causal (the `useCausalMask` option, or a functional call's). */
   useCausalMask: boolean;
+  /** The self-attention sublayer (`self_attention`), created at build. */
   selfAttention: CachedMultiHeadAttention | null = null;
+  /** The cross-attention sublayer (`cross_attention`), created at build when there is an encoder sequence. */
   crossAttention: CachedMultiHeadAttention | null = null;
   private selfAttentionNorm: layers.Layer | null = null;
   private crossAttentionNorm: layers.Layer | null = null;

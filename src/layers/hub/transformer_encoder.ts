@@ -7,6 +7,7 @@ import {MultiHeadAttention} from '../multi_head_attention';
 import {formatShape, Shape} from '../shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 
+/** Options of {@link TransformerEncoder}. */
 export interface TransformerEncoderArgs extends TransformerBlockArgs {
   /** keras-hub's option; only null is accepted (tfjs-layers refuses activity regularizers). */
   activityRegularizer?: null;
@@ -32,7 +33,10 @@ export interface TransformerEncoderArgs extends TransformerBlockArgs {
  * ```
  */
 export class TransformerEncoder extends TransformerBlock {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'TransformerEncoder';
 
   protected readonly roleNames = ['inputs', 'paddingMask', 'attentionMask'] as const;
@@ -40,6 +44,7 @@ export class TransformerEncoder extends TransformerBlock {
   protected readonly tensorOptions = ['paddingMask', 'attentionMask'] as const;
   protected readonly otherOptions = ['returnAttentionScores'] as const;
 
+  /** The self-attention sublayer (`self_attention_layer`), created at build. */
   selfAttention: MultiHeadAttention | null = null;
   private selfAttentionNorm: layers.Layer | null = null;
 

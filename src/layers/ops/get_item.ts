@@ -6,8 +6,18 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import {formatShape, Shape, singleShape} from '../shapes';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
-export type IndexItem = number | {start: number | null; stop: number | null; step: number | null};
+export type IndexItem =
+  | number
+  | {
+      /** First index (negative: from the end); null: from the start. */
+      start: number | null;
+      /** End index, exclusive (negative: from the end); null: to the end. */
+      stop: number | null;
+      /** Step; null: 1. */
+      step: number | null;
+    };
 
+/** Options of {@link GetItem}. */
 export interface GetItemArgs extends LayerArgs {
   /** Per leading axis (batch first), as Python writes `x[:, 0, 1:3]`; later axes are kept whole. */
   index: IndexItem[];
@@ -48,9 +58,13 @@ function checkItem(item: IndexItem, i: number): void {
  * ```
  */
 export class GetItem extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'GetItem';
 
+  /** The `index` option. */
   readonly index: IndexItem[];
 
   constructor(args: GetItemArgs) {
