@@ -37,5 +37,6 @@ export default {
     'TypeAlias',
   ],
   treatWarningsAsErrors: true,
+  plugin: ['./scripts/typedoc_require_examples.mjs'],
   modifierTags: [...OptionDefaults.modifierTags, '@nocollapse'],
 };

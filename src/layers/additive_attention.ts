@@ -9,7 +9,7 @@ import {
   InitializerIdentifier,
   serializeObject,
 } from './config_objects';
-import {BaseAttentionArgs} from './base_attention';
+import {BaseAttentionArgs, ScoresOption} from './base_attention';
 import {Attention} from './dot_product_attention';
 import {Shape} from './shapes';
 
@@ -40,7 +40,7 @@ export interface AdditiveAttentionArgs extends BaseAttentionArgs {
  * const out = att.apply([queries, values, keys], {validLens}); // d2l argument order: q, v, k
  * ```
  */
-export class AdditiveAttention extends Attention {
+export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -58,7 +58,7 @@ export class AdditiveAttention extends Attention {
   /** The key projection `[dimK, numHiddens]` (d2l form), created at build. */
   keyKernel: LayerVariable | null = null;
 
-  constructor(args: AdditiveAttentionArgs = {}) {
+  constructor(args: AdditiveAttentionArgs & ScoresOption<S> = {}) {
     super({...args, useScale: args.useScale ?? true, scoreMode: 'dot'});
     const h = args.numHiddens ?? null;
     if (h !== null && !(Number.isInteger(h) && h > 0)) {

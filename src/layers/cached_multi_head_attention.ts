@@ -12,7 +12,7 @@ import {MultiHeadAttention} from './multi_head_attention';
  * const [y, cache] = att.apply(x, {cache: tf.zeros([batch, 2, maxLength, 2, 8]), cacheUpdateIndex: 0});
  * ```
  */
-export class CachedMultiHeadAttention extends MultiHeadAttention {
+export class CachedMultiHeadAttention<S extends boolean = false> extends MultiHeadAttention<S> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse

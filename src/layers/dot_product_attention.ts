@@ -11,7 +11,13 @@ import {
   trailingMask,
   validLensMask,
 } from '../ops/masking';
-import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
+import {
+  AttendResult,
+  BaseAttention,
+  BaseAttentionArgs,
+  ScoresOption,
+  TensorSpec,
+} from './base_attention';
 import {AttentionParts} from './call_spec';
 import {formatShape, Shape} from './shapes';
 
@@ -43,7 +49,7 @@ export interface AttentionArgs extends BaseAttentionArgs {
  * const out = att.apply([query, value]); // [batch, Tq, dimV]
  * ```
  */
-export class Attention extends BaseAttention {
+export class Attention<S extends boolean = false> extends BaseAttention<S> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -61,7 +67,7 @@ export class Attention extends BaseAttention {
   /** Whether returned scores are taken after dropout (Keras) or before (d2l). */
   protected scoresAfterDropout = true;
 
-  constructor(args: AttentionArgs = {}) {
+  constructor(args: AttentionArgs & ScoresOption<S> = {}) {
     super(args);
     const mode = args.scoreMode ?? 'dot';
     if (mode !== 'dot' && mode !== 'concat') {
@@ -213,14 +219,14 @@ export type DotProductAttentionArgs = BaseAttentionArgs;
  * const out = att.apply([queries, values, keys], {validLens}); // d2l: attention(q, k, v, valid_lens)
  * ```
  */
-export class DotProductAttention extends Attention {
+export class DotProductAttention<S extends boolean = false> extends Attention<S> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
    */
   static override readonly className: string = 'DotProductAttention';
 
-  constructor(args: DotProductAttentionArgs = {}) {
+  constructor(args: DotProductAttentionArgs & ScoresOption<S> = {}) {
     super({...args, useScale: false, scoreMode: 'dot'});
     this.scoresAfterDropout = false;
   }

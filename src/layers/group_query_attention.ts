@@ -1,7 +1,25 @@
 import * as tf from '@tensorflow/tfjs-core';
+import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {dotProductAttention} from '../ops/attention_core';
-import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
+import type {
+  AnyTensor,
+  AttentionOutput,
+  CacheCallArgs,
+  CachedOutput,
+  EagerCallArgs,
+  EagerInputs,
+  SymbolicCallArgs,
+  SymbolicInputs,
+} from './base_attention';
+import {
+  AttendResult,
+  BaseAttention,
+  BaseAttentionArgs,
+  ScoresOption,
+  TensorSpec,
+} from './base_attention';
 import {AttentionParts, CallSettings} from './call_spec';
 import {EinsumDense} from './einsum_dense';
 import {
@@ -61,7 +79,7 @@ type GqaSublayer = (typeof GQA_SUBLAYERS)[number]['name'];
  * const y = gqa.apply(x, {useCausalMask: true}); // [batch, T, dim]
  * ```
  */
-export class GroupQueryAttention extends BaseAttention {
+export class GroupQueryAttention<S extends boolean = false> extends BaseAttention<S> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -87,7 +105,7 @@ export class GroupQueryAttention extends BaseAttention {
   /** The projection sublayers by Keras name, created at build. */
   readonly dense: Partial<Record<GqaSublayer, EinsumDense>> = {};
 
-  constructor(args: GroupQueryAttentionArgs) {
+  constructor(args: GroupQueryAttentionArgs & ScoresOption<S>) {
     super(args);
     if (args == null) {
       throw new Error(
@@ -114,6 +132,57 @@ export class GroupQueryAttention extends BaseAttention {
     this.slidingWindow = positiveInt(args.slidingWindow, 'slidingWindow', true, name);
     this.flashAttention = args.flashAttention ?? null;
     this.projection = projectionOptions(args, 'GroupQueryAttention');
+  }
+
+  /**
+   * As {@link BaseAttention.apply}, and a cache call (`{cache, cacheUpdateIndex}`, eager) returns
+   * `[output, cache]`, or `[output, scores, cache]` with scores.
+   */
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: false},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores?: undefined},
+  ): CachedOutput<S>;
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: true},
+  ): [SymbolicTensor, SymbolicTensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: false},
+  ): tf.Tensor;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: false},
+  ): SymbolicTensor;
+  override apply(
+    inputs: EagerInputs,
+    kwargs?: EagerCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, tf.Tensor>;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs?: SymbolicCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, SymbolicTensor>;
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   private make(name: GqaSublayer, equation: string, outputShape: Array<number | null>) {

@@ -1,7 +1,19 @@
 import * as tf from '@tensorflow/tfjs-core';
+import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {dotProductAttention} from '../ops/attention_core';
-import {AttendResult, BaseAttention, TensorSpec} from './base_attention';
+import type {
+  AnyTensor,
+  AttentionOutput,
+  CacheCallArgs,
+  CachedOutput,
+  EagerCallArgs,
+  EagerInputs,
+  SymbolicCallArgs,
+  SymbolicInputs,
+} from './base_attention';
+import {AttendResult, BaseAttention, ScoresOption, TensorSpec} from './base_attention';
 import {AttentionParts, CallSettings} from './call_spec';
 import {EinsumDense} from './einsum_dense';
 import {projectionConfig, projectionOptions, ProjectionOptions} from './projection_options';
@@ -42,7 +54,7 @@ export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
  * const z = mha.apply([x, memory], {validLens}); // cross-attention with padded memory
  * ```
  */
-export class MultiHeadAttention extends BaseAttention {
+export class MultiHeadAttention<S extends boolean = false> extends BaseAttention<S> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -84,7 +96,7 @@ export class MultiHeadAttention extends BaseAttention {
   /** The output projection (Keras' `attention_output` sublayer), created at build. */
   outputDense: EinsumDense | null = null;
 
-  constructor(args: MultiHeadAttentionArgs) {
+  constructor(args: MultiHeadAttentionArgs & ScoresOption<S>) {
     super(args);
     if (args == null) {
       throw new Error('MultiHeadAttention: expected {numHeads, keyDim, ...}, received nothing');
@@ -118,6 +130,57 @@ export class MultiHeadAttention extends BaseAttention {
       value: args.valueShape ?? null,
       key: args.keyShape ?? null,
     };
+  }
+
+  /**
+   * As {@link BaseAttention.apply}, and a cache call (`{cache, cacheUpdateIndex}`, eager) returns
+   * `[output, cache]`, or `[output, scores, cache]` with scores.
+   */
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: false},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores?: undefined},
+  ): CachedOutput<S>;
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: true},
+  ): [SymbolicTensor, SymbolicTensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: false},
+  ): tf.Tensor;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: false},
+  ): SymbolicTensor;
+  override apply(
+    inputs: EagerInputs,
+    kwargs?: EagerCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, tf.Tensor>;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs?: SymbolicCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, SymbolicTensor>;
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   /** A projection sublayer; `free` axes pass, `bound` are contracted, `outDims` are made. */

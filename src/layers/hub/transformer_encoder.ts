@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {combineMasks} from '../../ops/masking';
@@ -11,6 +11,20 @@ import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer
 export interface TransformerEncoderArgs extends TransformerBlockArgs {
   /** keras-hub's option; only null is accepted (tfjs-layers refuses activity regularizers). */
   activityRegularizer?: null;
+}
+
+/** Call options of {@link TransformerEncoder}: `T` is `tf.Tensor` (eager) or `SymbolicTensor`. */
+export interface TransformerEncoderCallArgs<T> {
+  /** bool or int32 `[batch, T]`, true = keep (keys); replaces the input's Keras mask. */
+  paddingMask?: T | null;
+  /** bool or int32 `[batch, T, T]`, true = attend; ANDed with the padding mask. */
+  attentionMask?: T | null;
+  /** Return `[output, scores]`, the scores `[batch, numHeads, T, T]` (eager calls only). */
+  returnAttentionScores?: boolean;
+  /** Training mode: dropout is applied. Default false. */
+  training?: boolean;
+  /** The input's Keras mask `[batch, T]`, when given by hand. */
+  mask?: tf.Tensor | null;
 }
 
 /**
@@ -56,6 +70,33 @@ export class TransformerEncoder extends TransformerBlock {
           'refuses activity regularizers)',
       );
     }
+  }
+
+  /**
+   * Eager calls return a `tf.Tensor`, or `[output, scores]` with `{returnAttentionScores: true}`;
+   * symbolic calls (functional models) a `SymbolicTensor`.
+   */
+  override apply(
+    inputs: tf.Tensor,
+    kwargs: TransformerEncoderCallArgs<tf.Tensor> & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: tf.Tensor,
+    kwargs?: TransformerEncoderCallArgs<tf.Tensor> & {returnAttentionScores?: false},
+  ): tf.Tensor;
+  override apply(
+    inputs: SymbolicTensor,
+    kwargs?: TransformerEncoderCallArgs<SymbolicTensor> & {returnAttentionScores?: false},
+  ): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   override build(inputShape: Shape | Shape[]): void {
