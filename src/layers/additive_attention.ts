@@ -35,9 +35,17 @@ export interface AdditiveAttentionArgs extends BaseAttentionArgs {
  *   Keras-converted models load; query and key share `dim`.
  * - Output `[batch, Tq, dimV]`; scores `[batch, Tq, Tv]` with `returnAttentionScores`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {AdditiveAttention} from 'tfjs-attention';
+ *
+ * const queries = tf.randomNormal([2, 1, 20]);
+ * const keys = tf.ones([2, 10, 2]);
+ * const values = tf.randomNormal([2, 10, 4]);
  * const att = new AdditiveAttention({numHiddens: 8, dropout: 0.1});
- * const out = att.apply([queries, values, keys], {validLens}); // d2l argument order: q, v, k
+ * const out = att.apply([queries, values, keys], {validLens: tf.tensor1d([2, 6], 'int32')});
+ * // out [2, 1, 4] (d2l argument order: q, v, k)
  * ```
  */
 export class AdditiveAttention<S extends boolean = false> extends Attention<S> {

@@ -44,9 +44,16 @@ export interface AttentionArgs extends BaseAttentionArgs {
  * Keras semantics: masked keys get weight 0; rows of the output whose query is masked (a Keras
  * query mask) are zeroed.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {Attention} from 'tfjs-attention';
+ *
+ * const query = tf.randomNormal([2, 3, 8]);
+ * const value = tf.randomNormal([2, 5, 8]);
  * const att = new Attention({useScale: true});
- * const out = att.apply([query, value]); // [batch, Tq, dimV]
+ * const [out, weights] = att.apply([query, value], {returnAttentionScores: true});
+ * // out [2, 3, 8], weights [2, 3, 5]
  * ```
  */
 export class Attention<S extends boolean = false> extends BaseAttention<S> {
@@ -214,9 +221,18 @@ export type DotProductAttentionArgs = BaseAttentionArgs;
  *   (before dropout, as d2l stores them).
  * - No weights.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {DotProductAttention} from 'tfjs-attention';
+ *
+ * const queries = tf.randomNormal([2, 1, 2]);
+ * const keys = tf.randomNormal([2, 10, 2]);
+ * const values = tf.randomNormal([2, 10, 4]);
  * const att = new DotProductAttention({dropout: 0.1});
- * const out = att.apply([queries, values, keys], {validLens}); // d2l: attention(q, k, v, valid_lens)
+ * // d2l's attention(queries, keys, values, valid_lens); note the Keras order q, v, k
+ * const out = att.apply([queries, values, keys], {validLens: tf.tensor1d([2, 6], 'int32')});
+ * // out [2, 1, 4]
  * ```
  */
 export class DotProductAttention<S extends boolean = false> extends Attention<S> {

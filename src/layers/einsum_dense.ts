@@ -41,10 +41,14 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  * - Output: `[batch, ...outputShape]`.
  * - Weights: `kernel` with the letters of `Y`, `bias` over `biasAxes` (Keras layout).
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {EinsumDense} from 'tfjs-attention';
+ *
  * // project [batch, seq, 16] to [batch, seq, 4 heads, 8] as MultiHeadAttention does
  * const proj = new EinsumDense({equation: 'abc,cde->abde', outputShape: [null, 4, 8], biasAxes: 'de'});
- * proj.apply(tf.zeros([2, 5, 16])).shape; // [2, 5, 4, 8]
+ * const y = proj.apply(tf.zeros([2, 5, 16])); // [2, 5, 4, 8]
  * ```
  */
 export class EinsumDense extends layers.Layer {

@@ -74,9 +74,14 @@ type GqaSublayer = (typeof GQA_SUBLAYERS)[number]['name'];
  *   `value/kernel [dimV, V, headDim]`, (`gate/kernel [dim, U, headDim]`),
  *   `attention_output/kernel [U, headDim, dim]`, each with a bias when `useBias`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {GroupQueryAttention} from 'tfjs-attention';
+ *
  * const gqa = new GroupQueryAttention({headDim: 16, numQueryHeads: 8, numKeyValueHeads: 2});
- * const y = gqa.apply(x, {useCausalMask: true}); // [batch, T, dim]
+ * const x = tf.randomNormal([2, 6, 32]);
+ * const y = gqa.apply(x, {useCausalMask: true}); // [2, 6, 32]
  * ```
  */
 export class GroupQueryAttention<S extends boolean = false> extends BaseAttention<S> {

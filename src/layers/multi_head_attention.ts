@@ -48,10 +48,19 @@ export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
  *
  * The query is scaled by `1/sqrt(keyDim)` before the dot product, as in Keras.
  *
- * ```js
- * const mha = new MultiHeadAttention({numHeads: 4, keyDim: 16});
- * const y = mha.apply(x);                    // self-attention, [batch, T, dim]
- * const z = mha.apply([x, memory], {validLens}); // cross-attention with padded memory
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {MultiHeadAttention} from 'tfjs-attention';
+ *
+ * const x = tf.randomNormal([2, 5, 16]); // [batch, T, dim]
+ * const memory = tf.randomNormal([2, 7, 16]);
+ * const mha = new MultiHeadAttention({numHeads: 4, keyDim: 8});
+ * const y = mha.apply(x); // self-attention: [2, 5, 16]
+ * const [z, scores] = mha.apply([x, memory], {
+ *   validLens: tf.tensor1d([7, 3], 'int32'), // the second memory is padded after 3 steps
+ *   returnAttentionScores: true,
+ * }); // z [2, 5, 16], scores [2, 4, 5, 7]
  * ```
  */
 export class MultiHeadAttention<S extends boolean = false> extends BaseAttention<S> {

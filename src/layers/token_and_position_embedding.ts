@@ -40,9 +40,13 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
  * The lookup's gradient is a one-hot product rather than tfjs' gather gradient, whose
  * `UnsortedSegmentSum` kernel the wasm backend lacks, so this trains on every backend.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {TokenAndPositionEmbedding} from 'tfjs-attention';
+ *
  * const emb = new TokenAndPositionEmbedding({vocabularySize: 12, sequenceLength: 10, embeddingDim: 32});
- * emb.apply(tf.tensor2d([[3, 4, 5]], [1, 3], 'int32')).shape; // [1, 3, 32]
+ * const x = emb.apply(tf.tensor2d([[3, 4, 5]], [1, 3], 'int32')); // [1, 3, 32]
  * ```
  */
 export class TokenAndPositionEmbedding extends layers.Layer {

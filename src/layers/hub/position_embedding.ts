@@ -29,8 +29,14 @@ export interface PositionEmbeddingArgs extends LayerArgs {
  * inputs `[..., T, features]` it returns rows `startIndex .. startIndex + T - 1` broadcast to the
  * input's shape (add it to the input yourself). Shorter sequences use the first rows.
  *
- * ```js
- * const x = tf.add(tokens, new PositionEmbedding({sequenceLength: 128}).apply(tokens));
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {PositionEmbedding} from 'tfjs-attention';
+ *
+ * const tokens = tf.randomNormal([2, 10, 16]); // token embeddings [batch, T, features]
+ * const positions = new PositionEmbedding({sequenceLength: 128}).apply(tokens); // [2, 10, 16]
+ * const x = tf.add(tokens, positions as tf.Tensor);
  * ```
  */
 export class PositionEmbedding extends layers.Layer {

@@ -49,10 +49,15 @@ const KNOWN = [
  *   In functional models (where tfjs replays no call options) a float input means reverse.
  * - Weights: `embeddings`, and `reverse_embeddings` when untied (keras-hub's names and order).
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {ReversibleEmbedding} from 'tfjs-attention';
+ *
  * const emb = new ReversibleEmbedding({inputDim: 100, outputDim: 32});
- * const h = emb.apply(ids);                       // [batch, T, 32]
- * const logits = emb.apply(h, {reverse: true});   // [batch, T, 100]
+ * const ids = tf.tensor2d([[1, 2, 3]], [1, 3], 'int32');
+ * const h = emb.apply(ids); // [1, 3, 32]
+ * const logits = emb.apply(h, {reverse: true}); // [1, 3, 100]
  * ```
  */
 export class ReversibleEmbedding extends layers.Layer {

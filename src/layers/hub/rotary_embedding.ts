@@ -37,9 +37,13 @@ const KNOWN = [
  * `out = x cos + [-x2, x1] sin`. No weights; any rank with a sequence and a feature axis.
  * Call option `startIndex` (cached decoding): the position of the first element.
  *
- * ```js
- * const rope = new RotaryEmbedding();
- * const q = rope.apply(query); // [batch, T, heads, headDim]
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {RotaryEmbedding} from 'tfjs-attention';
+ *
+ * const query = tf.randomNormal([2, 6, 4, 8]); // [batch, T, heads, headDim]
+ * const rotated = new RotaryEmbedding().apply(query); // [2, 6, 4, 8]
  * ```
  */
 export class RotaryEmbedding extends layers.Layer {

@@ -22,8 +22,14 @@ export interface SinePositionEncodingArgs extends LayerArgs {
  * `w_j = (1 / maxWavelength)^(2 * floor(j / 2) / D)`; returned broadcast to the input's shape
  * (add it to the input yourself). Call option `startIndex` shifts the positions.
  *
- * ```js
- * const x = tf.add(embeddings, new SinePositionEncoding().apply(embeddings));
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {SinePositionEncoding} from 'tfjs-attention';
+ *
+ * const embeddings = tf.randomNormal([2, 10, 16]); // [batch, T, D]
+ * const encoding = new SinePositionEncoding().apply(embeddings); // [2, 10, 16]
+ * const x = tf.add(embeddings, encoding as tf.Tensor);
  * ```
  */
 export class SinePositionEncoding extends layers.Layer {

@@ -75,10 +75,21 @@ type NoCacheArgs<T> = TransformerDecoderCallArgs<T> & {
  *   `self_attention_layer_norm`, `cross_attention`, `cross_attention_layer_norm`,
  *   `feedforward_intermediate_dense`, `feedforward_output_dense`, `feedforward_layer_norm`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {TransformerDecoder} from 'tfjs-attention';
+ *
  * const decoder = new TransformerDecoder({intermediateDim: 64, numHeads: 4});
- * const y = decoder.apply(x);                                   // [batch, T, hidden]
- * const [step, cache] = decoder.apply(xt, {selfAttentionCache: cache0, selfAttentionCacheUpdateIndex: t});
+ * const x = tf.randomNormal([1, 4, 16]); // [batch, T, hidden]
+ * const y = decoder.apply(x); // [1, 4, 16]
+ * // cached decoding, one position at a time
+ * const cache = tf.zeros([1, 2, 4, 4, 4]); // [batch, 2, maxLength, numHeads, hidden / numHeads]
+ * const first = x.slice([0, 0, 0], [1, 1, 16]);
+ * const [step, updated] = decoder.apply(first, {
+ *   selfAttentionCache: cache,
+ *   selfAttentionCacheUpdateIndex: 0,
+ * }); // step [1, 1, 16], updated [1, 2, 4, 4, 4]
  * ```
  */
 export class TransformerDecoder extends TransformerBlock {

@@ -40,10 +40,16 @@ export interface TransformerEncoderCallArgs<T> {
  *   hidden / numHeads), `self_attention_layer_norm`, `feedforward_layer_norm`,
  *   `feedforward_intermediate_dense`, `feedforward_output_dense`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {TransformerEncoder} from 'tfjs-attention';
+ *
  * const encoder = new TransformerEncoder({intermediateDim: 64, numHeads: 4});
- * const y = encoder.apply(x, {paddingMask});               // [batch, T, hidden]
- * const [z, scores] = encoder.apply(x, {returnAttentionScores: true}); // eager calls
+ * const x = tf.randomNormal([2, 5, 16]); // [batch, T, hidden]
+ * const paddingMask = tf.tensor2d([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], [2, 5], 'int32');
+ * const y = encoder.apply(x, {paddingMask}); // [2, 5, 16]
+ * const [z, scores] = encoder.apply(x, {returnAttentionScores: true}); // scores [2, 4, 5, 5]
  * ```
  */
 export class TransformerEncoder extends TransformerBlock {

@@ -53,8 +53,14 @@ function checkItem(item: IndexItem, i: number): void {
  * Keras 3's `GetItem` operation (what `x[:, 0, 1:3]` becomes in a functional model): integer
  * indices drop their axis, slices keep it, with Python's negative indices and clamping.
  *
- * ```js
- * const first = new GetItem({index: [{start: null, stop: null, step: null}, 0]}).apply(x); // x[:, 0]
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {GetItem} from 'tfjs-attention';
+ *
+ * const x = tf.randomNormal([2, 3, 4]);
+ * const all = {start: null, stop: null, step: null};
+ * const first = new GetItem({index: [all, 0]}).apply(x); // x[:, 0]: [2, 4]
  * ```
  */
 export class GetItem extends layers.Layer {
