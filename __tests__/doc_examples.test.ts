@@ -97,6 +97,7 @@ describe('doc comment examples', () => {
       compilerOptions: {module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2019},
     }).outputText;
     const load = (id: string): unknown =>
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- the example's imports
       require(id === 'tfjs-attention' ? path.join(root, 'dist/index.cjs') : id);
     const tf = load('@tensorflow/tfjs') as typeof import('@tensorflow/tfjs');
     expect(() => tf.tidy(() => new Function('require', 'exports', js)(load, {}))).not.toThrow();
