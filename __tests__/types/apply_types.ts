@@ -8,9 +8,16 @@ import {
   Attention,
   CachedMultiHeadAttention,
   DotProductAttention,
+  EinsumDense,
   fileSystem,
+  GetItem,
   GroupQueryAttention,
   MultiHeadAttention,
+  PositionEmbedding,
+  ReversibleEmbedding,
+  RotaryEmbedding,
+  SinePositionEncoding,
+  TokenAndPositionEmbedding,
   TransformerDecoder,
   TransformerEncoder,
 } from 'tfjs-attention';
@@ -97,6 +104,31 @@ const [dStep, dCache] = decoder.apply(q, {
 // @ts-expect-error a cached decoder call returns a pair
 const dWrong: tf.Tensor = decoder.apply(q, {selfAttentionCache: dCache});
 for (const t of [e, e2, eScores, dOut, dStep]) t.dispose();
+
+// the other layers: a tensor in, a tensor out; symbolic in, symbolic out
+const ids = tfl.input({shape: [5], dtype: 'int32'});
+const embedded: tfl.SymbolicTensor = new TokenAndPositionEmbedding({
+  vocabularySize: 10,
+  sequenceLength: 5,
+  embeddingDim: 8,
+}).apply(ids);
+const rotated: tf.Tensor = new RotaryEmbedding().apply(q);
+const encoding: tf.Tensor = new SinePositionEncoding().apply(q);
+const positions: tf.Tensor = new PositionEmbedding({sequenceLength: 8}).apply(q);
+const projected: tf.Tensor = new EinsumDense({
+  equation: 'abc,cd->abd',
+  outputShape: [null, 4],
+}).apply(q);
+const sliced: tfl.SymbolicTensor = new GetItem({
+  index: [{start: null, stop: null, step: null}, 0],
+}).apply(embedded);
+const logits: tf.Tensor = new ReversibleEmbedding({inputDim: 10, outputDim: 4}).apply(q, {
+  reverse: true,
+});
+// @ts-expect-error a symbolic embedding is not a tf.Tensor
+const notEager: tf.Tensor = new SinePositionEncoding().apply(embedded);
+for (const t of [rotated, encoding, positions, projected, logits]) t.dispose();
+void [sliced, notEager];
 
 // fileSystem(): save and load are always there
 async function roundTrip(m: tfl.LayersModel): Promise<void> {

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
@@ -135,6 +135,20 @@ export class EinsumDense extends layers.Layer {
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
     return this.shapes(singleShape(inputShape, this.name)).outputShape;
+  }
+
+  /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {

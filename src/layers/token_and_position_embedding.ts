@@ -116,6 +116,12 @@ export class TokenAndPositionEmbedding extends layers.Layer {
   }
 
   /** Call option `startIndex` (eager calls): the position of the first id. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs?: Kwargs,

@@ -36,7 +36,7 @@ export interface PositionEmbeddingArgs extends LayerArgs {
  *
  * const tokens = tf.randomNormal([2, 10, 16]); // token embeddings [batch, T, features]
  * const positions = new PositionEmbedding({sequenceLength: 128}).apply(tokens); // [2, 10, 16]
- * const x = tf.add(tokens, positions as tf.Tensor);
+ * const x = tf.add(tokens, positions);
  * ```
  */
 export class PositionEmbedding extends layers.Layer {
@@ -95,6 +95,12 @@ export class PositionEmbedding extends layers.Layer {
   }
 
   /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs?: Kwargs,

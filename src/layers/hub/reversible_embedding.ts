@@ -144,6 +144,16 @@ export class ReversibleEmbedding extends layers.Layer {
     return reverse ? [...shape.slice(0, -1), this.inputDim] : [...shape, this.outputDim];
   }
 
+  /**
+   * Ids in, embeddings out; `{reverse: true}` (or a float input), hidden states in, logits out.
+   * A tensor in gives a tensor, a symbolic tensor a symbolic tensor.
+   */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs: Kwargs = {},

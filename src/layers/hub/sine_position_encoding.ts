@@ -29,7 +29,7 @@ export interface SinePositionEncodingArgs extends LayerArgs {
  *
  * const embeddings = tf.randomNormal([2, 10, 16]); // [batch, T, D]
  * const encoding = new SinePositionEncoding().apply(embeddings); // [2, 10, 16]
- * const x = tf.add(embeddings, encoding as tf.Tensor);
+ * const x = tf.add(embeddings, encoding);
  * ```
  */
 export class SinePositionEncoding extends layers.Layer {
@@ -62,6 +62,12 @@ export class SinePositionEncoding extends layers.Layer {
   }
 
   /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs?: Kwargs,

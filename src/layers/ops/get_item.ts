@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
@@ -140,6 +140,20 @@ export class GetItem extends layers.Layer {
    * reshaping (`[n] -> [n / step, step]`, first column): every op here has a gradient on every
    * backend (tfjs' StridedSlice has none, and Gather's needs a kernel wasm lacks).
    */
+  /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
+  }
+
   override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
