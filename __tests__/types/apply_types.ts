@@ -11,6 +11,7 @@ import {
   EinsumDense,
   fileSystem,
   GetItem,
+  layers,
   GroupQueryAttention,
   MultiHeadAttention,
   PositionEmbedding,
@@ -58,6 +59,14 @@ if (Array.isArray(either)) either[1].dispose();
 const notATensor: tf.Tensor = either;
 // @ts-expect-error a layer constructed with scores returns a pair, not a tensor
 const alsoNot: tf.Tensor = new Attention({returnAttentionScores: true}).apply([q, v]);
+
+// the tf.layers-style factories keep the constructor's typing
+const [fa, fScores] = layers.attention({returnAttentionScores: true}).apply([q, v]);
+const fOut: tf.Tensor = layers.multiHeadAttention({numHeads: 2, keyDim: 4}).apply(q);
+for (const t of [fa, fScores, fOut]) t.dispose();
+// @ts-expect-error the factory's layer with scores returns a pair
+const fWrong: tf.Tensor = layers.additiveAttention({returnAttentionScores: true}).apply([q, v]);
+void fWrong;
 
 // a cache call: [output, cache]; with scores [output, scores, cache]
 const cached = new CachedMultiHeadAttention({numHeads: 2, keyDim: 4});

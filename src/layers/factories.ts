@@ -1,4 +1,5 @@
 /** tf.layers-style factory functions: `layers.multiHeadAttention({...})` and so on. */
+import type {ScoresOption} from './base_attention';
 import {AdditiveAttention, AdditiveAttentionArgs} from './additive_attention';
 import {
   Attention,
@@ -23,22 +24,29 @@ import {
  */
 export const layers = {
   /** Creates a {@link MultiHeadAttention}. */
-  multiHeadAttention: (args: MultiHeadAttentionArgs): MultiHeadAttention =>
-    new MultiHeadAttention(args),
+  multiHeadAttention: <S extends boolean = false>(
+    args: MultiHeadAttentionArgs & ScoresOption<S>,
+  ): MultiHeadAttention<S> => new MultiHeadAttention<S>(args),
   /** Creates a {@link CachedMultiHeadAttention}. */
-  cachedMultiHeadAttention: (args: MultiHeadAttentionArgs): CachedMultiHeadAttention =>
-    new CachedMultiHeadAttention(args),
+  cachedMultiHeadAttention: <S extends boolean = false>(
+    args: MultiHeadAttentionArgs & ScoresOption<S>,
+  ): CachedMultiHeadAttention<S> => new CachedMultiHeadAttention<S>(args),
   /** Creates a {@link GroupQueryAttention}. */
-  groupQueryAttention: (args: GroupQueryAttentionArgs): GroupQueryAttention =>
-    new GroupQueryAttention(args),
+  groupQueryAttention: <S extends boolean = false>(
+    args: GroupQueryAttentionArgs & ScoresOption<S>,
+  ): GroupQueryAttention<S> => new GroupQueryAttention<S>(args),
   /** Creates a {@link DotProductAttention}. */
-  dotProductAttention: (args: DotProductAttentionArgs = {}): DotProductAttention =>
-    new DotProductAttention(args),
+  dotProductAttention: <S extends boolean = false>(
+    args: DotProductAttentionArgs & ScoresOption<S> = {},
+  ): DotProductAttention<S> => new DotProductAttention<S>(args),
   /** Creates a {@link Attention}. */
-  attention: (args: AttentionArgs = {}): Attention => new Attention(args),
+  attention: <S extends boolean = false>(
+    args: AttentionArgs & ScoresOption<S> = {},
+  ): Attention<S> => new Attention<S>(args),
   /** Creates a {@link AdditiveAttention}. */
-  additiveAttention: (args: AdditiveAttentionArgs = {}): AdditiveAttention =>
-    new AdditiveAttention(args),
+  additiveAttention: <S extends boolean = false>(
+    args: AdditiveAttentionArgs & ScoresOption<S> = {},
+  ): AdditiveAttention<S> => new AdditiveAttention<S>(args),
   /** Creates a {@link EinsumDense}. */
   einsumDense: (args: EinsumDenseArgs): EinsumDense => new EinsumDense(args),
   /** Creates a {@link TokenAndPositionEmbedding}. */
