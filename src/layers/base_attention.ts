@@ -75,9 +75,12 @@ function toList<T>(x: T | T[]): T[] {
  * Inputs mixing concrete and symbolic tensors, and options the overloads do not describe, get
  * tfjs' untyped `Layer.apply` result.
  *
- * @typeParam S - `true` when the layer was constructed with `returnAttentionScores: true`.
+ * @typeParam S - `true` when the layer was constructed with `returnAttentionScores: true`. The
+ *   package's layers default it to `false` (inferred from their constructor's options); a
+ *   subclass that does not pass it on gets `boolean`, so its calls without the option are typed
+ *   as either a tensor or a pair.
  */
-export abstract class BaseAttention<S extends boolean = false> extends CompositeLayer {
+export abstract class BaseAttention<S extends boolean = boolean> extends CompositeLayer {
   /** The `dropout` option: the dropout rate of the attention weights. */
   readonly dropout: number;
   /** Whether calls mask causally (the `useCausalMask` option, or a functional call's). */
