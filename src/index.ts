@@ -29,16 +29,34 @@ export type {RotaryEmbeddingArgs} from './layers/hub/rotary_embedding';
 export {SinePositionEncoding} from './layers/hub/sine_position_encoding';
 export type {SinePositionEncodingArgs} from './layers/hub/sine_position_encoding';
 export {TransformerEncoder} from './layers/hub/transformer_encoder';
-export type {TransformerEncoderArgs} from './layers/hub/transformer_encoder';
+export type {
+  TransformerEncoderArgs,
+  TransformerEncoderCallArgs,
+} from './layers/hub/transformer_encoder';
 export {TransformerDecoder} from './layers/hub/transformer_decoder';
-export type {TransformerDecoderArgs} from './layers/hub/transformer_decoder';
+export type {
+  TransformerDecoderArgs,
+  TransformerDecoderCallArgs,
+} from './layers/hub/transformer_decoder';
 export type {TransformerBlockArgs} from './layers/hub/transformer_block_args';
 export {GetItem} from './layers/ops/get_item';
 export type {GetItemArgs, IndexItem} from './layers/ops/get_item';
 export type {EinsumDenseArgs} from './layers/einsum_dense';
 export type {TokenAndPositionEmbeddingArgs} from './layers/token_and_position_embedding';
 export {BaseAttention} from './layers/base_attention';
-export type {AttentionCallArgs, BaseAttentionArgs} from './layers/base_attention';
+export type {
+  AnyTensor,
+  AttentionCallArgs,
+  AttentionOutput,
+  BaseAttentionArgs,
+  CacheCallArgs,
+  CachedOutput,
+  EagerCallArgs,
+  EagerInputs,
+  ScoresOption,
+  SymbolicCallArgs,
+  SymbolicInputs,
+} from './layers/base_attention';
 export {layers} from './layers/factories';
 
 export {einsum} from './ops/einsum';

@@ -13,6 +13,7 @@ import {planCachedDecoding, StepPlan} from './graph_plan';
 import {GraphStepper} from './graph_step';
 import {checkSampler, SamplerOptions, sampleNext} from './samplers';
 
+/** Options of {@link generate}. */
 export interface GenerateOptions extends SamplerOptions {
   /** Total length of each returned sequence, prompt included. */
   maxLength: number;

@@ -6,7 +6,9 @@
  */
 export type SamplerName = 'greedy' | 'topK' | 'topP' | 'temperature' | 'random';
 
+/** How {@link generate} picks each next token. */
 export interface SamplerOptions {
+  /** `'greedy'` (the most likely token; the default), `'topK'`, `'topP'`, `'temperature'` or `'random'` (sampling from the whole distribution). */
   sampler?: SamplerName;
   /** topK: how many tokens to keep. Default 5. */
   k?: number;

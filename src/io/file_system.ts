@@ -14,6 +14,7 @@ import {checkManifest, readWeights} from './safe_read';
 import {checkTopology} from './topology_guard';
 import {declaredElements} from './weight_bytes';
 
+/** Options of {@link fileSystem}. */
 export interface FileSystemOptions {
   /**
    * Load the topology without weights (a model.json with no `weightsManifest`); the model then
@@ -24,7 +25,9 @@ export interface FileSystemOptions {
 
 /** An IOHandler whose `save` and `load` are always present. */
 export interface FileSystemHandler extends tf.io.IOHandler {
+  /** Writes the model: `model.json` and its weights file, atomically and without overwriting. */
   save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult>;
+  /** Reads `model.json` and its weight files from the directory. */
   load(): Promise<tf.io.ModelArtifacts>;
 }
 

@@ -9,7 +9,7 @@ import {
   InitializerIdentifier,
   serializeObject,
 } from './config_objects';
-import {BaseAttentionArgs} from './base_attention';
+import {BaseAttentionArgs, ScoresOption} from './base_attention';
 import {Attention} from './dot_product_attention';
 import {Shape} from './shapes';
 
@@ -35,23 +35,38 @@ export interface AdditiveAttentionArgs extends BaseAttentionArgs {
  *   Keras-converted models load; query and key share `dim`.
  * - Output `[batch, Tq, dimV]`; scores `[batch, Tq, Tv]` with `returnAttentionScores`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {AdditiveAttention} from 'tfjs-attention';
+ *
+ * const queries = tf.randomNormal([2, 1, 20]);
+ * const keys = tf.ones([2, 10, 2]);
+ * const values = tf.randomNormal([2, 10, 4]);
  * const att = new AdditiveAttention({numHiddens: 8, dropout: 0.1});
- * const out = att.apply([queries, values, keys], {validLens}); // d2l argument order: q, v, k
+ * const out = att.apply([queries, values, keys], {validLens: tf.tensor1d([2, 6], 'int32')});
+ * // out [2, 1, 4] (d2l argument order: q, v, k)
  * ```
  */
-export class AdditiveAttention extends Attention {
-  /** @nocollapse */
+export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static override readonly className: string = 'AdditiveAttention';
 
+  /** The `numHiddens` option (null: the Keras form, without projections). */
   readonly numHiddens: number | null;
+  /** The initializer of `queryKernel` / `keyKernel`. */
   readonly kernelInitializer: Initializer;
   /** Whether query_kernel / key_kernel use the default initializer (seeded under `seed`). */
   private readonly defaultKernels: boolean;
+  /** The query projection `[dimQ, numHiddens]` (d2l form), created at build. */
   queryKernel: LayerVariable | null = null;
+  /** The key projection `[dimK, numHiddens]` (d2l form), created at build. */
   keyKernel: LayerVariable | null = null;
 
-  constructor(args: AdditiveAttentionArgs = {}) {
+  constructor(args: AdditiveAttentionArgs & ScoresOption<S> = {}) {
     super({...args, useScale: args.useScale ?? true, scoreMode: 'dot'});
     const h = args.numHiddens ?? null;
     if (h !== null && !(Number.isInteger(h) && h > 0)) {

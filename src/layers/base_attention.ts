@@ -12,16 +12,42 @@ import {
   resolveCall,
   Role,
 } from './call_spec';
-import {AttendResult, BaseAttentionArgs, checkRoles} from './base_attention_args';
+import {
+  AttendResult,
+  AttentionOutput,
+  BaseAttentionArgs,
+  checkRoles,
+  EagerCallArgs,
+  SymbolicCallArgs,
+} from './base_attention_args';
 import {checkCallShapes} from './call_shapes';
 import {CompositeLayer} from './composite_layer';
 import type {Initializer} from './config_objects';
 import {isShapeList, Shape} from './shapes';
 
-export type {AttendResult, AttentionCallArgs, BaseAttentionArgs} from './base_attention_args';
+export type {
+  AttendResult,
+  AttentionCallArgs,
+  AttentionOutput,
+  BaseAttentionArgs,
+  CacheCallArgs,
+  CachedOutput,
+  EagerCallArgs,
+  SymbolicCallArgs,
+} from './base_attention_args';
 
 export type TensorSpec = CallSpec<tf.Tensor>;
-type AnyTensor = tf.Tensor | SymbolicTensor;
+/** A concrete or a symbolic tensor. */
+export type AnyTensor = tf.Tensor | SymbolicTensor;
+/** Concrete inputs of an eager call. */
+export type EagerInputs = tf.Tensor | tf.Tensor[];
+/** Symbolic inputs of a call building a functional model. */
+export type SymbolicInputs = SymbolicTensor | SymbolicTensor[];
+/** The constructor option that fixes, for the type checker, whether calls return scores. */
+export interface ScoresOption<S extends boolean> {
+  /** Return `[output, scores]` instead of `output`. Kept in the config. Default false. */
+  returnAttentionScores?: S;
+}
 
 /** An eager call's inputs with the spec resolved by `apply` (tfjs hands this same list to `call`
  * and `computeMask`, so the spec travels with it rather than through layer state). */
@@ -36,19 +62,41 @@ function toList<T>(x: T | T[]): T[] {
  * calling convention (`call_spec.ts`), the tfjs hooks (build, computeOutputShape, call,
  * computeMask) each given the resolved call, dropout seeds and the config. Subclasses say how to
  * build, what shapes come out and how to attend; masks and the attention core are in `ops/`.
+ *
+ * **Typed `apply`.** A call on concrete tensors returns `tf.Tensor`s, one on symbolic tensors
+ * `SymbolicTensor`s; a call with `{returnAttentionScores: true}` returns the pair
+ * `[output, scores]`, and a cache call (MultiHeadAttention, GroupQueryAttention) `[output, cache]`.
+ * A layer constructed with `returnAttentionScores: true` returns a pair from every call that does
+ * not say `returnAttentionScores: false`: its type parameter `S` is then `true` (inferred from the
+ * constructor's options; `boolean` when the option is not a literal, and the output type is the
+ * union). A functional call with `{returnAttentionScores: true}` records the setting in the layer
+ * (tfjs replays no call options at predict time), so that layer's later calls return pairs too,
+ * which `S` cannot show: give such a layer `returnAttentionScores: true` in its constructor.
+ * Inputs mixing concrete and symbolic tensors, and options the overloads do not describe, get
+ * tfjs' untyped `Layer.apply` result.
+ *
+ * @typeParam S - `true` when the layer was constructed with `returnAttentionScores: true`. The
+ *   package's layers default it to `false` (inferred from their constructor's options); a
+ *   subclass that does not pass it on gets `boolean`, so its calls without the option are typed
+ *   as either a tensor or a pair.
  */
-export abstract class BaseAttention extends CompositeLayer {
+export abstract class BaseAttention<S extends boolean = boolean> extends CompositeLayer {
+  /** The `dropout` option: the dropout rate of the attention weights. */
   readonly dropout: number;
+  /** Whether calls mask causally (the `useCausalMask` option, or a functional call's). */
   useCausalMask: boolean;
+  /** Whether calls return `[output, scores]` (the `returnAttentionScores` option, or a functional call's). */
   returnAttentionScores: boolean;
+  /** The `seed` option (null: unseeded). */
   readonly seed: number | null;
   /** Roles of the inputs of a symbolic call with lengths or a mask input (kept in the config). */
   inputRoles: Role[] | null;
+  /** The `zeroFullyMaskedRows` option. */
   readonly zeroFullyMaskedRows: boolean;
   private dropoutCalls = 0;
   private builtParts: AttentionParts<Shape> | null = null;
 
-  constructor(args: BaseAttentionArgs = {}) {
+  constructor(args: BaseAttentionArgs & ScoresOption<S> = {}) {
     super(args);
     const rate = args.dropout ?? 0;
     if (typeof rate !== 'number' || !(rate >= 0 && rate < 1)) {
@@ -101,7 +149,38 @@ export abstract class BaseAttention extends CompositeLayer {
    * On symbolic tensors (functional models), `validLens` / `attentionMask` options become
    * inputs, and `useCausalMask` / `returnAttentionScores` are recorded in the layer's config
    * with the input roles, because tfjs' `predict` and `fit` replay no call options.
+   *
+   * Concrete tensors in, `tf.Tensor` out; symbolic in, `SymbolicTensor` out;
+   * `{returnAttentionScores: true}` gives `[output, scores]` (see the class's notes on typing).
    */
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: true},
+  ): [SymbolicTensor, SymbolicTensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: false},
+  ): tf.Tensor;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: false},
+  ): SymbolicTensor;
+  override apply(
+    inputs: EagerInputs,
+    kwargs?: EagerCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, tf.Tensor>;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs?: SymbolicCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, SymbolicTensor>;
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: AnyTensor | AnyTensor[],
     kwargs: Kwargs = {},

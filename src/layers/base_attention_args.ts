@@ -43,12 +43,63 @@ export interface AttentionCallArgs {
   validLens?: tf.Tensor | SymbolicTensor | null;
   /** bool or 0/1 mask broadcastable to `[batch, queries, keys]`; true / 1 = attend. */
   attentionMask?: tf.Tensor | SymbolicTensor | null;
+  /** Causal masking for this call (overrides the layer's `useCausalMask`). */
   useCausalMask?: boolean;
+  /** Return `[output, scores]` from this call (overrides the layer's `returnAttentionScores`). */
   returnAttentionScores?: boolean;
+  /** Training mode: dropout is applied. Default false. */
   training?: boolean;
   /** Keras-style masks `[queryMask, valueMask, keyMask?]` (`[batch, length]`, true = keep). */
   mask?: Array<tf.Tensor | null> | tf.Tensor | null;
 }
+
+/** {@link AttentionCallArgs} of an eager call: tensor options are concrete tensors. */
+export interface EagerCallArgs extends AttentionCallArgs {
+  /** int32 lengths, `[batch]` (per sequence) or `[batch, queries]` (per query). */
+  validLens?: tf.Tensor | null;
+  /** bool or 0/1 mask broadcastable to `[batch, queries, keys]`; true / 1 = attend. */
+  attentionMask?: tf.Tensor | null;
+}
+
+/** {@link AttentionCallArgs} of a symbolic call (functional model): tensor options are inputs. */
+export interface SymbolicCallArgs extends AttentionCallArgs {
+  /** int32 lengths, `[batch]` (per sequence) or `[batch, queries]` (per query). */
+  validLens?: SymbolicTensor | null;
+  /** bool or 0/1 mask broadcastable to `[batch, queries, keys]`; true / 1 = attend. */
+  attentionMask?: SymbolicTensor | null;
+}
+
+/** The key / value cache options of an eager call of MultiHeadAttention or GroupQueryAttention. */
+export interface CacheCallArgs extends EagerCallArgs {
+  /**
+   * The key / value cache `[batch, 2, maxLength, heads, headDim]` (keras-hub's layout); the call
+   * returns the updated cache after its output (and scores).
+   */
+  cache: tf.Tensor;
+  /** Where this call's keys and values are written in the cache; omitted: read it as is. */
+  cacheUpdateIndex?: number | null;
+}
+
+/**
+ * The output of an attention layer's call that does not say `returnAttentionScores`: `T`, or the
+ * pair `[output, scores]` when the layer was constructed with `returnAttentionScores: true`
+ * (`S` is `true`); either when that is not known (`S` is `boolean`).
+ */
+export type AttentionOutput<S extends boolean, T> = [S] extends [false]
+  ? T
+  : [S] extends [true]
+    ? [T, T]
+    : T | [T, T];
+
+/**
+ * The output of a cached call that does not say `returnAttentionScores`: `[output, cache]`, or
+ * `[output, scores, cache]` for a layer constructed with `returnAttentionScores: true`.
+ */
+export type CachedOutput<S extends boolean> = [S] extends [false]
+  ? [tf.Tensor, tf.Tensor]
+  : [S] extends [true]
+    ? [tf.Tensor, tf.Tensor, tf.Tensor]
+    : [tf.Tensor, tf.Tensor] | [tf.Tensor, tf.Tensor, tf.Tensor];
 
 /** What a layer's attention returns; scores may be null unless the call returns them. */
 export interface AttendResult {

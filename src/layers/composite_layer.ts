@@ -73,15 +73,18 @@ export abstract class CompositeLayer extends layers.Layer {
     return layer;
   }
 
+  /** Whether the layer and its sublayers train. */
   override get trainable(): boolean {
     return super.trainable;
   }
 
+  /** Sets `trainable` on the layer and on every sublayer. */
   override set trainable(value: boolean) {
     super.trainable = value;
     for (const s of this.sublayerList ?? []) s.trainable = value;
   }
 
+  /** The trainable weights of the layer and its sublayers (none when `trainable` is false). */
   override get trainableWeights(): LayerVariable[] {
     if (!this.trainable) return [];
     return super.trainableWeights.concat(
@@ -89,24 +92,29 @@ export abstract class CompositeLayer extends layers.Layer {
     );
   }
 
+  /** Sets the layer's own trainable weights. */
   override set trainableWeights(weights: LayerVariable[]) {
     super.trainableWeights = weights;
   }
 
+  /** The non-trainable weights of the layer and its sublayers. */
   override get nonTrainableWeights(): LayerVariable[] {
     return super.nonTrainableWeights.concat(
       ...(this.sublayerList ?? []).map((s) => s.nonTrainableWeights),
     );
   }
 
+  /** Sets the layer's own non-trainable weights. */
   override set nonTrainableWeights(weights: LayerVariable[]) {
     super.nonTrainableWeights = weights;
   }
 
+  /** The regularization losses of the layer and its sublayers. */
   override get losses(): RegularizerFn[] {
     return super.losses.concat(...(this.sublayerList ?? []).map((s) => s.losses));
   }
 
+  /** Passes the fast weight initialization setting on to the sublayers too. */
   override setFastWeightInitDuringBuild(value: boolean): void {
     super.setFastWeightInitDuringBuild(value);
     this.fastInit = value;

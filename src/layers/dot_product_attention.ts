@@ -11,10 +11,17 @@ import {
   trailingMask,
   validLensMask,
 } from '../ops/masking';
-import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
+import {
+  AttendResult,
+  BaseAttention,
+  BaseAttentionArgs,
+  ScoresOption,
+  TensorSpec,
+} from './base_attention';
 import {AttentionParts} from './call_spec';
 import {formatShape, Shape} from './shapes';
 
+/** How `Attention` scores a query against a key: `'dot'` (dot product) or `'concat'` (`tanh(q + k)`). */
 export type ScoreMode = 'dot' | 'concat';
 
 export interface AttentionArgs extends BaseAttentionArgs {
@@ -37,23 +44,37 @@ export interface AttentionArgs extends BaseAttentionArgs {
  * Keras semantics: masked keys get weight 0; rows of the output whose query is masked (a Keras
  * query mask) are zeroed.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {Attention} from 'tfjs-attention';
+ *
+ * const query = tf.randomNormal([2, 3, 8]);
+ * const value = tf.randomNormal([2, 5, 8]);
  * const att = new Attention({useScale: true});
- * const out = att.apply([query, value]); // [batch, Tq, dimV]
+ * const [out, weights] = att.apply([query, value], {returnAttentionScores: true});
+ * // out [2, 3, 8], weights [2, 3, 5]
  * ```
  */
-export class Attention extends BaseAttention {
-  /** @nocollapse */
+export class Attention<S extends boolean = false> extends BaseAttention<S> {
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className: string = 'Attention';
 
+  /** The `useScale` option: whether the scores are multiplied by a trainable scalar. */
   readonly useScale: boolean;
+  /** The `scoreMode` option. */
   readonly scoreMode: ScoreMode;
+  /** The trainable scalar `scale`, created at build when `useScale` is set. */
   scale: LayerVariable | null = null;
+  /** The trainable scalar of the `'concat'` score mode, created at build. */
   concatScoreWeight: LayerVariable | null = null;
   /** Whether returned scores are taken after dropout (Keras) or before (d2l). */
   protected scoresAfterDropout = true;
 
-  constructor(args: AttentionArgs = {}) {
+  constructor(args: AttentionArgs & ScoresOption<S> = {}) {
     super(args);
     const mode = args.scoreMode ?? 'dot';
     if (mode !== 'dot' && mode !== 'concat') {
@@ -188,6 +209,7 @@ export class Attention extends BaseAttention {
   }
 }
 
+/** Options of {@link DotProductAttention}: those every attention layer takes. */
 export type DotProductAttentionArgs = BaseAttentionArgs;
 
 /**
@@ -199,16 +221,28 @@ export type DotProductAttentionArgs = BaseAttentionArgs;
  *   (before dropout, as d2l stores them).
  * - No weights.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {DotProductAttention} from 'tfjs-attention';
+ *
+ * const queries = tf.randomNormal([2, 1, 2]);
+ * const keys = tf.randomNormal([2, 10, 2]);
+ * const values = tf.randomNormal([2, 10, 4]);
  * const att = new DotProductAttention({dropout: 0.1});
- * const out = att.apply([queries, values, keys], {validLens}); // d2l: attention(q, k, v, valid_lens)
+ * // d2l's attention(queries, keys, values, valid_lens); note the Keras order q, v, k
+ * const out = att.apply([queries, values, keys], {validLens: tf.tensor1d([2, 6], 'int32')});
+ * // out [2, 1, 4]
  * ```
  */
-export class DotProductAttention extends Attention {
-  /** @nocollapse */
+export class DotProductAttention<S extends boolean = false> extends Attention<S> {
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static override readonly className: string = 'DotProductAttention';
 
-  constructor(args: DotProductAttentionArgs = {}) {
+  constructor(args: DotProductAttentionArgs & ScoresOption<S> = {}) {
     super({...args, useScale: false, scoreMode: 'dot'});
     this.scoresAfterDropout = false;
   }

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
@@ -21,6 +21,7 @@ import {
 } from './projection_options';
 import {singleShape, Shape} from './shapes';
 
+/** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   /** An equation `X,Y->Z` (or with `...`) contracting the input `X` with the kernel `Y`. */
   equation: string;
@@ -28,6 +29,7 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   outputShape: number | Dim[];
   /** Output letters that carry a bias (e.g. `'de'`); none when omitted. */
   biasAxes?: string | null;
+  /** Activation applied to the output (a tfjs activation name). Default none (linear). */
   activation?: ActivationIdentifier | null;
 }
 
@@ -39,26 +41,39 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  * - Output: `[batch, ...outputShape]`.
  * - Weights: `kernel` with the letters of `Y`, `bias` over `biasAxes` (Keras layout).
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {EinsumDense} from 'tfjs-attention';
+ *
  * // project [batch, seq, 16] to [batch, seq, 4 heads, 8] as MultiHeadAttention does
  * const proj = new EinsumDense({equation: 'abc,cde->abde', outputShape: [null, 4, 8], biasAxes: 'de'});
- * proj.apply(tf.zeros([2, 5, 16])).shape; // [2, 5, 4, 8]
+ * const y = proj.apply(tf.zeros([2, 5, 16])); // [2, 5, 4, 8]
  * ```
  */
 export class EinsumDense extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'EinsumDense';
 
+  /** The `equation` option. */
   readonly equation: string;
+  /** The output shape without the batch axis (null entries taken from the input). */
   readonly partialOutputShape: Dim[];
+  /** The `biasAxes` option (null: no bias). */
   readonly biasAxes: string | null;
+  /** The output activation. */
   readonly activation: Activation;
   /** Initializers, regularizers and constraints of the kernel and bias. */
   readonly projection: ProjectionOptions;
   /** The user's outputShape as given (a number stays a number), for the config. */
   private readonly outputShapeArg: number | Dim[];
 
+  /** The kernel, created at build. */
   kernel: LayerVariable | null = null;
+  /** The bias, created at build when `biasAxes` is given. */
   bias: LayerVariable | null = null;
 
   constructor(args: EinsumDenseArgs) {
@@ -120,6 +135,20 @@ export class EinsumDense extends layers.Layer {
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
     return this.shapes(singleShape(inputShape, this.name)).outputShape;
+  }
+
+  /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {

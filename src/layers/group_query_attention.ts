@@ -1,7 +1,25 @@
 import * as tf from '@tensorflow/tfjs-core';
+import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {dotProductAttention} from '../ops/attention_core';
-import {AttendResult, BaseAttention, BaseAttentionArgs, TensorSpec} from './base_attention';
+import type {
+  AnyTensor,
+  AttentionOutput,
+  CacheCallArgs,
+  CachedOutput,
+  EagerCallArgs,
+  EagerInputs,
+  SymbolicCallArgs,
+  SymbolicInputs,
+} from './base_attention';
+import {
+  AttendResult,
+  BaseAttention,
+  BaseAttentionArgs,
+  ScoresOption,
+  TensorSpec,
+} from './base_attention';
 import {AttentionParts, CallSettings} from './call_spec';
 import {EinsumDense} from './einsum_dense';
 import {
@@ -56,27 +74,43 @@ type GqaSublayer = (typeof GQA_SUBLAYERS)[number]['name'];
  *   `value/kernel [dimV, V, headDim]`, (`gate/kernel [dim, U, headDim]`),
  *   `attention_output/kernel [U, headDim, dim]`, each with a bias when `useBias`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {GroupQueryAttention} from 'tfjs-attention';
+ *
  * const gqa = new GroupQueryAttention({headDim: 16, numQueryHeads: 8, numKeyValueHeads: 2});
- * const y = gqa.apply(x, {useCausalMask: true}); // [batch, T, dim]
+ * const x = tf.randomNormal([2, 6, 32]);
+ * const y = gqa.apply(x, {useCausalMask: true}); // [2, 6, 32]
  * ```
  */
-export class GroupQueryAttention extends BaseAttention {
-  /** @nocollapse */
+export class GroupQueryAttention<S extends boolean = false> extends BaseAttention<S> {
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'GroupQueryAttention';
 
+  /** The `headDim` option: the size of each head. */
   readonly headDim: number;
+  /** The `numQueryHeads` option. */
   readonly numQueryHeads: number;
+  /** The `numKeyValueHeads` option. */
   readonly numKeyValueHeads: number;
+  /** The `useBias` option: whether the projections have biases. */
   readonly useBias: boolean;
+  /** The `useGate` option: gated attention. */
   readonly useGate: boolean;
+  /** The `slidingWindow` option (null: attend to every key). */
   readonly slidingWindow: number | null;
+  /** The `flashAttention` option (kept for Keras configs; no effect). */
   readonly flashAttention: boolean | null;
   /** Initializers, regularizers and constraints of the projections' kernels and biases. */
   readonly projection: ProjectionOptions;
+  /** The projection sublayers by Keras name, created at build. */
   readonly dense: Partial<Record<GqaSublayer, EinsumDense>> = {};
 
-  constructor(args: GroupQueryAttentionArgs) {
+  constructor(args: GroupQueryAttentionArgs & ScoresOption<S>) {
     super(args);
     if (args == null) {
       throw new Error(
@@ -103,6 +137,57 @@ export class GroupQueryAttention extends BaseAttention {
     this.slidingWindow = positiveInt(args.slidingWindow, 'slidingWindow', true, name);
     this.flashAttention = args.flashAttention ?? null;
     this.projection = projectionOptions(args, 'GroupQueryAttention');
+  }
+
+  /**
+   * As {@link BaseAttention.apply}, and a cache call (`{cache, cacheUpdateIndex}`, eager) returns
+   * `[output, cache]`, or `[output, scores, cache]` with scores.
+   */
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: false},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores?: undefined},
+  ): CachedOutput<S>;
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: true},
+  ): [SymbolicTensor, SymbolicTensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: false},
+  ): tf.Tensor;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: false},
+  ): SymbolicTensor;
+  override apply(
+    inputs: EagerInputs,
+    kwargs?: EagerCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, tf.Tensor>;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs?: SymbolicCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, SymbolicTensor>;
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   private make(name: GqaSublayer, equation: string, outputShape: Array<number | null>) {

@@ -1,7 +1,19 @@
 import * as tf from '@tensorflow/tfjs-core';
+import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {dotProductAttention} from '../ops/attention_core';
-import {AttendResult, BaseAttention, TensorSpec} from './base_attention';
+import type {
+  AnyTensor,
+  AttentionOutput,
+  CacheCallArgs,
+  CachedOutput,
+  EagerCallArgs,
+  EagerInputs,
+  SymbolicCallArgs,
+  SymbolicInputs,
+} from './base_attention';
+import {AttendResult, BaseAttention, ScoresOption, TensorSpec} from './base_attention';
 import {AttentionParts, CallSettings} from './call_spec';
 import {EinsumDense} from './einsum_dense';
 import {projectionConfig, projectionOptions, ProjectionOptions} from './projection_options';
@@ -36,24 +48,45 @@ export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
  *
  * The query is scaled by `1/sqrt(keyDim)` before the dot product, as in Keras.
  *
- * ```js
- * const mha = new MultiHeadAttention({numHeads: 4, keyDim: 16});
- * const y = mha.apply(x);                    // self-attention, [batch, T, dim]
- * const z = mha.apply([x, memory], {validLens}); // cross-attention with padded memory
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {MultiHeadAttention} from 'tfjs-attention';
+ *
+ * const x = tf.randomNormal([2, 5, 16]); // [batch, T, dim]
+ * const memory = tf.randomNormal([2, 7, 16]);
+ * const mha = new MultiHeadAttention({numHeads: 4, keyDim: 8});
+ * const y = mha.apply(x); // self-attention: [2, 5, 16]
+ * const [z, scores] = mha.apply([x, memory], {
+ *   validLens: tf.tensor1d([7, 3], 'int32'), // the second memory is padded after 3 steps
+ *   returnAttentionScores: true,
+ * }); // z [2, 5, 16], scores [2, 4, 5, 7]
  * ```
  */
-export class MultiHeadAttention extends BaseAttention {
-  /** @nocollapse */
+export class MultiHeadAttention<S extends boolean = false> extends BaseAttention<S> {
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className: string = 'MultiHeadAttention';
 
+  /** The `numHeads` option: the number of attention heads. */
   readonly numHeads: number;
+  /** The `keyDim` option: the size of each head for query and key. */
   readonly keyDim: number;
+  /** The size of each head for value (the `valueDim` option, or `keyDim`). */
   readonly valueDim: number;
+  /** The `useBias` option: whether the projections have biases. */
   readonly useBias: boolean;
+  /** The `outputShape` option as given (null: the query's last dimension). */
   readonly outputShapeArg: number | number[] | null;
+  /** The `useGate` option: gated attention. */
   readonly useGate: boolean;
+  /** The `slidingWindow` option (null: attend to every key). */
   readonly slidingWindow: number | null;
+  /** The `softmaxRobustMasking` option (kept for tf-keras configs). */
   readonly softmaxRobustMasking: boolean;
+  /** The `chunkSize` option (null: the scores are computed whole). */
   readonly chunkSize: number | null;
   /** Initializers, regularizers and constraints of the projections' kernels and biases. */
   readonly projection: ProjectionOptions;
@@ -61,13 +94,18 @@ export class MultiHeadAttention extends BaseAttention {
   private buildShapes: {query: Shape | null; value: Shape | null; key: Shape | null};
   private attentionAxes: number[] | null = null;
 
+  /** The query projection (Keras' `query` sublayer), created at build. */
   queryDense: EinsumDense | null = null;
+  /** The key projection (Keras' `key` sublayer), created at build. */
   keyDense: EinsumDense | null = null;
+  /** The value projection (Keras' `value` sublayer), created at build. */
   valueDense: EinsumDense | null = null;
+  /** The gate projection, created at build when `useGate` is set. */
   gateDense: EinsumDense | null = null;
+  /** The output projection (Keras' `attention_output` sublayer), created at build. */
   outputDense: EinsumDense | null = null;
 
-  constructor(args: MultiHeadAttentionArgs) {
+  constructor(args: MultiHeadAttentionArgs & ScoresOption<S>) {
     super(args);
     if (args == null) {
       throw new Error('MultiHeadAttention: expected {numHeads, keyDim, ...}, received nothing');
@@ -101,6 +139,57 @@ export class MultiHeadAttention extends BaseAttention {
       value: args.valueShape ?? null,
       key: args.keyShape ?? null,
     };
+  }
+
+  /**
+   * As {@link BaseAttention.apply}, and a cache call (`{cache, cacheUpdateIndex}`, eager) returns
+   * `[output, cache]`, or `[output, scores, cache]` with scores.
+   */
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores: false},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: CacheCallArgs & {returnAttentionScores?: undefined},
+  ): CachedOutput<S>;
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: true},
+  ): [SymbolicTensor, SymbolicTensor];
+  override apply(
+    inputs: EagerInputs,
+    kwargs: EagerCallArgs & {returnAttentionScores: false},
+  ): tf.Tensor;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs: SymbolicCallArgs & {returnAttentionScores: false},
+  ): SymbolicTensor;
+  override apply(
+    inputs: EagerInputs,
+    kwargs?: EagerCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, tf.Tensor>;
+  override apply(
+    inputs: SymbolicInputs,
+    kwargs?: SymbolicCallArgs & {returnAttentionScores?: undefined},
+  ): AttentionOutput<S, SymbolicTensor>;
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: AnyTensor | AnyTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   /** A projection sublayer; `free` axes pass, `bound` are contracted, `outDims` are made. */

@@ -22,7 +22,9 @@ export interface MultiHeadAttentionArgs extends BaseAttentionArgs, ProjectionArg
   slidingWindow?: number | null;
   /** tf-keras' build shapes, kept in the config as tf-keras does (informational here). */
   queryShape?: Shape | null;
+  /** tf-keras' build shape of the value (informational, as `queryShape`). */
   valueShape?: Shape | null;
+  /** tf-keras' build shape of the key (informational, as `queryShape`). */
   keyShape?: Shape | null;
   /** tf-keras 2.21 option; masking here always replaces logits, so it changes nothing. */
   softmaxRobustMasking?: boolean;

@@ -23,11 +23,15 @@ export interface ProjectionArgs {
   kernelInitializer?: InitializerIdentifier;
   /** Initializer of the biases. Default zeros. */
   biasInitializer?: InitializerIdentifier;
+  /** Regularizer of the kernels. Default none. */
   kernelRegularizer?: RegularizerIdentifier | null;
+  /** Regularizer of the biases. Default none. */
   biasRegularizer?: RegularizerIdentifier | null;
   /** Not supported by tfjs-layers; only null is accepted. */
   activityRegularizer?: RegularizerIdentifier | null;
+  /** Constraint on the kernels. Default none. */
   kernelConstraint?: ConstraintIdentifier | null;
+  /** Constraint on the biases. Default none. */
   biasConstraint?: ConstraintIdentifier | null;
 }
 

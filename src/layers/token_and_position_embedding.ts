@@ -13,6 +13,7 @@ import {
 import {formatShape, Shape, singleShape} from './shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 
+/** Options of {@link TokenAndPositionEmbedding}. */
 export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
   /** Number of token ids (ids are `0 .. vocabularySize - 1`). */
   vocabularySize: number;
@@ -22,6 +23,7 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
   embeddingDim: number;
   /** Treat id 0 as padding: the output carries a Keras mask `ids != 0`. Default false. */
   maskZero?: boolean;
+  /** Initializer of both embedding tables. Default randomUniform. */
   embeddingsInitializer?: InitializerIdentifier;
 }
 
@@ -38,21 +40,35 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
  * The lookup's gradient is a one-hot product rather than tfjs' gather gradient, whose
  * `UnsortedSegmentSum` kernel the wasm backend lacks, so this trains on every backend.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {TokenAndPositionEmbedding} from 'tfjs-attention';
+ *
  * const emb = new TokenAndPositionEmbedding({vocabularySize: 12, sequenceLength: 10, embeddingDim: 32});
- * emb.apply(tf.tensor2d([[3, 4, 5]], [1, 3], 'int32')).shape; // [1, 3, 32]
+ * const x = emb.apply(tf.tensor2d([[3, 4, 5]], [1, 3], 'int32')); // [1, 3, 32]
  * ```
  */
 export class TokenAndPositionEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'TokenAndPositionEmbedding';
 
+  /** The `vocabularySize` option. */
   readonly vocabularySize: number;
+  /** The `sequenceLength` option. */
   readonly sequenceLength: number;
+  /** The `embeddingDim` option. */
   readonly embeddingDim: number;
+  /** The `maskZero` option. */
   readonly maskZero: boolean;
+  /** The initializer of both embedding tables. */
   readonly embeddingsInitializer: Initializer;
+  /** The token table `[vocabularySize, embeddingDim]`, created at build. */
   tokenEmbeddings: LayerVariable | null = null;
+  /** The position table `[sequenceLength, embeddingDim]`, created at build. */
   positionEmbeddings: LayerVariable | null = null;
 
   constructor(args: TokenAndPositionEmbeddingArgs) {
@@ -100,6 +116,12 @@ export class TokenAndPositionEmbedding extends layers.Layer {
   }
 
   /** Call option `startIndex` (eager calls): the position of the first id. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs?: Kwargs,

@@ -15,7 +15,10 @@ export function geluApproximate(x: tf.Tensor): tf.Tensor {
 
 /** The activation object tfjs-layers' Dense resolves `'geluApproximate'` to (its `apply`). */
 export class GeluApproximate extends tf.serialization.Serializable {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'geluApproximate';
 
   apply(x: tf.Tensor): tf.Tensor {

@@ -7,6 +7,7 @@ import {svgRules, validateOptions} from './heatmap_options';
 
 export type {HeatmapInput} from './heatmap_data';
 
+/** Options of {@link attentionHeatmapSvg}. */
 export interface HeatmapOptions {
   /** Labels of the keys (columns): one string per key. */
   xLabels?: string[];
@@ -18,6 +19,7 @@ export interface HeatmapOptions {
   titles?: string[];
   /** Axis names; default "Keys" and "Queries". */
   xLabel?: string;
+  /** Name of the vertical axis; default "Queries". */
   yLabel?: string;
   /** Cell size in pixels, a number > 0; default 18. */
   cellSize?: number;

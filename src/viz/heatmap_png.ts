@@ -6,6 +6,7 @@ import {PNG} from 'pngjs';
 import {HeatmapInput, maxOf, reds, toGrid} from './heatmap_data';
 import {PNG_RULES, validateOptions} from './heatmap_options';
 
+/** Options of {@link attentionHeatmapPng} and {@link writeAttentionHeatmapPng}. */
 export interface HeatmapPngOptions {
   /** Cell size, a whole number of pixels > 0; default 16. */
   cellSize?: number;
@@ -22,7 +23,12 @@ export function heatmapPngSize(
   q: number,
   k: number,
   options: HeatmapPngOptions = {},
-) {
+): {
+  /** Image width in pixels. */
+  width: number;
+  /** Image height in pixels. */
+  height: number;
+} {
   validateOptions('heatmapPngSize', options, PNG_RULES);
   const cell = options.cellSize ?? 16;
   const gap = options.gap ?? 8;

@@ -13,6 +13,7 @@ import {formatShape, Shape, singleShape} from '../shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
 
+/** Options of {@link PositionEmbedding}. */
 export interface PositionEmbeddingArgs extends LayerArgs {
   /** Position of the first element when no `startIndex` call option is given (keras-hub's
    * `start_index` of a converted model's call). Default 0. */
@@ -28,18 +29,31 @@ export interface PositionEmbeddingArgs extends LayerArgs {
  * inputs `[..., T, features]` it returns rows `startIndex .. startIndex + T - 1` broadcast to the
  * input's shape (add it to the input yourself). Shorter sequences use the first rows.
  *
- * ```js
- * const x = tf.add(tokens, new PositionEmbedding({sequenceLength: 128}).apply(tokens));
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {PositionEmbedding} from 'tfjs-attention';
+ *
+ * const tokens = tf.randomNormal([2, 10, 16]); // token embeddings [batch, T, features]
+ * const positions = new PositionEmbedding({sequenceLength: 128}).apply(tokens); // [2, 10, 16]
+ * const x = tf.add(tokens, positions);
  * ```
  */
 export class PositionEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'PositionEmbedding';
 
+  /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;
 
+  /** The `sequenceLength` option: the longest sequence. */
   readonly sequenceLength: number;
+  /** The initializer of the position table. */
   readonly initializer: Initializer;
+  /** The position table `[sequenceLength, features]`, created at build. */
   embeddings: LayerVariable | null = null;
 
   constructor(args: PositionEmbeddingArgs) {
@@ -81,6 +95,12 @@ export class PositionEmbedding extends layers.Layer {
   }
 
   /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs?: Kwargs,

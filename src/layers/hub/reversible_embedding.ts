@@ -13,6 +13,7 @@ import {
 import {formatShape, Shape, singleShape} from '../shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 
+/** Options of {@link ReversibleEmbedding}. */
 export interface ReversibleEmbeddingArgs extends LayerArgs {
   /** Vocabulary size `V`. */
   inputDim: number;
@@ -48,23 +49,39 @@ const KNOWN = [
  *   In functional models (where tfjs replays no call options) a float input means reverse.
  * - Weights: `embeddings`, and `reverse_embeddings` when untied (keras-hub's names and order).
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {ReversibleEmbedding} from 'tfjs-attention';
+ *
  * const emb = new ReversibleEmbedding({inputDim: 100, outputDim: 32});
- * const h = emb.apply(ids);                       // [batch, T, 32]
- * const logits = emb.apply(h, {reverse: true});   // [batch, T, 100]
+ * const ids = tf.tensor2d([[1, 2, 3]], [1, 3], 'int32');
+ * const h = emb.apply(ids); // [1, 3, 32]
+ * const logits = emb.apply(h, {reverse: true}); // [1, 3, 100]
  * ```
  */
 export class ReversibleEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'ReversibleEmbedding';
 
+  /** The `inputDim` option: the vocabulary size. */
   readonly inputDim: number;
+  /** The `outputDim` option: the embedding width. */
   readonly outputDim: number;
+  /** The `tieWeights` option. */
   readonly tieWeights: boolean;
+  /** The `maskZero` option. */
   readonly maskZero: boolean;
+  /** The `logitSoftCap` option (null: no cap). */
   readonly logitSoftCap: number | null;
+  /** The initializer of the embedding table(s). */
   readonly embeddingsInitializer: Initializer;
+  /** The embedding table `[inputDim, outputDim]`, created at build. */
   embeddings: LayerVariable | null = null;
+  /** The separate output table `[outputDim, inputDim]` when `tieWeights` is false (null when tied). */
   reverseEmbeddings: LayerVariable | null = null;
 
   constructor(args: ReversibleEmbeddingArgs) {
@@ -127,6 +144,16 @@ export class ReversibleEmbedding extends layers.Layer {
     return reverse ? [...shape.slice(0, -1), this.inputDim] : [...shape, this.outputDim];
   }
 
+  /**
+   * Ids in, embeddings out; `{reverse: true}` (or a float input), hidden states in, logits out.
+   * A tensor in gives a tensor, a symbolic tensor a symbolic tensor.
+   */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs: Kwargs = {},

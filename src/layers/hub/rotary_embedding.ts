@@ -7,6 +7,7 @@ import {Shape, singleShape} from '../shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
+/** Options of {@link RotaryEmbedding}. */
 export interface RotaryEmbeddingArgs extends LayerArgs {
   /** Position of the first element when no `startIndex` call option is given (keras-hub's
    * `start_index` of a converted model's call). Default 0. */
@@ -36,20 +37,32 @@ const KNOWN = [
  * `out = x cos + [-x2, x1] sin`. No weights; any rank with a sequence and a feature axis.
  * Call option `startIndex` (cached decoding): the position of the first element.
  *
- * ```js
- * const rope = new RotaryEmbedding();
- * const q = rope.apply(query); // [batch, T, heads, headDim]
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {RotaryEmbedding} from 'tfjs-attention';
+ *
+ * const query = tf.randomNormal([2, 6, 4, 8]); // [batch, T, heads, headDim]
+ * const rotated = new RotaryEmbedding().apply(query); // [2, 6, 4, 8]
  * ```
  */
 export class RotaryEmbedding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'RotaryEmbedding';
 
+  /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;
 
+  /** The `maxWavelength` option. */
   readonly maxWavelength: number;
+  /** The `scalingFactor` option. */
   readonly scalingFactor: number;
+  /** The `sequenceAxis` option. */
   readonly sequenceAxis: number;
+  /** The `featureAxis` option. */
   readonly featureAxis: number;
 
   constructor(args: RotaryEmbeddingArgs = {}) {
@@ -89,6 +102,12 @@ export class RotaryEmbedding extends layers.Layer {
   }
 
   /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs?: Kwargs,

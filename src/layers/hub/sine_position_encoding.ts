@@ -7,6 +7,7 @@ import {Shape, singleShape} from '../shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
+/** Options of {@link SinePositionEncoding}. */
 export interface SinePositionEncodingArgs extends LayerArgs {
   /** Position of the first element when no `startIndex` call option is given (keras-hub's
    * `start_index` of a converted model's call). Default 0. */
@@ -21,16 +22,27 @@ export interface SinePositionEncodingArgs extends LayerArgs {
  * `w_j = (1 / maxWavelength)^(2 * floor(j / 2) / D)`; returned broadcast to the input's shape
  * (add it to the input yourself). Call option `startIndex` shifts the positions.
  *
- * ```js
- * const x = tf.add(embeddings, new SinePositionEncoding().apply(embeddings));
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {SinePositionEncoding} from 'tfjs-attention';
+ *
+ * const embeddings = tf.randomNormal([2, 10, 16]); // [batch, T, D]
+ * const encoding = new SinePositionEncoding().apply(embeddings); // [2, 10, 16]
+ * const x = tf.add(embeddings, encoding);
  * ```
  */
 export class SinePositionEncoding extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'SinePositionEncoding';
 
+  /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;
 
+  /** The `maxWavelength` option. */
   readonly maxWavelength: number;
 
   constructor(args: SinePositionEncodingArgs = {}) {
@@ -50,6 +62,12 @@ export class SinePositionEncoding extends layers.Layer {
   }
 
   /** Call option `startIndex` (eager calls): the position of the first element. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
   override apply(
     inputs: tf.Tensor | SymbolicTensor | Array<tf.Tensor | SymbolicTensor>,
     kwargs?: Kwargs,

@@ -29,17 +29,29 @@ export function kerasMaskOf(x: tf.Tensor, given: unknown, index: number): tf.Ten
 
 /** A dense feed-forward pair and the layer norms, built and called by the blocks. */
 export abstract class TransformerBlock extends CompositeLayer {
+  /** The `intermediateDim` option. */
   readonly intermediateDim: number;
+  /** The `numHeads` option. */
   readonly numHeads: number;
+  /** The `dropout` option. */
   readonly dropout: number;
+  /** The `activation` option (the feed-forward activation's name). */
   readonly activation: string;
+  /** The `layerNormEpsilon` option. */
   readonly layerNormEpsilon: number;
+  /** The initializer of every kernel. */
   readonly kernelInitializer: Initializer;
+  /** The initializer of every bias. */
   readonly biasInitializer: Initializer;
+  /** The regularizer of every kernel (null: none). */
   readonly kernelRegularizer: Regularizer | null;
+  /** The regularizer of every bias (null: none). */
   readonly biasRegularizer: Regularizer | null;
+  /** The `normalizeFirst` option: pre-norm when true. */
   readonly normalizeFirst: boolean;
+  /** The `seed` option (null: unseeded dropout). */
   readonly seed: number | null;
+  /** Roles of the inputs recorded at a functional call with mask inputs (kept in the config). */
   inputRoles: string[] | null;
   private dropoutCalls = 0;
   /** How many tensors the last eager call returned (tfjs asks computeMask right after it). */

@@ -12,6 +12,7 @@ import {
 } from '../config_objects';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 
+/** Options shared by {@link TransformerEncoder} and {@link TransformerDecoder} (keras-hub's arguments). */
 export interface TransformerBlockArgs extends LayerArgs {
   /** Width of the feed-forward network's hidden layer. */
   intermediateDim: number;
@@ -25,9 +26,13 @@ export interface TransformerBlockArgs extends LayerArgs {
   activation?: string;
   /** Layer normalization epsilon. Default 1e-5 (keras-hub's; Keras' own default is 1e-3). */
   layerNormEpsilon?: number;
+  /** Initializer of every kernel. Default glorotUniform. */
   kernelInitializer?: InitializerIdentifier;
+  /** Initializer of every bias. Default zeros. */
   biasInitializer?: InitializerIdentifier;
+  /** Regularizer of every kernel. Default none. */
   kernelRegularizer?: RegularizerIdentifier | null;
+  /** Regularizer of every bias. Default none. */
   biasRegularizer?: RegularizerIdentifier | null;
   /** Pre-norm `x + f(LN(x))` (GPT-2) when true; post-norm `LN(x + f(x))` (BERT) by default. */
   normalizeFirst?: boolean;

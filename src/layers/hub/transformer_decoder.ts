@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks} from '../../ops/masking';
@@ -7,13 +7,54 @@ import {CachedMultiHeadAttention} from '../cached_multi_head_attention';
 import {formatShape, Shape} from '../shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 
+/** Options of {@link TransformerDecoder}. */
 export interface TransformerDecoderArgs extends TransformerBlockArgs {
   /** Causal self-attention (keras-hub's call argument `use_causal_mask`). Default true. */
   useCausalMask?: boolean;
   /** keras-hub writes the build shapes into its config; accepted and unused here. */
   decoderSequenceShape?: Shape | null;
+  /** keras-hub writes the build shapes into its config; accepted and unused here. */
   encoderSequenceShape?: Shape | null;
 }
+
+/** Call options of {@link TransformerDecoder}: `T` is `tf.Tensor` (eager) or `SymbolicTensor`. */
+export interface TransformerDecoderCallArgs<T> {
+  /** bool or int32 `[batch, T]`, true = keep (keys); replaces the Keras mask of `x`. */
+  decoderPaddingMask?: T | null;
+  /** bool or int32 `[batch, T, T]`, true = attend; ANDed with the causal mask. */
+  decoderAttentionMask?: T | null;
+  /** bool or int32 `[batch, S]`; replaces the encoder sequence's Keras mask. */
+  encoderPaddingMask?: T | null;
+  /** bool or int32 `[batch, T, S]` for the cross-attention. */
+  encoderAttentionMask?: T | null;
+  /** Causal self-attention for this call (overrides the layer's `useCausalMask`). */
+  useCausalMask?: boolean;
+  /**
+   * The self-attention key / value cache `[batch, 2, maxLength, numHeads, hidden / numHeads]`
+   * (eager calls only); the call returns `[output, updatedCache]`.
+   */
+  selfAttentionCache?: tf.Tensor | null;
+  /** Where this call's positions go in the self-attention cache. */
+  selfAttentionCacheUpdateIndex?: number | null;
+  /** The cross-attention key / value cache (eager calls only), returned updated after it. */
+  crossAttentionCache?: tf.Tensor | null;
+  /** Where this call's positions go in the cross-attention cache (null: read it as is). */
+  crossAttentionCacheUpdateIndex?: number | null;
+  /** Training mode: dropout is applied. Default false. */
+  training?: boolean;
+  /** Keras masks of the inputs, when given by hand. */
+  mask?: tf.Tensor | Array<tf.Tensor | null> | null;
+}
+
+/** Decoder call options with a self-attention cache. */
+type SelfCacheArgs = TransformerDecoderCallArgs<tf.Tensor> & {selfAttentionCache: tf.Tensor};
+/** Decoder call options with a cross-attention cache. */
+type CrossCacheArgs = TransformerDecoderCallArgs<tf.Tensor> & {crossAttentionCache: tf.Tensor};
+/** Decoder call options without caches. */
+type NoCacheArgs<T> = TransformerDecoderCallArgs<T> & {
+  selfAttentionCache?: null;
+  crossAttentionCache?: null;
+};
 
 /**
  * keras-hub's `TransformerDecoder` (0.32): causal self-attention, optional cross-attention to an
@@ -34,14 +75,28 @@ export interface TransformerDecoderArgs extends TransformerBlockArgs {
  *   `self_attention_layer_norm`, `cross_attention`, `cross_attention_layer_norm`,
  *   `feedforward_intermediate_dense`, `feedforward_output_dense`, `feedforward_layer_norm`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {TransformerDecoder} from 'tfjs-attention';
+ *
  * const decoder = new TransformerDecoder({intermediateDim: 64, numHeads: 4});
- * const y = decoder.apply(x);                                   // [batch, T, hidden]
- * const [step, cache] = decoder.apply(xt, {selfAttentionCache: cache0, selfAttentionCacheUpdateIndex: t});
+ * const x = tf.randomNormal([1, 4, 16]); // [batch, T, hidden]
+ * const y = decoder.apply(x); // [1, 4, 16]
+ * // cached decoding, one position at a time
+ * const cache = tf.zeros([1, 2, 4, 4, 4]); // [batch, 2, maxLength, numHeads, hidden / numHeads]
+ * const first = x.slice([0, 0, 0], [1, 1, 16]);
+ * const [step, updated] = decoder.apply(first, {
+ *   selfAttentionCache: cache,
+ *   selfAttentionCacheUpdateIndex: 0,
+ * }); // step [1, 1, 16], updated [1, 2, 4, 4, 4]
  * ```
  */
 export class TransformerDecoder extends TransformerBlock {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'TransformerDecoder';
 
   protected readonly roleNames = [
@@ -67,8 +122,11 @@ export class TransformerDecoder extends TransformerBlock {
     'crossAttentionCacheUpdateIndex',
   ] as const;
 
+  /** Whether the self-attention is causal (the `useCausalMask` option, or a functional call's). */
   useCausalMask: boolean;
+  /** The self-attention sublayer (`self_attention`), created at build. */
   selfAttention: CachedMultiHeadAttention | null = null;
+  /** The cross-attention sublayer (`cross_attention`), created at build when there is an encoder sequence. */
   crossAttention: CachedMultiHeadAttention | null = null;
   private selfAttentionNorm: layers.Layer | null = null;
   private crossAttentionNorm: layers.Layer | null = null;
@@ -76,6 +134,37 @@ export class TransformerDecoder extends TransformerBlock {
   constructor(args: TransformerDecoderArgs) {
     super(args, ['useCausalMask', 'decoderSequenceShape', 'encoderSequenceShape']);
     this.useCausalMask = args.useCausalMask ?? true;
+  }
+
+  /**
+   * Eager calls return a `tf.Tensor`; with `selfAttentionCache` `[output, selfCache]`, with
+   * `crossAttentionCache` too `[output, selfCache, crossCache]`. Symbolic calls (functional
+   * models) return a `SymbolicTensor`.
+   */
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[],
+    kwargs: SelfCacheArgs & CrossCacheArgs,
+  ): [tf.Tensor, tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[],
+    kwargs:
+      | (SelfCacheArgs & {crossAttentionCache?: null})
+      | (CrossCacheArgs & {selfAttentionCache?: null}),
+  ): [tf.Tensor, tf.Tensor];
+  override apply(inputs: tf.Tensor | tf.Tensor[], kwargs?: NoCacheArgs<tf.Tensor>): tf.Tensor;
+  override apply(
+    inputs: SymbolicTensor | SymbolicTensor[],
+    kwargs?: NoCacheArgs<SymbolicTensor>,
+  ): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   /** Whether this decoder attends to an encoder sequence (known once built). */

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {combineMasks} from '../../ops/masking';
@@ -7,9 +7,24 @@ import {MultiHeadAttention} from '../multi_head_attention';
 import {formatShape, Shape} from '../shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 
+/** Options of {@link TransformerEncoder}. */
 export interface TransformerEncoderArgs extends TransformerBlockArgs {
   /** keras-hub's option; only null is accepted (tfjs-layers refuses activity regularizers). */
   activityRegularizer?: null;
+}
+
+/** Call options of {@link TransformerEncoder}: `T` is `tf.Tensor` (eager) or `SymbolicTensor`. */
+export interface TransformerEncoderCallArgs<T> {
+  /** bool or int32 `[batch, T]`, true = keep (keys); replaces the input's Keras mask. */
+  paddingMask?: T | null;
+  /** bool or int32 `[batch, T, T]`, true = attend; ANDed with the padding mask. */
+  attentionMask?: T | null;
+  /** Return `[output, scores]`, the scores `[batch, numHeads, T, T]` (eager calls only). */
+  returnAttentionScores?: boolean;
+  /** Training mode: dropout is applied. Default false. */
+  training?: boolean;
+  /** The input's Keras mask `[batch, T]`, when given by hand. */
+  mask?: tf.Tensor | null;
 }
 
 /**
@@ -25,14 +40,23 @@ export interface TransformerEncoderArgs extends TransformerBlockArgs {
  *   hidden / numHeads), `self_attention_layer_norm`, `feedforward_layer_norm`,
  *   `feedforward_intermediate_dense`, `feedforward_output_dense`.
  *
- * ```js
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {TransformerEncoder} from 'tfjs-attention';
+ *
  * const encoder = new TransformerEncoder({intermediateDim: 64, numHeads: 4});
- * const y = encoder.apply(x, {paddingMask});               // [batch, T, hidden]
- * const [z, scores] = encoder.apply(x, {returnAttentionScores: true}); // eager calls
+ * const x = tf.randomNormal([2, 5, 16]); // [batch, T, hidden]
+ * const paddingMask = tf.tensor2d([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], [2, 5], 'int32');
+ * const y = encoder.apply(x, {paddingMask}); // [2, 5, 16]
+ * const [z, scores] = encoder.apply(x, {returnAttentionScores: true}); // scores [2, 4, 5, 5]
  * ```
  */
 export class TransformerEncoder extends TransformerBlock {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'TransformerEncoder';
 
   protected readonly roleNames = ['inputs', 'paddingMask', 'attentionMask'] as const;
@@ -40,6 +64,7 @@ export class TransformerEncoder extends TransformerBlock {
   protected readonly tensorOptions = ['paddingMask', 'attentionMask'] as const;
   protected readonly otherOptions = ['returnAttentionScores'] as const;
 
+  /** The self-attention sublayer (`self_attention_layer`), created at build. */
   selfAttention: MultiHeadAttention | null = null;
   private selfAttentionNorm: layers.Layer | null = null;
 
@@ -51,6 +76,33 @@ export class TransformerEncoder extends TransformerBlock {
           'refuses activity regularizers)',
       );
     }
+  }
+
+  /**
+   * Eager calls return a `tf.Tensor`, or `[output, scores]` with `{returnAttentionScores: true}`;
+   * symbolic calls (functional models) a `SymbolicTensor`.
+   */
+  override apply(
+    inputs: tf.Tensor,
+    kwargs: TransformerEncoderCallArgs<tf.Tensor> & {returnAttentionScores: true},
+  ): [tf.Tensor, tf.Tensor];
+  override apply(
+    inputs: tf.Tensor,
+    kwargs?: TransformerEncoderCallArgs<tf.Tensor> & {returnAttentionScores?: false},
+  ): tf.Tensor;
+  override apply(
+    inputs: SymbolicTensor,
+    kwargs?: TransformerEncoderCallArgs<SymbolicTensor> & {returnAttentionScores?: false},
+  ): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs: Kwargs = {},
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
   }
 
   override build(inputShape: Shape | Shape[]): void {

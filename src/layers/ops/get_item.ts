@@ -1,13 +1,23 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers} from '@tensorflow/tfjs-layers';
+import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape, Shape, singleShape} from '../shapes';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
-export type IndexItem = number | {start: number | null; stop: number | null; step: number | null};
+export type IndexItem =
+  | number
+  | {
+      /** First index (negative: from the end); null: from the start. */
+      start: number | null;
+      /** End index, exclusive (negative: from the end); null: to the end. */
+      stop: number | null;
+      /** Step; null: 1. */
+      step: number | null;
+    };
 
+/** Options of {@link GetItem}. */
 export interface GetItemArgs extends LayerArgs {
   /** Per leading axis (batch first), as Python writes `x[:, 0, 1:3]`; later axes are kept whole. */
   index: IndexItem[];
@@ -43,14 +53,24 @@ function checkItem(item: IndexItem, i: number): void {
  * Keras 3's `GetItem` operation (what `x[:, 0, 1:3]` becomes in a functional model): integer
  * indices drop their axis, slices keep it, with Python's negative indices and clamping.
  *
- * ```js
- * const first = new GetItem({index: [{start: null, stop: null, step: null}, 0]}).apply(x); // x[:, 0]
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {GetItem} from 'tfjs-attention';
+ *
+ * const x = tf.randomNormal([2, 3, 4]);
+ * const all = {start: null, stop: null, step: null};
+ * const first = new GetItem({index: [all, 0]}).apply(x); // x[:, 0]: [2, 4]
  * ```
  */
 export class GetItem extends layers.Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'GetItem';
 
+  /** The `index` option. */
   readonly index: IndexItem[];
 
   constructor(args: GetItemArgs) {
@@ -120,6 +140,20 @@ export class GetItem extends layers.Layer {
    * reshaping (`[n] -> [n / step, step]`, first column): every op here has a gradient on every
    * backend (tfjs' StridedSlice has none, and Gather's needs a kernel wasm lacks).
    */
+  /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
+  }
+
   override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
