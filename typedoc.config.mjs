@@ -36,6 +36,8 @@ export default {
     'Accessor',
     'TypeAlias',
   ],
+  // no source links: the repository has no public URL yet (and a clone's remote is a local path)
+  disableSources: true,
   treatWarningsAsErrors: true,
   plugin: ['./scripts/typedoc_require_examples.mjs'],
   modifierTags: [...OptionDefaults.modifierTags, '@nocollapse'],
