@@ -34,6 +34,7 @@ describe('training script options', () => {
       epochs: null,
       batchSize: null,
       trainSize: null,
+      evalSize: null,
       backend: null,
       seed: 42,
       out: 'models',
@@ -48,6 +49,8 @@ describe('training script options', () => {
         '16',
         '--train-size',
         '100',
+        '--eval-size',
+        '20',
         '--backend',
         'cpu',
         '--seed',
@@ -60,6 +63,7 @@ describe('training script options', () => {
       epochs: 3,
       batchSize: 16,
       trainSize: 100,
+      evalSize: 20,
       backend: 'cpu',
       seed: 7,
       out: 'x',
@@ -70,6 +74,7 @@ describe('training script options', () => {
   it.each([
     [['--epochs', 'two'], /--epochs expects a whole number, received 'two'/],
     [['--epochs', '0'], /--epochs must be between 1 and 10000, received 0/],
+    [['--eval-size', '0'], /--eval-size must be between 1 and 1000000, received 0/],
     [['--task', 'sort'], /unknown task 'sort'; expected one of: reverse, lookup, addition/],
     [['--backend', 'webgpu'], /unknown backend 'webgpu'/],
     [['--lr', '1'], /unknown option '--lr'/],
@@ -175,19 +180,21 @@ describe('training runs', () => {
       '1',
       '--train-size',
       '128',
+      '--eval-size',
+      '40',
       '--backend',
-      'cpu',
+      'wasm',
       '--out',
       path.join(out, 'a'),
     ]);
     expect(r.stderr).not.toMatch(/failed/);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/backend cpu, seed 42, 1 epochs of 128 samples, batch 64/);
+    expect(r.stdout).toMatch(/backend wasm, seed 42, 1 epochs of 128 samples, batch 64/);
     expect(r.stdout).toMatch(
       /epoch 1\/1: loss [\d.]+, acc [\d.]+, validation token accuracy [\d.]+%/,
     );
     expect(r.stdout).toMatch(
-      /token accuracy: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 1000 fresh samples/,
+      /token accuracy: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 40 fresh samples/,
     );
     const dir = path.join(out, 'a', 'reverse');
     expect(fs.readdirSync(dir).sort()).toEqual([
@@ -223,8 +230,10 @@ describe('training runs', () => {
       '1',
       '--train-size',
       '64',
+      '--eval-size',
+      '8',
       '--backend',
-      'cpu',
+      'wasm',
       '--seed',
       seed,
       '--out',
@@ -239,7 +248,16 @@ describe('training runs', () => {
   });
 
   it('trains the lookup task (AdditiveAttention) to >= 99% with its defaults', () => {
-    const r = run(['--task', 'lookup', '--backend', 'cpu', '--out', path.join(out, 'e')]);
+    const r = run([
+      '--task',
+      'lookup',
+      '--backend',
+      'wasm',
+      '--eval-size',
+      '300',
+      '--out',
+      path.join(out, 'e'),
+    ]);
     expect(r.code).toBe(0);
     const m =
       /position accuracy: ([\d.]+)% after training \(validation\), ([\d.]+)% for the reloaded model/.exec(
@@ -257,8 +275,10 @@ describe('training runs', () => {
       '1',
       '--train-size',
       '64',
+      '--eval-size',
+      '16',
       '--backend',
-      'cpu',
+      'wasm',
       '--out',
       path.join(out, sub),
     ];
@@ -267,7 +287,7 @@ describe('training runs', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/epoch 1\/1: loss [\d.]+, acc [\d.]+, validation exact match [\d.]+%/);
     expect(r.stdout).toMatch(
-      /exact match: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 1000 fresh samples/,
+      /exact match: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 16 fresh samples/,
     );
     const dir = path.join(out, 'f', 'addition');
     expect(fs.readdirSync(dir).sort()).toEqual([

@@ -4,6 +4,8 @@ export interface TrainOptions {
   epochs: number | null;
   batchSize: number | null;
   trainSize: number | null;
+  /** Validation and fresh evaluation samples; null: 500 and 1000. */
+  evalSize: number | null;
   backend: string | null;
   seed: number;
   out: string;
@@ -23,6 +25,8 @@ Options:
   --epochs <n>         training epochs (default: per task)
   --batch-size <n>     batch size (default: 64)
   --train-size <n>     training samples (default: per task)
+  --eval-size <n>      samples to validate on and to re-evaluate the reloaded model on
+                       (default: 500 and 1000; training does not depend on it)
   --backend <name>     ${BACKEND_NAMES.join(' | ')} (default: tensorflow when tfjs-node loads, else wasm, else cpu)
   --seed <n>           random seed; the same seed and backend give the same model (default: 42)
   --out <dir>          output folder (default: models)
@@ -48,6 +52,7 @@ export function parseOptions(argv: string[]): TrainOptions {
     epochs: null,
     batchSize: null,
     trainSize: null,
+    evalSize: null,
     backend: null,
     seed: 42,
     out: 'models',
@@ -64,7 +69,16 @@ export function parseOptions(argv: string[]): TrainOptions {
       throw new UsageError(`unexpected argument '${arg}'`);
     }
     const name = m[1];
-    const known = ['task', 'epochs', 'batch-size', 'train-size', 'backend', 'seed', 'out'];
+    const known = [
+      'task',
+      'epochs',
+      'batch-size',
+      'train-size',
+      'eval-size',
+      'backend',
+      'seed',
+      'out',
+    ];
     if (!known.includes(name)) {
       throw new UsageError(`unknown option '--${name}'`);
     }
@@ -101,6 +115,9 @@ export function parseOptions(argv: string[]): TrainOptions {
         break;
       case 'train-size':
         o.trainSize = positiveInt(name, value, 1, 10000000);
+        break;
+      case 'eval-size':
+        o.evalSize = positiveInt(name, value, 1, 1000000);
         break;
       case 'seed':
         o.seed = positiveInt(name, value, 0, 2 ** 31 - 1);

@@ -60,7 +60,7 @@ export async function train(
   const start = Date.now();
   const rng = mulberry32(options.seed);
   const trainData = task.generate(tf, trainSize, rng);
-  const validation = task.generate(tf, VALIDATION_SIZE, rng, 'validation');
+  const validation = task.generate(tf, options.evalSize ?? VALIDATION_SIZE, rng, 'validation');
 
   const restoreTileGradient = useFastTileGradient();
   const {model, trainedMetric} = await withSeededMathRandom(options.seed, async () => {
@@ -107,7 +107,8 @@ export async function train(
   out.write(`saved ${path.relative(process.cwd(), dir) || dir}/model.json and weights.bin\n`);
 
   const loaded = await tf.loadLayersModel(fileSystem(dir));
-  const fresh = task.generate(tf, FRESH_SIZE, mulberry32(options.seed + 1000003), 'fresh');
+  const freshSize = options.evalSize ?? FRESH_SIZE;
+  const fresh = task.generate(tf, freshSize, mulberry32(options.seed + 1000003), 'fresh');
   const reloadedMetric = await task.accuracy(tf, loaded, fresh);
   const att = await task.attention(tf, loaded, fresh, 0);
   fs.writeFileSync(
@@ -123,7 +124,7 @@ export async function train(
 
   out.write(
     `${task.metricName}: ${(100 * trainedMetric).toFixed(2)}% after training (validation), ` +
-      `${(100 * reloadedMetric).toFixed(2)}% for the reloaded model on ${FRESH_SIZE} fresh samples\n` +
+      `${(100 * reloadedMetric).toFixed(2)}% for the reloaded model on ${freshSize} fresh samples\n` +
       `training took ${seconds.toFixed(1)}s; heatmaps in ${path.join(path.relative(process.cwd(), dir) || dir, 'attention.svg')} and attention.png\n`,
   );
   tf.dispose([
