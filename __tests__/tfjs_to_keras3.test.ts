@@ -97,6 +97,12 @@ describeBackends('tfjs -> Keras 3 -> tfjs', () => {
     const io = JSON.parse(fs.readFileSync(path.join(scaleDir, 'io.json'), 'utf8'));
     const run = JSON.parse(fs.readFileSync(path.join(scaleDir, 'run.json'), 'utf8'));
     expect(run.devices.length).toBeGreaterThanOrEqual(2);
+    // each device took its slice of a batch, and the loss fell
+    const shards = (run.batch_shards as string[]).map((s) => /^(\S+) \((\d+), /.exec(s));
+    expect(new Set(shards.map((m) => m?.[1])).size).toBe(run.devices.length);
+    expect(shards.map((m) => Number(m?.[2])).reduce((a, b) => a + b, 0)).toBe(run.batch_size);
+    const losses = (run.epochs_log as {loss: number}[]).map((s) => s.loss);
+    expect(losses[losses.length - 1]).toBeLessThan(losses[0] / 10);
     const model = await loadKerasModel(path.join(scaleDir, 'tfjs', 'model.json'));
     expect(model.inputs.map((i) => i.shape)).toEqual([
       [null, 10],

@@ -169,6 +169,11 @@ def main(argv=None):
     x, y = reverse_data(meta, masks, args.train_size, args.seed)
     names = [i.name for i in model.inputs]
     x_list = [x[n] for n in names]
+    # where one training batch goes: each device gets its slice of the batch (DataParallel)
+    first = x_list[0][: args.batch_size]
+    placed = keras.distribution.distribute_tensor(first, dist.get_data_layout(first.shape))
+    batch_shards = [f"{s.device} {tuple(s.data.shape)}" for s in placed.addressable_shards]
+    log(f"one batch {tuple(first.shape)} of {names[0]!r} is placed as: {', '.join(batch_shards)}")
     xv, yv = reverse_data(meta, masks, 512, args.seed + 1)
     xv_list = [xv[n] for n in names]
     model.compile(
@@ -211,7 +216,7 @@ def main(argv=None):
     log(f"tfjs-attention on the converted model vs Keras: max abs error {errors}")
     run = {
         "model": os.path.relpath(os.path.abspath(args.model), ROOT), "keras": keras.__version__, "jax": jax.__version__,
-        "backend": keras.backend.backend(), "devices": [str(d) for d in devices], "mesh": mesh,
+        "backend": keras.backend.backend(), "devices": [str(d) for d in devices], "mesh": mesh, "batch_shards": batch_shards,
         "xla_flags": os.environ.get("XLA_FLAGS", ""), "epochs": args.epochs, "train_size": args.train_size,
         "batch_size": args.batch_size, "learning_rate": args.learning_rate, "parameters": int(model.count_params()),
         "start": {"val_loss": float(start_loss), "val_accuracy": float(start_acc)}, "epochs_log": steps,
