@@ -9,8 +9,16 @@ import * as path from 'node:path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {sgemm, wasmKernelsLoaded, wasmKernelsReady} from '../src/kernels/wasm_kernels';
+import {
+  maskedSoftmax,
+  maskedSoftmaxGrad,
+  sgemm,
+  wasmKernelsLoaded,
+  wasmKernelsReady,
+} from '../src/kernels/wasm_kernels';
 import {OWN_KERNELS} from '../src/ops/flags';
+import {softmaxWithFill} from '../src/ops/fused_softmax';
+import {maskFill} from '../src/ops/masking';
 import {mm} from '../src/ops/matmul';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
@@ -170,4 +178,85 @@ describe('WebAssembly SIMD kernels', () => {
       }
     });
   }
+
+  /** Masked softmax and its gradient per row, in float64 (fill per element: rows x cols). */
+  function softmaxReference(x: Float32Array, fill: Float32Array, cols: number, dy: Float32Array) {
+    const y = new Float64Array(x.length);
+    const dx = new Float64Array(x.length);
+    for (let r = 0; r < x.length / cols; r++) {
+      const v = Array.from({length: cols}, (_, j) =>
+        fill[r * cols + j] === 0 ? x[r * cols + j] : fill[r * cols + j],
+      );
+      const m = Math.max(...v);
+      const e = v.map((t) => Math.exp(t - m));
+      const sum = e.reduce((a, b) => a + b, 0);
+      let dot = 0;
+      for (let j = 0; j < cols; j++) {
+        y[r * cols + j] = e[j] / sum;
+        dot += (e[j] / sum) * dy[r * cols + j];
+      }
+      for (let j = 0; j < cols; j++) {
+        const keep = fill[r * cols + j] === 0;
+        dx[r * cols + j] = keep ? y[r * cols + j] * (dy[r * cols + j] - dot) : 0;
+      }
+    }
+    return {y, dx};
+  }
+
+  for (const cols of [1, 3, 4, 5, 17, 33, 128]) {
+    it(`maskedSoftmax and its gradient = a plain loop: ${cols} columns, masks, NaN / Inf where masked`, () => {
+      const rows = 7;
+      const x = values(rows * cols, cols);
+      for (let i = 0; i < x.length; i++) x[i] *= 20;
+      const dy = values(rows * cols, cols + 1);
+      // per-element fill: every third position masked, row 2 fully masked; masked logits may be
+      // NaN or +-Inf and must not reach the output
+      const fill = new Float32Array(rows * cols);
+      for (let i = 0; i < fill.length; i++) {
+        if (i % 3 === 1 || Math.floor(i / cols) === 2) {
+          fill[i] = -1e9;
+          x[i] = [NaN, Infinity, -Infinity, 5][i % 4];
+        }
+      }
+      const offsets = Int32Array.from({length: rows}, (_, r) => r * cols);
+      const ref = softmaxReference(x, fill, cols, dy);
+      const y = maskedSoftmax(x, fill, offsets, true, cols);
+      expect(maxError(y, ref.y)).toBeLessThan(1e-6);
+      expect(maxError(maskedSoftmaxGrad(dy, y, fill, offsets, true, cols), ref.dx)).toBeLessThan(
+        1e-6,
+      );
+      // one fill value per row (a broadcast [rows, 1] fill): rows 0 and 3 masked
+      const rowFill = Float32Array.from({length: rows}, (_, r) => (r === 0 || r === 3 ? -1e9 : 0));
+      const clean = values(rows * cols, cols + 2);
+      const rowIds = Int32Array.from({length: rows}, (_, r) => r);
+      const full = Float32Array.from(
+        {length: rows * cols},
+        (_, i) => rowFill[Math.floor(i / cols)],
+      );
+      const ref2 = softmaxReference(clean, full, cols, dy);
+      const y2 = maskedSoftmax(clean, rowFill, rowIds, false, cols);
+      expect(maxError(y2, ref2.y)).toBeLessThan(1e-6);
+      expect(
+        maxError(maskedSoftmaxGrad(dy, y2, rowFill, rowIds, false, cols), ref2.dx),
+      ).toBeLessThan(1e-6);
+    });
+  }
+
+  it('softmaxWithFill on cpu runs the SIMD kernel with a broadcast mask, = composed ops with gradients', async () => {
+    const logits = tf.mul(randTensor([2, 3, 5, 33], 5), 10);
+    const mask = tf.greater(randTensor([2, 1, 5, 33], 6), -0.3); // [batch, 1, queries, keys]
+    const fill = maskFill(mask, 4);
+    const names = await kernelsOf(() => softmaxWithFill(logits, fill));
+    expect(names).toContain('TfjsAttentionMaskedSoftmax');
+    tf.tidy(() => {
+      const composed = (x: tf.Tensor) =>
+        tf.softmax(tf.where(tf.broadcastTo(mask, x.shape), x, tf.scalar(-1e9)));
+      expectClose(softmaxWithFill(logits, fill), composed(logits), 1e-6, 1e-5);
+      const dy = randTensor(logits.shape, 7);
+      const g1 = tf.grad((x: tf.Tensor) => tf.sum(tf.mul(softmaxWithFill(x, fill), dy)))(logits);
+      const g2 = tf.grad((x: tf.Tensor) => tf.sum(tf.mul(composed(x), dy)))(logits);
+      expectClose(g1, g2, 1e-6, 1e-5);
+    });
+    tf.dispose([logits, mask, fill]);
+  });
 });

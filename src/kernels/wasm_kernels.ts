@@ -27,6 +27,25 @@ interface Exports {
     c: number,
     work: number,
   ): void;
+  maskedSoftmax(
+    rows: number,
+    cols: number,
+    x: number,
+    fill: number,
+    fillRows: number,
+    perElement: number,
+    out: number,
+  ): void;
+  maskedSoftmaxGrad(
+    rows: number,
+    cols: number,
+    dy: number,
+    y: number,
+    fill: number,
+    fillRows: number,
+    perElement: number,
+    out: number,
+  ): void;
 }
 
 let exportsOf: Exports | null = null;
@@ -79,6 +98,70 @@ function reserve(k: Exports, bytes: number): void {
   if (bytes > have) k.memory.grow(Math.ceil((bytes - have) / 65536));
 }
 
+function loaded(): Exports {
+  if (exportsOf == null) throw new Error('tfjs-attention: the WebAssembly kernels are not loaded');
+  return exportsOf;
+}
+
+/**
+ * Places `arrays` one after the other (16-byte aligned) after `skip` scratch bytes, with `outFloats`
+ * more floats for the result; returns their offsets, the result's last.
+ */
+function place(
+  x: Exports,
+  skip: number,
+  arrays: Array<ArrayLike<number>>,
+  outFloats: number,
+): number[] {
+  const offsets: number[] = [];
+  let at = align(x.heapBase()) + align(skip);
+  for (const a of arrays) {
+    offsets.push(at);
+    at = align(at + 4 * a.length);
+  }
+  offsets.push(at);
+  reserve(x, at + 4 * outFloats);
+  const buf = x.memory.buffer;
+  arrays.forEach((a, i) => {
+    if (a instanceof Int32Array) new Int32Array(buf, offsets[i], a.length).set(a);
+    else new Float32Array(buf, offsets[i], a.length).set(a);
+  });
+  return offsets;
+}
+
+/**
+ * Masked softmax over rows of `cols` (see src/ops/fused_softmax.ts): row r's fill starts at
+ * `fillRows[r]` in `fill`, `cols` values when `perElement`, else one. Requires
+ * {@link wasmKernelsLoaded}.
+ */
+export function maskedSoftmax(
+  logits: ArrayLike<number>,
+  fill: ArrayLike<number>,
+  fillRows: Int32Array,
+  perElement: boolean,
+  cols: number,
+): Float32Array {
+  const x = loaded();
+  const [xo, fo, ro, out] = place(x, 0, [logits, fill, fillRows], logits.length);
+  x.maskedSoftmax(fillRows.length, cols, xo, fo, ro, Number(perElement), out);
+  return new Float32Array(x.memory.buffer, out, logits.length).slice();
+}
+
+/** The gradient of {@link maskedSoftmax} given its output `y` and the output's gradient `dy`. */
+export function maskedSoftmaxGrad(
+  dy: ArrayLike<number>,
+  y: ArrayLike<number>,
+  fill: ArrayLike<number>,
+  fillRows: Int32Array,
+  perElement: boolean,
+  cols: number,
+): Float32Array {
+  const x = loaded();
+  const [go, yo, fo, ro, out] = place(x, 0, [dy, y, fill, fillRows], y.length);
+  x.maskedSoftmaxGrad(fillRows.length, cols, go, yo, fo, ro, Number(perElement), out);
+  return new Float32Array(x.memory.buffer, out, y.length).slice();
+}
+
 /**
  * `op(a) · op(b)` for `batch` contiguous row-major slices: a is [m, k] ([k, m] when transA), b
  * is [k, n] ([n, k] when transB); returns the [batch, m, n] product. Requires
@@ -94,17 +177,9 @@ export function sgemm(
   transA: boolean,
   transB: boolean,
 ): Float32Array {
-  const x = exportsOf;
-  if (x == null) throw new Error('tfjs-attention: the WebAssembly kernels are not loaded');
+  const x = loaded();
   const work = align(x.heapBase());
-  const aOff = align(work + x.sgemmWorkBytes());
-  const bOff = align(aOff + 4 * batch * m * k);
-  const cOff = align(bOff + 4 * batch * k * n);
-  const end = cOff + 4 * batch * m * n;
-  reserve(x, end);
-  const buf = x.memory.buffer;
-  new Float32Array(buf, aOff, batch * m * k).set(a);
-  new Float32Array(buf, bOff, batch * k * n).set(b);
+  const [aOff, bOff, cOff] = place(x, x.sgemmWorkBytes(), [a, b], batch * m * n);
   x.sgemm(batch, m, n, k, aOff, Number(transA), bOff, Number(transB), cOff, work);
   return new Float32Array(x.memory.buffer, cOff, batch * m * n).slice();
 }
