@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {MultiHeadAttention} from '../src';
+import {setWasmKernelsEnabled} from '../src/kernels/wasm_kernels';
 import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/ops/flags';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {mm} from '../src/ops/matmul';
@@ -121,16 +122,30 @@ describeBackends('fast paths', (backend) => {
         // the fused masked softmax, the head transposes and the products (q kᵀ, weights · v,
         // and the projections) are the package's kernels
         expect(count(own, 'TfjsAttentionMaskedSoftmax')).toBe(1);
-        expect(count(own, 'TfjsAttentionMatMul')).toBeGreaterThanOrEqual(2);
-        expect(count(own, 'BatchMatMul')).toBe(0);
-        expect(count(plain, 'TfjsAttentionMatMul')).toBe(0);
         expect(count(own, 'TfjsAttentionSwapAxes12')).toBeGreaterThanOrEqual(4);
         expect(count(plain, 'TfjsAttentionMaskedSoftmax')).toBe(0);
         expect(count(plain, 'TfjsAttentionSwapAxes12')).toBe(0);
         expect(count(plain, 'Softmax')).toBe(1);
-      } else if (backend === 'wasm') {
-        // explicit transposes instead of matMul's transpose flags (q kᵀ)
-        expect(count(own, 'Transpose')).toBeGreaterThan(count(plain, 'Transpose'));
+      }
+      if (backend === 'cpu' || backend === 'wasm') {
+        // the products (q kᵀ, weights · v, and the projections) are the package's SIMD sgemm
+        expect(count(own, 'TfjsAttentionMatMul')).toBeGreaterThanOrEqual(2);
+        expect(count(own, 'BatchMatMul')).toBe(0);
+        expect(count(plain, 'TfjsAttentionMatMul')).toBe(0);
+      }
+      if (backend === 'wasm') {
+        // without the SIMD module: explicit transposes instead of matMul's transpose flags (q kᵀ)
+        setWasmKernelsEnabled(false);
+        try {
+          const layout = await kernelsOf(call);
+          expect(count(layout, 'Transpose')).toBeGreaterThan(count(plain, 'Transpose'));
+          const r1 = run(layer, inputs, kwargs);
+          const r2 = withFlags({[OWN_KERNELS]: false}, () => run(layer, inputs, kwargs));
+          expectSame(r1, r2);
+          tf.dispose([r1, r2]);
+        } finally {
+          setWasmKernelsEnabled(true);
+        }
       }
       const fast = run(layer, inputs, kwargs);
       const slow = withFlags({[OWN_KERNELS]: false}, () => run(layer, inputs, kwargs));
@@ -222,7 +237,8 @@ describeBackends('fast paths', (backend) => {
   }
 
   if (backend === 'wasm') {
-    it('mm (explicit transposes, 2-D loops) = plain loops and tf.matMul, with gradients', async () => {
+    it('mm without the SIMD module (explicit transposes, 2-D loops) = plain loops and tf.matMul, with gradients', async () => {
+      setWasmKernelsEnabled(false);
       for (const [b, m, k, n] of [
         [3, 4, 5, 6],
         [2, 256, 16, 600], // large slices: a loop of 2-D products
@@ -265,6 +281,7 @@ describeBackends('fast paths', (backend) => {
           }
         }
       }
+      setWasmKernelsEnabled(true);
     });
   }
 });

@@ -144,39 +144,47 @@ describe('WebAssembly SIMD kernels', () => {
     }
   });
 
-  for (const [lead, m, n, k] of [
-    [[], 5, 17, 3],
-    [[3], 17, 5, 33],
-    [[2, 3], 1, 9, 5],
-  ] as Array<[number[], number, number, number]>) {
-    it(`mm on cpu runs sgemm, = tf.matMul with gradients: [${lead}] x ${m} x ${n} x ${k}`, async () => {
-      for (const ta of [false, true]) {
-        for (const tb of [false, true]) {
-          const a = randTensor([...lead, ...(ta ? [k, m] : [m, k])], 10);
-          const b = randTensor([...lead, ...(tb ? [n, k] : [k, n])], 11);
-          const dy = randTensor([...lead, m, n], 12);
-          const names = await kernelsOf(() => mm(a, b, ta, tb));
-          expect(names).toEqual(['TfjsAttentionMatMul']);
-          const loss = (f: typeof mm) => (x: tf.Tensor, y: tf.Tensor) =>
-            tf.sum(tf.mul(f(x, y, ta, tb), dy));
-          // the gradients are products through the same kernel
-          const gradNames = await kernelsOf(() => tf.grads(loss(mm))([a, b]));
-          expect(gradNames.filter((x) => x === 'TfjsAttentionMatMul').length).toBe(3);
-          expect(gradNames).not.toContain('BatchMatMul');
-          const off = await kernelsOf(() => withOwnKernels(false, () => mm(a, b, ta, tb)));
-          expect(off).not.toContain('TfjsAttentionMatMul');
-          tf.tidy(() => {
-            const plain = (x: tf.Tensor, y: tf.Tensor, p?: boolean, q?: boolean) =>
-              tf.matMul(x, y, p, q);
-            expectClose(mm(a, b, ta, tb), plain(a, b, ta, tb), 1e-5, 1e-5);
-            const g1 = tf.grads(loss(mm))([a, b]);
-            const g2 = tf.grads(loss(plain))([a, b]);
-            g1.forEach((g, i) => expectClose(g, g2[i], 1e-5, 1e-5));
-          });
-          tf.dispose([a, b, dy]);
-        }
-      }
+  for (const [backend, lead, m, n, k] of [
+    ['cpu', [], 5, 17, 3],
+    ['cpu', [3], 17, 5, 33],
+    ['cpu', [2, 3], 1, 9, 5],
+    ['wasm', [], 5, 17, 3],
+    ['wasm', [3], 17, 5, 33],
+  ] as Array<[string, number[], number, number, number]>) {
+    it(`mm on ${backend} runs sgemm, = tf.matMul with gradients: [${lead}] x ${m} x ${n} x ${k}`, async () => {
+      await useBackend(backend);
+      await mmCase(lead, m, n, k);
+      await useBackend('cpu');
     });
+  }
+
+  async function mmCase(lead: number[], m: number, n: number, k: number) {
+    for (const ta of [false, true]) {
+      for (const tb of [false, true]) {
+        const a = randTensor([...lead, ...(ta ? [k, m] : [m, k])], 10);
+        const b = randTensor([...lead, ...(tb ? [n, k] : [k, n])], 11);
+        const dy = randTensor([...lead, m, n], 12);
+        const names = await kernelsOf(() => mm(a, b, ta, tb));
+        expect(names).toEqual(['TfjsAttentionMatMul']);
+        const loss = (f: typeof mm) => (x: tf.Tensor, y: tf.Tensor) =>
+          tf.sum(tf.mul(f(x, y, ta, tb), dy));
+        // the gradients are products through the same kernel
+        const gradNames = await kernelsOf(() => tf.grads(loss(mm))([a, b]));
+        expect(gradNames.filter((x) => x === 'TfjsAttentionMatMul').length).toBe(3);
+        expect(gradNames).not.toContain('BatchMatMul');
+        const off = await kernelsOf(() => withOwnKernels(false, () => mm(a, b, ta, tb)));
+        expect(off).not.toContain('TfjsAttentionMatMul');
+        tf.tidy(() => {
+          const plain = (x: tf.Tensor, y: tf.Tensor, p?: boolean, q?: boolean) =>
+            tf.matMul(x, y, p, q);
+          expectClose(mm(a, b, ta, tb), plain(a, b, ta, tb), 1e-5, 1e-5);
+          const g1 = tf.grads(loss(mm))([a, b]);
+          const g2 = tf.grads(loss(plain))([a, b]);
+          g1.forEach((g, i) => expectClose(g, g2[i], 1e-5, 1e-5));
+        });
+        tf.dispose([a, b, dy]);
+      }
+    }
   }
 
   /** Masked softmax and its gradient per row, in float64 (fill per element: rows x cols). */

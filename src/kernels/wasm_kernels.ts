@@ -85,9 +85,20 @@ export function wasmKernelsReady(): Promise<boolean> {
   return readyPromise;
 }
 
+let enabled = true;
+
 /** Whether the SIMD kernels are usable now. */
 export function wasmKernelsLoaded(): boolean {
-  return exportsOf != null;
+  return enabled && exportsOf != null;
+}
+
+/**
+ * Turns the SIMD kernels off (or back on) as if they had not loaded, so that tests reach the
+ * paths taken without them. Internal: users switch own kernels off with
+ * TFJS_ATTENTION_OWN_KERNELS.
+ */
+export function setWasmKernelsEnabled(on: boolean): void {
+  enabled = on;
 }
 
 const align = (n: number) => (n + 15) & ~15;

@@ -11,45 +11,46 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {sgemm, wasmKernelsLoaded} from '../kernels/wasm_kernels';
-import type {CpuBackend} from './cpu_backend';
+import {readF32, writeF32} from '../kernels/backend_io';
 import {ownKernels} from './flags';
 
-const CPU_KERNEL = 'TfjsAttentionMatMul';
+const KERNEL = 'TfjsAttentionMatMul';
 
-function registerCpuKernel(): void {
-  if (tf.getKernel(CPU_KERNEL, 'cpu') != null) return;
-  tf.registerKernel({
-    kernelName: CPU_KERNEL,
-    backendName: 'cpu',
-    kernelFunc: ({inputs, backend, attrs}) => {
-      const cpu = backend as unknown as CpuBackend;
-      const {a, b} = inputs as {a: tf.TensorInfo; b: tf.TensorInfo};
-      const {transposeA, transposeB} = attrs as unknown as {
-        transposeA: boolean;
-        transposeB: boolean;
-      };
-      const r = a.shape.length;
-      const lead = a.shape.slice(0, r - 2);
-      const batch = lead.reduce((p, d) => p * d, 1);
-      const [a0, a1] = a.shape.slice(r - 2);
-      const [b0, b1] = b.shape.slice(r - 2);
-      const [m, k] = transposeA ? [a1, a0] : [a0, a1];
-      const n = transposeB ? b0 : b1;
-      const out = sgemm(
-        cpu.readSync(a.dataId),
-        cpu.readSync(b.dataId),
-        batch,
-        m,
-        n,
-        k,
-        transposeA,
-        transposeB,
-      );
-      return cpu.makeTensorInfo([...lead, m, n], 'float32', out);
-    },
-  });
+function registerKernels(): void {
+  if (tf.getKernel(KERNEL, 'cpu') != null) return;
+  for (const kind of ['cpu', 'wasm'] as const) {
+    tf.registerKernel({
+      kernelName: KERNEL,
+      backendName: kind,
+      kernelFunc: ({inputs, backend, attrs}) => {
+        const {a, b} = inputs as {a: tf.TensorInfo; b: tf.TensorInfo};
+        const {transposeA, transposeB} = attrs as unknown as {
+          transposeA: boolean;
+          transposeB: boolean;
+        };
+        const r = a.shape.length;
+        const lead = a.shape.slice(0, r - 2);
+        const batch = lead.reduce((p, d) => p * d, 1);
+        const [a0, a1] = a.shape.slice(r - 2);
+        const [b0, b1] = b.shape.slice(r - 2);
+        const [m, k] = transposeA ? [a1, a0] : [a0, a1];
+        const n = transposeB ? b0 : b1;
+        const out = sgemm(
+          readF32(kind, backend, a),
+          readF32(kind, backend, b),
+          batch,
+          m,
+          n,
+          k,
+          transposeA,
+          transposeB,
+        );
+        return writeF32(kind, backend, [...lead, m, n], out);
+      },
+    });
+  }
   tf.registerGradient({
-    kernelName: CPU_KERNEL,
+    kernelName: KERNEL,
     inputsToSave: ['a', 'b'],
     gradFunc: (dy, saved, attrs) => {
       const [A, B] = saved;
@@ -67,13 +68,14 @@ function registerCpuKernel(): void {
   });
 }
 
-registerCpuKernel();
+registerKernels();
 
-/** Whether `op(a) · op(b)` runs the package's SIMD sgemm (cpu backend, equal batch shapes). */
-function simdOnCpu(a: tf.Tensor, b: tf.Tensor): boolean {
+/** Whether `op(a) · op(b)` runs the package's SIMD sgemm (cpu or wasm, equal batch shapes). */
+function simd(a: tf.Tensor, b: tf.Tensor): boolean {
+  const backend = tf.getBackend();
   return (
     ownKernels() &&
-    tf.getBackend() === 'cpu' &&
+    (backend === 'cpu' || backend === 'wasm') &&
     wasmKernelsLoaded() &&
     a.dtype === 'float32' &&
     b.dtype === 'float32' &&
@@ -131,10 +133,8 @@ function product(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: bo
  * training either.
  */
 export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
-  if (simdOnCpu(a, b)) {
-    return tf
-      .engine()
-      .runKernel(CPU_KERNEL, {a, b}, {transposeA, transposeB} as never) as tf.Tensor;
+  if (simd(a, b)) {
+    return tf.engine().runKernel(KERNEL, {a, b}, {transposeA, transposeB} as never) as tf.Tensor;
   }
   if (!explicitTransposes()) {
     return tf.matMul(a, b, transposeA, transposeB);
