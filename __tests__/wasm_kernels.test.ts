@@ -12,6 +12,7 @@ import * as tf from '@tensorflow/tfjs';
 import {
   maskedSoftmax,
   maskedSoftmaxGrad,
+  setWasmKernelsEnabled,
   sgemm,
   wasmKernelsLoaded,
   wasmKernelsReady,
@@ -266,5 +267,37 @@ describe('WebAssembly SIMD kernels', () => {
       expectClose(g1, g2, 1e-6, 1e-5);
     });
     tf.dispose([logits, mask, fill]);
+  });
+
+  it('without the module (not yet compiled, or no SIMD) cpu falls back to JavaScript loops and tfjs', async () => {
+    const logits = tf.mul(randTensor([2, 2, 3, 17], 5), 10);
+    const fill = maskFill(tf.greater(randTensor([2, 1, 1, 17], 6), -0.3), 4);
+    const a = randTensor([2, 5, 7], 1);
+    const b = randTensor([2, 9, 7], 2);
+    const dy = randTensor(logits.shape, 7);
+    const grad = (x: tf.Tensor) => tf.sum(tf.mul(softmaxWithFill(x, fill), dy));
+    const simd = tf.tidy(() => [
+      softmaxWithFill(logits, fill),
+      tf.grad(grad)(logits),
+      mm(a, b, false, true),
+    ]);
+    setWasmKernelsEnabled(false);
+    try {
+      expect(wasmKernelsLoaded()).toBe(false);
+      const names = await kernelsOf(() => [softmaxWithFill(logits, fill), mm(a, b, false, true)]);
+      expect(names).toContain('TfjsAttentionMaskedSoftmax'); // its JavaScript loop
+      expect(names).toContain('BatchMatMul');
+      expect(names).not.toContain('TfjsAttentionMatMul');
+      const plain = tf.tidy(() => [
+        softmaxWithFill(logits, fill),
+        tf.grad(grad)(logits),
+        mm(a, b, false, true),
+      ]);
+      plain.forEach((t, i) => expectClose(t, simd[i], 1e-6, 1e-5));
+      tf.dispose(plain);
+    } finally {
+      setWasmKernelsEnabled(true);
+    }
+    tf.dispose([simd, logits, fill, a, b, dy]);
   });
 });
