@@ -128,6 +128,14 @@ describe('WebAssembly SIMD kernels', () => {
     });
   }
 
+  it('sgemm over more than 2^22 floats runs in groups of slices (here 2 and 1)', () => {
+    const size = [3, 1200, 1200, 2];
+    const a = values(3 * 1200 * 2, 1);
+    const b = values(3 * 2 * 1200, 2);
+    const c = sgemm(a, b, 3, 1200, 1200, 2, true, false);
+    expect(maxError(c, reference(a, b, size, true, false))).toBeLessThan(1e-5);
+  });
+
   it('sgemm with k = 0 is zeros, and NaN / Inf inputs propagate like the loop', () => {
     expect(
       Array.from(sgemm(new Float32Array(0), new Float32Array(0), 2, 3, 5, 0, false, false)),

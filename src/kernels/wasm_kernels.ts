@@ -190,7 +190,31 @@ export function sgemm(
 ): Float32Array {
   const x = loaded();
   const work = align(x.heapBase());
-  const [aOff, bOff, cOff] = place(x, x.sgemmWorkBytes(), [a, b], batch * m * n);
-  x.sgemm(batch, m, n, k, aOff, Number(transA), bOff, Number(transB), cOff, work);
-  return new Float32Array(x.memory.buffer, cOff, batch * m * n).slice();
+  // slices in groups of at most SLICE_GROUP_FLOATS (or one slice), so the module's memory (which
+  // never shrinks) holds a group, not the whole batch
+  const per = m * k + k * n + m * n;
+  const group = Math.max(1, Math.min(batch, Math.floor(SLICE_GROUP_FLOATS / Math.max(per, 1))));
+  const out = new Float32Array(batch * m * n);
+  for (let s = 0; s < batch; s += group) {
+    const g = Math.min(group, batch - s);
+    const [aOff, bOff, cOff] = place(
+      x,
+      x.sgemmWorkBytes(),
+      [part(a, s * m * k, g * m * k), part(b, s * k * n, g * k * n)],
+      g * m * n,
+    );
+    x.sgemm(g, m, n, k, aOff, Number(transA), bOff, Number(transB), cOff, work);
+    out.set(new Float32Array(x.memory.buffer, cOff, g * m * n), s * m * n);
+  }
+  return out;
+}
+
+/** Floats of one group of sgemm slices in the module's memory (16 MiB). */
+const SLICE_GROUP_FLOATS = 2 ** 22;
+
+/** `length` values of `a` from `start`: a view of a typed array, else a copy. */
+function part(a: ArrayLike<number>, start: number, length: number): ArrayLike<number> {
+  if (start === 0 && length === a.length) return a;
+  if (ArrayBuffer.isView(a)) return (a as Float32Array).subarray(start, start + length);
+  return Array.prototype.slice.call(a, start, start + length) as number[];
 }
