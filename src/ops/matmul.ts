@@ -1,12 +1,14 @@
 /**
- * Matrix products through the package's own layouts and kernels. On tfjs' cpu backend they run
- * the package's WebAssembly SIMD sgemm (src/kernels/wasm_kernels.ts; tfjs' cpu matMul is a
- * plain JavaScript loop), for the forward pass and, as products themselves, the gradients.
- * On wasm the forward pass and gradients avoid matMul's transpose flags where they are
- * slow. On tfjs' wasm backend `matMul(a, b, true, false)` of [512,256]ᵀ·[512,256] takes ~55 ms
- * against ~4 ms for an explicit transpose and a plain matMul (transposeB is as slow), and tfjs'
- * matMul gradient uses both flags. Elsewhere the flags are fast and a transpose is a copy, so the
- * flags are kept.
+ * Matrix products through the package's own kernels and layouts. On tfjs' cpu and wasm backends
+ * they run the package's WebAssembly SIMD sgemm (src/kernels/wasm_kernels.ts): tfjs' cpu matMul
+ * is a plain JavaScript loop, and tfjs-wasm runs batched products through a plain loop nest and
+ * its transpose flags slowly. Gradients are products themselves, through the same kernel.
+ *
+ * Without the SIMD module (not yet compiled, or no SIMD), on wasm the forward pass and gradients
+ * avoid matMul's transpose flags where they are slow: `matMul(a, b, true, false)` of
+ * [512,256]ᵀ·[512,256] takes ~55 ms against ~4 ms for an explicit transpose and a plain matMul
+ * (transposeB is as slow), and tfjs' matMul gradient uses both flags. Elsewhere the flags are
+ * fast and a transpose is a copy, so the flags are kept.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
