@@ -80,9 +80,32 @@ function packA(
       }
       continue;
     }
+    let p = 0;
+    if (!transA && h == MR) {
+      // 4 rows x 4 columns at a time, transposed in registers
+      const r0 = a + <usize>((i0 + ip) * k + p0) * 4;
+      const ld = <usize>k * 4;
+      for (; p + 4 <= kc; p += 4) {
+        const src = r0 + <usize>p * 4;
+        const x0 = v128.load(src);
+        const x1 = v128.load(src + ld);
+        const x2 = v128.load(src + 2 * ld);
+        const x3 = v128.load(src + 3 * ld);
+        const t0 = i32x4.shuffle(x0, x1, 0, 4, 1, 5);
+        const t1 = i32x4.shuffle(x2, x3, 0, 4, 1, 5);
+        const t2 = i32x4.shuffle(x0, x1, 2, 6, 3, 7);
+        const t3 = i32x4.shuffle(x2, x3, 2, 6, 3, 7);
+        const out = panel + <usize>(p * MR) * 4;
+        v128.store(out, i64x2.shuffle(t0, t1, 0, 2));
+        v128.store(out, i64x2.shuffle(t0, t1, 1, 3), 16);
+        v128.store(out, i64x2.shuffle(t2, t3, 0, 2), 32);
+        v128.store(out, i64x2.shuffle(t2, t3, 1, 3), 48);
+      }
+    }
+    const pFrom = p;
     for (let i = 0; i < MR; i++) {
       const row = i0 + ip + i;
-      for (let p = 0; p < kc; p++) {
+      for (let p = pFrom; p < kc; p++) {
         let v: f32 = 0;
         if (i < h) {
           v = transA
