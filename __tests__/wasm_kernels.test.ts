@@ -18,6 +18,7 @@ import {
   wasmKernelsReady,
 } from '../src/kernels/wasm_kernels';
 import {OWN_KERNELS} from '../src/ops/flags';
+import {simdKernelsReady} from '../src';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {maskFill} from '../src/ops/masking';
 import {mm} from '../src/ops/matmul';
@@ -97,9 +98,10 @@ describe('WebAssembly SIMD kernels', () => {
     expect(out).toMatch(/matches/);
   });
 
-  it('loads synchronously in Node', async () => {
+  it('loads synchronously in Node; the package exports simdKernelsReady', async () => {
     expect(wasmKernelsLoaded()).toBe(true);
     await expect(wasmKernelsReady()).resolves.toBe(true);
+    await expect(simdKernelsReady()).resolves.toBe(true);
   });
 
   // [batch, m, n, k]: below, at and off the 4 x 8 tile; m > 64 (MC), n > 512 (NC), k > 256 (KC)

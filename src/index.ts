@@ -42,6 +42,7 @@ export type {AttentionCallArgs, BaseAttentionArgs} from './layers/base_attention
 export {layers} from './layers/factories';
 
 export {einsum} from './ops/einsum';
+export {simdKernelsReady} from './kernels/wasm_kernels';
 export {causalMask} from './ops/masking';
 export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 

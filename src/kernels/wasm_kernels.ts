@@ -80,10 +80,19 @@ function load(): void {
 
 load();
 
-/** Resolves to whether the SIMD kernels are usable (they are from import on, almost everywhere). */
-export function wasmKernelsReady(): Promise<boolean> {
+/**
+ * Resolves to whether the package's WebAssembly SIMD kernels are usable. They are from import on
+ * wherever WebAssembly SIMD is (Node, current browsers: the module is compiled synchronously);
+ * await this only where a synchronous compile may be refused, to have the fast path from the
+ * first call. Until then, and where SIMD is missing, products and the softmax use tfjs' kernels
+ * (same results).
+ */
+export function simdKernelsReady(): Promise<boolean> {
   return readyPromise;
 }
+
+/** {@link simdKernelsReady} under its internal name. */
+export const wasmKernelsReady = simdKernelsReady;
 
 let enabled = true;
 
