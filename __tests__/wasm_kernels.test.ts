@@ -310,4 +310,40 @@ describe('WebAssembly SIMD kernels', () => {
     }
     tf.dispose([simd, logits, fill, a, b, dy]);
   });
+
+  /** The kernels' module loaded afresh while `patch` replaces a member of WebAssembly. */
+  function loadWith(name: 'Module' | 'validate', patch: unknown) {
+    const wasm = WebAssembly as unknown as Record<string, unknown>;
+    const original = wasm[name];
+    wasm[name] = patch;
+    try {
+      let mod: typeof import('../src/kernels/wasm_kernels') | undefined;
+      jest.isolateModules(() => {
+        // eslint-disable-next-line @typescript-eslint/no-require-imports -- a fresh copy
+        mod = require('../src/kernels/wasm_kernels');
+      });
+      return mod as typeof import('../src/kernels/wasm_kernels');
+    } finally {
+      wasm[name] = original;
+    }
+  }
+
+  it('where a synchronous compile is refused, it compiles asynchronously; not loaded until then', async () => {
+    const mod = loadWith('Module', function refused() {
+      throw new RangeError('WebAssembly.Compile is disallowed on the main thread');
+    });
+    expect(mod.wasmKernelsLoaded()).toBe(false);
+    await expect(mod.simdKernelsReady()).resolves.toBe(true);
+    expect(mod.wasmKernelsLoaded()).toBe(true);
+    expect(
+      mod.sgemm(new Float32Array([2]), new Float32Array([3]), 1, 1, 1, 1, false, false),
+    ).toEqual(new Float32Array([6]));
+  });
+
+  it('where WebAssembly SIMD is missing, it never loads and ready() resolves to false', async () => {
+    const mod = loadWith('validate', () => false);
+    expect(mod.wasmKernelsLoaded()).toBe(false);
+    await expect(mod.simdKernelsReady()).resolves.toBe(false);
+    expect(() => mod.sgemm([1], [1], 1, 1, 1, 1, false, false)).toThrow(/not loaded/);
+  });
 });
