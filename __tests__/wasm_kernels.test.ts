@@ -19,6 +19,7 @@ import {
 } from '../src/kernels/wasm_kernels';
 import {OWN_KERNELS} from '../src/ops/flags';
 import {simdKernelsReady} from '../src';
+import {KERNELS_WASM_BASE64} from '../src/kernels/wasm_binary';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {maskFill} from '../src/ops/masking';
 import {mm} from '../src/ops/matmul';
@@ -96,6 +97,8 @@ describe('WebAssembly SIMD kernels', () => {
       encoding: 'utf8',
     });
     expect(out).toMatch(/matches/);
+    // under 4 KB: Chromium compiles no larger module synchronously on the main thread
+    expect(Buffer.from(KERNELS_WASM_BASE64, 'base64').length).toBeLessThan(4096);
   });
 
   it('loads synchronously in Node; the package exports simdKernelsReady', async () => {
