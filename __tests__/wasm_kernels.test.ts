@@ -141,6 +141,14 @@ describe('WebAssembly SIMD kernels', () => {
     expect(maxError(c, reference(a, b, size, true, false))).toBeLessThan(1e-5);
   });
 
+  it('mm with mismatched inner sizes is refused (by tfjs) instead of read out of bounds', () => {
+    const a = tf.zeros([2, 3, 4]);
+    const b = tf.zeros([2, 5, 6]);
+    expect(() => mm(a, b)).toThrow(/inner/i);
+    expect(() => mm(a, b, true, true)).toThrow(/inner/i);
+    tf.dispose([a, b]);
+  });
+
   it('sgemm with k = 0 is zeros, and NaN / Inf inputs propagate like the loop', () => {
     expect(
       Array.from(sgemm(new Float32Array(0), new Float32Array(0), 2, 3, 5, 0, false, false)),

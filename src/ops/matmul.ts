@@ -72,18 +72,23 @@ function registerKernels(): void {
 
 registerKernels();
 
-/** Whether `op(a) · op(b)` runs the package's SIMD sgemm (cpu or wasm, equal batch shapes). */
-function simd(a: tf.Tensor, b: tf.Tensor): boolean {
+/**
+ * Whether `op(a) · op(b)` runs the package's SIMD sgemm: cpu or wasm, float32, equal batch shapes
+ * and inner sizes (anything else goes to tfjs, which broadcasts or reports the mismatch).
+ */
+function simd(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: boolean): boolean {
   const backend = tf.getBackend();
+  const r = a.rank;
   return (
     ownKernels() &&
     (backend === 'cpu' || backend === 'wasm') &&
     wasmKernelsLoaded() &&
     a.dtype === 'float32' &&
     b.dtype === 'float32' &&
-    a.rank >= 2 &&
-    a.rank === b.rank &&
-    a.shape.slice(0, a.rank - 2).every((d, i) => d === b.shape[i])
+    r >= 2 &&
+    r === b.rank &&
+    a.shape.slice(0, r - 2).every((d, i) => d === b.shape[i]) &&
+    a.shape[transposeA ? r - 2 : r - 1] === b.shape[transposeB ? r - 1 : r - 2]
   );
 }
 
@@ -135,7 +140,7 @@ function product(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: bo
  * training either.
  */
 export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
-  if (simd(a, b)) {
+  if (simd(a, b, transposeA, transposeB)) {
     return tf.engine().runKernel(KERNEL, {a, b}, {transposeA, transposeB} as never) as tf.Tensor;
   }
   if (!explicitTransposes()) {
