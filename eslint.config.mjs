@@ -14,6 +14,8 @@ export default tseslint.config(
       'bench/.build/',
       'reports/',
       '__tests__/.generated/',
+      // AssemblyScript (compiled by scripts/build_wasm.mjs), not TypeScript
+      'wasm/',
     ],
   },
   js.configs.recommended,

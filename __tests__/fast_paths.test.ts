@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {MultiHeadAttention} from '../src';
+import {setWasmKernelsEnabled} from '../src/kernels/wasm_kernels';
 import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/ops/flags';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {mm} from '../src/ops/matmul';
@@ -38,6 +39,9 @@ async function kernelsOf(f: () => tf.TensorContainer): Promise<string[]> {
 }
 
 const count = (names: string[], name: string) => names.filter((n) => n === name).length;
+/** Matrix products: tfjs' BatchMatMul, or the package's SIMD sgemm on cpu. */
+const products = (names: string[]) =>
+  count(names, 'BatchMatMul') + count(names, 'TfjsAttentionMatMul');
 
 /** Output, scores and the gradients of every weight and float input. */
 function run(layer: MultiHeadAttention, inputs: tf.Tensor[], kwargs: Record<string, unknown>) {
@@ -115,15 +119,33 @@ describeBackends('fast paths', (backend) => {
       const own = await kernelsOf(call);
       const plain = await withFlags({[OWN_KERNELS]: false}, () => kernelsOf(call));
       if (backend === 'cpu') {
-        // the fused masked softmax and the head transposes are the package's kernels
+        // the fused masked softmax, the head transposes and the products (q kᵀ, weights · v,
+        // and the projections) are the package's kernels
         expect(count(own, 'TfjsAttentionMaskedSoftmax')).toBe(1);
         expect(count(own, 'TfjsAttentionSwapAxes12')).toBeGreaterThanOrEqual(4);
         expect(count(plain, 'TfjsAttentionMaskedSoftmax')).toBe(0);
         expect(count(plain, 'TfjsAttentionSwapAxes12')).toBe(0);
         expect(count(plain, 'Softmax')).toBe(1);
-      } else if (backend === 'wasm') {
-        // explicit transposes instead of matMul's transpose flags (q kᵀ)
-        expect(count(own, 'Transpose')).toBeGreaterThan(count(plain, 'Transpose'));
+      }
+      if (backend === 'cpu' || backend === 'wasm') {
+        // the products (q kᵀ, weights · v, and the projections) are the package's SIMD sgemm
+        expect(count(own, 'TfjsAttentionMatMul')).toBeGreaterThanOrEqual(2);
+        expect(count(own, 'BatchMatMul')).toBe(0);
+        expect(count(plain, 'TfjsAttentionMatMul')).toBe(0);
+      }
+      if (backend === 'wasm') {
+        // without the SIMD module: explicit transposes instead of matMul's transpose flags (q kᵀ)
+        setWasmKernelsEnabled(false);
+        try {
+          const layout = await kernelsOf(call);
+          expect(count(layout, 'Transpose')).toBeGreaterThan(count(plain, 'Transpose'));
+          const r1 = run(layer, inputs, kwargs);
+          const r2 = withFlags({[OWN_KERNELS]: false}, () => run(layer, inputs, kwargs));
+          expectSame(r1, r2);
+          tf.dispose([r1, r2]);
+        } finally {
+          setWasmKernelsEnabled(true);
+        }
       }
       const fast = run(layer, inputs, kwargs);
       const slow = withFlags({[OWN_KERNELS]: false}, () => run(layer, inputs, kwargs));
@@ -144,7 +166,7 @@ describeBackends('fast paths', (backend) => {
     const b = await names(blocked);
     const w = await names(whole);
     // 4 queries in blocks of 2: two extra products (q kᵀ and weights · v) for the second block
-    expect(count(b, 'BatchMatMul') - count(w, 'BatchMatMul')).toBe(2);
+    expect(products(b) - products(w)).toBe(2);
     expect(count(b, 'Concat')).toBeGreaterThan(count(w, 'Concat'));
     const r1 = run(blocked.layer, blocked.inputs, {validLens: lens});
     const r2 = run(whole.layer, whole.inputs, {validLens: lens});
@@ -161,7 +183,7 @@ describeBackends('fast paths', (backend) => {
     const call = () => layer.apply(x) as tf.Tensor;
     const auto = await withFlags(small, () => kernelsOf(call));
     const whole = await kernelsOf(call);
-    expect(count(auto, 'BatchMatMul') - count(whole, 'BatchMatMul')).toBe(2 * 8);
+    expect(products(auto) - products(whole)).toBe(2 * 8);
     const a = withFlags(small, () => run(layer, [x], {}));
     const w = run(layer, [x], {});
     expectSame(a, w);
@@ -215,7 +237,8 @@ describeBackends('fast paths', (backend) => {
   }
 
   if (backend === 'wasm') {
-    it('mm (explicit transposes, 2-D loops) = plain loops and tf.matMul, with gradients', async () => {
+    it('mm without the SIMD module (explicit transposes, 2-D loops) = plain loops and tf.matMul, with gradients', async () => {
+      setWasmKernelsEnabled(false);
       for (const [b, m, k, n] of [
         [3, 4, 5, 6],
         [2, 256, 16, 600], // large slices: a loop of 2-D products
@@ -258,6 +281,7 @@ describeBackends('fast paths', (backend) => {
           }
         }
       }
+      setWasmKernelsEnabled(true);
     });
   }
 });

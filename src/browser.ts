@@ -29,3 +29,4 @@ export {attentionHeatmapSvg} from './viz/heatmap';
 export {convertKerasArtifacts, loadKerasModel} from './interop/keras';
 export {loadTorchMultiheadAttention} from './interop/torch';
 export {toKerasArtifacts} from './interop/keras_export';
+export {simdKernelsReady} from './kernels/wasm_kernels';

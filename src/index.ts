@@ -60,6 +60,7 @@ export type {
 export {layers} from './layers/factories';
 
 export {einsum} from './ops/einsum';
+export {simdKernelsReady} from './kernels/wasm_kernels';
 export {causalMask} from './ops/masking';
 export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 

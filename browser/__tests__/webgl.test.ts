@@ -291,3 +291,30 @@ for (const config of CONFIGS) {
     }
   });
 }
+
+describe('browser: the WebAssembly SIMD kernels', () => {
+  it("compile synchronously on the main thread (under 4 KB) and run on the page's cpu backend", async () => {
+    const page = await pageFor({});
+    try {
+      const r = await page.evaluate(async () => {
+        const w = window as unknown as {tf: typeof tf; tfAttention: typeof A};
+        // ready at once: already resolved when the bundle's import finished
+        const atOnce = await Promise.race([
+          w.tfAttention.simdKernelsReady(),
+          Promise.resolve('pending'),
+        ]);
+        await w.tf.setBackend('cpu');
+        const layer = new w.tfAttention.MultiHeadAttention({numHeads: 2, keyDim: 4});
+        const x = w.tf.randomNormal([2, 5, 8]);
+        const info = await w.tf.profile(() => layer.apply(x) as tf.Tensor);
+        return {atOnce, names: info.kernels.map((k) => k.name)};
+      });
+      expect(r.atOnce).toBe(true);
+      expect(r.names).toContain('TfjsAttentionMatMul');
+      expect(r.names).toContain('TfjsAttentionMaskedSoftmax');
+      expect(r.names).not.toContain('BatchMatMul');
+    } finally {
+      await page.close();
+    }
+  });
+});

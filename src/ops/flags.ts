@@ -3,9 +3,10 @@
  * users can turn a fast path off without touching module state.
  *
  * - `TFJS_ATTENTION_OWN_KERNELS` (default true): the package's own kernels and product layouts:
- *   the fused masked softmax and the head-transpose kernels on the cpu backend, and products with
- *   explicit transposes (and loops of 2-D products for large batched ones) on wasm. Off, every
- *   op is tfjs' own.
+ *   the WebAssembly SIMD products (sgemm) on the cpu and wasm backends, the fused masked softmax
+ *   (SIMD) and the head-transpose kernels on cpu; on wasm without the SIMD module, products with
+ *   explicit transposes (and loops of 2-D products for large batched ones). Off, every op is
+ *   tfjs' own.
  * - `TFJS_ATTENTION_BLOCK_ABOVE` (default 2^23): score elements of one call above which attention
  *   runs in blocks of queries when a layer's `chunkSize` is not set.
  * - `TFJS_ATTENTION_BLOCK_TARGET` (default 2^21): score elements per block then.

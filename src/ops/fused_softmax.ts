@@ -10,6 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
+import {maskedSoftmax, maskedSoftmaxGrad, wasmKernelsLoaded} from '../kernels/wasm_kernels';
 import type {CpuBackend} from './cpu_backend';
 import {ownKernels} from './flags';
 
@@ -60,6 +61,10 @@ function registerCpuKernels(): void {
       const shape = logits.shape;
       const cols = shape[shape.length - 1];
       const {offsets, perElement} = fillRowOffsets(shape, fill.shape);
+      if (wasmKernelsLoaded()) {
+        const y = maskedSoftmax(x, b, offsets, perElement, cols);
+        return cpu.makeTensorInfo(shape, 'float32', y);
+      }
       const out = new Float32Array(x.length);
       for (let r = 0; r < offsets.length; r++) {
         const base = r * cols;
@@ -94,6 +99,10 @@ function registerCpuKernels(): void {
       const b = cpu.readSync(fill.dataId);
       const cols = y.shape[y.shape.length - 1];
       const {offsets, perElement} = fillRowOffsets(y.shape, fill.shape);
+      if (wasmKernelsLoaded()) {
+        const dx = maskedSoftmaxGrad(g, p, b, offsets, perElement, cols);
+        return cpu.makeTensorInfo(y.shape, 'float32', dx);
+      }
       const out = new Float32Array(p.length);
       for (let r = 0; r < offsets.length; r++) {
         const base = r * cols;

@@ -1,13 +1,96 @@
 /**
- * Matrix products whose forward pass and gradients avoid matMul's transpose flags where they are
- * slow. On tfjs' wasm backend `matMul(a, b, true, false)` of [512,256]ᵀ·[512,256] takes ~55 ms
- * against ~4 ms for an explicit transpose and a plain matMul (transposeB is as slow), and tfjs'
- * matMul gradient uses both flags. Elsewhere the flags are fast and a transpose is a copy, so the
- * flags are kept.
+ * Matrix products through the package's own kernels and layouts. On tfjs' cpu and wasm backends
+ * they run the package's WebAssembly SIMD sgemm (src/kernels/wasm_kernels.ts): tfjs' cpu matMul
+ * is a plain JavaScript loop, and tfjs-wasm runs batched products through a plain loop nest and
+ * its transpose flags slowly. Gradients are products themselves, through the same kernel.
+ *
+ * Without the SIMD module (not yet compiled, or no SIMD), on wasm the forward pass and gradients
+ * avoid matMul's transpose flags where they are slow: `matMul(a, b, true, false)` of
+ * [512,256]ᵀ·[512,256] takes ~55 ms against ~4 ms for an explicit transpose and a plain matMul
+ * (transposeB is as slow), and tfjs' matMul gradient uses both flags. Elsewhere the flags are
+ * fast and a transpose is a copy, so the flags are kept.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
+import {sgemm, wasmKernelsLoaded} from '../kernels/wasm_kernels';
+import {readF32, writeF32} from '../kernels/backend_io';
 import {ownKernels} from './flags';
+
+const KERNEL = 'TfjsAttentionMatMul';
+
+function registerKernels(): void {
+  if (tf.getKernel(KERNEL, 'cpu') != null) return;
+  for (const kind of ['cpu', 'wasm'] as const) {
+    tf.registerKernel({
+      kernelName: KERNEL,
+      backendName: kind,
+      kernelFunc: ({inputs, backend, attrs}) => {
+        const {a, b} = inputs as {a: tf.TensorInfo; b: tf.TensorInfo};
+        const {transposeA, transposeB} = attrs as unknown as {
+          transposeA: boolean;
+          transposeB: boolean;
+        };
+        const r = a.shape.length;
+        const lead = a.shape.slice(0, r - 2);
+        const batch = lead.reduce((p, d) => p * d, 1);
+        const [a0, a1] = a.shape.slice(r - 2);
+        const [b0, b1] = b.shape.slice(r - 2);
+        const [m, k] = transposeA ? [a1, a0] : [a0, a1];
+        const n = transposeB ? b0 : b1;
+        const out = sgemm(
+          readF32(kind, backend, a),
+          readF32(kind, backend, b),
+          batch,
+          m,
+          n,
+          k,
+          transposeA,
+          transposeB,
+        );
+        return writeF32(kind, backend, [...lead, m, n], out);
+      },
+    });
+  }
+  tf.registerGradient({
+    kernelName: KERNEL,
+    inputsToSave: ['a', 'b'],
+    gradFunc: (dy, saved, attrs) => {
+      const [A, B] = saved;
+      const {transposeA, transposeB} = attrs as unknown as {
+        transposeA: boolean;
+        transposeB: boolean;
+      };
+      const g = dy as tf.Tensor;
+      if (!transposeA && !transposeB)
+        return {a: () => mm(g, B, false, true), b: () => mm(A, g, true, false)};
+      if (!transposeA && transposeB) return {a: () => mm(g, B), b: () => mm(g, A, true, false)};
+      if (transposeA && !transposeB) return {a: () => mm(B, g, false, true), b: () => mm(A, g)};
+      return {a: () => mm(B, g, true, true), b: () => mm(g, A, true, true)};
+    },
+  });
+}
+
+registerKernels();
+
+/**
+ * Whether `op(a) · op(b)` runs the package's SIMD sgemm: cpu or wasm, float32, equal batch shapes
+ * and inner sizes (anything else goes to tfjs, which broadcasts or reports the mismatch).
+ */
+function simd(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: boolean): boolean {
+  const backend = tf.getBackend();
+  const r = a.rank;
+  return (
+    ownKernels() &&
+    (backend === 'cpu' || backend === 'wasm') &&
+    wasmKernelsLoaded() &&
+    a.dtype === 'float32' &&
+    b.dtype === 'float32' &&
+    r >= 2 &&
+    r === b.rank &&
+    a.shape.slice(0, r - 2).every((d, i) => d === b.shape[i]) &&
+    a.shape[transposeA ? r - 2 : r - 1] === b.shape[transposeB ? r - 1 : r - 2]
+  );
+}
 
 /** Whether explicit transposes beat matMul's transpose flags on the current backend. */
 export function explicitTransposes(): boolean {
@@ -57,6 +140,9 @@ function product(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: bo
  * training either.
  */
 export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
+  if (simd(a, b, transposeA, transposeB)) {
+    return tf.engine().runKernel(KERNEL, {a, b}, {transposeA, transposeB} as never) as tf.Tensor;
+  }
   if (!explicitTransposes()) {
     return tf.matMul(a, b, transposeA, transposeB);
   }
