@@ -22,6 +22,7 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import {MultiHeadAttention} from '../src';
 import {queryBlocks} from '../src/ops/attention_core';
+import {mm} from '../src/ops/matmul';
 
 import {additiveMask, attentionModel, closeness} from './onnx_attention';
 
@@ -157,6 +158,20 @@ const FLOORS: Array<{
     fn: (o) => floorWith(o, () => [tf.matMul(o.q, o.kt), tf.matMul(o.p, o.v)]),
   },
   {
+    // the package's own product (its WebAssembly SIMD sgemm where it loads, else tf.matMul)
+    name: 'batched [B*H] products, own SIMD product',
+    fn: (o) => floorWith(o, () => [mm(o.q, o.kt), mm(o.p, o.v)], mm),
+  },
+  {
+    name: '2-D products per head, own SIMD product',
+    fn: (o) =>
+      floorWith(
+        o,
+        () => [...o.qs.map((q, i) => mm(q, o.kts[i])), ...o.ps.map((p, i) => mm(p, o.vs[i]))],
+        mm,
+      ),
+  },
+  {
     name: '2-D products per head',
     fn: (o) =>
       floorWith(o, () => [
@@ -177,13 +192,17 @@ const FLOORS: Array<{
   },
 ];
 
-function floorWith(ops: FloorOperands, attention: () => tf.Tensor[]): void {
+function floorWith(
+  ops: FloorOperands,
+  attention: () => tf.Tensor[],
+  product: (a: tf.Tensor, b: tf.Tensor) => tf.Tensor = (a, b) => tf.matMul(a, b),
+): void {
   tf.tidy(() => {
-    tf.matMul(ops.x, ops.w[0]);
-    tf.matMul(ops.x, ops.w[1]);
-    tf.matMul(ops.x, ops.w[2]);
+    product(ops.x, ops.w[0]);
+    product(ops.x, ops.w[1]);
+    product(ops.x, ops.w[2]);
     attention();
-    tf.matMul(ops.o, ops.w[3]).dataSync();
+    product(ops.o, ops.w[3]).dataSync();
   });
 }
 
@@ -541,9 +560,6 @@ async function main(): Promise<void> {
     await tf.setBackend(backend);
     await tf.ready();
     for (const size of sizes) {
-      // tfjs' cpu backend needs ~8 s for one 2048-token pass: the long size runs on wasm only
-      // (and on tensorflow when it loads)
-      if (size.name === 'long' && backend === 'cpu' && !process.env.BENCH_CPU_LONG) continue;
       await benchSize(backend, size, rows);
     }
   }

@@ -5,6 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {einsum} from '../ops/einsum';
+import {addBias} from '../ops/bias_add';
 import {mm} from '../ops/matmul';
 import {
   Activation,
@@ -191,7 +192,7 @@ export class EinsumDense extends layers.Layer {
       const bias = this.bias?.read() ?? null;
       if (bias != null && bias.size === outSize) {
         const b = tf.reshape(bias, [outSize]); // bias over every output axis
-        y = tf.add(y, scale !== 1 ? tf.mul(b, scale) : b);
+        y = addBias(y, scale !== 1 ? tf.mul(b, scale) : b); // [prod F, prod O]
       }
       let out = tf.reshape(y, [...free, ...outDims]); // [...F, ...O]
       if (bias != null && bias.size !== outSize) {
