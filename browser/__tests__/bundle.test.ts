@@ -246,4 +246,60 @@ describe('an app bundled from the packed tarball', () => {
       await page.close();
     }
   });
+
+  it('works from Node too, as installed: CommonJS, ES module and TypeScript under strict', () => {
+    fs.writeFileSync(
+      path.join(app, 'node.cjs'),
+      `const tf = require('@tensorflow/tfjs');
+       const {MultiHeadAttention} = require('tfjs-attention');
+       const [y, w] = new MultiHeadAttention({numHeads: 2, keyDim: 4}).apply(tf.ones([1, 3, 8]), {returnAttentionScores: true});
+       console.log(JSON.stringify([y.shape, w.shape]));`,
+    );
+    fs.writeFileSync(
+      path.join(app, 'node.mjs'),
+      `import * as tf from '@tensorflow/tfjs';
+       import {DotProductAttention} from 'tfjs-attention';
+       const y = new DotProductAttention().apply([tf.ones([1, 2, 4]), tf.ones([1, 5, 4])]);
+       console.log(JSON.stringify(y.shape));`,
+    );
+    fs.writeFileSync(
+      path.join(app, 'typed.mts'),
+      `import * as tf from '@tensorflow/tfjs';
+       import {Attention, MultiHeadAttention, fileSystem} from 'tfjs-attention';
+       const x = tf.input({shape: [4, 8]});
+       const y: tf.SymbolicTensor = new MultiHeadAttention({numHeads: 2, keyDim: 4}).apply(x);
+       export const model = tf.model({inputs: x, outputs: y});
+       const [out, scores] = new Attention().apply([tf.ones([1, 2, 8]), tf.ones([1, 3, 8])], {
+         returnAttentionScores: true,
+       });
+       export const shapes: number[][] = [out.shape, scores.shape];
+       export const save = fileSystem('unused').save; // present, not optional
+       `,
+    );
+    const out = (file: string) => run(process.execPath, [file], app).trim().split('\n').pop();
+    expect(out('node.cjs')).toBe('[[1,3,8],[1,2,3,3]]');
+    expect(out('node.mjs')).toBe('[1,2,4]');
+    const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    expect(
+      run(
+        process.execPath,
+        [
+          tsc,
+          '--noEmit',
+          '--strict',
+          '--module',
+          'nodenext',
+          '--moduleResolution',
+          'nodenext',
+          '--target',
+          'es2022',
+          '--lib',
+          'es2022,dom',
+          '--skipLibCheck',
+          'typed.mts',
+        ],
+        app,
+      ),
+    ).toBe('');
+  });
 });
