@@ -9,9 +9,9 @@ import * as tf from '@tensorflow/tfjs';
 import {EinsumDense} from '../src';
 import {wasmKernelsReady} from '../src/kernels/wasm_kernels';
 import {addBias} from '../src/ops/bias_add';
-import {OWN_KERNELS} from '../src/ops/flags';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
+import {kernelsOf, withOwnKernels} from './helpers/kernels';
 
 function values(n: number, seed: number): number[] {
   let s = seed >>> 0;
@@ -19,22 +19,6 @@ function values(n: number, seed: number): number[] {
     s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
     return s / 2 ** 31 - 1;
   });
-}
-
-async function kernelsOf(f: () => tf.TensorContainer): Promise<string[]> {
-  const info = await tf.profile(() => f());
-  tf.dispose(info.result as tf.TensorContainer);
-  return info.kernels.map((k) => k.name);
-}
-
-function withOwnKernels<T>(on: boolean, f: () => T): T {
-  const before = tf.env().getBool(OWN_KERNELS);
-  tf.env().set(OWN_KERNELS, on);
-  try {
-    return f();
-  } finally {
-    tf.env().set(OWN_KERNELS, before);
-  }
 }
 
 beforeAll(async () => {

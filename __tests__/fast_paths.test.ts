@@ -14,29 +14,11 @@ import {mm} from '../src/ops/matmul';
 import {maskFill} from '../src/ops/masking';
 import {swapAxes12} from '../src/ops/swap_axes';
 import {describeBackends} from './helpers/backends';
+import {kernelsOf, withFlags} from './helpers/kernels';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
 
 const TOL = 1e-5;
-
-/** Runs `f` with the given tfjs flags, restoring them after. */
-function withFlags<T>(flags: Record<string, boolean | number>, f: () => T): T {
-  const env = tf.env();
-  const previous = Object.fromEntries(Object.keys(flags).map((k) => [k, env.get(k)]));
-  try {
-    for (const [k, v] of Object.entries(flags)) env.set(k, v);
-    return f();
-  } finally {
-    for (const [k, v] of Object.entries(previous)) env.set(k, v);
-  }
-}
-
-/** The names of the kernels `f` runs (one entry per kernel call). */
-async function kernelsOf(f: () => tf.TensorContainer): Promise<string[]> {
-  const info = await tf.profile(() => f());
-  tf.dispose(info.result as tf.TensorContainer);
-  return info.kernels.map((k) => k.name);
-}
 
 const count = (names: string[], name: string) => names.filter((n) => n === name).length;
 /** Matrix products: tfjs' BatchMatMul, or the package's SIMD sgemm on cpu. */

@@ -17,7 +17,6 @@ import {
   wasmKernelsLoaded,
   wasmKernelsReady,
 } from '../src/kernels/wasm_kernels';
-import {OWN_KERNELS} from '../src/ops/flags';
 import {simdKernelsReady} from '../src';
 import {KERNELS_WASM_BASE64} from '../src/kernels/wasm_binary';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
@@ -25,6 +24,7 @@ import {maskFill} from '../src/ops/masking';
 import {mm} from '../src/ops/matmul';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
+import {kernelsOf, withOwnKernels} from './helpers/kernels';
 import {randTensor} from './helpers/data';
 
 /** Deterministic values in [-1, 1). */
@@ -69,22 +69,6 @@ function maxError(x: Float32Array, ref: Float64Array): number {
     if (!(e <= worst)) worst = e; // NaN stays
   }
   return worst;
-}
-
-async function kernelsOf(f: () => tf.TensorContainer): Promise<string[]> {
-  const info = await tf.profile(() => f());
-  tf.dispose(info.result as tf.TensorContainer);
-  return info.kernels.map((k) => k.name);
-}
-
-function withOwnKernels<T>(on: boolean, f: () => T): T {
-  const before = tf.env().getBool(OWN_KERNELS);
-  tf.env().set(OWN_KERNELS, on);
-  try {
-    return f();
-  } finally {
-    tf.env().set(OWN_KERNELS, before);
-  }
 }
 
 describe('WebAssembly SIMD kernels', () => {
