@@ -131,7 +131,7 @@ describeBackends('committed models', () => {
     model.dispose();
   });
 
-  it('models/addition: greedy generation writes the exact sum for >= 95% of held-out problems', async () => {
+  it('models/addition: greedy generation writes the exact sum for >= 95% of 1000 held-out problems (90% of 100 on cpu)', async () => {
     const model = await tf.loadLayersModel(fileSystem(path.join(models, 'addition')));
     const meta = model.getUserDefinedMetadata() as {
       task: string;
@@ -159,8 +159,11 @@ describeBackends('committed models', () => {
     const rnd = uniform(31337);
     const pad = (n: number, w: number) => String(n).padStart(w, '0');
     const problems: Array<[number, number]> = [];
-    // the first 100 of the same problems on tfjs' cpu backend, whose products are slow
-    while (problems.length < (tf.getBackend() === 'cpu' ? 100 : 300)) {
+    // 1000 problems (the training script's re-evaluation counted 96.5% of 1000 fresh ones); the
+    // first 100 of them on tfjs' cpu backend, whose products are slow, with a wider margin for
+    // the smaller sample (a binomial standard deviation of ~2 points at 100, ~0.6 at 1000)
+    const cpu = tf.getBackend() === 'cpu';
+    while (problems.length < (cpu ? 100 : 1000)) {
       const a = Math.floor(rnd() * 1000);
       const b = Math.floor(rnd() * 1000);
       if (heldOut(a, b)) problems.push([a, b]);
@@ -179,7 +182,7 @@ describeBackends('committed models', () => {
       const [a, b] = problems[i];
       return t === `${pad(a, 3)}+${pad(b, 3)}=${pad(a + b, 4)}$`;
     }).length;
-    expect(ok / problems.length).toBeGreaterThanOrEqual(0.95);
+    expect(ok / problems.length).toBeGreaterThanOrEqual(cpu ? 0.9 : 0.95);
     for (const f of ['attention.svg', 'attention.png']) {
       expect(fs.existsSync(path.join(models, 'addition', f))).toBe(true);
     }
