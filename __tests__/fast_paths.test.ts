@@ -150,6 +150,10 @@ describeBackends('fast paths', (backend) => {
     // 4 queries in blocks of 2: two extra products (q kᵀ and weights · v) for the second block
     expect(products(b) - products(w)).toBe(2);
     expect(count(b, 'Concat')).toBeGreaterThan(count(w, 'Concat'));
+    // on cpu the blocks' queries come from one [T, n, K] layout (contiguous slices between head
+    // swaps), not from tfjs' element-by-element Slice of [n, T, K]
+    const swaps = count(b, 'TfjsAttentionSwapAxes12') - count(w, 'TfjsAttentionSwapAxes12');
+    expect(swaps).toBe(backend === 'cpu' ? 1 + 2 : 0);
     const r1 = run(blocked.layer, blocked.inputs, {validLens: lens});
     const r2 = run(whole.layer, whole.inputs, {validLens: lens});
     expectSame(r1, r2);
