@@ -7,8 +7,6 @@ import {
   AttentionParts,
   CallSettings,
   CallSpec,
-  checkCallOptions,
-  dedupeInputs,
   resolveCall,
   Role,
 } from './call_spec';
@@ -24,6 +22,7 @@ import {checkCallShapes} from './call_shapes';
 import {CompositeLayer} from './composite_layer';
 import type {Initializer} from './config_objects';
 import {isShapeList, Shape} from './shapes';
+import {symbolicCall} from './symbolic_call';
 
 export type {
   AttendResult,
@@ -195,63 +194,8 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
       main.callSpec = spec;
       return super.apply(main, kwargs) as tf.Tensor | tf.Tensor[];
     }
-    return this.applySymbolic(list as SymbolicTensor[], kwargs);
-  }
-
-  private applySymbolic(list: SymbolicTensor[], kwargs: Kwargs): SymbolicTensor | SymbolicTensor[] {
-    const settings = this.callSettings();
-    checkCallOptions(kwargs, settings.caller, settings.extraOptions);
-    if (kwargs.cache != null || kwargs.cacheUpdateIndex != null) {
-      throw new Error(
-        `${settings.caller}: a key / value cache works in eager calls (token-by-token ` +
-          `generation), not in a functional model`,
-      );
-    }
-    const inputs = [...list];
-    const kw: Kwargs = {...kwargs};
-    const tensorRoles: Role[] = [];
-    for (const name of ['validLens', 'attentionMask'] as const) {
-      const t = kw[name];
-      delete kw[name];
-      if (t == null) continue;
-      if (!(t instanceof SymbolicTensor)) {
-        throw new Error(
-          `${settings.caller}: in a functional model, ${name} must be a symbolic tensor ` +
-            `(a model input or a layer output), received a ${t instanceof tf.Tensor ? 'concrete tensor' : typeof t}`,
-        );
-      }
-      inputs.push(t);
-      tensorRoles.push(name);
-    }
-    for (const name of ['useCausalMask', 'returnAttentionScores'] as const) {
-      if (kw[name] === undefined) continue;
-      const value = Boolean(kw[name]);
-      delete kw[name];
-      if (value === this[name]) continue;
-      if (this.inboundNodes.length > 0) {
-        throw new Error(
-          `${settings.caller}: ${name}=${value} differs from an earlier call of this layer in the ` +
-            `model (${this[name]}); tfjs replays no call options at predict time, so a layer has ` +
-            `one setting: use a second layer, or set ${name} in the constructor`,
-        );
-      }
-      this[name] = value; // recorded in the config, like the roles below
-    }
-    let roles: Role[];
-    if (settings.inputRoles != null && settings.inputRoles.length === inputs.length) {
-      roles = settings.inputRoles;
-    } else {
-      const positional = resolveCall(list, {}, {...settings, inputRoles: null}).roles;
-      roles = [...positional, ...tensorRoles];
-    }
-    const deduped = dedupeInputs(inputs, roles);
-    // A mask or lengths input cannot always be told from a key by rank and dtype at predict
-    // time: the roles are recorded (and saved in the config) for predict, fit and loading.
-    if (deduped.roles.some((r) => r === 'attentionMask' || r === 'validLens')) {
-      this.inputRoles = deduped.roles;
-    }
-    const arg = deduped.inputs.length === 1 ? deduped.inputs[0] : deduped.inputs;
-    return super.apply(arg, kw) as SymbolicTensor | SymbolicTensor[];
+    const call = symbolicCall(this, list as SymbolicTensor[], kwargs, this.callSettings());
+    return super.apply(call.inputs, call.kwargs) as SymbolicTensor | SymbolicTensor[];
   }
 
   /** The call resolved from input shapes alone (build, computeOutputShape). */
