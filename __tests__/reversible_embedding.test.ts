@@ -78,9 +78,18 @@ describeBackends('ReversibleEmbedding', () => {
 
   it('one layer both ways in a functional model (GPT-style), trained, saved and loaded', async () => {
     const ids = tf.input({shape: [3], dtype: 'int32'});
-    const emb = new ReversibleEmbedding({inputDim: 6, outputDim: 4});
+    // seeded: with unseeded weights the loss rose over the 30 epochs in about one run of 50
+    const emb = new ReversibleEmbedding({
+      inputDim: 6,
+      outputDim: 4,
+      embeddingsInitializer: tf.initializers.randomUniform({minval: -0.05, maxval: 0.05, seed: 7}),
+    });
     const h = emb.apply(ids) as tf.SymbolicTensor; // [batch, 3, 4]
-    const mixed = tf.layers.dense({units: 4}).apply(h) as tf.SymbolicTensor;
+    const dense = tf.layers.dense({
+      units: 4,
+      kernelInitializer: tf.initializers.glorotUniform({seed: 11}),
+    });
+    const mixed = dense.apply(h) as tf.SymbolicTensor;
     const logits = emb.apply(mixed, {reverse: true}) as tf.SymbolicTensor; // [batch, 3, 6]
     expect(logits.shape).toEqual([null, 3, 6]);
     const model = tf.model({inputs: ids, outputs: logits});
@@ -103,7 +112,8 @@ describeBackends('ReversibleEmbedding', () => {
     );
     const before = (model.evaluate(x, y) as tf.Scalar).dataSync()[0];
     await model.fit(x, y, {epochs: 30, verbose: 0});
-    expect((model.evaluate(x, y) as tf.Scalar).dataSync()[0]).toBeLessThan(before);
+    // seeded: 5.33 -> 1.49 on every backend
+    expect((model.evaluate(x, y) as tf.Scalar).dataSync()[0]).toBeLessThan(before / 2);
     const loaded = await tf.loadLayersModel(tf.io.fromMemory(await saveToMemory(model)));
     expectClose(loaded.predict(x) as tf.Tensor, model.predict(x) as tf.Tensor, 1e-6, 1e-6);
   });
