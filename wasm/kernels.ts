@@ -1,6 +1,8 @@
 // WebAssembly SIMD kernels of tfjs-attention, in AssemblyScript (compiled by
-// scripts/build_wasm.mjs into src/kernels/wasm_binary.ts). No allocator: the caller places every
-// array in this module's memory (from heapBase() on) and passes byte offsets.
+// scripts/build_wasm.mjs into src/kernels/wasm_binary.ts). The memory is imported and the module
+// has no data of its own: no allocator, the caller places every array (in a memory of the
+// package's own from heapBase() on, or in tfjs-wasm's heap where its tensors are) and passes
+// byte offsets.
 
 // sgemm micro-tile: MR rows x NR columns (4 x 8: eight f32x4 accumulators).
 const MR: i32 = 4;

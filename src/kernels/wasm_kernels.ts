@@ -1,7 +1,9 @@
 /**
  * The package's WebAssembly SIMD kernels (wasm/kernels.ts, compiled by scripts/build_wasm.mjs
- * and embedded as base64 in ./wasm_binary), with their own memory: a call copies its inputs in,
- * runs, and copies the result out.
+ * and embedded as base64 in ./wasm_binary). The module imports its memory, so it runs in two
+ * places: on a memory of its own (tfjs' cpu backend: a call copies its inputs in, runs, and
+ * copies the result out), and on tfjs-wasm's heap ({@link kernelsOnMemory}: the kernels read and
+ * write the backend's tensors where they are, nothing copied).
  *
  * Loading: the module (under 4 KB) is compiled synchronously at import, which Node and browsers
  * allow for small modules (Chromium refuses synchronous compiles above 4 KB on the main thread).
@@ -49,6 +51,7 @@ interface Exports {
 }
 
 let exportsOf: Exports | null = null;
+let compiled: WebAssembly.Module | null = null;
 let readyPromise: Promise<boolean> = Promise.resolve(false);
 
 function decode(base64: string): Uint8Array<ArrayBuffer> {
@@ -58,9 +61,31 @@ function decode(base64: string): Uint8Array<ArrayBuffer> {
   return bytes;
 }
 
-function instantiate(module: WebAssembly.Module): void {
-  exportsOf = new WebAssembly.Instance(module, {}).exports as unknown as Exports;
+function instanceOn(module: WebAssembly.Module, memory: WebAssembly.Memory): Exports {
+  return new WebAssembly.Instance(module, {env: {memory}}).exports as unknown as Exports;
 }
+
+function instantiate(module: WebAssembly.Module): void {
+  exportsOf = instanceOn(module, new WebAssembly.Memory({initial: 1}));
+  compiled = module;
+}
+
+/**
+ * The kernels on `memory` (another module's, e.g. tfjs-wasm's heap), or null when the module is
+ * not loaded or switched off, or the memory cannot be imported (a shared memory, as tfjs-wasm's
+ * threaded build has). Byte offsets given to its functions are offsets in `memory`.
+ */
+export function kernelsOnMemory(memory: WebAssembly.Memory): Exports | null {
+  if (!wasmKernelsLoaded() || compiled == null) return null;
+  try {
+    return instanceOn(compiled, memory);
+  } catch {
+    return null;
+  }
+}
+
+/** The functions of the kernels' module (byte offsets in its memory). */
+export type KernelExports = Exports;
 
 function load(): void {
   if (typeof WebAssembly !== 'object' || typeof atob !== 'function') return;

@@ -2,16 +2,18 @@
  * Masked softmax over the last axis with a `fill` tensor: where `fill` is 0 the logit is kept,
  * elsewhere it is replaced by the fill value (as `where(mask, logits, fill)` would), then softmax.
  *
- * On tfjs' cpu backend this is one fused kernel: its softmax runs max, subtract, exp, sum and
- * divide as separate kernels (~128 ms for [32,128,128] here) and masking costs another full pass
- * (~60 ms), against ~10 ms for the loop, with a fused gradient `dx = y * (dy - Σ dy·y)` (0 at
- * replaced logits). Other backends compose `softmax(where(mask, logits, fill))`; on wasm, where
- * `where` is slow, `softmax(logits * keep + fill)` when every logit is finite.
+ * On tfjs' cpu backend this is one fused kernel (SIMD where the package's WebAssembly module is
+ * loaded): its softmax runs max, subtract, exp, sum and divide as separate kernels (~128 ms for
+ * [32,128,128] here) and masking costs another full pass (~60 ms), against ~10 ms for the loop,
+ * with a fused gradient `dx = y * (dy - Σ dy·y)` (0 at replaced logits). On wasm the same SIMD
+ * kernel runs in the backend's heap. Other backends compose `softmax(where(mask, logits, fill))`;
+ * on wasm without the package's module in its heap, where `where` is slow,
+ * `softmax(logits * keep + fill)` when every logit is finite.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
 import {maskedSoftmax, maskedSoftmaxGrad, wasmKernelsLoaded} from '../kernels/wasm_kernels';
-import type {CpuBackend} from './cpu_backend';
+import {readF32, wasmHeap, writeF32} from '../kernels/backend_io';
 import {ownKernels} from './flags';
 
 const FORWARD = 'TfjsAttentionMaskedSoftmax';
@@ -48,76 +50,122 @@ function fillRowOffsets(
   return {offsets, perElement};
 }
 
-function registerCpuKernels(): void {
+/** The plain-loop masked softmax (where the SIMD module is missing). */
+function softmaxLoop(
+  x: ArrayLike<number>,
+  b: ArrayLike<number>,
+  offsets: Int32Array,
+  perElement: boolean,
+  cols: number,
+): Float32Array {
+  const out = new Float32Array(x.length);
+  for (let r = 0; r < offsets.length; r++) {
+    const base = r * cols;
+    const bo = offsets[r];
+    let max = -Infinity;
+    for (let j = 0; j < cols; j++) {
+      const f = perElement ? b[bo + j] : b[bo];
+      const v = f === 0 ? x[base + j] : f;
+      out[base + j] = v;
+      if (v > max) max = v;
+    }
+    let sum = 0;
+    for (let j = 0; j < cols; j++) {
+      const e = Math.exp(out[base + j] - max);
+      out[base + j] = e;
+      sum += e;
+    }
+    const inv = 1 / sum;
+    for (let j = 0; j < cols; j++) out[base + j] *= inv;
+  }
+  return out;
+}
+
+/** The plain-loop gradient `dx = y * (dy - Σ dy·y)`, 0 at replaced logits. */
+function softmaxGradLoop(
+  g: ArrayLike<number>,
+  p: ArrayLike<number>,
+  b: ArrayLike<number>,
+  offsets: Int32Array,
+  perElement: boolean,
+  cols: number,
+): Float32Array {
+  const out = new Float32Array(p.length);
+  for (let r = 0; r < offsets.length; r++) {
+    const base = r * cols;
+    const bo = offsets[r];
+    let dot = 0;
+    for (let j = 0; j < cols; j++) dot += g[base + j] * p[base + j];
+    for (let j = 0; j < cols; j++) {
+      // a replaced (masked) logit does not reach the output: its gradient is 0
+      const f = perElement ? b[bo + j] : b[bo];
+      out[base + j] = f === 0 ? p[base + j] * (g[base + j] - dot) : 0;
+    }
+  }
+  return out;
+}
+
+function registerKernels(): void {
   if (tf.getKernel(FORWARD, 'cpu') != null) return;
-  tf.registerKernel({
-    kernelName: FORWARD,
-    backendName: 'cpu',
-    kernelFunc: ({inputs, backend}) => {
-      const cpu = backend as unknown as CpuBackend;
-      const {logits, fill} = inputs as {logits: tf.TensorInfo; fill: tf.TensorInfo};
-      const x = cpu.readSync(logits.dataId);
-      const b = cpu.readSync(fill.dataId);
-      const shape = logits.shape;
-      const cols = shape[shape.length - 1];
-      const {offsets, perElement} = fillRowOffsets(shape, fill.shape);
-      if (wasmKernelsLoaded()) {
-        const y = maskedSoftmax(x, b, offsets, perElement, cols);
-        return cpu.makeTensorInfo(shape, 'float32', y);
-      }
-      const out = new Float32Array(x.length);
-      for (let r = 0; r < offsets.length; r++) {
-        const base = r * cols;
-        const bo = offsets[r];
-        let max = -Infinity;
-        for (let j = 0; j < cols; j++) {
-          const f = perElement ? b[bo + j] : b[bo];
-          const v = f === 0 ? x[base + j] : f;
-          out[base + j] = v;
-          if (v > max) max = v;
+  for (const kind of ['cpu', 'wasm'] as const) {
+    tf.registerKernel({
+      kernelName: FORWARD,
+      backendName: kind,
+      kernelFunc: ({inputs, backend}) => {
+        const {logits, fill} = inputs as {logits: tf.TensorInfo; fill: tf.TensorInfo};
+        const shape = logits.shape;
+        const cols = shape[shape.length - 1];
+        const {offsets, perElement} = fillRowOffsets(shape, fill.shape);
+        const heap = kind === 'wasm' ? wasmHeap(backend) : null;
+        if (heap != null) {
+          // in tfjs-wasm's heap: read the logits where they are, write into the output
+          const out = heap.output(shape);
+          if (offsets.length * cols > 0) {
+            const [xo, fo, oo] = [heap.offset(logits), heap.offset(fill), heap.offset(out)];
+            heap.withInt32(offsets, (ro) =>
+              heap.kernels.maskedSoftmax(offsets.length, cols, xo, fo, ro, +perElement, oo),
+            );
+          }
+          return out;
         }
-        let sum = 0;
-        for (let j = 0; j < cols; j++) {
-          const e = Math.exp(out[base + j] - max);
-          out[base + j] = e;
-          sum += e;
+        const x = readF32(kind, backend, logits);
+        const b = readF32(kind, backend, fill);
+        const y = wasmKernelsLoaded()
+          ? maskedSoftmax(x, b, offsets, perElement, cols)
+          : softmaxLoop(x, b, offsets, perElement, cols);
+        return writeF32(kind, backend, shape, y);
+      },
+    });
+    tf.registerKernel({
+      kernelName: BACKWARD,
+      backendName: kind,
+      kernelFunc: ({inputs, backend}) => {
+        const {dy, y, fill} = inputs as {dy: tf.TensorInfo; y: tf.TensorInfo; fill: tf.TensorInfo};
+        const shape = y.shape;
+        const cols = shape[shape.length - 1];
+        const {offsets, perElement} = fillRowOffsets(shape, fill.shape);
+        const heap = kind === 'wasm' ? wasmHeap(backend) : null;
+        if (heap != null) {
+          const out = heap.output(shape);
+          if (offsets.length * cols > 0) {
+            const [go, yo, fo] = [heap.offset(dy), heap.offset(y), heap.offset(fill)];
+            const oo = heap.offset(out);
+            heap.withInt32(offsets, (ro) =>
+              heap.kernels.maskedSoftmaxGrad(offsets.length, cols, go, yo, fo, ro, +perElement, oo),
+            );
+          }
+          return out;
         }
-        const inv = 1 / sum;
-        for (let j = 0; j < cols; j++) out[base + j] *= inv;
-      }
-      return cpu.makeTensorInfo(shape, 'float32', out);
-    },
-  });
-  tf.registerKernel({
-    kernelName: BACKWARD,
-    backendName: 'cpu',
-    kernelFunc: ({inputs, backend}) => {
-      const cpu = backend as unknown as CpuBackend;
-      const {dy, y, fill} = inputs as {dy: tf.TensorInfo; y: tf.TensorInfo; fill: tf.TensorInfo};
-      const g = cpu.readSync(dy.dataId);
-      const p = cpu.readSync(y.dataId);
-      const b = cpu.readSync(fill.dataId);
-      const cols = y.shape[y.shape.length - 1];
-      const {offsets, perElement} = fillRowOffsets(y.shape, fill.shape);
-      if (wasmKernelsLoaded()) {
-        const dx = maskedSoftmaxGrad(g, p, b, offsets, perElement, cols);
-        return cpu.makeTensorInfo(y.shape, 'float32', dx);
-      }
-      const out = new Float32Array(p.length);
-      for (let r = 0; r < offsets.length; r++) {
-        const base = r * cols;
-        const bo = offsets[r];
-        let dot = 0;
-        for (let j = 0; j < cols; j++) dot += g[base + j] * p[base + j];
-        for (let j = 0; j < cols; j++) {
-          // a replaced (masked) logit does not reach the output: its gradient is 0
-          const f = perElement ? b[bo + j] : b[bo];
-          out[base + j] = f === 0 ? p[base + j] * (g[base + j] - dot) : 0;
-        }
-      }
-      return cpu.makeTensorInfo(y.shape, 'float32', out);
-    },
-  });
+        const g = readF32(kind, backend, dy);
+        const p = readF32(kind, backend, y);
+        const b = readF32(kind, backend, fill);
+        const dx = wasmKernelsLoaded()
+          ? maskedSoftmaxGrad(g, p, b, offsets, perElement, cols)
+          : softmaxGradLoop(g, p, b, offsets, perElement, cols);
+        return writeF32(kind, backend, shape, dx);
+      },
+    });
+  }
   tf.registerGradient({
     kernelName: FORWARD,
     inputsToSave: ['fill'],
@@ -133,7 +181,17 @@ function registerCpuKernels(): void {
   });
 }
 
-registerCpuKernels();
+registerKernels();
+
+/**
+ * Whether the fused kernel runs here: tfjs' cpu backend, or wasm where the package's kernels run
+ * in its heap.
+ */
+function fused(logits: tf.Tensor): boolean {
+  if (!ownKernels() || logits.dtype !== 'float32') return false;
+  const backend = tf.getBackend();
+  return backend === 'cpu' || (backend === 'wasm' && wasmHeap(tf.backend()) != null);
+}
 
 /**
  * Masked softmax over the last axis. `fill` (or null: no mask) has the rank of `logits` and
@@ -144,7 +202,7 @@ export function softmaxWithFill(logits: tf.Tensor, fill: tf.Tensor | null): tf.T
   if (fill != null && fill.rank !== logits.rank) {
     throw new Error(`softmaxWithFill: fill of rank ${fill.rank} for logits of rank ${logits.rank}`);
   }
-  if (ownKernels() && tf.getBackend() === 'cpu' && logits.dtype === 'float32') {
+  if (fused(logits)) {
     const b = fill ?? tf.zeros(new Array(logits.rank).fill(1));
     const y = tf.engine().runKernel(FORWARD, {logits, fill: b}) as tf.Tensor;
     if (fill == null) b.dispose();

@@ -2,7 +2,9 @@
  * Matrix products through the package's own kernels and layouts. On tfjs' cpu and wasm backends
  * they run the package's WebAssembly SIMD sgemm (src/kernels/wasm_kernels.ts): tfjs' cpu matMul
  * is a plain JavaScript loop, and tfjs-wasm runs batched products through a plain loop nest and
- * its transpose flags slowly. Gradients are products themselves, through the same kernel.
+ * its transpose flags slowly. On wasm the sgemm runs in the backend's own heap (operands read
+ * where they are, the product written into the output). Gradients are products themselves,
+ * through the same kernel.
  *
  * Without the SIMD module (not yet compiled, or no SIMD), on wasm the forward pass and gradients
  * avoid matMul's transpose flags where they are slow: `matMul(a, b, true, false)` of
@@ -13,7 +15,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {sgemm, wasmKernelsLoaded} from '../kernels/wasm_kernels';
-import {readF32, writeF32} from '../kernels/backend_io';
+import {readF32, wasmHeap, writeF32} from '../kernels/backend_io';
 import {ownKernels} from './flags';
 
 const KERNEL = 'TfjsAttentionMatMul';
@@ -37,6 +39,16 @@ function registerKernels(): void {
         const [b0, b1] = b.shape.slice(r - 2);
         const [m, k] = transposeA ? [a1, a0] : [a0, a1];
         const n = transposeB ? b0 : b1;
+        const heap = kind === 'wasm' ? wasmHeap(backend) : null;
+        if (heap != null) {
+          // in tfjs-wasm's heap: the inputs where they are, the product straight into the output
+          const out = heap.output([...lead, m, n]);
+          if (batch * m * n > 0) {
+            const [ao, bo, co] = [heap.offset(a), heap.offset(b), heap.offset(out)];
+            heap.kernels.sgemm(batch, m, n, k, ao, +transposeA, bo, +transposeB, co, heap.work);
+          }
+          return out;
+        }
         const out = sgemm(
           readF32(kind, backend, a),
           readF32(kind, backend, b),
