@@ -47,7 +47,7 @@ if (stdout.toString()) console.log(stdout.toString());
 // On tfjs' heap the module must write only where it is told: no data segment (id 11), no
 // memory of its own (id 5), no start function (id 8).
 const sections = [];
-for (let i = 8; i < wasm.length; ) {
+for (let i = 8; i < wasm.length;) {
   const id = wasm[i++];
   let len = 0;
   for (let shift = 0; ; shift += 7) {
