@@ -1,13 +1,14 @@
 /**
  * addBias (src/ops/bias_add.ts): the bias of the dense projections. Its value and gradients equal
- * plain loops (column sums for the bias) at sizes off the SIMD tile; on tfjs' cpu backend the bias
- * gradient runs as a SIMD product, no `Sum` kernel, unless TFJS_ATTENTION_OWN_KERNELS is off; and
+ * plain loops (column sums for the bias) at sizes off the SIMD tile; on tfjs' cpu backend it is one
+ * own kernel and the bias gradient runs as a SIMD product, no `Sum` kernel, unless
+ * TFJS_ATTENTION_OWN_KERNELS is off (or, for the gradient, the SIMD module is missing); and
  * an EinsumDense projection's gradients are those of tfjs' own ops.
  */
 import * as tf from '@tensorflow/tfjs';
 
 import {EinsumDense} from '../src';
-import {wasmKernelsReady} from '../src/kernels/wasm_kernels';
+import {setWasmKernelsEnabled, wasmKernelsReady} from '../src/kernels/wasm_kernels';
 import {addBias} from '../src/ops/bias_add';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
@@ -73,6 +74,32 @@ describe('addBias on cpu', () => {
     expectClose(a, c, 1e-6, 1e-6);
     expectClose(a, tf.fill([6], 40), 1e-6, 0); // d/db of sum(y + b) is the row count
     tf.dispose([y, b, a, c, ones]);
+  });
+
+  it("runs as one own kernel (no tfjs Add); without the SIMD module its gradient is tfjs' Sum", async () => {
+    const y = tf.tensor2d(values(9 * 5, 3), [9, 5]);
+    const b = tf.tensor1d(values(5, 4));
+    const g = tf.tensor2d(values(9 * 5, 5), [9, 5]);
+    const value = () => addBias(y, b);
+    // the output gradient given directly: no Sum of a loss among the kernels
+    const grads = () => tf.grads((a: tf.Tensor, c: tf.Tensor) => addBias(a, c))([y, b], g);
+    const names = await kernelsOf(value);
+    expect(names).toEqual(['TfjsAttentionBiasAdd']);
+    expect(await withOwnKernels(false, () => kernelsOf(value))).toEqual(['Add']);
+    const simd = grads();
+    setWasmKernelsEnabled(false);
+    try {
+      expect(await kernelsOf(value)).toEqual(['TfjsAttentionBiasAdd']);
+      const gradNames = await kernelsOf(grads);
+      expect(gradNames).toContain('Sum');
+      expect(gradNames).not.toContain('TfjsAttentionMatMul');
+      const plain = grads();
+      plain.forEach((t, i) => expectClose(t, simd[i], 1e-6, 1e-6));
+      tf.dispose(plain);
+    } finally {
+      setWasmKernelsEnabled(true);
+    }
+    tf.dispose([y, b, g, simd]);
   });
 
   it("gives an EinsumDense projection the gradients of tfjs' own ops", () => {

@@ -9,6 +9,7 @@ import * as tf from '@tensorflow/tfjs';
 import {MultiHeadAttention} from '../src';
 import {setWasmKernelsEnabled} from '../src/kernels/wasm_kernels';
 import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/ops/flags';
+import {fanOut} from '../src/ops/fan_out';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {mm} from '../src/ops/matmul';
 import {maskFill} from '../src/ops/masking';
@@ -155,6 +156,18 @@ describeBackends('fast paths', (backend) => {
     // blocks, 2 + 1 for their outputs), not through tfjs' element-by-element Slice / split
     const swaps = count(b, 'TfjsAttentionSwapAxes12') - count(w, 'TfjsAttentionSwapAxes12');
     expect(swaps).toBe(backend === 'cpu' ? 1 + 2 + 2 + 1 : 0);
+    // gradients: the queries' blocks come from one split, whose gradient is one concat (no pad
+    // of each block to the whole queries); on cpu the blocks' keys and values are fanned out, so
+    // their gradients are summed by one AddN each, not by an Add per extra block
+    const gradNames = (m: typeof blocked) =>
+      kernelsOf(() =>
+        tf.grads((x: tf.Tensor) => m.layer.apply([x], {validLens: lens}) as tf.Tensor)(m.inputs),
+      );
+    const gb = await gradNames(blocked);
+    const gw = await gradNames(whole);
+    expect(count(gb, 'PadV2')).toBe(0);
+    expect(count(gb, 'AddN') - count(gw, 'AddN')).toBe(backend === 'cpu' ? 2 : 0);
+    expect(count(gb, 'Add') - count(gw, 'Add')).toBe(backend === 'cpu' ? 0 : 2);
     const r1 = run(blocked.layer, blocked.inputs, {validLens: lens});
     const r2 = run(whole.layer, whole.inputs, {validLens: lens});
     expectSame(r1, r2);
@@ -200,6 +213,31 @@ describeBackends('fast paths', (backend) => {
       expectClose(g1, g2, TOL, TOL);
     });
     tf.dispose([logits, mask, fill, rowOff]);
+  });
+
+  it('fanOut: handles on the same values; the gradient sums every reader (zeros for an unused one)', async () => {
+    const x = randTensor([3, 4], 13);
+    const before = tf.memory().numTensors;
+    const names = await kernelsOf(() => tf.tidy(() => tf.stack(fanOut(x, 3)))); // (not x itself)
+    expect(count(names, 'TfjsAttentionFanOut')).toBe(backend === 'cpu' ? 1 : 0);
+    const [g1, g2] = [randTensor([3, 4], 14), randTensor([3, 4], 15)];
+    tf.tidy(() => {
+      const hs = fanOut(x, 3);
+      hs.forEach((h) => expectClose(h, x, 0, 0));
+      // readers 0 and 2 (reader 1 unused): d/dx sum(h0 * g1 + h2 * g2) = g1 + g2
+      const dx = tf.grad((t: tf.Tensor) => {
+        const [a, , c] = fanOut(t, 3);
+        return tf.add(tf.sum(tf.mul(a, g1)), tf.sum(tf.mul(c, g2)));
+      })(x);
+      const want = tf.tensor(
+        Array.from(g1.dataSync(), (v, i) => v + g2.dataSync()[i]),
+        [3, 4],
+      );
+      expectClose(dx, want, 1e-6, 1e-6);
+      expect(fanOut(x, 1)).toEqual([x]);
+    });
+    expect(tf.memory().numTensors).toBe(before + 2); // only g1 and g2
+    tf.dispose([x, g1, g2]);
   });
 
   if (backend === 'cpu') {

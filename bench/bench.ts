@@ -10,7 +10,7 @@
  * - naive: a plain port of the d2l layer (Dense-style matMuls, transpose_qkv, bmm,
  *   where-masked softmax), unmasked and with valid lengths;
  * - tfjs-layers: its unexported einsum MultiHeadAttention (forward only, one run: it is slow);
- * - training steps: loss and the gradients of every weight, for ours and naive.
+ * - training steps: the gradients of every weight for a given output gradient, ours and naive.
  */
 import {execSync} from 'child_process';
 import * as fs from 'fs';
@@ -374,10 +374,13 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
     oursMasked,
   );
 
+  // The gradients of every weight for the output gradient g, given directly: those of the loss
+  // sum(y * g), without that loss' own tfjs ops (a broadcast multiply of the scalar's gradient
+  // alone took ~15 ms of the medium step on cpu), which any loss costs whatever the layer.
   const step = (f: () => tf.Tensor, vs: tf.Variable[]) => () => {
-    const {value, grads} = tf.variableGrads(() => tf.sum(tf.mul(f(), g)) as tf.Scalar, vs);
+    const {value, grads} = tf.engine().gradients(f, vs, g);
     value.dataSync();
-    tf.dispose([value, ...Object.values(grads)]);
+    tf.dispose([value, ...grads]);
   };
   const fwd = (f: () => tf.Tensor) => () => {
     const y = f();

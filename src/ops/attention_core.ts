@@ -14,6 +14,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {blockThresholds, ownKernels} from './flags';
 import {softmaxWithFill} from './fused_softmax';
+import {fanOut} from './fan_out';
 import {maskFill} from './masking';
 import {mm} from './matmul';
 import {swapAxes12} from './swap_axes';
@@ -94,19 +95,18 @@ export function queryBlocks(
 }
 
 /**
- * Rows `[start, start + c)` of axis 1 of `q` `[n, T, K]`, for the query blocks. tfjs' cpu `Slice`
- * copies a slice that is not contiguous element by element (~45 ms for [4, 512, 32] of
+ * The query blocks of `q` `[n, T, K]` along axis 1, `[n, c, K]` each, cut by one split: its
+ * gradient is one concat (a slice's is a pad to the whole `q`, then an add per block). tfjs' cpu
+ * split copies a piece that is not contiguous element by element (~45 ms for [4, 512, 32] of
  * [4, 2048, 32]); on cpu with the package's kernels, `q` is laid out once as `[T, n, K]` (a head
  * swap, a copy of contiguous rows), where each block is contiguous, and each block swapped back.
  */
-function queryRows(q: tf.Tensor): (start: number, c: number) => tf.Tensor {
-  const [n, T, K] = q.shape;
-  if (!(n > 1 && ownKernels() && tf.getBackend() === 'cpu')) {
-    return (start, c) => tf.slice(q, [0, start, 0], [n, c, K]);
-  }
+function queryRowBlocks(q: tf.Tensor, blocks: Array<[number, number]>): tf.Tensor[] {
+  const [n, T, K] = q.shape as [number, number, number];
+  const sizes = blocks.map(([start, end]) => end - start);
+  if (!(n > 1 && ownKernels() && tf.getBackend() === 'cpu')) return tf.split(q, sizes, 1);
   const rows = swapAxes12(tf.reshape(q, [1, n, T, K])); // [1, T, n, K]
-  return (start, c) =>
-    tf.reshape(swapAxes12(tf.slice(rows, [0, start, 0, 0], [1, c, n, K])), [n, c, K]);
+  return tf.split(rows, sizes, 1).map((part, i) => tf.reshape(swapAxes12(part), [n, sizes[i], K])); // [n, c, K]
 }
 
 /**
@@ -173,14 +173,20 @@ function dotProduct(
   const blocks = queryBlocks(n, T, S, options.queryBlock);
   const whole = blocks.length === 1;
   const multiplier = whole ? null : dropoutMultiplier([...lead, T, S], options); // [...L, T, S]
-  const rowsOf = whole ? null : queryRows(q); // (start, c) => [n, c, K]
+  const qs = whole ? [q] : queryRowBlocks(q, blocks); // [n, c, K] each
+  // the keys and values of each block: one gradient sum for them (see fan_out.ts)
+  const ks = fanOut(k, blocks.length); // [n, S, K] each
+  const vs = fanOut(v, blocks.length); // [n, S, V] each
   const outputs: tf.Tensor[] = [];
   const scores: tf.Tensor[] = [];
-  for (const [start, end] of blocks) {
+  for (const [i, [start, end]] of blocks.entries()) {
     const c = end - start;
     const [out, weights] = tf.tidy(() => {
-      const qb = rowsOf == null ? q : rowsOf(start, c); // [n, c, K]
-      const logits = tf.reshape(scaled(mm(qb, k, false, true), options.scale), [...lead, c, S]); // [...L, c, S]
+      const logits = tf.reshape(scaled(mm(qs[i], ks[i], false, true), options.scale), [
+        ...lead,
+        c,
+        S,
+      ]); // [...L, c, S]
       let w = softmaxWithFill(logits, fillRows(fill, start, end, whole)); // [...L, c, S]
       if (rowsAllowed != null) w = tf.mul(w, fillRows(rowsAllowed, start, end, whole) as tf.Tensor);
       const dropped = whole
@@ -188,7 +194,7 @@ function dotProduct(
         : multiplier == null
           ? w
           : tf.mul(w, fillRows(multiplier, start, end, false) as tf.Tensor);
-      const o = mm(tf.reshape(dropped, [n, c, S]), v); // [n, c, V]
+      const o = mm(tf.reshape(dropped, [n, c, S]), vs[i]); // [n, c, V]
       const kept = options.scoresAfterDropout ? dropped : w;
       return [o, options.returnScores ? kept : tf.zeros([0])];
     });
