@@ -22,7 +22,7 @@ const lines = [
   '',
   'Sizes: small = batch 8 x 32 tokens, width 64, 4 heads; medium = 4 x 128, width 256, 8 heads;',
   'long = 1 x 2048, width 128, 4 heads. Training step = forward pass and the gradients of every',
-  'weight for a given output gradient g (those of the loss sum(y * g), without the loss\' own ops).',
+  "weight for a given output gradient g (those of the loss sum(y * g), without the loss' own ops).",
   '',
   '- **onnxruntime** (the anchor): the same attention as an ONNX graph (opset 17) written at bench',
   "  time from the layer's own weights by bench/onnx_attention.ts: MatMul + Add projections,",
