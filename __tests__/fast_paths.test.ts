@@ -12,6 +12,7 @@ import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/ops/flags';
 import {fanOut} from '../src/ops/fan_out';
 import {softmaxWithFill} from '../src/ops/fused_softmax';
 import {mm} from '../src/ops/matmul';
+import {queryBlocks} from '../src/ops/attention_core';
 import {maskFill} from '../src/ops/masking';
 import {swapAxes12} from '../src/ops/swap_axes';
 import {describeBackends} from './helpers/backends';
@@ -172,6 +173,31 @@ describeBackends('fast paths', (backend) => {
     const r2 = run(whole.layer, whole.inputs, {validLens: lens});
     expectSame(r1, r2);
     tf.dispose([r1, r2, lens, blocked.inputs, whole.inputs]);
+  });
+
+  it('MultiHeadAttention reshapes nothing to the shape it has (each reshape is a native op on tfjs-node)', async () => {
+    const {layer, inputs} = mhaCase({numHeads: 2, keyDim: 3}, true);
+    const info = await tf.profile(() => layer.apply(inputs) as tf.Tensor);
+    tf.dispose(info.result as tf.Tensor);
+    const reshapes = info.kernels.filter((k) => k.name === 'Reshape');
+    expect(reshapes.length).toBeGreaterThan(0);
+    const noOps = reshapes.filter(
+      (k) => JSON.stringify(k.inputShapes[0]) === JSON.stringify(k.outputShapes[0]),
+    );
+    expect(noOps.map((k) => k.inputShapes[0])).toEqual([]);
+    tf.dispose(inputs);
+  });
+
+  it('automatic block size: 2^21 score elements (2^23 on tensorflow) unless the flag is set', () => {
+    // 4 heads x 2048 x 2048 = 2^24 score elements, above 2^23: blocks of target / (4 * 2048) queries
+    const blocks = queryBlocks(4, 2048, 2048, null);
+    expect(blocks.length).toBe(backend === 'tensorflow' ? 2 : 8);
+    expect(blocks[0]).toEqual([0, backend === 'tensorflow' ? 1024 : 256]);
+    expect(
+      withFlags({[BLOCK_TARGET]: 2 ** 20}, () => queryBlocks(4, 2048, 2048, null)),
+    ).toHaveLength(16);
+    // below the threshold: one block
+    expect(queryBlocks(4, 1024, 2048, null)).toEqual([[0, 1024]]);
   });
 
   it('automatic query blocks (thresholds as tfjs flags) = whole attention, and blocks ran', async () => {

@@ -6,6 +6,7 @@ import type {LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {einsum} from '../ops/einsum';
 import {addBias} from '../ops/bias_add';
+import {reshapeTo} from '../ops/reshape';
 import {mm} from '../ops/matmul';
 import {
   Activation,
@@ -191,7 +192,7 @@ export class EinsumDense extends layers.Layer {
       let y = mm(tf.reshape(x, [-1, inner]), w); // [prod F, prod O]
       const bias = this.bias?.read() ?? null;
       if (bias != null && bias.size === outSize) {
-        const b = tf.reshape(bias, [outSize]); // bias over every output axis
+        const b = reshapeTo(bias, [outSize]); // bias over every output axis
         y = addBias(y, scale !== 1 ? tf.mul(b, scale) : b); // [prod F, prod O]
       }
       let out = tf.reshape(y, [...free, ...outDims]); // [...F, ...O]

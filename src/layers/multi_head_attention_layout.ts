@@ -10,6 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
+import {reshapeTo} from '../ops/reshape';
 import {swapAxes12} from '../ops/swap_axes';
 
 export interface HeadLayout {
@@ -46,13 +47,13 @@ export function toCoreLayout(x: tf.Tensor, layout: HeadLayout): tf.Tensor {
   const t = permute(x, layout.perm); // [...batch-like, ...attention, w]
   const lead = layout.batchAxes.map((a) => x.shape[a]);
   const positions = layout.attnAxes.reduce((p, a) => p * x.shape[a], 1);
-  return tf.reshape(t, [...lead, positions, x.shape[x.rank - 1]]);
+  return reshapeTo(t, [...lead, positions, x.shape[x.rank - 1]]);
 }
 
 /** `[...batch-like, positions, w]` -> `[batch, ..., heads, w]`, given the attention axes' sizes. */
 export function fromCoreLayout(y: tf.Tensor, layout: HeadLayout, attnDims: number[]): tf.Tensor {
   const lead = y.shape.slice(0, layout.batchAxes.length);
-  const t = tf.reshape(y, [...lead, ...attnDims, y.shape[y.rank - 1]]);
+  const t = reshapeTo(y, [...lead, ...attnDims, y.shape[y.rank - 1]]);
   return permute(t, layout.inverse);
 }
 

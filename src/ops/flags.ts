@@ -9,7 +9,11 @@
  *   tfjs' own.
  * - `TFJS_ATTENTION_BLOCK_ABOVE` (default 2^23): score elements of one call above which attention
  *   runs in blocks of queries when a layer's `chunkSize` is not set.
- * - `TFJS_ATTENTION_BLOCK_TARGET` (default 2^21): score elements per block then.
+ * - `TFJS_ATTENTION_BLOCK_TARGET` (default -1, automatic: 2^21, or 2^23 on tfjs-node's
+ *   `tensorflow` backend): score elements per block then. tfjs-node keeps tensors in native
+ *   memory and its kernels lose to per-block work on small blocks (at 2048 tokens, 4 heads:
+ *   ~56 ms in blocks of 2^21 elements, ~40 ms in blocks of 2^23, peaking at 48 and 144 MiB
+ *   against 271 MiB whole); in a wasm heap or a browser tab memory is the scarcer.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -19,7 +23,7 @@ export const BLOCK_TARGET = 'TFJS_ATTENTION_BLOCK_TARGET';
 
 tf.env().registerFlag(OWN_KERNELS, () => true);
 tf.env().registerFlag(BLOCK_ABOVE, () => 2 ** 23);
-tf.env().registerFlag(BLOCK_TARGET, () => 2 ** 21);
+tf.env().registerFlag(BLOCK_TARGET, () => -1);
 
 /** Whether the package's own kernels and product layouts are on. */
 export function ownKernels(): boolean {
@@ -28,5 +32,7 @@ export function ownKernels(): boolean {
 
 /** The automatic query-block thresholds, in score elements. */
 export function blockThresholds(): {above: number; target: number} {
-  return {above: tf.env().getNumber(BLOCK_ABOVE), target: tf.env().getNumber(BLOCK_TARGET)};
+  const set = tf.env().getNumber(BLOCK_TARGET);
+  const target = set >= 0 ? set : tf.getBackend() === 'tensorflow' ? 2 ** 23 : 2 ** 21;
+  return {above: tf.env().getNumber(BLOCK_ABOVE), target};
 }
