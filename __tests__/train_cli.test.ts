@@ -265,6 +265,23 @@ describe('training runs', () => {
       );
     expect(m).not.toBeNull();
     expect(Number(m![2])).toBeGreaterThanOrEqual(99);
+    // its defaults on wasm are how models/lookup was trained: the same bytes (--eval-size does
+    // not change training)
+    for (const file of ['model.json', 'weights.bin']) {
+      const made = fs.readFileSync(path.join(out, 'e', 'lookup', file));
+      expect(made.equals(fs.readFileSync(path.join(root, 'models', 'lookup', file)))).toBe(true);
+    }
+  });
+
+  it('npm run train on wasm reproduces the committed models/reverse byte for byte', () => {
+    // as the README's `npm run train` runs where tfjs-node is not installed (--eval-size does not
+    // change training; a smaller one only saves time)
+    const r = run(['--backend', 'wasm', '--eval-size', '16', '--out', path.join(out, 'f')]);
+    expect(r.code).toBe(0);
+    for (const file of ['model.json', 'weights.bin']) {
+      const made = fs.readFileSync(path.join(out, 'f', 'reverse', file));
+      expect(made.equals(fs.readFileSync(path.join(root, 'models', 'reverse', file)))).toBe(true);
+    }
   });
 
   it('trains the addition task (a causal decoder scored by greedy generation), the same for a seed', () => {
