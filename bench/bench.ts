@@ -236,6 +236,34 @@ async function peakOf(fn: () => void): Promise<number> {
   return p.peakBytes - before;
 }
 
+/** Where one call's time goes: kernel time per kernel name (most first), from tf.profile. */
+interface Profile {
+  /** the call's wall time under the profiler, ms */
+  wallMs: number;
+  /** kernel time of every kernel, ms (the rest of wallMs: op dispatch, JavaScript, reads) */
+  kernelMs: number;
+  kernels: Array<{name: string; calls: number; ms: number}>;
+}
+
+async function profileOf(fn: () => void): Promise<Profile> {
+  const t0 = performance.now();
+  const p = await tf.profile(() => {
+    fn();
+  });
+  const wallMs = performance.now() - t0;
+  const by = new Map<string, {calls: number; ms: number}>();
+  for (const k of p.kernels) {
+    // customGrad scopes contain kernels that are listed themselves
+    if (k.name === 'unnamed scope') continue;
+    const e = by.get(k.name) ?? {calls: 0, ms: 0};
+    e.calls += 1;
+    e.ms += typeof k.kernelTimeMs === 'number' ? k.kernelTimeMs : 0;
+    by.set(k.name, e);
+  }
+  const kernels = [...by].map(([name, e]) => ({name, ...e})).sort((a, b) => b.ms - a.ms);
+  return {wallMs, kernelMs: kernels.reduce((t, k) => t + k.ms, 0), kernels};
+}
+
 // --- onnxruntime -------------------------------------------------------------------------------
 
 interface OrtTensor {
@@ -313,6 +341,8 @@ interface Row {
   memory: 'tensors' | 'rss' | 'none';
   /** floor rows: whether this formulation is the floor */
   floor?: boolean;
+  /** ours forward and training step: where one call's time went */
+  profile?: Profile;
 }
 
 async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void> {
@@ -504,6 +534,9 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
       ratioOrt: s.median / anchorMedian,
       memory: isOrt ? 'rss' : 'tensors',
       ...(isFloor ? {floor: c.name === floorName} : {}),
+      ...(c.name === 'ours forward' || c.name === 'ours training step'
+        ? {profile: await profileOf(c.fn as () => void)}
+        : {}),
     };
     rows.push(row);
     console.log(
@@ -523,8 +556,16 @@ async function benchSize(backend: string, size: Size, rows: Row[]): Promise<void
   for (const w of wholeLayers.splice(0)) w.dispose();
 }
 
+/** TensorFlow's intra-op threads in this run (tfjs-node), for the tables. */
+let tfThreads: string | undefined;
+
 /** tfjs-node's `tensorflow` backend, when @tensorflow/tfjs-node is installed (it usually is not). */
 function tryTensorflowBackend(): boolean {
+  // one thread, as every other contender (TensorFlow reads these when tfjs-node loads; a user's
+  // own setting is kept)
+  process.env.TF_NUM_INTRAOP_THREADS ??= '1';
+  process.env.TF_NUM_INTEROP_THREADS ??= '1';
+  tfThreads = process.env.TF_NUM_INTRAOP_THREADS;
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     require('@tensorflow/tfjs-node');
@@ -576,6 +617,7 @@ async function main(): Promise<void> {
     warmup: WARMUP,
     seconds: (Date.now() - t0) / 1000,
     ort: {node: packageVersion('onnxruntime-node'), web: packageVersion('onnxruntime-web')},
+    ...(tfThreads != null ? {tfThreads} : {}),
     rows,
     checks,
     notes,

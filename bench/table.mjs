@@ -16,9 +16,12 @@ const lines = [
   `Machine: ${r.machine ?? '2 cores'}; Node ${r.node}; tfjs ${r.tfjs ?? '?'}; onnxruntime-node ` +
     `${r.ort?.node ?? '?'}, onnxruntime-web ${r.ort?.web ?? '?'}; commit ${r.commit ?? '?'}; ` +
     `${r.date.slice(0, 10)}; the attention benchmark took ${r.seconds.toFixed(0)} s. Every run is ` +
-    'single-threaded (tfjs as it is; onnxruntime-web `env.wasm.numThreads = 1`, onnxruntime-node ' +
-    '`intraOpNumThreads: 1, interOpNumThreads: 1`). The machine is shared and noisy: read the ' +
-    'min - max spread before a median.',
+    "single-threaded (tfjs' cpu and wasm backends as they are; onnxruntime-web " +
+    '`env.wasm.numThreads = 1`, onnxruntime-node `intraOpNumThreads: 1, interOpNumThreads: 1`' +
+    (r.tfThreads != null
+      ? `; tfjs-node's TensorFlow \`TF_NUM_INTRAOP_THREADS=${r.tfThreads}\`, \`TF_NUM_INTEROP_THREADS=1\``
+      : '') +
+    '). The machine is shared and noisy: read the min - max spread before a median.',
   '',
   'Sizes: small = batch 8 x 32 tokens, width 64, 4 heads; medium = 4 x 128, width 256, 8 heads;',
   'long = 1 x 2048, width 128, 4 heads. Training step = forward pass and the gradients of every',
@@ -108,23 +111,46 @@ for (const backend of [...new Set(r.rows.map((x) => x.backend))]) {
 const checks = [];
 const verdict = (x, limit) =>
   `${x.toFixed(2)}x (target <= ${limit}x): ${x <= limit ? 'met' : 'NOT met'}`;
+// where a missed target's time went: the profile of our row (one call under tf.profile)
+const profiled = (row) => {
+  const p = row?.profile;
+  if (!p) return '';
+  const top = p.kernels
+    .slice(0, 5)
+    .map((k) => `${k.name} ${k.calls}x ${fmt(k.ms)} ms`)
+    .join(', ');
+  return (
+    `\n  - profile of ${row.contender} (${row.backend}, ${row.size}), one call: ${fmt(p.wallMs)} ms, ` +
+    `of which kernels ${fmt(p.kernelMs)} ms (${p.kernels.length} kinds): ${top}`
+  );
+};
+const missed = (text, row) => (text.endsWith('NOT met') ? text + profiled(row) : text);
 for (const size of ['medium', 'long']) {
   const wasm = find('wasm', size, 'ours forward');
   const web = find('wasm', size, 'onnxruntime-web (wasm)');
   if (wasm && web)
     checks.push(
-      `${size}: ours on wasm / onnxruntime-web, forward: ${verdict(wasm.stat.median / web.stat.median, 1.2)}`,
+      missed(
+        `${size}: ours on wasm / onnxruntime-web, forward: ${verdict(wasm.stat.median / web.stat.median, 1.2)}`,
+        wasm,
+      ),
     );
   const cpu = find('cpu', size, 'ours forward');
   if (cpu && wasm)
     checks.push(
-      `${size}: ours on cpu / ours on wasm, forward: ${verdict(cpu.stat.median / wasm.stat.median, 2)}`,
+      missed(
+        `${size}: ours on cpu / ours on wasm, forward: ${verdict(cpu.stat.median / wasm.stat.median, 2)}`,
+        cpu,
+      ),
     );
   const tfn = find('tensorflow', size, 'ours forward');
   const ortNode = find('tensorflow', size, 'onnxruntime-node');
   checks.push(
     tfn && ortNode
-      ? `${size}: ours on tfjs-node / onnxruntime-node, forward: ${verdict(tfn.stat.median / ortNode.stat.median, 1.3)}`
+      ? missed(
+          `${size}: ours on tfjs-node / onnxruntime-node, forward: ${verdict(tfn.stat.median / ortNode.stat.median, 1.3)}`,
+          tfn,
+        )
       : `${size}: ours on tfjs-node / onnxruntime-node: not measured (@tensorflow/tfjs-node not installed)`,
   );
   for (const b of ['wasm', 'cpu', 'tensorflow']) {
@@ -132,7 +158,10 @@ for (const size of ['medium', 'long']) {
     const step = find(b, size, 'ours training step');
     if (fwd && step)
       checks.push(
-        `${size}, ${b}: training step / our forward: ${verdict(step.stat.median / fwd.stat.median, 3)}`,
+        missed(
+          `${size}, ${b}: training step / our forward: ${verdict(step.stat.median / fwd.stat.median, 3)}`,
+          step,
+        ),
       );
   }
 }
