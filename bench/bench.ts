@@ -633,7 +633,10 @@ function gitCommit(): string {
     const head = execSync('git rev-parse --short HEAD', {encoding: 'utf8'}).trim();
     const dirty = execSync('git status --porcelain -- src bench package.json', {encoding: 'utf8'})
       .split('\n')
-      .filter((l) => l.trim() !== '' && !/bench\/(README\.md|results\.json)$/.test(l));
+      .filter(
+        (l) =>
+          l.trim() !== '' && !/bench\/(README\.md|results\.json|generate_results\.json)$/.test(l),
+      );
     return dirty.length > 0 ? `${head}+changes` : head;
   } catch {
     return 'unknown';
