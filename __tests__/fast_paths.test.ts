@@ -241,6 +241,35 @@ describeBackends('fast paths', (backend) => {
     tf.dispose([logits, mask, fill, rowOff]);
   });
 
+  // the fused masked softmax (cpu, wasm): tfjs' composed path has no gradient for its Equal
+  if (backend !== 'tensorflow') {
+    it("a gradient through a broadcast float attention mask has the mask's shape (zeros)", () => {
+      const layer = new MultiHeadAttention({numHeads: 2, keyDim: 3});
+      const q = randTensor([2, 3, 4], 16);
+      const v = randTensor([2, 5, 4], 17);
+      const m = tf.tensor([[[1, 1, 0, 1, 0]], [[1, 0, 1, 1, 1]]]); // [batch, 1, keys]: broadcast over the queries
+      layer.apply([q, v]);
+      tf.tidy(() => {
+        const g = tf.grad((mm: tf.Tensor) =>
+          tf.sum(layer.apply([q, v], {attentionMask: mm}) as tf.Tensor),
+        )(m);
+        expect(g.shape).toEqual([2, 1, 5]);
+        expectClose(g, tf.zerosLike(m), 0, 0);
+      });
+      layer.dispose();
+      tf.dispose([q, v, m]);
+    });
+  }
+
+  it('softmaxWithFill refuses a fill that does not broadcast (the kernels would read past it)', () => {
+    const logits = randTensor([2, 3, 4], 18);
+    const fill = tf.zeros([2, 3, 5]);
+    expect(() => softmaxWithFill(logits, fill)).toThrow(
+      'softmaxWithFill: fill of shape [2,3,5] does not broadcast to logits [2,3,4]',
+    );
+    tf.dispose([logits, fill]);
+  });
+
   it('fanOut: handles on the same values; the gradient sums every reader (zeros for an unused one)', async () => {
     const x = randTensor([3, 4], 13);
     const before = tf.memory().numTensors;

@@ -240,4 +240,15 @@ describe('SIMD kernels in the wasm backend heap', () => {
     // an unshared memory of the right kind is taken
     expect(wasmHeap(fake(new WebAssembly.Memory({initial: 1})))).not.toBeNull();
   });
+
+  it('a malloc that fails (0: the heap cannot grow) is an error, never a write at address 0', () => {
+    const full = {
+      wasm: {asm: {memory: new WebAssembly.Memory({initial: 1})}, _malloc: () => 0, _free: () => 0},
+      dataIdMap: new Map(),
+      makeOutput: () => {
+        throw new Error('not reached');
+      },
+    };
+    expect(() => wasmHeap(full)).toThrow(/the wasm heap has no \d+ bytes left/);
+  });
 });

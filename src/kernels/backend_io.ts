@@ -87,6 +87,12 @@ export function wasmHeap(backend: unknown): WasmHeap | null {
     heaps.set(wasm, null); // the module is loaded: this heap will never take it
     return null;
   }
+  /** Heap bytes from tfjs-wasm's malloc (which returns 0 when the heap cannot grow). */
+  const malloc = (bytes: number): number => {
+    const at = wasm.wasm._malloc(bytes) >>> 0;
+    if (at === 0) throw new Error(`tfjs-attention: the wasm heap has no ${bytes} bytes left`);
+    return at;
+  };
   const offset = (t: tf.TensorInfo): number => {
     const data = wasm.dataIdMap.get(t.dataId);
     if (data == null) throw new Error('tfjs-attention: a tensor is not on the wasm backend');
@@ -94,11 +100,11 @@ export function wasmHeap(backend: unknown): WasmHeap | null {
   };
   const heap: WasmHeap = {
     kernels,
-    work: wasm.wasm._malloc(kernels.sgemmWorkBytes()) >>> 0,
+    work: malloc(kernels.sgemmWorkBytes()),
     offset,
     output: (shape) => wasm.makeOutput(shape, 'float32'),
     withInt32(values, f) {
-      const at = wasm.wasm._malloc(Math.max(4, values.byteLength)) >>> 0;
+      const at = malloc(Math.max(4, values.byteLength));
       try {
         new Int32Array(memory.buffer, at, values.length).set(values);
         f(at);

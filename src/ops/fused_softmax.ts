@@ -175,7 +175,7 @@ function registerKernels(): void {
       return {
         logits: () => tf.engine().runKernel(BACKWARD, {dy: dy as tf.Tensor, y, fill}) as tf.Tensor,
         // the fill is a mask: constant, never differentiated in practice
-        fill: () => tf.zerosLike(y),
+        fill: () => tf.zerosLike(fill),
       };
     },
   });
@@ -201,6 +201,13 @@ function fused(logits: tf.Tensor): boolean {
 export function softmaxWithFill(logits: tf.Tensor, fill: tf.Tensor | null): tf.Tensor {
   if (fill != null && fill.rank !== logits.rank) {
     throw new Error(`softmaxWithFill: fill of rank ${fill.rank} for logits of rank ${logits.rank}`);
+  }
+  // the fused kernels index the fill by these rules: a fill that does not broadcast would be read
+  // out of its bounds
+  if (fill != null && fill.shape.some((d, i) => d !== 1 && d !== logits.shape[i])) {
+    throw new Error(
+      `softmaxWithFill: fill of shape [${fill.shape}] does not broadcast to logits [${logits.shape}]`,
+    );
   }
   if (fused(logits)) {
     const b = fill ?? tf.zeros(new Array(logits.rank).fill(1));
