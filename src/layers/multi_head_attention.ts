@@ -25,11 +25,13 @@ import {
   headLayout,
   HeadLayout,
   maskToCoreLayout,
+  scoresShape,
   toCoreLayout,
 } from './multi_head_attention_layout';
+import {checkAttentionShapes, outputDimsOf} from './multi_head_attention_shapes';
 import {multiHeadAttentionMask} from './multi_head_attention_mask';
 import {MHA_SUBLAYERS, MhaSublayer} from './multi_head_attention_sublayers';
-import {formatShape, Shape} from './shapes';
+import {Shape} from './shapes';
 
 export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
 
@@ -210,34 +212,11 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
   }
 
   private outputDims(query: Shape): number[] {
-    if (this.outputShapeArg != null) {
-      return intList(this.outputShapeArg, 'outputShape') as number[];
-    }
-    const d = query[query.length - 1];
-    if (d == null) {
-      throw new Error(
-        `Layer '${this.name}': the query's last dimension must be known, received ${formatShape(query)}`,
-      );
-    }
-    return [d];
+    return outputDimsOf(this.name, this.outputShapeArg, query);
   }
 
-  private checkShapes({query, value, key}: AttentionParts<Shape>): void {
-    if (query.length !== value.length || key.length !== value.length) {
-      throw new Error(
-        `Layer '${this.name}': query, value and key must have the same rank; received query ` +
-          `${formatShape(query)}, value ${formatShape(value)}, key ${formatShape(key)}`,
-      );
-    }
-    const mismatch = value
-      .slice(1, -1)
-      .some((d, i) => d != null && key[i + 1] != null && d !== key[i + 1]);
-    if (mismatch) {
-      throw new Error(
-        `Layer '${this.name}': all dimensions of value and key, except the last one, must be equal; ` +
-          `received value ${formatShape(value)} and key ${formatShape(key)}`,
-      );
-    }
+  private checkShapes(parts: {query: Shape; value: Shape; key: Shape}): void {
+    checkAttentionShapes(this.name, parts);
   }
 
   private axes(queryRank: number): number[] {
@@ -289,14 +268,8 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
   }
 
   protected override scoresShapeOf(parts: AttentionParts<Shape>): Shape {
-    const layout = headLayout(parts.query.length + 1, this.axes(parts.query.length));
-    const q = [...parts.query.slice(0, -1), this.numHeads, this.keyDim];
-    const k = [...parts.key.slice(0, -1), this.numHeads, this.keyDim];
-    return [
-      ...layout.batchAxes.map((i) => q[i]),
-      ...layout.attnAxes.map((i) => q[i]),
-      ...layout.attnAxes.map((i) => k[i]),
-    ];
+    const axes = this.axes(parts.query.length);
+    return scoresShape(parts.query, parts.key, [this.numHeads, this.keyDim], axes);
   }
 
   protected override attend(spec: TensorSpec): AttendResult {
@@ -304,13 +277,7 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
       throw new Error(`Layer '${this.name}' is not built: apply it to inputs first`);
     }
     const {query, value, key} = spec.parts;
-    this.checkShapes({
-      query: query.shape,
-      value: value.shape,
-      key: key.shape,
-      validLens: null,
-      attentionMask: null,
-    });
+    this.checkShapes({query: query.shape, value: value.shape, key: key.shape});
     const axes = this.attentionAxes;
     const layout: HeadLayout = headLayout(query.rank + 1, axes);
     // projections, with 1/sqrt(keyDim) folded into the query's kernel and bias

@@ -12,6 +12,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {reshapeTo} from '../ops/reshape';
 import {swapAxes12} from '../ops/swap_axes';
+import type {Shape} from './shapes';
 
 export interface HeadLayout {
   /** Batch-like axes of the projected tensors (the heads axis included). */
@@ -40,6 +41,21 @@ function isHeadSwap(perm: number[]): boolean {
 function permute(x: tf.Tensor, perm: number[]): tf.Tensor {
   if (perm.every((p, i) => p === i)) return x;
   return isHeadSwap(perm) ? swapAxes12(x) : tf.transpose(x, perm);
+}
+
+/**
+ * The scores' shape in Keras' layout `[...batch-like, ...query axes, ...key axes]`, from the
+ * inputs' shapes with their last axis projected to `heads` (e.g. `[numHeads, keyDim]`).
+ */
+export function scoresShape(query: Shape, key: Shape, heads: number[], attnAxes: number[]): Shape {
+  const layout = headLayout(query.length + 1, attnAxes);
+  const q = [...query.slice(0, -1), ...heads];
+  const k = [...key.slice(0, -1), ...heads];
+  return [
+    ...layout.batchAxes.map((i) => q[i]),
+    ...layout.attnAxes.map((i) => q[i]),
+    ...layout.attnAxes.map((i) => k[i]),
+  ];
 }
 
 /** `[batch, ..., heads, w]` -> `[...batch-like, positions, w]`. */
