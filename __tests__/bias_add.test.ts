@@ -1,5 +1,5 @@
 /**
- * addBias (src/ops/bias_add.ts): the bias of the dense projections. Its value and gradients equal
+ * addBias (src/kernels/bias_add.ts): the bias of the dense projections. Its value and gradients equal
  * plain loops (column sums for the bias) at sizes off the SIMD tile; on tfjs' cpu backend it is one
  * own kernel and the bias gradient runs as a SIMD product, no `Sum` kernel, unless
  * TFJS_ATTENTION_OWN_KERNELS is off (or, for the gradient, the SIMD module is missing); and
@@ -9,7 +9,7 @@ import * as tf from '@tensorflow/tfjs';
 
 import {EinsumDense} from '../src';
 import {setWasmKernelsEnabled, wasmKernelsReady} from '../src/kernels/wasm_kernels';
-import {addBias} from '../src/ops/bias_add';
+import {addBias} from '../src/kernels/bias_add';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {kernelsOf, withOwnKernels} from './helpers/kernels';

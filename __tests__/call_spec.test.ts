@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {AdditiveAttention, Attention, MultiHeadAttention} from '../src';
-import {classifyInputs, dedupeInputs, resolveCall} from '../src/layers/call_spec';
+import {classifyInputs, dedupeInputs, resolveCall} from '../src/layers/engine/call_spec';
 
 const settings = {
   caller: "Layer 'l'",

@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {Attention, loadTorchMultiheadAttention, MultiHeadAttention} from '../src';
-import {MHA_SUBLAYERS} from '../src/layers/multi_head_attention_sublayers';
+import {MHA_SUBLAYERS} from '../src/layers/attention/multi_head_attention_sublayers';
 import {randTensor} from './helpers/data';
 import {saveToMemory} from './helpers/save';
 

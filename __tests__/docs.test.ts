@@ -41,9 +41,9 @@ describe('npm run docs', () => {
 
   it('fails on an Args field without a doc comment and a layer class without @example', () => {
     const dir = fixture({
-      'layers/multi_head_attention_args.ts': (t) =>
+      'layers/attention/multi_head_attention_args.ts': (t) =>
         t.replace('  /** Number of attention heads. */\n', ''),
-      'layers/einsum_dense.ts': (t) => t.replace(' * @example\n', ''),
+      'layers/core/einsum_dense.ts': (t) => t.replace(' * @example\n', ''),
     });
     // the project's typedoc options, on the copy
     fs.writeFileSync(

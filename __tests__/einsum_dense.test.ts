@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {EinsumDense} from '../src';
-import {analyzeEinsumDense} from '../src/layers/einsum_dense_shapes';
+import {analyzeEinsumDense} from '../src/layers/core/einsum_dense_shapes';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';

@@ -8,13 +8,13 @@ import * as tf from '@tensorflow/tfjs';
 
 import {MultiHeadAttention} from '../src';
 import {setWasmKernelsEnabled} from '../src/kernels/wasm_kernels';
-import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/ops/flags';
-import {fanOut} from '../src/ops/fan_out';
-import {softmaxWithFill} from '../src/ops/fused_softmax';
-import {mm} from '../src/ops/matmul';
+import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/kernels/flags';
+import {fanOut} from '../src/kernels/fan_out';
+import {softmaxWithFill} from '../src/kernels/fused_softmax';
+import {mm} from '../src/kernels/matmul';
 import {queryBlocks} from '../src/ops/attention_core';
 import {maskFill} from '../src/ops/masking';
-import {swapAxes12} from '../src/ops/swap_axes';
+import {swapAxes12} from '../src/kernels/swap_axes';
 import {describeBackends} from './helpers/backends';
 import {kernelsOf, withFlags} from './helpers/kernels';
 import {expectClose} from './helpers/close';

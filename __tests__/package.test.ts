@@ -26,7 +26,11 @@ describe('the built package', () => {
     expect(pkg.scripts.prepare).toBe('node scripts/build.mjs');
     expect(pkg.peerDependencies['@tensorflow/tfjs-core']).toBe('^4.22.0');
     expect(pkg.peerDependencies['@tensorflow/tfjs-layers']).toBe('^4.22.0');
-    const dts = fs.readFileSync(path.join(root, 'dist/index.d.ts'), 'utf8');
+    // index.d.ts re-exports the shared list (public_api.d.ts) and adds the Node-only names
+    const dts = ['dist/index.d.ts', 'dist/public_api.d.ts']
+      .map((f) => fs.readFileSync(path.join(root, f), 'utf8'))
+      .join('\n');
+    expect(dts).toMatch(/export \* from '\.\/public_api'/);
     for (const name of [
       'MultiHeadAttention',
       'DotProductAttention',

@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {useFastTileGradient} from '../src/ops/tile_gradient';
+import {useFastTileGradient} from '../src/kernels/tile_gradient';
 import {describeBackends} from './helpers/backends';
 
 function tileGrad(x: tf.Tensor, reps: number[], dy: tf.Tensor): tf.Tensor {

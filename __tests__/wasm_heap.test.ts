@@ -9,8 +9,8 @@ import * as tf from '@tensorflow/tfjs';
 
 import {wasmHeap} from '../src/kernels/backend_io';
 import {setWasmKernelsEnabled} from '../src/kernels/wasm_kernels';
-import {softmaxWithFill} from '../src/ops/fused_softmax';
-import {mm} from '../src/ops/matmul';
+import {softmaxWithFill} from '../src/kernels/fused_softmax';
+import {mm} from '../src/kernels/matmul';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {kernelsOf} from './helpers/kernels';

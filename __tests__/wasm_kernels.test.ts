@@ -19,9 +19,9 @@ import {
 } from '../src/kernels/wasm_kernels';
 import {simdKernelsReady} from '../src';
 import {KERNELS_WASM_BASE64} from '../src/kernels/wasm_binary';
-import {softmaxWithFill} from '../src/ops/fused_softmax';
+import {softmaxWithFill} from '../src/kernels/fused_softmax';
 import {maskFill} from '../src/ops/masking';
-import {mm} from '../src/ops/matmul';
+import {mm} from '../src/kernels/matmul';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {kernelsOf, withOwnKernels} from './helpers/kernels';

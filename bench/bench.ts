@@ -22,7 +22,7 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import {MultiHeadAttention} from '../src';
 import {queryBlocks} from '../src/ops/attention_core';
-import {mm} from '../src/ops/matmul';
+import {mm} from '../src/kernels/matmul';
 
 import {additiveMask, attentionModel, closeness} from './onnx_attention';
 

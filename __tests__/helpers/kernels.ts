@@ -1,7 +1,7 @@
 /** Which kernels a computation runs, and running one under other tfjs flags. */
 import * as tf from '@tensorflow/tfjs';
 
-import {OWN_KERNELS} from '../../src/ops/flags';
+import {OWN_KERNELS} from '../../src/kernels/flags';
 
 /** `f` with the tfjs environment flags set, then set back (also on an error). */
 export function withFlags<T>(flags: Record<string, boolean | number>, f: () => T): T {

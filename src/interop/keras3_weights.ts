@@ -5,9 +5,9 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {layers, LayersModel, LayerVariable, models} from '@tensorflow/tfjs-layers';
 
-import {CompositeLayer} from '../layers/composite_layer';
-import {GQA_SUBLAYERS} from '../layers/group_query_attention';
-import {MHA_SUBLAYERS} from '../layers/multi_head_attention_sublayers';
+import {CompositeLayer} from '../layers/engine/composite_layer';
+import {GQA_SUBLAYERS} from '../layers/attention/group_query_attention';
+import {MHA_SUBLAYERS} from '../layers/attention/multi_head_attention_sublayers';
 import {snake} from './keras_options';
 
 type Json = null | boolean | number | string | Json[] | {[key: string]: Json};

@@ -5,10 +5,10 @@
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
-import {AdditiveAttention} from '../layers/additive_attention';
-import {GroupQueryAttention} from '../layers/group_query_attention';
-import {Attention} from '../layers/dot_product_attention';
-import {MultiHeadAttention} from '../layers/multi_head_attention';
+import {AdditiveAttention} from '../layers/attention/additive_attention';
+import {GroupQueryAttention} from '../layers/attention/group_query_attention';
+import {Attention} from '../layers/attention/dot_product_attention';
+import {MultiHeadAttention} from '../layers/attention/multi_head_attention';
 
 /** Keras' `to_snake_case`. */
 export function snake(name: string): string {

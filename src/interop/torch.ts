@@ -20,8 +20,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {MultiHeadAttention} from '../layers/multi_head_attention';
-import {MHA_SUBLAYERS} from '../layers/multi_head_attention_sublayers';
+import {MultiHeadAttention} from '../layers/attention/multi_head_attention';
+import {MHA_SUBLAYERS} from '../layers/attention/multi_head_attention_sublayers';
 
 /** Nested arrays (e.g. from `tensor.tolist()` in Python) or tensors, by PyTorch parameter name. */
 export type TorchStateDict = Record<string, tf.Tensor | number[] | number[][]>;

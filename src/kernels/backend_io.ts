@@ -6,7 +6,7 @@
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
-import type {CpuBackend} from '../ops/cpu_backend';
+import type {CpuBackend} from './cpu_backend';
 import {kernelsOnMemory, wasmKernelsLoaded, type KernelExports} from './wasm_kernels';
 
 /** The parts of tfjs' wasm backend (BackendWasm) used here. */

@@ -175,7 +175,7 @@ function place(
 }
 
 /**
- * Masked softmax over rows of `cols` (see src/ops/fused_softmax.ts): row r's fill starts at
+ * Masked softmax over rows of `cols` (see src/kernels/fused_softmax.ts): row r's fill starts at
  * `fillRows[r]` in `fill`, `cols` values when `perElement`, else one. Requires
  * {@link wasmKernelsLoaded}.
  */

@@ -1,22 +1,22 @@
 /** tf.layers-style factory functions: `layers.multiHeadAttention({...})` and so on. */
-import type {ScoresOption} from './base_attention';
-import {AdditiveAttention, AdditiveAttentionArgs} from './additive_attention';
+import type {ScoresOption} from './engine/base_attention';
+import {AdditiveAttention, AdditiveAttentionArgs} from './attention/additive_attention';
 import {
   Attention,
   AttentionArgs,
   DotProductAttention,
   DotProductAttentionArgs,
-} from './dot_product_attention';
-import {CachedMultiHeadAttention} from './cached_multi_head_attention';
-import {EinsumDense, EinsumDenseArgs} from './einsum_dense';
-import {GroupQueryAttention, GroupQueryAttentionArgs} from './group_query_attention';
-import {MultiHeadAttention, MultiHeadAttentionArgs} from './multi_head_attention';
+} from './attention/dot_product_attention';
+import {CachedMultiHeadAttention} from './hub/cached_multi_head_attention';
+import {EinsumDense, EinsumDenseArgs} from './core/einsum_dense';
+import {GroupQueryAttention, GroupQueryAttentionArgs} from './attention/group_query_attention';
+import {MultiHeadAttention, MultiHeadAttentionArgs} from './attention/multi_head_attention';
 import {TransformerDecoder, TransformerDecoderArgs} from './hub/transformer_decoder';
 import {TransformerEncoder, TransformerEncoderArgs} from './hub/transformer_encoder';
 import {
   TokenAndPositionEmbedding,
   TokenAndPositionEmbeddingArgs,
-} from './token_and_position_embedding';
+} from './hub/token_and_position_embedding';
 
 /**
  * Factory functions in the style of `tf.layers`: `layers.multiHeadAttention(args)` is

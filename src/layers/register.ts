@@ -1,20 +1,20 @@
 /** Registers every layer class, so `tf.loadLayersModel` and `tf.layers.deserialize` find them. */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {AdditiveAttention} from './additive_attention';
-import {CachedMultiHeadAttention} from './cached_multi_head_attention';
-import {Attention, DotProductAttention} from './dot_product_attention';
-import {EinsumDense} from './einsum_dense';
-import {GroupQueryAttention} from './group_query_attention';
-import {GetItem} from './ops/get_item';
-import {MultiHeadAttention} from './multi_head_attention';
+import {AdditiveAttention} from './attention/additive_attention';
+import {CachedMultiHeadAttention} from './hub/cached_multi_head_attention';
+import {Attention, DotProductAttention} from './attention/dot_product_attention';
+import {EinsumDense} from './core/einsum_dense';
+import {GroupQueryAttention} from './attention/group_query_attention';
+import {GetItem} from './core/get_item';
+import {MultiHeadAttention} from './attention/multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
 import {RotaryEmbedding} from './hub/rotary_embedding';
 import {SinePositionEncoding} from './hub/sine_position_encoding';
 import {TransformerDecoder} from './hub/transformer_decoder';
 import {TransformerEncoder} from './hub/transformer_encoder';
-import {TokenAndPositionEmbedding} from './token_and_position_embedding';
+import {TokenAndPositionEmbedding} from './hub/token_and_position_embedding';
 
 export const LAYER_CLASSES = [
   MultiHeadAttention,

@@ -12,12 +12,12 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {blockThresholds, ownKernels} from './flags';
-import {softmaxWithFill} from './fused_softmax';
-import {fanOut} from './fan_out';
+import {blockThresholds, ownKernels} from '../kernels/flags';
+import {softmaxWithFill} from '../kernels/fused_softmax';
+import {fanOut} from '../kernels/fan_out';
 import {maskFill} from './masking';
-import {mm} from './matmul';
-import {swapAxes12} from './swap_axes';
+import {mm} from '../kernels/matmul';
+import {swapAxes12} from '../kernels/swap_axes';
 
 export interface AttentionCoreOptions {
   /** bool (or 0/1) mask of the weights' rank, broadcastable to `[...L, T, S]`; true = attend. */

@@ -4,7 +4,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {softmaxWithFill} from './fused_softmax';
+import {softmaxWithFill} from '../kernels/fused_softmax';
 import {lengthsMask, maskFill, validLensMask} from './masking';
 
 function describeShape(t: tf.Tensor): string {

@@ -8,7 +8,7 @@ import * as path from 'path';
 import '../layers/register';
 import {fileSystem} from '../io/file_system';
 import {checkWritable} from '../io/paths';
-import {useFastTileGradient} from '../ops/tile_gradient';
+import {useFastTileGradient} from '../kernels/tile_gradient';
 import {attentionHeatmapSvg} from '../viz/heatmap';
 import {writeAttentionHeatmapPng} from '../viz/heatmap_png';
 import {selectBackend} from './backend';

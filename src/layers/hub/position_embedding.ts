@@ -8,9 +8,9 @@ import {
   Initializer,
   InitializerIdentifier,
   serializeObject,
-} from '../config_objects';
-import {formatShape, Shape, singleShape} from '../shapes';
-import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
+} from '../engine/config_objects';
+import {formatShape, Shape, singleShape} from '../engine/shapes';
+import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
 
 /** Options of {@link PositionEmbedding}. */

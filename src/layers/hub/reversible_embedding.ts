@@ -3,14 +3,14 @@ import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {embeddingLookup} from '../../ops/embedding_lookup';
+import {embeddingLookup} from '../../kernels/embedding_lookup';
 import {
   getInitializer,
   Initializer,
   InitializerIdentifier,
   serializeObject,
-} from '../config_objects';
-import {formatShape, Shape, singleShape} from '../shapes';
+} from '../engine/config_objects';
+import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 
 /** Options of {@link ReversibleEmbedding}. */

@@ -3,8 +3,8 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {Shape, singleShape} from '../shapes';
-import {refuseSymbolicStartIndex, startIndexOf} from '../start_index';
+import {Shape, singleShape} from '../engine/shapes';
+import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 
 /** Options of {@link SinePositionEncoding}. */

@@ -9,9 +9,9 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import '../../ops/activations';
-import {CompositeLayer} from '../composite_layer';
-import {Initializer, Regularizer, serializeObject} from '../config_objects';
-import {formatShape, isShapeList, Shape} from '../shapes';
+import {CompositeLayer} from '../engine/composite_layer';
+import {Initializer, Regularizer, serializeObject} from '../engine/config_objects';
+import {formatShape, isShapeList, Shape} from '../engine/shapes';
 import {blockOptions, TransformerBlockArgs} from './transformer_block_args';
 
 export type {TransformerBlockArgs} from './transformer_block_args';

@@ -9,7 +9,7 @@ import {
   InitializerIdentifier,
   Regularizer,
   RegularizerIdentifier,
-} from '../config_objects';
+} from '../engine/config_objects';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 
 /** Options shared by {@link TransformerEncoder} and {@link TransformerDecoder} (keras-hub's arguments). */

@@ -3,8 +3,8 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks} from '../../ops/masking';
-import {CachedMultiHeadAttention} from '../cached_multi_head_attention';
-import {formatShape, Shape} from '../shapes';
+import {CachedMultiHeadAttention} from './cached_multi_head_attention';
+import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 
 /** Options of {@link TransformerDecoder}. */

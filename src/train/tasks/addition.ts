@@ -20,9 +20,9 @@
 import type * as tfTypes from '@tensorflow/tfjs';
 
 import {generate} from '../../generate/generate';
-import {CachedMultiHeadAttention} from '../../layers/cached_multi_head_attention';
+import {CachedMultiHeadAttention} from '../../layers/hub/cached_multi_head_attention';
 import {TransformerDecoder} from '../../layers/hub/transformer_decoder';
-import {TokenAndPositionEmbedding} from '../../layers/token_and_position_embedding';
+import {TokenAndPositionEmbedding} from '../../layers/hub/token_and_position_embedding';
 import {randInt, Rng} from '../random';
 import {Batch, SamplePurpose, Task, TF} from './task';
 

@@ -12,8 +12,8 @@
  */
 import type * as tfTypes from '@tensorflow/tfjs';
 
-import {AdditiveAttention} from '../../layers/additive_attention';
-import {TokenAndPositionEmbedding} from '../../layers/token_and_position_embedding';
+import {AdditiveAttention} from '../../layers/attention/additive_attention';
+import {TokenAndPositionEmbedding} from '../../layers/hub/token_and_position_embedding';
 import {randInt, Rng} from '../random';
 import {Batch, Task, TF} from './task';
 

@@ -10,9 +10,9 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {reshapeTo} from '../ops/reshape';
-import {swapAxes12} from '../ops/swap_axes';
-import type {Shape} from './shapes';
+import {reshapeTo} from '../../ops/reshape';
+import {swapAxes12} from '../../kernels/swap_axes';
+import type {Shape} from '../engine/shapes';
 
 export interface HeadLayout {
   /** Batch-like axes of the projected tensors (the heads axis included). */

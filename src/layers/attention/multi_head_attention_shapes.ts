@@ -4,7 +4,7 @@
  * query's last dimension).
  */
 import {intList} from './multi_head_attention_args';
-import {formatShape, Shape} from './shapes';
+import {formatShape, Shape} from '../engine/shapes';
 
 /** Throws, naming layer `name`, unless query, value and key fit together. */
 export function checkAttentionShapes(

@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {dotProductAttention} from '../ops/attention_core';
+import {dotProductAttention} from '../../ops/attention_core';
 import type {
   AnyTensor,
   AttentionOutput,
@@ -12,27 +12,27 @@ import type {
   EagerInputs,
   SymbolicCallArgs,
   SymbolicInputs,
-} from './base_attention';
+} from '../engine/base_attention';
 import {
   AttendResult,
   BaseAttention,
   BaseAttentionArgs,
   ScoresOption,
   TensorSpec,
-} from './base_attention';
-import {AttentionParts, CallSettings} from './call_spec';
-import {EinsumDense} from './einsum_dense';
+} from '../engine/base_attention';
+import {AttentionParts, CallSettings} from '../engine/call_spec';
+import {EinsumDense} from '../core/einsum_dense';
 import {
   projectionConfig,
   ProjectionArgs,
   projectionOptions,
   ProjectionOptions,
-} from './projection_options';
+} from '../core/projection_options';
 import {keysAndValues} from './kv_cache';
 import {positiveInt} from './multi_head_attention_args';
 import {fromCoreLayout, headLayout, toCoreLayout} from './multi_head_attention_layout';
 import {multiHeadAttentionMask} from './multi_head_attention_mask';
-import {formatShape, Shape} from './shapes';
+import {formatShape, Shape} from '../engine/shapes';
 
 export interface GroupQueryAttentionArgs extends BaseAttentionArgs, ProjectionArgs {
   /** Size of each attention head (query, key and value). */

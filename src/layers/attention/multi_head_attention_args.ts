@@ -1,7 +1,7 @@
 /** MultiHeadAttention's constructor options and their validation. */
-import type {BaseAttentionArgs} from './base_attention';
-import type {ProjectionArgs} from './projection_options';
-import type {Shape} from './shapes';
+import type {BaseAttentionArgs} from '../engine/base_attention';
+import type {ProjectionArgs} from '../core/projection_options';
+import type {Shape} from '../engine/shapes';
 
 export interface MultiHeadAttentionArgs extends BaseAttentionArgs, ProjectionArgs {
   /** Number of attention heads. */

@@ -4,16 +4,16 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {einsum} from '../ops/einsum';
-import {addBias} from '../ops/bias_add';
-import {reshapeTo} from '../ops/reshape';
-import {mm} from '../ops/matmul';
+import {einsum} from '../../ops/einsum';
+import {addBias} from '../../kernels/bias_add';
+import {reshapeTo} from '../../ops/reshape';
+import {mm} from '../../kernels/matmul';
 import {
   Activation,
   ActivationIdentifier,
   getActivation,
   serializeActivation,
-} from './config_objects';
+} from '../engine/config_objects';
 import {analyzeEinsumDense, denseBoundAxes, Dim} from './einsum_dense_shapes';
 import {
   projectionConfig,
@@ -21,7 +21,7 @@ import {
   projectionOptions,
   ProjectionOptions,
 } from './projection_options';
-import {singleShape, Shape} from './shapes';
+import {singleShape, Shape} from '../engine/shapes';
 
 /** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {

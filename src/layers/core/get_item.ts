@@ -3,7 +3,7 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {formatShape, Shape, singleShape} from '../shapes';
+import {formatShape, Shape, singleShape} from '../engine/shapes';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
 export type IndexItem =

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {initializers, LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {attendToScores, AttentionCoreOptions, dotProductAttention} from '../ops/attention_core';
+import {attendToScores, AttentionCoreOptions, dotProductAttention} from '../../ops/attention_core';
 import {
   causalMask,
   checkMaskBroadcasts,
@@ -10,16 +10,16 @@ import {
   keyPaddingMask,
   trailingMask,
   validLensMask,
-} from '../ops/masking';
+} from '../../ops/masking';
 import {
   AttendResult,
   BaseAttention,
   BaseAttentionArgs,
   ScoresOption,
   TensorSpec,
-} from './base_attention';
-import {AttentionParts} from './call_spec';
-import {formatShape, Shape} from './shapes';
+} from '../engine/base_attention';
+import {AttentionParts} from '../engine/call_spec';
+import {formatShape, Shape} from '../engine/shapes';
 
 /** How `Attention` scores a query against a key: `'dot'` (dot product) or `'concat'` (`tanh(q + k)`). */
 export type ScoreMode = 'dot' | 'concat';

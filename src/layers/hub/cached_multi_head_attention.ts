@@ -1,5 +1,5 @@
-import {AttendResult, TensorSpec} from './base_attention';
-import {MultiHeadAttention} from './multi_head_attention';
+import {AttendResult, TensorSpec} from '../engine/base_attention';
+import {MultiHeadAttention} from '../attention/multi_head_attention';
 
 /**
  * keras-hub's `CachedMultiHeadAttention`: MultiHeadAttention for autoregressive decoding, with

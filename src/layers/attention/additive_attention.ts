@@ -1,17 +1,17 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {einsum} from '../ops/einsum';
-import {AttentionParts} from './call_spec';
+import {einsum} from '../../ops/einsum';
+import {AttentionParts} from '../engine/call_spec';
 import {
   getInitializer,
   Initializer,
   InitializerIdentifier,
   serializeObject,
-} from './config_objects';
-import {BaseAttentionArgs, ScoresOption} from './base_attention';
+} from '../engine/config_objects';
+import {BaseAttentionArgs, ScoresOption} from '../engine/base_attention';
 import {Attention} from './dot_product_attention';
-import {Shape} from './shapes';
+import {Shape} from '../engine/shapes';
 
 export interface AdditiveAttentionArgs extends BaseAttentionArgs {
   /**

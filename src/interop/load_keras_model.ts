@@ -2,8 +2,8 @@
 import type * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
-import {loadKerasModel as loadFrom} from '../interop/keras';
-import {fileSystem} from './file_system';
+import {loadKerasModel as loadFrom} from './keras';
+import {fileSystem} from '../io/file_system';
 
 /**
  * Loads a Keras model converted by `tensorflowjs_converter` (tf-keras 2 and Keras 3), from a

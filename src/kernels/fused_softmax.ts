@@ -12,8 +12,8 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {maskedSoftmax, maskedSoftmaxGrad, wasmKernelsLoaded} from '../kernels/wasm_kernels';
-import {readF32, wasmHeap, writeF32} from '../kernels/backend_io';
+import {maskedSoftmax, maskedSoftmaxGrad, wasmKernelsLoaded} from './wasm_kernels';
+import {readF32, wasmHeap, writeF32} from './backend_io';
 import {ownKernels} from './flags';
 
 const FORWARD = 'TfjsAttentionMaskedSoftmax';

@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {dotProductAttention} from '../ops/attention_core';
+import {dotProductAttention} from '../../ops/attention_core';
 import type {
   AnyTensor,
   AttentionOutput,
@@ -12,11 +12,11 @@ import type {
   EagerInputs,
   SymbolicCallArgs,
   SymbolicInputs,
-} from './base_attention';
-import {AttendResult, BaseAttention, ScoresOption, TensorSpec} from './base_attention';
-import {AttentionParts, CallSettings} from './call_spec';
-import {EinsumDense} from './einsum_dense';
-import {projectionConfig, projectionOptions, ProjectionOptions} from './projection_options';
+} from '../engine/base_attention';
+import {AttendResult, BaseAttention, ScoresOption, TensorSpec} from '../engine/base_attention';
+import {AttentionParts, CallSettings} from '../engine/call_spec';
+import {EinsumDense} from '../core/einsum_dense';
+import {projectionConfig, projectionOptions, ProjectionOptions} from '../core/projection_options';
 import {keysAndValues} from './kv_cache';
 import {intList, MultiHeadAttentionArgs, positiveInt} from './multi_head_attention_args';
 import {buildProjectionEquation, resolveAttentionAxes} from './multi_head_attention_equations';
@@ -31,7 +31,7 @@ import {
 import {checkAttentionShapes, outputDimsOf} from './multi_head_attention_shapes';
 import {multiHeadAttentionMask} from './multi_head_attention_mask';
 import {MHA_SUBLAYERS, MhaSublayer} from './multi_head_attention_sublayers';
-import {Shape} from './shapes';
+import {Shape} from '../engine/shapes';
 
 export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
 

@@ -15,8 +15,8 @@ import {
   slidingWindowMask,
   trailingMask,
   validLensMask,
-} from '../ops/masking';
-import type {TensorSpec} from './base_attention';
+} from '../../ops/masking';
+import type {TensorSpec} from '../engine/base_attention';
 
 /**
  * Every mask of the call, ANDed, in Keras' score layout (`[B, N, T, S]` for 3-D inputs). In

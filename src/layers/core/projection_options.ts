@@ -16,7 +16,7 @@ import {
   Regularizer,
   RegularizerIdentifier,
   serializeObject,
-} from './config_objects';
+} from '../engine/config_objects';
 
 export interface ProjectionArgs {
   /** Initializer of the kernels. Default glorotUniform (seeded by the layer's `seed`, if any). */

@@ -14,8 +14,8 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {sgemm, wasmKernelsLoaded} from '../kernels/wasm_kernels';
-import {readF32, wasmHeap, writeF32} from '../kernels/backend_io';
+import {sgemm, wasmKernelsLoaded} from './wasm_kernels';
+import {readF32, wasmHeap, writeF32} from './backend_io';
 import {ownKernels} from './flags';
 
 const KERNEL = 'TfjsAttentionMatMul';

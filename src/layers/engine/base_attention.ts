@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import {initializers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {AttentionCoreOptions} from '../ops/attention_core';
+import {AttentionCoreOptions} from '../../ops/attention_core';
 import {AttentionParts, CallSettings, CallSpec, resolveCall, Role} from './call_spec';
 import {
   AttendResult,

@@ -11,7 +11,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {wasmKernelsLoaded} from '../kernels/wasm_kernels';
+import {wasmKernelsLoaded} from './wasm_kernels';
 import type {CpuBackend} from './cpu_backend';
 import {ownKernels} from './flags';
 import {mm} from './matmul';

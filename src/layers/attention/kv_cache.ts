@@ -5,8 +5,8 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {swapAxes12} from '../ops/swap_axes';
-import type {CallSpec} from './call_spec';
+import {swapAxes12} from '../../kernels/swap_axes';
+import type {CallSpec} from '../engine/call_spec';
 
 export interface KeysAndValues {
   /** `[batch, length, heads, headDim]`: the whole cache's keys when a cache is given. */

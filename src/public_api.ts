@@ -1,0 +1,77 @@
+/**
+ * The package's public API shared by the Node entry (`index.ts`) and the browser bundle
+ * (`browser.ts`): one export list. Node-only exports (files on disk, PNG output) are in index.ts.
+ */
+export {MultiHeadAttention} from './layers/attention/multi_head_attention';
+export type {MultiHeadAttentionArgs} from './layers/attention/multi_head_attention';
+export {CachedMultiHeadAttention} from './layers/hub/cached_multi_head_attention';
+export {GroupQueryAttention} from './layers/attention/group_query_attention';
+export type {GroupQueryAttentionArgs} from './layers/attention/group_query_attention';
+export {Attention, DotProductAttention} from './layers/attention/dot_product_attention';
+export type {
+  AttentionArgs,
+  DotProductAttentionArgs,
+  ScoreMode,
+} from './layers/attention/dot_product_attention';
+export {AdditiveAttention} from './layers/attention/additive_attention';
+export type {AdditiveAttentionArgs} from './layers/attention/additive_attention';
+export {EinsumDense} from './layers/core/einsum_dense';
+export {TokenAndPositionEmbedding} from './layers/hub/token_and_position_embedding';
+export {PositionEmbedding} from './layers/hub/position_embedding';
+export type {PositionEmbeddingArgs} from './layers/hub/position_embedding';
+export {ReversibleEmbedding} from './layers/hub/reversible_embedding';
+export type {ReversibleEmbeddingArgs} from './layers/hub/reversible_embedding';
+export {RotaryEmbedding} from './layers/hub/rotary_embedding';
+export type {RotaryEmbeddingArgs} from './layers/hub/rotary_embedding';
+export {SinePositionEncoding} from './layers/hub/sine_position_encoding';
+export type {SinePositionEncodingArgs} from './layers/hub/sine_position_encoding';
+export {TransformerEncoder} from './layers/hub/transformer_encoder';
+export type {
+  TransformerEncoderArgs,
+  TransformerEncoderCallArgs,
+} from './layers/hub/transformer_encoder';
+export {TransformerDecoder} from './layers/hub/transformer_decoder';
+export type {
+  TransformerDecoderArgs,
+  TransformerDecoderCallArgs,
+} from './layers/hub/transformer_decoder';
+export type {TransformerBlockArgs} from './layers/hub/transformer_block_args';
+export {GetItem} from './layers/core/get_item';
+export type {GetItemArgs, IndexItem} from './layers/core/get_item';
+export type {EinsumDenseArgs} from './layers/core/einsum_dense';
+export type {TokenAndPositionEmbeddingArgs} from './layers/hub/token_and_position_embedding';
+export {BaseAttention} from './layers/engine/base_attention';
+export type {
+  AnyTensor,
+  AttentionCallArgs,
+  AttentionOutput,
+  BaseAttentionArgs,
+  CacheCallArgs,
+  CachedOutput,
+  EagerCallArgs,
+  EagerInputs,
+  ScoresOption,
+  SymbolicCallArgs,
+  SymbolicInputs,
+} from './layers/engine/base_attention';
+export {layers} from './layers/factories';
+
+export {einsum} from './ops/einsum';
+export {simdKernelsReady} from './kernels/wasm_kernels';
+export {causalMask} from './ops/masking';
+export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
+
+export {generate} from './generate/generate';
+export {cachedDecodingRefusal} from './generate/graph_plan';
+export type {GenerateOptions} from './generate/generate';
+export type {SamplerName, SamplerOptions} from './generate/samplers';
+
+export {convertKerasArtifacts} from './interop/keras';
+export {toKerasArtifacts} from './interop/keras_export';
+export {toKeras3Artifacts} from './interop/keras3_export';
+export type {Keras3ExportOptions} from './interop/keras3_export';
+export {loadTorchMultiheadAttention} from './interop/torch';
+export type {TorchStateDict} from './interop/torch';
+
+export {attentionHeatmapSvg} from './viz/heatmap';
+export type {HeatmapInput, HeatmapOptions} from './viz/heatmap';
