@@ -17,10 +17,14 @@ function loadExample(): {MyAttention: new (args: {units: number}) => tf.layers.L
   const doc = fs.readFileSync(path.join(root, 'ARCHITECTURE.md'), 'utf8');
   const block = /```ts\n([\s\S]*?)```/.exec(doc);
   expect(block).not.toBeNull();
-  const code = (block as RegExpExecArray)[1]
-    .replace(/from '\.\.\/ops\//g, "from '../../src/ops/")
-    .replace(/from '\.\//g, "from '../../src/layers/");
+  // the skeleton is written as a file of src/layers/attention/: its imports resolved from there
   const dir = path.join(root, '__tests__', '.generated');
+  const home = path.join(root, 'src', 'layers', 'attention');
+  const code = (block as RegExpExecArray)[1].replace(
+    /from '(\.\.?\/[^']+)'/g,
+    (_m, spec: string) =>
+      `from '${path.relative(dir, path.resolve(home, spec)).split(path.sep).join('/')}'`,
+  );
   fs.mkdirSync(dir, {recursive: true});
   const file = path.join(dir, 'my_attention.ts');
   fs.writeFileSync(file, code);
