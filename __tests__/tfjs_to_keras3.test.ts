@@ -141,7 +141,7 @@ describe('toKeras3Artifacts refusals', () => {
   it('DotProductAttention: refused, naming Attention / MultiHeadAttention', async () => {
     const a = await artifactsOf((x) => new DotProductAttention().apply(x) as tf.SymbolicTensor);
     await expect(toKeras3Artifacts(a)).rejects.toThrow(
-      /is a DotProductAttention: Keras has no DotProductAttention layer; build the model with Attention .* or MultiHeadAttention instead/,
+      /is a DotProductAttention, which Keras has no class for; build the model with Attention .* or MultiHeadAttention instead/,
     );
   });
 

@@ -55,6 +55,34 @@ export type {
   SymbolicInputs,
 } from './layers/engine/base_attention';
 export {layers} from './layers/factories';
+export {contractOf} from './layers/engine/contract';
+export type {
+  AttentionCall,
+  CachedDecoding,
+  ConfigSource,
+  ContractClass,
+  ImpliedSize,
+  DecodingContract,
+  IndexingCall,
+  KeywordCall,
+  PositionAwareDecoding,
+  PositionsCall,
+  PositionWiseDecoding,
+  RefusedDecoding,
+  TensorCall,
+  GraphLayer,
+  GraphNode,
+  Json,
+  JsonObject,
+  Keras3Class,
+  KerasCall,
+  KerasContract,
+  LayerContract,
+  NodeCheck,
+  Refused,
+  SublayerFolder,
+  WeightContract,
+} from './layers/engine/contract';
 
 export {einsum} from './ops/einsum';
 export {simdKernelsReady} from './kernels/wasm_kernels';

@@ -9,15 +9,8 @@ import {SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {
-  CACHE_CAPABLE,
-  CacheCapable,
-  GraphLayer,
-  GraphNode,
-  makesKerasMask,
-  POSITION_AWARE,
-  POSITION_WISE,
-} from './layer_rules';
+import type {CachedDecoding} from '../layers/engine/contract';
+import {decodingOf, GraphLayer, GraphNode, makesKerasMask} from './layer_rules';
 
 export type StepKind = 'positionWise' | 'positionAware' | 'cached';
 
@@ -28,8 +21,8 @@ export interface PlannedNode {
   kind: StepKind;
   /** The recorded call options, less `mask` and `training` (predict passes neither). */
   kwargs: Kwargs;
-  /** For `cached` nodes: the layer's entry of {@link CACHE_CAPABLE} and its config. */
-  cache?: {entry: CacheCapable; config: Record<string, unknown>};
+  /** For `cached` nodes: the layer's cached decoding (its contract) and its config. */
+  cache?: {entry: CachedDecoding; config: Record<string, unknown>};
 }
 
 /** The nodes from the ids input to the logits, in an order where inputs come first. */
@@ -121,8 +114,12 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
     const what = describeLayer(layer);
     const config = layer.getConfig();
     const inMasked = node.inputTensors.some((x) => masked.has(x.id));
+    const decoding = decodingOf(cls);
+    // a padding mask input that a cached step can leave out: the model's own, in the role the
+    // layer's cached decoding names
+    const paddingRole = decoding?.kind === 'cached' ? decoding.paddingMaskRole : null;
     if (
-      cls === 'TransformerDecoder' &&
+      paddingRole != null &&
       node.inputTensors.length === 2 &&
       node.inputTensors[1].dtype !== 'float32' &&
       node.inputTensors[1] !== padding
@@ -132,14 +129,15 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
     if (padding != null && node.inputTensors.includes(padding)) {
       const roles = (config.inputRoles ?? config.input_roles) as string[] | undefined;
       const asKeyPadding =
-        cls === 'TransformerDecoder' &&
+        paddingRole != null &&
         node.inputTensors.length === 2 &&
         node.inputTensors[1] === padding &&
-        roles?.[1] === 'decoderPaddingMask';
+        roles?.[1] === paddingRole;
       if (!asKeyPadding) {
         return fail(
-          `${what}: it reads the padding mask input other than as a TransformerDecoder's ` +
-            'decoderPaddingMask (the only use a cached step can leave out)',
+          `${what}: it reads the padding mask input other than as the key padding mask its ` +
+            'cached decoding names (e.g. decoderPaddingMask), the only use a cached step can ' +
+            'leave out',
         );
       }
     }
@@ -147,26 +145,23 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
     delete kwargs.mask;
     delete kwargs.training;
     let planned: PlannedNode;
-    const cached = CACHE_CAPABLE[cls];
-    if (cached != null) {
-      const why = cached.refuse(config, node);
+    if (decoding?.kind === 'cached') {
+      const why = decoding.refuse(config, node);
       if (why != null) return fail(`${what}: ${why}`);
-      if (inMasked && cached.readsKerasMasks && !zeroMaskOnly) {
+      if (inMasked && decoding.readsKerasMasks && !zeroMaskOnly) {
         return fail(
           `${what}: its input carries a Keras mask (from a Masking layer, or a mask_zero ` +
             `embedding not fed by the ids), which it reads as a padding mask; a cache holds no mask`,
         );
       }
-      if (inMasked && cached.readsKerasMasks) masksZeroIds = true;
-      planned = {layer, node, kind: 'cached', kwargs, cache: {entry: cached, config}};
-    } else if (POSITION_AWARE[cls] != null) {
-      const why = POSITION_AWARE[cls](config, node);
+      if (inMasked && decoding.readsKerasMasks) masksZeroIds = true;
+      planned = {layer, node, kind: 'cached', kwargs, cache: {entry: decoding, config}};
+    } else if (decoding?.kind === 'positionAware' || decoding?.kind === 'positionWise') {
+      const why = decoding.check(config, node);
       if (why != null) return fail(`${what}: ${why}`);
-      planned = {layer, node, kind: 'positionAware', kwargs};
-    } else if (POSITION_WISE[cls] != null) {
-      const why = POSITION_WISE[cls](config, node);
-      if (why != null) return fail(`${what}: ${why}`);
-      planned = {layer, node, kind: 'positionWise', kwargs};
+      planned = {layer, node, kind: decoding.kind, kwargs};
+    } else if (decoding?.kind === 'refused') {
+      return fail(`${what}: ${decoding.reason}`);
     } else if ('layers' in layer) {
       return fail(`${what}: a nested model, whose layers a step cannot see into`);
     } else {

@@ -20,10 +20,10 @@ import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
 import {renameKeras3Weights} from './keras3_weights';
 import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
-import {Entry, keywordCall, KEYWORD_LAYERS} from './keras_keyword_calls';
+import {contractOf} from '../layers/engine/contract';
+import {Entry, keywordCall} from './keras_keyword_calls';
 import {nodeParts, plainDtypes} from './keras_nodes';
 import {
-  POSITION_CLASSES,
   recordStartIndex,
   rewriteActivation,
   rewriteGetItem,
@@ -32,26 +32,25 @@ import {
 import {kerasConfigKeys} from './keras_options';
 import {fail, isObj, Json, Obj} from './keras_json';
 
-const ATTENTION_CLASSES = [
-  'MultiHeadAttention',
-  'CachedMultiHeadAttention',
-  'GroupQueryAttention',
-  'Attention',
-  'AdditiveAttention',
-];
-
-function rewriteAttentionLayer(layer: Obj): void {
+/** Refuses config keys a layer with a contract does not implement (unset values pass). */
+function checkConfigKeys(layer: Obj): void {
   const cls = layer.class_name as string;
-  const name = layer.name as string;
-  const config = layer.config as Obj;
   const known = kerasConfigKeys(cls);
-  for (const [k, v] of Object.entries(config)) {
+  if (known == null) return; // tfjs' own classes check their configs themselves
+  for (const [k, v] of Object.entries(layer.config as Obj)) {
     if (!known.has(k) && v != null && v !== false) {
       fail(
-        `layer '${name}' (${cls}) has the option '${k}' = ${JSON.stringify(v)}, which this package does not implement`,
+        `layer '${layer.name}' (${cls}) has the option '${k}' = ${JSON.stringify(v)}, which ` +
+          'this package does not implement',
       );
     }
   }
+}
+
+function rewriteAttentionLayer(layer: Obj, byKeyword: boolean): void {
+  const cls = layer.class_name as string;
+  const name = layer.name as string;
+  const config = layer.config as Obj;
   if (config.causal === true) config.use_causal_mask = true; // Keras <= 2.9
   delete config.causal;
   const nodes = (layer.inbound_nodes as Json[]) ?? [];
@@ -70,7 +69,7 @@ function rewriteAttentionLayer(layer: Obj): void {
     }
     const inputs: Entry[] = [...positional];
     const roles: string[] = ['query', 'value', 'key'].slice(0, inputs.length);
-    if (['MultiHeadAttention', 'CachedMultiHeadAttention', 'GroupQueryAttention'].includes(cls)) {
+    if (byKeyword) {
       if (tensorKwargs.value) {
         inputs.push(tensorKwargs.value);
         roles.push('value');
@@ -103,10 +102,9 @@ function rewriteAttentionLayer(layer: Obj): void {
   // Keras >= 3.10 gives fully masked query rows zero weights on its non-fused path, which
   // MultiHeadAttention and GroupQueryAttention take with dropout or returned scores
   const keras3 = nodes.some((n) => isObj(n) && 'args' in n);
-  const heads = ['MultiHeadAttention', 'CachedMultiHeadAttention', 'GroupQueryAttention'];
   if (
     keras3 &&
-    heads.includes(cls) &&
+    byKeyword &&
     (Number(config.dropout ?? 0) > 0 || config.return_attention_scores === true)
   ) {
     config.zero_fully_masked_rows = true;
@@ -130,18 +128,32 @@ function rewriteLayer(layer: Obj): void {
   }
   if (MODEL_CLASSES.includes(cls)) rewriteModel(layer, config);
   rewriteActivation(config, layer.name as string);
-  if (ATTENTION_CLASSES.includes(cls)) {
-    rewriteAttentionLayer(layer);
+  const contract = contractOf(cls);
+  const refusal = contract?.keras.refuseConfig?.(config);
+  if (refusal != null) fail(`layer '${layer.name}' (${cls}) ${refusal}`);
+  const call = contract?.keras.call ?? {kind: 'tensor'};
+  if (call.kind === 'attention') {
+    checkConfigKeys(layer);
+    rewriteAttentionLayer(layer, call.byKeyword);
     return;
   }
-  if (cls === 'GetItem') rewriteGetItem(layer);
-  if (POSITION_CLASSES.includes(cls)) recordStartIndex(layer);
+  if (call.kind === 'indexing') rewriteGetItem(layer);
+  if (call.kind === 'positions') recordStartIndex(layer);
+  checkConfigKeys(layer);
   layer.inbound_nodes = ((layer.inbound_nodes as Json[]) ?? []).map((node) => {
     const {positional, kwargs, tensorKwargs} = nodeParts(node, layer.name as string);
-    if (KEYWORD_LAYERS[cls]) {
-      const call = keywordCall(cls, layer.name as string, positional, tensorKwargs, kwargs, config);
-      if (call.roles.length > 1) config.input_roles = call.roles;
-      return call.inputs.map((e) => [e[0], e[1], e[2], {}]) as Json;
+    if (call.kind === 'keyword') {
+      const called = keywordCall(
+        call,
+        cls,
+        layer.name as string,
+        positional,
+        tensorKwargs,
+        kwargs,
+        config,
+      );
+      if (called.roles.length > 1) config.input_roles = called.roles;
+      return called.inputs.map((e) => [e[0], e[1], e[2], {}]) as Json;
     }
     const tk = Object.keys(tensorKwargs);
     if (tk.length > 0)
@@ -149,6 +161,15 @@ function rewriteLayer(layer: Obj): void {
         `layer '${layer.name}' (${cls}) is called with tensor arguments ${tk.join(', ')}, which tfjs-layers does not support`,
       );
     if (kwargs.mask === null) delete kwargs.mask;
+    if (call.kind === 'positions') {
+      const extra = Object.keys(kwargs).filter((k) => k !== 'training');
+      if (extra.length > 0) {
+        fail(
+          `layer '${layer.name}' (${cls}) is called with ${extra.map((k) => `${k}=${JSON.stringify(kwargs[k])}`).join(', ')}, ` +
+            'which this package does not support in a converted model (it takes start_index)',
+        );
+      }
+    }
     return positional.map((e) => [e[0], e[1], e[2], kwargs]) as Json;
   });
 }

@@ -12,15 +12,8 @@
 import type * as tf from '@tensorflow/tfjs-core';
 import {LayersModel, models, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {
-  ATTENTION,
-  CALL_OPTIONS,
-  CLASSES,
-  COMMON,
-  DERIVED,
-  KEYWORD,
-  REFUSED,
-} from './keras3_classes';
+import {contractOf, KerasCall} from '../layers/engine/contract';
+import type {Keras3Class} from '../layers/engine/contract';
 import {keras3Paths} from './keras3_weights';
 import {isObj, Json, Obj} from './keras_json';
 
@@ -40,6 +33,22 @@ export interface Keras3ExportOptions {
 function fail(message: string): never {
   throw new Error(`toKeras3Artifacts: ${message}`);
 }
+
+/** Config keys every Keras 3 layer takes. */
+const COMMON = ['name', 'trainable', 'dtype'];
+/** Config keys of this package that Keras 3 has as call arguments instead. */
+const CALL_OPTIONS = ['use_causal_mask', 'return_attention_scores'];
+/** Config keys of this package that Keras 3 derives from the inputs. */
+const DERIVED = ['query_shape', 'value_shape', 'key_shape', 'input_roles'];
+
+/** The Keras 3 class of a layer class with a contract (null: tfjs' own, or a user's without). */
+function keras3Class(cls: string): Keras3Class | null {
+  const keras3 = contractOf(cls)?.keras.keras3;
+  return keras3 != null && 'keys' in keras3 ? keras3 : null;
+}
+
+/** How Keras calls a layer class (tfjs' own: on its tensors). */
+const kerasCall = (cls: string): KerasCall => contractOf(cls)?.keras.call ?? {kind: 'tensor'};
 
 const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
@@ -67,7 +76,8 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
   const cls = layer.class_name as string;
   const name = layer.name as string;
   const config = layer.config as Obj;
-  const spec = CLASSES[cls];
+  const spec = keras3Class(cls);
+  const call = kerasCall(cls);
   const out: Obj = {};
   for (const [k, v] of Object.entries(config)) {
     if (CALL_OPTIONS.includes(k)) {
@@ -76,7 +86,8 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
     }
     if (DERIVED.includes(k)) continue;
     if (spec == null || COMMON.includes(k) || spec.keys.includes(k)) {
-      if (!(cls === 'GetItem' && k !== 'name')) out[k] = v; // GetItem's index goes to its node
+      // an indexing operation's index goes to its node
+      if (!(call.kind === 'indexing' && k !== 'name')) out[k] = v;
       continue;
     }
     if (v == null || v === false) continue;
@@ -89,7 +100,12 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
     out.batch_shape = config.batch_input_shape ?? config.batch_shape ?? null;
     delete out.batch_input_shape;
   }
-  if (cls === 'TransformerDecoder') callKwargs.use_causal_mask = config.use_causal_mask !== false;
+  if (call.kind === 'keyword') {
+    // options the loader keeps in the config go back to the call (false too)
+    for (const [kwarg, key] of Object.entries(call.options)) {
+      if (key != null && config[key] != null) callKwargs[kwarg] = config[key];
+    }
+  }
   return out;
 }
 
@@ -105,13 +121,14 @@ function rewriteNode(layer: Obj, node: Json, ctx: Ctx): Obj {
       if (v != null && v !== false) kwargs[k] = v;
     }
   }
-  if (cls === 'GetItem') {
+  const call = kerasCall(cls);
+  if (call.kind === 'indexing') {
     const index = ((config.index as Json[]) ?? []).map((it) =>
       isObj(it) ? {class_name: '__slice__', config: it} : it,
     );
     return {args: [ref(entries[0]), index], kwargs};
   }
-  if (ATTENTION.includes(cls) || cls === 'Attention' || cls === 'AdditiveAttention') {
+  if (call.kind === 'attention') {
     const roles = (config.input_roles as string[] | null) ?? ['query', 'value', 'key'];
     const named: Record<string, Json> = {};
     entries.forEach((e, i) => {
@@ -123,7 +140,7 @@ function rewriteNode(layer: Obj, node: Json, ctx: Ctx): Obj {
       } else fail(`layer '${name}' (${cls}) takes an input of role '${roles[i]}'`);
     });
     const value = named.value ?? named.query;
-    if (ATTENTION.includes(cls)) {
+    if (call.byKeyword) {
       const kw: Obj = {...kwargs};
       if (named.key) kw.key = named.key;
       if (named.attention_mask) kw.attention_mask = named.attention_mask;
@@ -138,13 +155,13 @@ function rewriteNode(layer: Obj, node: Json, ctx: Ctx): Obj {
     const list = [named.query, value, ...(named.key ? [named.key] : [])];
     return {args: [list], kwargs};
   }
-  const keyword = KEYWORD[cls];
-  if (keyword != null) {
-    const roles = ((config.input_roles as string[] | null) ?? keyword.roles).map(snake);
+  if (call.kind === 'keyword') {
+    const own = call.roles.map(snake);
+    const roles = ((config.input_roles as string[] | null) ?? own).map(snake);
     const args: Json[] = [];
     entries.forEach((e, i) => {
       const role = roles[i];
-      if (i < keyword.positional && role === keyword.roles[i]) args.push(ref(e));
+      if (i < call.positional && role === own[i]) args.push(ref(e));
       else kwargs[role] = ref(e);
     });
     return {args, kwargs};
@@ -234,12 +251,11 @@ export async function toKeras3Artifacts(
   const layers = (config.layers as Obj[] | undefined) ?? fail('the topology has no layers');
   for (const layer of layers) {
     const cls = layer.class_name as string;
-    if (REFUSED[cls]) fail(`layer '${layer.name}' is a ${cls}: ${REFUSED[cls]}`);
-    if (cls === 'AdditiveAttention' && (layer.config as Obj).num_hiddens != null)
-      fail(
-        `layer '${layer.name}' is the d2l form of AdditiveAttention (numHiddens), which Keras ` +
-          'does not have; use AdditiveAttention without numHiddens (the Keras form)',
-      );
+    const keras = contractOf(cls)?.keras;
+    if (keras != null && 'refused' in keras.keras3)
+      fail(`layer '${layer.name}' is a ${cls}, which ${keras.keras3.refused}`);
+    const refusal = keras?.refuseConfig?.(layer.config as Obj);
+    if (refusal != null) fail(`layer '${layer.name}' ${refusal}`);
     if (cls === 'Model' || cls === 'Functional' || cls === 'Sequential')
       fail(`layer '${layer.name}' is a nested model; export a flat functional model`);
   }
@@ -263,12 +279,12 @@ export async function toKeras3Artifacts(
         node.kwargs = {...callKwargs, ...(node.kwargs as Obj)};
         return node as Json;
       });
-      const spec = CLASSES[cls];
+      const spec = keras3Class(cls);
       out.push({
-        module: spec?.pkg ?? (cls === 'GetItem' ? 'keras.src.ops.numpy' : 'keras.layers'),
+        module: spec?.pkg ?? spec?.module ?? 'keras.layers',
         class_name: cls,
         config: kerasConfig,
-        registered_name: spec?.pkg ? `${spec.pkg}>${cls}` : cls === 'GetItem' ? 'GetItem' : null,
+        registered_name: spec?.pkg ? `${spec.pkg}>${cls}` : (spec?.registeredName ?? null),
         name: layer.name,
         inbound_nodes: nodes,
       });
@@ -279,7 +295,10 @@ export async function toKeras3Artifacts(
       const users = layers.filter((l) =>
         ((l.inbound_nodes as Json[]) ?? []).some((n) => (n as Entry[]).some((e) => e[0] === lens)),
       );
-      const nonAttention = users.filter((l) => !ATTENTION.includes(l.class_name as string));
+      const nonAttention = users.filter((l) => {
+        const c = kerasCall(l.class_name as string);
+        return !(c.kind === 'attention' && c.byKeyword);
+      });
       if (nonAttention.length > 0)
         fail(
           `the lengths input '${lens}' also feeds '${nonAttention[0].name}', which cannot take ` +

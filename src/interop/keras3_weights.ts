@@ -6,36 +6,16 @@ import * as tf from '@tensorflow/tfjs-core';
 import {layers, LayersModel, LayerVariable, models} from '@tensorflow/tfjs-layers';
 
 import {CompositeLayer} from '../layers/engine/composite_layer';
-import {GQA_SUBLAYERS} from '../layers/attention/group_query_attention';
-import {MHA_SUBLAYERS} from '../layers/attention/multi_head_attention_sublayers';
-import {snake} from './keras_options';
-
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
-
-/** Classes whose Keras 3 weights sit in sublayer folders, the folders, and the path prefix. */
-const KERAS3_SUBLAYERS: Record<
-  string,
-  {prefix?: string; table: ReadonlyArray<{name: string; keras3: string}>}
-> = {
-  MultiHeadAttention: {table: MHA_SUBLAYERS},
-  CachedMultiHeadAttention: {table: MHA_SUBLAYERS},
-  // the Python class is GroupedQueryAttention, which names its weight folder
-  GroupQueryAttention: {prefix: 'grouped_query_attention', table: GQA_SUBLAYERS},
-};
-
-/** Keras 3 attribute names of sublayers that are not `_<sublayer name>`. */
-const FOLDER_ALIASES: Record<string, string> = {
-  self_attention: '_self_attention_layer',
-  cross_attention: '_cross_attention_layer',
-};
+import {contractOf, snakeCase} from '../layers/engine/contract';
+import type {JsonObject as Obj} from '../layers/engine/contract';
 
 /** Keras 3's path key of a layer inside its model: the snake-cased class, numbered by order. */
 function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
   const cls = layer.getClassName();
+  const keras3 = contractOf(cls)?.keras.keras3;
   const base =
-    KERAS3_SUBLAYERS[cls]?.prefix ??
-    (cls === 'Model' || cls === 'Functional' ? 'functional' : snake(cls));
+    (keras3 != null && 'keys' in keras3 ? keras3.pathPrefix : undefined) ??
+    (cls === 'Model' || cls === 'Functional' ? 'functional' : snakeCase(cls));
   const n = counts.get(base) ?? 0;
   counts.set(base, n + 1);
   return n === 0 ? base : `${base}_${n}`;
@@ -44,8 +24,8 @@ function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
 /** Each weight of `layer` by its Keras 3 path below the layer (`query_dense/vars/0`). */
 export function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
   const out = new Map<string, LayerVariable>();
-  const cls = layer.getClassName();
-  const sub = KERAS3_SUBLAYERS[cls];
+  const weights = contractOf(layer.getClassName())?.weights;
+  const sub = weights?.sublayers;
   if (layer instanceof LayersModel) {
     // a nested model: `layers/<key>/...` for each of its layers
     const counts = new Map<string, number>();
@@ -56,7 +36,7 @@ export function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
   } else if (sub != null && layer instanceof CompositeLayer) {
     // Keras 3 keeps each projection's kernel and bias as vars/0 and vars/1 of its folder
     const paths = layer.weightPaths();
-    for (const {name, keras3} of sub.table) {
+    for (const {name, keras3} of sub) {
       ['kernel', 'bias'].forEach((w, i) => {
         const v = paths.get(`${name}/${w}`);
         if (v != null) out.set(`${keras3}/vars/${i}`, v);
@@ -65,7 +45,7 @@ export function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
   } else if (layer instanceof CompositeLayer && layer.sublayers.length > 0) {
     // keras-hub blocks: each sublayer in the folder of its Python attribute (`_<name>`)
     for (const s of layer.sublayers) {
-      const folder = FOLDER_ALIASES[s.name] ?? `_${s.name}`;
+      const folder = weights?.keras3Folders[s.name] ?? `_${s.name}`;
       for (const [p, v] of keras3Paths(s)) out.set(`${folder}/${p}`, v);
     }
   } else {

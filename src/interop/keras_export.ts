@@ -12,10 +12,8 @@
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
-
-const NO_KERAS_CLASS = ['DotProductAttention', 'TokenAndPositionEmbedding'];
+import {contractOf} from '../layers/engine/contract';
+import type {Json, JsonObject as Obj} from '../layers/engine/contract';
 
 function fail(message: string): never {
   throw new Error(`toKerasArtifacts: ${message}`);
@@ -25,19 +23,13 @@ function rewrite(layer: Obj): void {
   const cls = layer.class_name as string;
   const name = layer.name as string;
   const config = layer.config as Obj;
-  if (NO_KERAS_CLASS.includes(cls))
-    fail(`layer '${name}' is a ${cls}, which Keras has no class for`);
-  if (cls === 'GroupQueryAttention')
-    fail(
-      `layer '${name}' is a GroupQueryAttention, which tf-keras 2 does not have (Keras 3 does); ` +
-        `use MultiHeadAttention for a model that tf-keras must load`,
-    );
-  if (!['MultiHeadAttention', 'Attention', 'AdditiveAttention'].includes(cls)) return;
-  if (cls === 'AdditiveAttention' && config.num_hiddens != null) {
-    fail(
-      `layer '${name}' is the d2l form of AdditiveAttention (num_hiddens), which Keras does not have`,
-    );
-  }
+  const keras = contractOf(cls)?.keras;
+  if (keras == null) return; // tfjs' own layers (and a user's without a contract) as they are
+  if ('refused' in keras.keras2) fail(`layer '${name}' is a ${cls}, which ${keras.keras2.refused}`);
+  const refusal = keras.refuseConfig?.(config);
+  if (refusal != null) fail(`layer '${name}' ${refusal}`);
+  if (keras.call.kind !== 'attention') return;
+  const byKeyword = keras.call.byKeyword;
   const roles = (config.input_roles as string[] | undefined) ?? null;
   const callKwargs: Obj = {};
   if (config.use_causal_mask === true) callKwargs.use_causal_mask = true;
@@ -61,7 +53,7 @@ function rewrite(layer: Obj): void {
     const ref = (e: Json[]) => [e[0], e[1], e[2]] as Json;
     const query = named.query;
     const value = named.value ?? query;
-    if (cls === 'MultiHeadAttention') {
+    if (byKeyword) {
       const kwargs: Obj = {value: ref(value), ...callKwargs};
       if (named.key) kwargs.key = ref(named.key);
       if (named.attention_mask) kwargs.attention_mask = ref(named.attention_mask);

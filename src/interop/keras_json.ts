@@ -1,6 +1,7 @@
 /** The JSON of a Keras topology as the loader's files read it, and the loader's error. */
-export type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-export type Obj = {[key: string]: Json};
+import type {Json, JsonObject as Obj} from '../layers/engine/contract';
+
+export type {Json, JsonObject as Obj} from '../layers/engine/contract';
 
 export function isObj(x: Json | undefined): x is Obj {
   return x != null && typeof x === 'object' && !Array.isArray(x);

@@ -4,46 +4,23 @@
  * so the loader turns every tensor argument into an input and records each input's role in the
  * layer's config (`input_roles`), as the layers do themselves in functional models.
  */
+import type {KerasCall} from '../layers/engine/contract';
 import {Obj} from './keras_json';
 /** A legacy inbound entry `[layerName, nodeIndex, tensorIndex, kwargs]`. */
 export type Entry = [string, number, number, Obj];
 
-interface KeywordLayer {
-  /** Roles in the layer's order; the first `positional` can be given positionally. */
-  roles: string[];
-  positional: number;
-  /** Non-tensor call arguments kept in the config (their config key), or dropped (null). */
-  options: Record<string, string | null>;
-}
+/** A layer called with tensors by keyword (its contract's Keras call). */
+type KeywordLayer = Extract<KerasCall, {kind: 'keyword'}>;
 
 const camel = (s: string) => s.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-
-export const KEYWORD_LAYERS: Record<string, KeywordLayer> = {
-  TransformerEncoder: {
-    roles: ['inputs', 'paddingMask', 'attentionMask'],
-    positional: 1,
-    options: {training: null},
-  },
-  TransformerDecoder: {
-    roles: [
-      'decoderSequence',
-      'encoderSequence',
-      'decoderPaddingMask',
-      'decoderAttentionMask',
-      'encoderPaddingMask',
-      'encoderAttentionMask',
-    ],
-    positional: 2,
-    options: {training: null, use_causal_mask: 'use_causal_mask'},
-  },
-};
 
 /**
  * The inputs (in the layer's role order) of one call of a keyword layer, with their roles;
  * non-tensor options are written to `config`. Throws on arguments the layer cannot take.
  */
 export function keywordCall(
+  spec: KeywordLayer,
   cls: string,
   name: string,
   positional: Entry[],
@@ -51,7 +28,6 @@ export function keywordCall(
   kwargs: Obj,
   config: Obj,
 ): {inputs: Entry[]; roles: string[]} {
-  const spec = KEYWORD_LAYERS[cls];
   const byRole = new Map<string, Entry>();
   if (positional.length > spec.positional) {
     throw new Error(
@@ -71,19 +47,19 @@ export function keywordCall(
     byRole.set(role, e);
   }
   for (const [k, v] of Object.entries(kwargs)) {
+    if (k in spec.options) {
+      // a kept option is written as given (false too: keras-hub's decoder is causal by default)
+      const key = spec.options[k];
+      if (key != null && v != null) config[key] = v;
+      continue;
+    }
     if (v == null || v === false) continue;
-    if (!(k in spec.options)) {
+    {
       throw new Error(
         `loadKerasModel: layer '${name}' (${cls}) is called with ${k}=${JSON.stringify(v)}, which ` +
           'this package does not support in a converted model',
       );
     }
-    const key = spec.options[k];
-    if (key != null) config[key] = v;
-  }
-  // keras-hub's decoder is causal unless told otherwise
-  if (cls === 'TransformerDecoder' && kwargs.use_causal_mask === false) {
-    config.use_causal_mask = false;
   }
   const roles = spec.roles.filter((r) => byRole.has(r));
   if (roles[0] !== spec.roles[0]) {

@@ -45,9 +45,6 @@ export function rewriteGetItem(layer: Obj): void {
   node.args = [args[0]];
 }
 
-/** keras-hub layers whose call takes `start_index`. */
-export const POSITION_CLASSES = ['PositionEmbedding', 'RotaryEmbedding', 'SinePositionEncoding'];
-
 /** A constant `start_index` call argument moves into the config (tfjs replays no call options). */
 export function recordStartIndex(layer: Obj): void {
   const nodes = ((layer.inbound_nodes as Json[]) ?? []).filter(isObj);

@@ -7,8 +7,8 @@
  *   2 KB model.json with `num_heads: 1e7` would otherwise allocate gigabytes before any check).
  * Pure and synchronous: works on tfjs (snake_case) and Keras 3 topologies, nested models too.
  */
-type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
-type Obj = {[key: string]: Json};
+import {contractOf, impliedProduct} from '../layers/engine/contract';
+import type {Json, JsonObject as Obj, WeightContract} from '../layers/engine/contract';
 
 const isObj = (x: Json | undefined): x is Obj =>
   x != null && typeof x === 'object' && !Array.isArray(x);
@@ -89,62 +89,16 @@ function checkGraph(config: Obj, where: string): void {
   }
 }
 
-const num = (c: Obj, k: string): number => (typeof c[k] === 'number' ? (c[k] as number) : 0);
+/** tfjs' built-in layers with weights the config sizes (the package's classes say it on the class). */
+const BUILT_IN: Record<string, WeightContract['implied']> = {
+  Dense: impliedProduct('units'),
+  Embedding: impliedProduct('input_dim', 'output_dim'),
+};
 
 /** A lower bound of the weight values a layer's config implies, and the option that sets it. */
 function impliedValues(cls: string, c: Obj): {values: number; option: string} {
-  const biggest = (keys: string[]) => keys.reduce((a, k) => (num(c, k) > num(c, a) ? k : a));
-  switch (cls) {
-    case 'Dense':
-      return {values: num(c, 'units'), option: 'units'};
-    case 'Embedding':
-      return {
-        values: num(c, 'input_dim') * num(c, 'output_dim'),
-        option: biggest(['input_dim', 'output_dim']),
-      };
-    case 'MultiHeadAttention':
-      return {
-        values:
-          num(c, 'num_heads') *
-          (2 * num(c, 'key_dim') + 2 * (num(c, 'value_dim') || num(c, 'key_dim'))),
-        option: biggest(['num_heads', 'key_dim', 'value_dim']),
-      };
-    case 'GroupQueryAttention':
-      return {
-        values:
-          num(c, 'head_dim') * 2 * (num(c, 'num_query_heads') + num(c, 'num_key_value_heads')),
-        option: biggest(['head_dim', 'num_query_heads', 'num_key_value_heads']),
-      };
-    case 'TokenAndPositionEmbedding':
-      return {
-        values: (num(c, 'vocabulary_size') + num(c, 'sequence_length')) * num(c, 'embedding_dim'),
-        option: biggest(['vocabulary_size', 'sequence_length', 'embedding_dim']),
-      };
-    case 'ReversibleEmbedding':
-      return {
-        values: num(c, 'input_dim') * num(c, 'output_dim'),
-        option: biggest(['input_dim', 'output_dim']),
-      };
-    case 'PositionEmbedding':
-      return {values: num(c, 'sequence_length'), option: 'sequence_length'};
-    case 'TransformerEncoder':
-    case 'TransformerDecoder':
-      // at least the feed-forward biases, and a head size >= 1 per head in each projection
-      return {
-        values: num(c, 'intermediate_dim') + 4 * num(c, 'num_heads'),
-        option: biggest(['intermediate_dim', 'num_heads']),
-      };
-    case 'EinsumDense': {
-      const shape = Array.isArray(c.output_shape) ? c.output_shape : [c.output_shape];
-      const values = shape.reduce<number>(
-        (p, d) => p * (typeof d === 'number' && d > 0 ? d : 1),
-        1,
-      );
-      return {values, option: 'output_shape'};
-    }
-    default:
-      return {values: 0, option: ''};
-  }
+  const implied = contractOf(cls)?.weights.implied ?? BUILT_IN[cls];
+  return implied == null ? {values: 0, option: ''} : implied(c);
 }
 
 function checkSizes(config: Obj, declared: number): void {

@@ -1,6 +1,7 @@
 /** Registers every layer class, so `tf.loadLayersModel` and `tf.layers.deserialize` find them. */
 import * as tf from '@tensorflow/tfjs-core';
 
+import type {ContractClass} from './engine/contract';
 import {AdditiveAttention} from './attention/additive_attention';
 import {CachedMultiHeadAttention} from './hub/cached_multi_head_attention';
 import {Attention, DotProductAttention} from './attention/dot_product_attention';
@@ -16,7 +17,13 @@ import {TransformerDecoder} from './hub/transformer_decoder';
 import {TransformerEncoder} from './hub/transformer_encoder';
 import {TokenAndPositionEmbedding} from './hub/token_and_position_embedding';
 
-export const LAYER_CLASSES = [
+/**
+ * The package's layer classes, each with its contract (engine/contract.ts): a class without one
+ * does not compile here.
+ */
+export const LAYER_CLASSES: ReadonlyArray<
+  ContractClass & tf.serialization.SerializableConstructor<tf.serialization.Serializable>
+> = [
   MultiHeadAttention,
   CachedMultiHeadAttention,
   GroupQueryAttention,

@@ -12,6 +12,8 @@ import {
 import {BaseAttentionArgs, ScoresOption} from '../engine/base_attention';
 import {Attention} from './dot_product_attention';
 import {Shape} from '../engine/shapes';
+import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {EVERY_CALL_SETTING, NO_CACHE} from './attention_contract';
 
 export interface AdditiveAttentionArgs extends BaseAttentionArgs {
   /**
@@ -54,6 +56,25 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
    * @nocollapse
    */
   static override readonly className: string = 'AdditiveAttention';
+  /** What the package knows about this class (contract.ts). */
+  static override readonly contract: LayerContract = {
+    keras: {
+      keras3: {keys: ['use_scale', 'dropout', 'seed']},
+      keras2: {},
+      call: {kind: 'attention', byKeyword: false},
+      kerasOnlyKeys: ['causal'],
+      refuseConfig: (c) =>
+        c.num_hiddens != null
+          ? 'is the d2l form of AdditiveAttention (numHiddens), which Keras does not have; use ' +
+            'AdditiveAttention without numHiddens (the Keras form)'
+          : null,
+    },
+    // the Keras form: the d2l option numHiddens is not a Keras key
+    configSample: () => new AdditiveAttention({...EVERY_CALL_SETTING}),
+    weights: OWN_WEIGHTS,
+    decoding: NO_CACHE,
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `numHiddens` option (null: the Keras form, without projections). */
   readonly numHiddens: number | null;

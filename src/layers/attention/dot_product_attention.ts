@@ -20,6 +20,8 @@ import {
 } from '../engine/base_attention';
 import {AttentionParts} from '../engine/call_spec';
 import {formatShape, Shape} from '../engine/shapes';
+import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {EVERY_CALL_SETTING, NO_CACHE, NO_KERAS_DOT_PRODUCT} from './attention_contract';
 
 /** How `Attention` scores a query against a key: `'dot'` (dot product) or `'concat'` (`tanh(q + k)`). */
 export type ScoreMode = 'dot' | 'concat';
@@ -62,6 +64,21 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
    * @nocollapse
    */
   static readonly className: string = 'Attention';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {keys: ['use_scale', 'score_mode', 'dropout', 'seed']},
+      keras2: {},
+      call: {kind: 'attention', byKeyword: false},
+      // Keras <= 2.9 wrote `causal` (rewritten to use_causal_mask by the loader)
+      kerasOnlyKeys: ['causal'],
+      refuseConfig: null,
+    },
+    configSample: () => new Attention({...EVERY_CALL_SETTING}),
+    weights: OWN_WEIGHTS,
+    decoding: NO_CACHE,
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `useScale` option: whether the scores are multiplied by a trainable scalar. */
   readonly useScale: boolean;
@@ -241,6 +258,17 @@ export class DotProductAttention<S extends boolean = false> extends Attention<S>
    * @nocollapse
    */
   static override readonly className: string = 'DotProductAttention';
+  /** What the package knows about this class (contract.ts). */
+  static override readonly contract: LayerContract = {
+    ...Attention.contract,
+    keras: {
+      ...Attention.contract.keras,
+      keras3: {refused: NO_KERAS_DOT_PRODUCT},
+      keras2: {refused: NO_KERAS_DOT_PRODUCT},
+      kerasOnlyKeys: [],
+    },
+    configSample: () => new DotProductAttention({...EVERY_CALL_SETTING}),
+  };
 
   constructor(args: DotProductAttentionArgs & ScoresOption<S> = {}) {
     super({...args, useScale: false, scoreMode: 'dot'});

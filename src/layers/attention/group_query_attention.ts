@@ -33,6 +33,9 @@ import {positiveInt} from './multi_head_attention_args';
 import {fromCoreLayout, headLayout, toCoreLayout} from './multi_head_attention_layout';
 import {multiHeadAttentionMask} from './multi_head_attention_mask';
 import {formatShape, Shape} from '../engine/shapes';
+import {configNumber, largestOption, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {multiHeadDecoding} from '../engine/decoding_checks';
+import {EVERY_CALL_SETTING, PROJECTION_KERAS3_KEYS} from './attention_contract';
 
 export interface GroupQueryAttentionArgs extends BaseAttentionArgs, ProjectionArgs {
   /** Size of each attention head (query, key and value). */
@@ -90,6 +93,56 @@ export class GroupQueryAttention<S extends boolean = false> extends BaseAttentio
    * @nocollapse
    */
   static readonly className = 'GroupQueryAttention';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {
+        keys: [
+          'head_dim',
+          'num_query_heads',
+          'num_key_value_heads',
+          'dropout',
+          'use_bias',
+          'seed',
+        ].concat(PROJECTION_KERAS3_KEYS),
+        // the Python class is GroupedQueryAttention, which names its weight folder
+        pathPrefix: 'grouped_query_attention',
+      },
+      keras2: {
+        refused:
+          'tf-keras 2 does not have (Keras 3 does); use MultiHeadAttention for a model that ' +
+          'tf-keras must load',
+      },
+      call: {kind: 'attention', byKeyword: true},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () =>
+      new GroupQueryAttention({
+        ...EVERY_CALL_SETTING,
+        headDim: 1,
+        numQueryHeads: 1,
+        numKeyValueHeads: 1,
+        useGate: true,
+        slidingWindow: 1,
+      }),
+    weights: {
+      sublayers: GQA_SUBLAYERS,
+      keras3Folders: {},
+      implied: (c) => ({
+        values:
+          configNumber(c, 'head_dim') *
+          2 *
+          (configNumber(c, 'num_query_heads') + configNumber(c, 'num_key_value_heads')),
+        option: largestOption(c, ['head_dim', 'num_query_heads', 'num_key_value_heads']),
+      }),
+    },
+    decoding: multiHeadDecoding(
+      (c) => c.numKeyValueHeads as number,
+      (c) => c.headDim as number,
+    ),
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `headDim` option: the size of each head. */
   readonly headDim: number;

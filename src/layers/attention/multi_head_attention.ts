@@ -32,6 +32,14 @@ import {checkAttentionShapes, outputDimsOf} from './multi_head_attention_shapes'
 import {multiHeadAttentionMask} from './multi_head_attention_mask';
 import {MHA_SUBLAYERS, MhaSublayer} from './multi_head_attention_sublayers';
 import {Shape} from '../engine/shapes';
+import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {multiHeadDecoding} from '../engine/decoding_checks';
+import {
+  EVERY_CALL_SETTING,
+  MULTI_HEAD_KERAS3_KEYS,
+  multiHeadImplied,
+  refuseMultiHeadCache,
+} from './attention_contract';
 
 export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
 
@@ -71,6 +79,33 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
    * @nocollapse
    */
   static readonly className: string = 'MultiHeadAttention';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {keys: MULTI_HEAD_KERAS3_KEYS},
+      keras2: {},
+      call: {kind: 'attention', byKeyword: true},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () =>
+      new MultiHeadAttention({
+        ...EVERY_CALL_SETTING,
+        numHeads: 1,
+        keyDim: 1,
+        useGate: true,
+        slidingWindow: 1,
+        softmaxRobustMasking: true,
+        chunkSize: 1,
+      }),
+    weights: {sublayers: MHA_SUBLAYERS, keras3Folders: {}, implied: multiHeadImplied},
+    decoding: multiHeadDecoding(
+      (c) => c.numHeads as number,
+      (c) => c.keyDim as number,
+      refuseMultiHeadCache,
+    ),
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `numHeads` option: the number of attention heads. */
   readonly numHeads: number;

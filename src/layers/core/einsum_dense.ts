@@ -22,6 +22,9 @@ import {
   ProjectionOptions,
 } from './projection_options';
 import {singleShape, Shape} from '../engine/shapes';
+import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {einsumKeepsSequence} from '../engine/decoding_checks';
+import {PROJECTION_KERAS3_KEYS} from './projection_options';
 
 /** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
@@ -59,6 +62,36 @@ export class EinsumDense extends layers.Layer {
    * @nocollapse
    */
   static readonly className = 'EinsumDense';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {
+        keys: ['equation', 'output_shape', 'activation', 'bias_axes'].concat(
+          PROJECTION_KERAS3_KEYS,
+        ),
+      },
+      keras2: {},
+      call: {kind: 'tensor'},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () =>
+      new EinsumDense({equation: 'ab,bc->ac', outputShape: 1, biasAxes: 'c', activation: 'relu'}),
+    weights: {
+      sublayers: null,
+      keras3Folders: {},
+      implied: (c) => {
+        const shape = Array.isArray(c.output_shape) ? c.output_shape : [c.output_shape];
+        const values = shape.reduce<number>(
+          (p, d) => p * (typeof d === 'number' && d > 0 ? d : 1),
+          1,
+        );
+        return {values, option: 'output_shape'};
+      },
+    },
+    decoding: {kind: 'positionWise', check: einsumKeepsSequence},
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `equation` option. */
   readonly equation: string;

@@ -4,6 +4,7 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape, Shape, singleShape} from '../engine/shapes';
+import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
 export type IndexItem =
@@ -69,6 +70,23 @@ export class GetItem extends layers.Layer {
    * @nocollapse
    */
   static readonly className = 'GetItem';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {module: 'keras.src.ops.numpy', registeredName: 'GetItem', keys: ['index']},
+      keras2: {refused: "tf-keras 2 does not have (it is Keras 3's indexing operation)"},
+      call: {kind: 'indexing'},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () => new GetItem({index: [0]}),
+    weights: OWN_WEIGHTS,
+    decoding: {
+      kind: 'refused',
+      reason: 'not known to compute each position alone (an index may select positions)',
+    },
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `index` option. */
   readonly index: IndexItem[];

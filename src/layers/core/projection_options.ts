@@ -77,3 +77,14 @@ export function projectionConfig(o: ProjectionOptions): tf.serialization.ConfigD
     biasConstraint: serializeObject(o.biasConstraint),
   };
 }
+
+/** The Keras 3 config keys of a projection's initializers, regularizers and constraints. */
+export const PROJECTION_KERAS3_KEYS: readonly string[] = [
+  'kernel_initializer',
+  'bias_initializer',
+  'kernel_regularizer',
+  'bias_regularizer',
+  'activity_regularizer',
+  'kernel_constraint',
+  'bias_constraint',
+];

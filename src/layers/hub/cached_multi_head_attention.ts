@@ -1,5 +1,9 @@
 import {AttendResult, TensorSpec} from '../engine/base_attention';
 import {MultiHeadAttention} from '../attention/multi_head_attention';
+import {LayerContract} from '../engine/contract';
+import {multiHeadDecoding} from '../engine/decoding_checks';
+import {MULTI_HEAD_KERAS3_KEYS, refuseMultiHeadCache} from '../attention/attention_contract';
+import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /**
  * keras-hub's `CachedMultiHeadAttention`: MultiHeadAttention for autoregressive decoding, with
@@ -24,6 +28,22 @@ export class CachedMultiHeadAttention<S extends boolean = false> extends MultiHe
    * @nocollapse
    */
   static override readonly className = 'CachedMultiHeadAttention';
+  /** What the package knows about this class (contract.ts). */
+  static override readonly contract: LayerContract = {
+    ...MultiHeadAttention.contract,
+    keras: {
+      ...MultiHeadAttention.contract.keras,
+      keras3: {pkg: 'keras_hub', keys: MULTI_HEAD_KERAS3_KEYS},
+      keras2: {refused: HUB_NEEDS_KERAS3},
+    },
+    // keras-hub's layer ignores the Keras masks of its inputs
+    decoding: multiHeadDecoding(
+      (c) => c.numHeads as number,
+      (c) => c.keyDim as number,
+      refuseMultiHeadCache,
+      false,
+    ),
+  };
 
   protected override attend(spec: TensorSpec): AttendResult {
     return super.attend({...spec, queryMask: null, valueMask: null, keyMask: null});

@@ -12,6 +12,9 @@ import {
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
+import {impliedProduct, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {positionsOfSequence} from '../engine/decoding_checks';
+import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link PositionEmbedding}. */
 export interface PositionEmbeddingArgs extends LayerArgs {
@@ -45,6 +48,20 @@ export class PositionEmbedding extends layers.Layer {
    * @nocollapse
    */
   static readonly className = 'PositionEmbedding';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {pkg: 'keras_hub', keys: ['sequence_length', 'initializer']},
+      keras2: {refused: HUB_NEEDS_KERAS3},
+      call: {kind: 'positions'},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () => new PositionEmbedding({sequenceLength: 2, startIndex: 1}),
+    weights: {sublayers: null, keras3Folders: {}, implied: impliedProduct('sequence_length')},
+    decoding: {kind: 'positionAware', check: positionsOfSequence},
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;

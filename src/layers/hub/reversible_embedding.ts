@@ -12,6 +12,9 @@ import {
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
+import {impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
+import {alwaysPositionWise} from '../engine/decoding_checks';
+import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link ReversibleEmbedding}. */
 export interface ReversibleEmbeddingArgs extends LayerArgs {
@@ -66,6 +69,40 @@ export class ReversibleEmbedding extends layers.Layer {
    * @nocollapse
    */
   static readonly className = 'ReversibleEmbedding';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {
+        pkg: 'keras_hub',
+        keys: [
+          'input_dim',
+          'output_dim',
+          'tie_weights',
+          'embeddings_initializer',
+          'mask_zero',
+        ].concat(
+          ['logit_soft_cap', 'embeddings_regularizer', 'embeddings_constraint'],
+          ['activity_regularizer'],
+        ),
+      },
+      keras2: {refused: HUB_NEEDS_KERAS3},
+      call: {kind: 'tensor'},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () =>
+      new ReversibleEmbedding({inputDim: 1, outputDim: 1, maskZero: true, logitSoftCap: 1}),
+    weights: {
+      sublayers: null,
+      keras3Folders: {},
+      implied: impliedProduct('input_dim', 'output_dim'),
+    },
+    // ids -> [..., D] or, reversed, [..., D] -> [..., V]: each position alone either way
+    decoding: {kind: 'positionWise', check: alwaysPositionWise},
+    // the forward lookup of ids carries the mask; the reversed call (float input) does not
+    makesKerasMask: (config, node) =>
+      MASK_ZERO(config, node) && node.inputTensors[0].dtype !== 'float32',
+  };
 
   /** The `inputDim` option: the vocabulary size. */
   readonly inputDim: number;

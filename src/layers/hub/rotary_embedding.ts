@@ -6,6 +6,8 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import {Shape, singleShape} from '../engine/shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
+import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link RotaryEmbedding}. */
 export interface RotaryEmbeddingArgs extends LayerArgs {
@@ -52,6 +54,41 @@ export class RotaryEmbedding extends layers.Layer {
    * @nocollapse
    */
   static readonly className = 'RotaryEmbedding';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {
+        pkg: 'keras_hub',
+        keys: ['max_wavelength', 'scaling_factor', 'sequence_axis', 'feature_axis'],
+      },
+      keras2: {refused: HUB_NEEDS_KERAS3},
+      call: {kind: 'positions'},
+      // keras-hub's YaRN options, which act only with rope_type 'yarn' (refused below)
+      kerasOnlyKeys: [
+        'rope_type',
+        'beta_fast',
+        'beta_slow',
+        'original_max_position_embeddings',
+        'truncate',
+      ],
+      refuseConfig: (c) =>
+        c.rope_type != null && c.rope_type !== 'linear'
+          ? `has rope_type ${JSON.stringify(c.rope_type)}; this package implements keras-hub's ` +
+            "'linear' rotary embedding (scaling_factor) only"
+          : null,
+    },
+    configSample: () => new RotaryEmbedding({startIndex: 1}),
+    weights: OWN_WEIGHTS,
+    decoding: {
+      kind: 'positionAware',
+      check: (c, node) => {
+        const a = Number(c.sequenceAxis ?? 1);
+        const rank = node.inputTensors[0].rank;
+        return (a < 0 ? rank + a : a) === 1 ? null : `its sequence axis is ${a}, not 1`;
+      },
+    },
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;

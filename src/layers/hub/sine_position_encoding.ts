@@ -6,6 +6,9 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import {Shape, singleShape} from '../engine/shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
+import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {positionsOfSequence} from '../engine/decoding_checks';
+import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link SinePositionEncoding}. */
 export interface SinePositionEncodingArgs extends LayerArgs {
@@ -38,6 +41,20 @@ export class SinePositionEncoding extends layers.Layer {
    * @nocollapse
    */
   static readonly className = 'SinePositionEncoding';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {pkg: 'keras_hub', keys: ['max_wavelength']},
+      keras2: {refused: HUB_NEEDS_KERAS3},
+      call: {kind: 'positions'},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () => new SinePositionEncoding({startIndex: 1}),
+    weights: OWN_WEIGHTS,
+    decoding: {kind: 'positionAware', check: positionsOfSequence},
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
   /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;

@@ -12,6 +12,9 @@ import {
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
+import {configNumber, largestOption, LayerContract, MASK_ZERO} from '../engine/contract';
+import {idsInput} from '../engine/decoding_checks';
+import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link TokenAndPositionEmbedding}. */
 export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
@@ -55,6 +58,44 @@ export class TokenAndPositionEmbedding extends layers.Layer {
    * @nocollapse
    */
   static readonly className = 'TokenAndPositionEmbedding';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {
+        pkg: 'keras_hub',
+        keys: [
+          'vocabulary_size',
+          'sequence_length',
+          'embedding_dim',
+          'embeddings_initializer',
+        ].concat(['mask_zero']),
+      },
+      keras2: {refused: HUB_NEEDS_KERAS3},
+      call: {kind: 'tensor'},
+      // keras-hub passes it to its token embedding, whose reverse call this layer does not offer
+      kerasOnlyKeys: ['tie_weights'],
+      refuseConfig: null,
+    },
+    configSample: () =>
+      new TokenAndPositionEmbedding({
+        vocabularySize: 1,
+        sequenceLength: 1,
+        embeddingDim: 1,
+        maskZero: true,
+      }),
+    weights: {
+      sublayers: null,
+      keras3Folders: {},
+      implied: (c) => ({
+        values:
+          (configNumber(c, 'vocabulary_size') + configNumber(c, 'sequence_length')) *
+          configNumber(c, 'embedding_dim'),
+        option: largestOption(c, ['vocabulary_size', 'sequence_length', 'embedding_dim']),
+      }),
+    },
+    decoding: {kind: 'positionAware', check: idsInput},
+    makesKerasMask: MASK_ZERO,
+  };
 
   /** The `vocabularySize` option. */
   readonly vocabularySize: number;

@@ -6,6 +6,14 @@ import {causalMask, combineMasks} from '../../ops/masking';
 import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
+import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {
+  DECODER_DECODING,
+  DECODER_ROLES,
+  HUB_NEEDS_KERAS3,
+  TRANSFORMER_KERAS3_KEYS,
+  TRANSFORMER_WEIGHTS,
+} from './hub_contract';
 
 /** Options of {@link TransformerDecoder}. */
 export interface TransformerDecoderArgs extends TransformerBlockArgs {
@@ -98,15 +106,30 @@ export class TransformerDecoder extends TransformerBlock {
    * @nocollapse
    */
   static readonly className = 'TransformerDecoder';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {pkg: 'keras_hub', keys: TRANSFORMER_KERAS3_KEYS},
+      keras2: {refused: HUB_NEEDS_KERAS3},
+      call: {
+        kind: 'keyword',
+        roles: DECODER_ROLES,
+        positional: 2,
+        // keras-hub's decoder is causal unless told otherwise
+        options: {training: null, use_causal_mask: 'use_causal_mask'},
+      },
+      // the build shapes Keras 3 records
+      kerasOnlyKeys: ['decoder_sequence_shape', 'encoder_sequence_shape'],
+      refuseConfig: null,
+    },
+    configSample: () =>
+      new TransformerDecoder({intermediateDim: 1, numHeads: 1, inputRoles: ['decoderSequence']}),
+    weights: TRANSFORMER_WEIGHTS,
+    decoding: DECODER_DECODING,
+    makesKerasMask: NO_KERAS_MASK,
+  };
 
-  protected readonly roleNames = [
-    'decoderSequence',
-    'encoderSequence',
-    'decoderPaddingMask',
-    'decoderAttentionMask',
-    'encoderPaddingMask',
-    'encoderAttentionMask',
-  ] as const;
+  protected readonly roleNames = DECODER_ROLES;
   protected readonly positionalRoles = 2;
   protected readonly tensorOptions = [
     'decoderPaddingMask',

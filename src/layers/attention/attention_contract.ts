@@ -1,0 +1,61 @@
+/**
+ * What the attention layers' contracts (engine/contract.ts) share: the Keras 3 config keys of
+ * the multi-head layers, the call settings every attention config can record, the weight sizes a
+ * multi-head config implies, the cache refusals, and Keras' lack of DotProductAttention.
+ */
+import {configNumber, largestOption, NodeCheck, WeightContract} from '../engine/contract';
+import {refuseSelfAttention} from '../engine/decoding_checks';
+import {PROJECTION_KERAS3_KEYS} from '../core/projection_options';
+
+export {PROJECTION_KERAS3_KEYS};
+
+/** The Keras 3 config keys of MultiHeadAttention (and keras-hub's CachedMultiHeadAttention). */
+export const MULTI_HEAD_KERAS3_KEYS: readonly string[] = [
+  'num_heads',
+  'key_dim',
+  'value_dim',
+  'dropout',
+  'use_bias',
+  'output_shape',
+  'attention_axes',
+  'seed',
+  ...PROJECTION_KERAS3_KEYS,
+];
+
+/** The call settings an attention layer records in its config, each set (config samples). */
+export const EVERY_CALL_SETTING = {
+  useCausalMask: true,
+  returnAttentionScores: true,
+  inputRoles: ['query' as const],
+  zeroFullyMaskedRows: true,
+};
+
+/** At least query, key, value and output kernels of `num_heads` heads. */
+export const multiHeadImplied: WeightContract['implied'] = (c) => ({
+  values:
+    configNumber(c, 'num_heads') *
+    (2 * configNumber(c, 'key_dim') +
+      2 * (configNumber(c, 'value_dim') || configNumber(c, 'key_dim'))),
+  option: largestOption(c, ['num_heads', 'key_dim', 'value_dim']),
+});
+
+/** Causal self-attention, and one head size (keras-hub's cache layout holds one). */
+export const refuseMultiHeadCache: NodeCheck = (config, node) =>
+  refuseSelfAttention(config, node) ??
+  (config.keyDim !== config.valueDim
+    ? `its keyDim ${config.keyDim} differs from its valueDim ${config.valueDim} (keras-hub's ` +
+      `cache layout holds one head size)`
+    : null);
+
+/** Attention layers without a key / value cache. */
+export const NO_CACHE = {
+  kind: 'refused' as const,
+  reason:
+    'not known to compute each position alone (it has no key / value cache: use ' +
+    'MultiHeadAttention or GroupQueryAttention with useCausalMask)',
+};
+
+/** Keras has no DotProductAttention layer (this package's d2l name for it). */
+export const NO_KERAS_DOT_PRODUCT =
+  'Keras has no class for; build the model with Attention (the same scaled dot product, ' +
+  "Keras' keras.layers.Attention) or MultiHeadAttention instead";
