@@ -4,41 +4,10 @@ import {AdditiveAttention} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 import {lensAllowed, M2, M3, refAdditiveAttention, softmaxRow} from './helpers/reference_attention';
 import seeds from './fixtures/seed_inputs.json';
 
 describeBackends('AdditiveAttention', () => {
-  runLayerTest('Keras form (scale over dim)', {
-    make: () => new AdditiveAttention(),
-    inputShapes: [
-      [2, 3, 4],
-      [2, 5, 4],
-    ],
-    outputShape: [2, 3, 4],
-    trainableWeights: 1,
-    weightNames: ['layer/scale'],
-  });
-  runLayerTest('d2l form with numHiddens, query and key of different sizes, lengths input', {
-    make: () => new AdditiveAttention({numHiddens: 6, dropout: 0.2}),
-    inputShapes: [
-      [2, 3, 5],
-      [2, 4, 2],
-      [2, 4, 3],
-      [2, 1],
-    ],
-    inputDtypes: ['float32', 'float32', 'float32', 'int32'],
-    makeInputs: () => [
-      randTensor([2, 3, 5], 1),
-      randTensor([2, 4, 2], 2),
-      randTensor([2, 4, 3], 3),
-      tf.tensor2d([[3], [1]], [2, 1], 'int32'),
-    ],
-    outputShape: [2, 3, 2],
-    trainableWeights: 3,
-    weightNames: ['layer/query_kernel', 'layer/key_kernel', 'layer/scale'],
-  });
-
   it('reproduces the JAX notebook: [[2, 3, 4, 5]] and [[10, 11, 12, 13]]', () => {
     tf.tidy(() => {
       const keys = tf.ones([2, 10, 2]);
@@ -223,26 +192,5 @@ describeBackends('AdditiveAttention', () => {
         /query and key must have the same last dimension/,
       );
     });
-  });
-});
-
-describeBackends('AdditiveAttention with call options', () => {
-  runLayerTest('an attention mask and returned scores as call options', {
-    make: () => new AdditiveAttention(),
-    inputShapes: [
-      [2, 3, 4],
-      [2, 5, 4],
-    ],
-    callKwargs: () => ({
-      attentionMask: tf.tensor3d(
-        Array.from({length: 30}, (_, i) => (i % 5 < 3 || i % 7 === 0 ? 1 : 0)),
-        [2, 3, 5],
-        'bool',
-      ),
-      returnAttentionScores: true,
-    }),
-    outputShape: [2, 3, 4],
-    moreOutputShapes: [[2, 3, 5]],
-    trainableWeights: 1,
   });
 });

@@ -9,7 +9,6 @@ import {CachedMultiHeadAttention, MultiHeadAttention} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 
 function pair(x: tf.Tensor) {
   const cached = new CachedMultiHeadAttention({numHeads: 2, keyDim: 3});
@@ -22,17 +21,6 @@ function pair(x: tf.Tensor) {
 }
 
 describeBackends('CachedMultiHeadAttention', () => {
-  runLayerTest('keras-hub layout', {
-    make: () => new CachedMultiHeadAttention({numHeads: 2, keyDim: 3}),
-    inputShapes: [[2, 4, 6]],
-    outputShape: [2, 4, 6],
-    trainableWeights: 8,
-    weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
-      `layer/${n}/kernel`,
-      `layer/${n}/bias`,
-    ]),
-  });
-
   it('computes what MultiHeadAttention computes, but ignores Keras masks', () => {
     tf.tidy(() => {
       const x = randTensor([2, 4, 6], 1);

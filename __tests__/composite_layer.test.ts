@@ -5,7 +5,13 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {Attention, loadTorchMultiheadAttention, MultiHeadAttention} from '../src';
+import {
+  Attention,
+  GroupQueryAttention,
+  loadTorchMultiheadAttention,
+  MultiHeadAttention,
+} from '../src';
+import {GQA_SUBLAYERS} from '../src/layers/attention/group_query_attention';
 import {MHA_SUBLAYERS} from '../src/layers/attention/multi_head_attention_sublayers';
 import {randTensor} from './helpers/data';
 import {saveToMemory} from './helpers/save';
@@ -20,9 +26,12 @@ describe('composite layers', () => {
     tf.dispose(applied.apply(tf.ones([1, 4, 5])) as tf.Tensor);
     const built = new MultiHeadAttention({numHeads: 2, keyDim: 3, useGate: true, name: 'mha_b'});
     built.build([1, 4, 5]);
-    // Keras' order (the table's): query, key, gate, value, attention_output
+    // Keras' names and build order (written out here, not read from the sublayer table)
     const expected = (n: string) =>
-      MHA_SUBLAYERS.flatMap((s) => [`${n}/${s.name}/kernel`, `${n}/${s.name}/bias`]);
+      ['query', 'key', 'gate', 'value', 'attention_output'].flatMap((s) => [
+        `${n}/${s}/kernel`,
+        `${n}/${s}/bias`,
+      ]);
     expect(names(applied)).toEqual(expected('mha_a'));
     expect(names(built)).toEqual(expected('mha_b'));
     expect([...built.weightPaths().keys()]).toEqual(expected('mha_b').map((n) => n.slice(6)));
@@ -36,6 +45,46 @@ describe('composite layers', () => {
     applied.dispose();
     free(built);
     free(att);
+  });
+
+  it("the sublayer tables hold Keras' names, in Keras' build order", () => {
+    // Keras 3 MultiHeadAttention: sublayers query, key, value, attention_output (gate, from 3.14,
+    // built after key); its saved weights sit under the attributes query_dense, key_dense,
+    // _gate_dense, value_dense, output_dense (public properties first, then private attributes)
+    expect(MHA_SUBLAYERS.map((s) => [s.name, s.keras3])).toEqual([
+      ['query', 'query_dense'],
+      ['key', 'key_dense'],
+      ['gate', '_gate_dense'],
+      ['value', 'value_dense'],
+      ['attention_output', 'output_dense'],
+    ]);
+    // keras-hub GroupQueryAttention: query, key, value, gate, attention_output, saved under the
+    // private attributes _query_dense, _key_dense, _value_dense, _gate_dense, _output_dense
+    expect(GQA_SUBLAYERS.map((s) => [s.name, s.keras3])).toEqual([
+      ['query', '_query_dense'],
+      ['key', '_key_dense'],
+      ['value', '_value_dense'],
+      ['gate', '_gate_dense'],
+      ['attention_output', '_output_dense'],
+    ]);
+  });
+
+  it('names GroupQueryAttention weights <layer>/<sublayer>/<weight> in keras-hub order', () => {
+    const gqa = new GroupQueryAttention({
+      headDim: 2,
+      numQueryHeads: 4,
+      numKeyValueHeads: 2,
+      useGate: true,
+      name: 'gqa_a',
+    });
+    tf.dispose(gqa.apply(tf.ones([1, 3, 5])) as tf.Tensor);
+    expect(names(gqa)).toEqual(
+      ['query', 'key', 'value', 'gate', 'attention_output'].flatMap((s) => [
+        `gqa_a/${s}/kernel`,
+        `gqa_a/${s}/bias`,
+      ]),
+    );
+    gqa.dispose();
   });
 
   it('freezes, regularises and fast-initialises its sublayers with it', () => {

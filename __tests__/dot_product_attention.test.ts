@@ -4,7 +4,6 @@ import {Attention, DotProductAttention} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 import {lensAllowed, M3, refDotAttention, softmaxRow} from './helpers/reference_attention';
 import seeds from './fixtures/seed_inputs.json';
 
@@ -28,28 +27,6 @@ const V = [
 ];
 
 describeBackends('Attention (Keras Luong)', () => {
-  runLayerTest('dot with scale, [query, value]', {
-    make: () => new Attention({useScale: true}),
-    inputShapes: [
-      [2, 3, 4],
-      [2, 5, 4],
-    ],
-    outputShape: [2, 3, 4],
-    trainableWeights: 1,
-    weightNames: ['layer/scale'],
-  });
-  runLayerTest('concat with scale and key', {
-    make: () => new Attention({useScale: true, scoreMode: 'concat', dropout: 0.3}),
-    inputShapes: [
-      [2, 3, 4],
-      [2, 5, 6],
-      [2, 5, 4],
-    ],
-    outputShape: [2, 3, 6],
-    trainableWeights: 2,
-    weightNames: ['layer/scale', 'layer/concat_score_weight'],
-  });
-
   // Keras 3 attention_test.py test_attention_correctness (atol 1e-3 as in Keras)
   it("reproduces Keras' dot and concat correctness cases", () => {
     tf.tidy(() => {
@@ -295,25 +272,6 @@ describeBackends('Attention (Keras Luong)', () => {
 });
 
 describeBackends('DotProductAttention (d2l)', () => {
-  runLayerTest('with a lengths input', {
-    make: () => new DotProductAttention({dropout: 0.1}),
-    inputShapes: [
-      [2, 3, 4],
-      [2, 5, 6],
-      [2, 5, 4],
-      [2, 1],
-    ],
-    inputDtypes: ['float32', 'float32', 'float32', 'int32'],
-    makeInputs: () => [
-      randTensor([2, 3, 4], 1),
-      randTensor([2, 5, 6], 2),
-      randTensor([2, 5, 4], 3),
-      tf.tensor2d([[2], [4]], [2, 1], 'int32'),
-    ],
-    outputShape: [2, 3, 6],
-    trainableWeights: 0,
-  });
-
   it('reproduces the JAX notebook: [[2, 3, 4, 5]] and [[10, 11, 12, 13]]', () => {
     tf.tidy(() => {
       const keys = tf.ones([2, 10, 2]);
@@ -359,33 +317,5 @@ describeBackends('DotProductAttention (d2l)', () => {
       expectClose(out, ref.out, 1e-5, 1e-5);
       expect(new DotProductAttention().getConfig()).not.toHaveProperty('useScale');
     });
-  });
-});
-
-describeBackends('Attention and DotProductAttention with call options', () => {
-  runLayerTest('Attention with lengths and returned scores as call options', {
-    make: () => new Attention({useScale: true}),
-    inputShapes: [
-      [2, 3, 4],
-      [2, 5, 4],
-    ],
-    callKwargs: () => ({
-      validLens: tf.tensor2d([[4], [2]], [2, 1], 'int32'),
-      returnAttentionScores: true,
-    }),
-    outputShape: [2, 3, 4],
-    moreOutputShapes: [[2, 3, 5]],
-    trainableWeights: 1,
-  });
-  runLayerTest('DotProductAttention with lengths as a call option', {
-    make: () => new DotProductAttention(),
-    inputShapes: [
-      [2, 3, 4],
-      [2, 5, 6],
-      [2, 5, 4],
-    ],
-    callKwargs: () => ({validLens: tf.tensor2d([[4], [2]], [2, 1], 'int32')}),
-    outputShape: [2, 3, 6],
-    trainableWeights: 0,
   });
 });

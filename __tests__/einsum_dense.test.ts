@@ -5,7 +5,6 @@ import {analyzeEinsumDense} from '../src/layers/core/einsum_dense_shapes';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 import {naiveEinsum} from './helpers/naive_einsum';
 
 // Keras einsum_dense_test.py: equation | bias_axes | input | output_shape -> kernel | bias | output
@@ -112,26 +111,6 @@ describe("EinsumDense shape analysis (Keras' cases)", () => {
 });
 
 describeBackends('EinsumDense', () => {
-  runLayerTest('the MultiHeadAttention query projection', {
-    make: () =>
-      new EinsumDense({
-        equation: 'abc,cde->abde',
-        outputShape: [null, 3, 4],
-        biasAxes: 'de',
-        activation: 'relu',
-      }),
-    inputShapes: [[2, 5, 6]],
-    outputShape: [2, 5, 3, 4],
-    trainableWeights: 2,
-    weightNames: ['layer/kernel', 'layer/bias'],
-  });
-  runLayerTest('an ellipsis equation', {
-    make: () => new EinsumDense({equation: '...b,bc->...c', outputShape: 7, biasAxes: 'c'}),
-    inputShapes: [[2, 3, 4]],
-    outputShape: [2, 3, 7],
-    trainableWeights: 2,
-  });
-
   it('computes einsum(x, kernel) + bias like loops (atol 1e-5)', () => {
     tf.tidy(() => {
       const layer = new EinsumDense({

@@ -1,7 +1,8 @@
 /**
- * GroupQueryAttention: the shared layer harness, and numerics against the plain-loop reference
- * with key / value heads repeated by hand (query head u uses kv head floor(u * V / U)), with
- * masks, causal, sliding window, gate and returned scores. Tolerance 1e-5 (abs and rel).
+ * GroupQueryAttention (its layer harness cases: helpers/layer_harness.ts): numerics against the
+ * plain-loop reference with key / value heads repeated by hand (query head u uses kv head
+ * floor(u * V / U)), with masks, causal, sliding window, gate and returned scores. Tolerance 1e-5
+ * (abs and rel).
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -9,7 +10,6 @@ import {GroupQueryAttention, toKerasArtifacts} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 import {saveToMemory} from './helpers/save';
 import {
   Allowed,
@@ -53,38 +53,6 @@ function build(args: ConstructorParameters<typeof GroupQueryAttention>[0], input
 }
 
 describeBackends('GroupQueryAttention', () => {
-  runLayerTest('4 query heads over 2 key / value heads', {
-    make: () => new GroupQueryAttention({headDim: 3, numQueryHeads: 4, numKeyValueHeads: 2}),
-    inputShapes: [[2, 5, 6]],
-    outputShape: [2, 5, 6],
-    trainableWeights: 8,
-    weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
-      `layer/${n}/kernel`,
-      `layer/${n}/bias`,
-    ]),
-  });
-  runLayerTest('multi-query, gated, cross-attention with a key, no bias', {
-    make: () =>
-      new GroupQueryAttention({
-        headDim: 2,
-        numQueryHeads: 3,
-        numKeyValueHeads: 1,
-        useGate: true,
-        useBias: false,
-        dropout: 0.1,
-      }),
-    inputShapes: [
-      [2, 4, 6],
-      [2, 3, 5],
-      [2, 3, 7],
-    ],
-    outputShape: [2, 4, 6],
-    trainableWeights: 5,
-    weightNames: ['query', 'key', 'value', 'gate', 'attention_output'].map(
-      (n) => `layer/${n}/kernel`,
-    ),
-  });
-
   const cases: Array<{
     name: string;
     args: ConstructorParameters<typeof GroupQueryAttention>[0];

@@ -11,10 +11,8 @@ import * as tf from '@tensorflow/tfjs';
 
 import {convertKerasArtifacts, GetItem, IndexItem, TransformerDecoder} from '../src';
 import {checkTopology} from '../src/io/topology_guard';
-import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 
 const dir = path.join(__dirname, 'fixtures', 'keras');
 type Obj = Record<string, unknown>;
@@ -40,22 +38,6 @@ function pySlice(size: number, start: number | null, stop: number | null, step: 
   for (let i = norm(start, 0); i < norm(stop, size); i += s) out.push(i);
   return out;
 }
-
-describeBackends('GetItem', () => {
-  runLayerTest('x[:, 1:3, ::2]', {
-    make: () =>
-      new GetItem({
-        index: [
-          {start: null, stop: null, step: null},
-          {start: 1, stop: 3, step: null},
-          {start: null, stop: null, step: 2},
-        ],
-      }),
-    inputShapes: [[2, 4, 5]],
-    outputShape: [2, 2, 3],
-    trainableWeights: 0,
-  });
-});
 
 describe('GetItem (Keras 3 slicing)', () => {
   const all: IndexItem = {start: null, stop: null, step: null};

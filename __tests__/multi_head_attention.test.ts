@@ -4,7 +4,6 @@ import {MultiHeadAttention} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 import {saveToMemory} from './helpers/save';
 import {
   allowAll,
@@ -50,53 +49,6 @@ function randomizeBiases(layer: MultiHeadAttention, seed: number): void {
 const TOL = 1e-5; // float32 sums of at most a few dozen products
 
 describeBackends('MultiHeadAttention', () => {
-  runLayerTest('self-attention from one tensor', {
-    make: () => new MultiHeadAttention({numHeads: 2, keyDim: 4}),
-    inputShapes: [[2, 5, 8]],
-    outputShape: [2, 5, 8],
-    trainableWeights: 8,
-    weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
-      `layer/${n}/kernel`,
-      `layer/${n}/bias`,
-    ]),
-  });
-  runLayerTest('cross-attention with key, valueDim and outputShape', {
-    make: () => new MultiHeadAttention({numHeads: 3, keyDim: 2, valueDim: 5, outputShape: 7}),
-    inputShapes: [
-      [2, 4, 6],
-      [2, 3, 5],
-      [2, 3, 9],
-    ],
-    outputShape: [2, 4, 7],
-    trainableWeights: 8,
-  });
-  runLayerTest('useBias false with a lengths input', {
-    make: () =>
-      new MultiHeadAttention({numHeads: 2, keyDim: 3, useBias: false, useCausalMask: true}),
-    inputShapes: [
-      [3, 4, 6],
-      [3, 1],
-    ],
-    inputDtypes: ['float32', 'int32'],
-    makeInputs: () => [randTensor([3, 4, 6], 5), tf.tensor2d([[4], [2], [1]], [3, 1], 'int32')],
-    outputShape: [3, 4, 6],
-    trainableWeights: 4,
-    weightNames: ['query', 'key', 'value', 'attention_output'].map((n) => `layer/${n}/kernel`),
-  });
-  runLayerTest('gated attention over two axes with dropout', {
-    make: () =>
-      new MultiHeadAttention({
-        numHeads: 2,
-        keyDim: 2,
-        useGate: true,
-        attentionAxes: [1, 2],
-        dropout: 0.2,
-      }),
-    inputShapes: [[2, 3, 2, 4]],
-    outputShape: [2, 3, 2, 4],
-    trainableWeights: 10,
-  });
-
   describe('numerics against a plain-loop reference (atol 1e-5)', () => {
     const B = 2;
     const T = 4;
@@ -575,23 +527,5 @@ describe('input roles of functional models', () => {
     });
     model.dispose();
     loaded.dispose();
-  });
-});
-
-describeBackends('MultiHeadAttention with call options', () => {
-  runLayerTest('lengths, causal and returned scores as call options', {
-    make: () => new MultiHeadAttention({numHeads: 2, keyDim: 3}),
-    inputShapes: [
-      [3, 4, 6],
-      [3, 5, 6],
-    ],
-    callKwargs: () => ({
-      validLens: tf.tensor2d([[5], [2], [1]], [3, 1], 'int32'),
-      useCausalMask: true,
-      returnAttentionScores: true,
-    }),
-    outputShape: [3, 4, 6],
-    moreOutputShapes: [[3, 2, 4, 5]],
-    trainableWeights: 8,
   });
 });

@@ -1,8 +1,8 @@
 /**
  * keras-hub's position layers against plain loops written from their formulas: RotaryEmbedding
  * (halves rotated, any sequence / feature axis, scaling factor, start index), SinePositionEncoding
- * (sin on even, cos on odd features), PositionEmbedding (table rows from a start index); harness
- * cases; refused options. Tolerance 1e-5 (abs and rel).
+ * (sin on even, cos on odd features), PositionEmbedding (table rows from a start index); refused
+ * options (harness cases: helpers/layer_harness.ts). Tolerance 1e-5 (abs and rel).
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -10,7 +10,6 @@ import {PositionEmbedding, RotaryEmbedding, SinePositionEncoding} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 import {saveToMemory} from './helpers/save';
 
 const TOL = 1e-5;
@@ -28,21 +27,6 @@ function ropeVector(x: number[], pos: number, wavelength: number): number[] {
 }
 
 describeBackends('position layers', () => {
-  runLayerTest('RotaryEmbedding on [batch, T, heads, headDim]', {
-    make: () => new RotaryEmbedding(),
-    inputShapes: [[2, 5, 2, 4]],
-    outputShape: [2, 5, 2, 4],
-    trainableWeights: 0,
-  });
-  runLayerTest('PositionEmbedding', {
-    make: () => new PositionEmbedding({sequenceLength: 6}),
-    inputShapes: [[2, 5, 3]],
-    outputShape: [2, 5, 3],
-    trainableWeights: 1,
-    weightNames: ['layer/embeddings'],
-    inputGradients: false, // the output is the table's rows: it does not depend on x's values
-  });
-
   it('RotaryEmbedding = plain loops (scaling factor, start index, sequence axis 2, feature axis 1)', () => {
     tf.tidy(() => {
       const x = randTensor([2, 5, 3, 6], 1); // [batch, T, heads, D]

@@ -1,5 +1,5 @@
 /**
- * TokenAndPositionEmbedding: the shared harness, plain-loop numerics, the Keras mask of
+ * TokenAndPositionEmbedding (harness cases: helpers/layer_harness.ts): plain-loop numerics, the Keras mask of
  * `maskZero`, the one-hot gradient (it replaces tfjs' gather gradient, which wasm lacks) against
  * a plain-loop scatter-add on every backend, and input validation.
  */
@@ -9,7 +9,6 @@ import {TokenAndPositionEmbedding} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 
 const IDS = [
   [3, 1, 4, 1, 0],
@@ -29,22 +28,6 @@ function layer(maskZero = false): TokenAndPositionEmbedding {
 }
 
 describeBackends('TokenAndPositionEmbedding', () => {
-  runLayerTest('ids with padding and maskZero', {
-    make: () =>
-      new TokenAndPositionEmbedding({
-        vocabularySize: 7,
-        sequenceLength: 6,
-        embeddingDim: 3,
-        maskZero: true,
-      }),
-    inputShapes: [[2, 5]],
-    inputDtypes: ['int32'],
-    makeInputs: () => [tf.tensor2d(IDS, [2, 5], 'int32')],
-    outputShape: [2, 5, 3],
-    trainableWeights: 2,
-    weightNames: ['layer/token_embedding/embeddings', 'layer/position_embedding/embeddings'],
-  });
-
   it('= plain loops: out[b][t] = tokens[ids[b][t]] + positions[t]', () => {
     tf.tidy(() => {
       const l = layer();

@@ -1,7 +1,8 @@
 /**
- * keras-hub's TransformerEncoder and TransformerDecoder: the shared harness, plain-loop numerics
- * (helpers/transformer_reference.ts, written from keras-hub 0.32's source) for masks, pre- and
- * post-norm and the activations, cached decoding against the whole sequence, and errors.
+ * keras-hub's TransformerEncoder and TransformerDecoder (harness cases: helpers/layer_harness.ts):
+ * plain-loop numerics (helpers/transformer_reference.ts, written from keras-hub 0.32's source)
+ * for masks, pre- and post-norm and the activations, cached decoding against the whole sequence,
+ * and errors.
  * Keras' own outputs are checked by the converted fixtures (keras_fixtures.test.ts).
  *
  * Tolerance: 1e-5 absolute and relative (float32 against float64 loops).
@@ -12,7 +13,6 @@ import {TransformerDecoder, TransformerEncoder} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
-import {runLayerTest} from './helpers/layer_harness';
 import {
   BlockOptions,
   BlockWeights,
@@ -75,32 +75,6 @@ const ENC_PAD = [
 ];
 
 describeBackends('TransformerEncoder', () => {
-  runLayerTest('padding mask as a call option', {
-    make: () => new TransformerEncoder({intermediateDim: 12, numHeads: 2}),
-    inputShapes: [[B, T, D]],
-    outputShape: [B, T, D],
-    callKwargs: () => ({paddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
-    trainableWeights: 16,
-    weightNames: [
-      'layer/self_attention_layer/query/kernel',
-      'layer/self_attention_layer/query/bias',
-      'layer/self_attention_layer/key/kernel',
-      'layer/self_attention_layer/key/bias',
-      'layer/self_attention_layer/value/kernel',
-      'layer/self_attention_layer/value/bias',
-      'layer/self_attention_layer/attention_output/kernel',
-      'layer/self_attention_layer/attention_output/bias',
-      'layer/self_attention_layer_norm/gamma',
-      'layer/self_attention_layer_norm/beta',
-      'layer/feedforward_layer_norm/gamma',
-      'layer/feedforward_layer_norm/beta',
-      'layer/feedforward_intermediate_dense/kernel',
-      'layer/feedforward_intermediate_dense/bias',
-      'layer/feedforward_output_dense/kernel',
-      'layer/feedforward_output_dense/bias',
-    ],
-  });
-
   const cases: Array<[string, BlockOptions, string]> = [
     ['post-norm, relu', {normalizeFirst: false, epsilon: 1e-5, activation: relu}, 'relu'],
     ['pre-norm, exact gelu', {normalizeFirst: true, epsilon: 1e-3, activation: gelu}, 'gelu'],
@@ -206,25 +180,6 @@ describeBackends('TransformerEncoder', () => {
 });
 
 describeBackends('TransformerDecoder', () => {
-  runLayerTest('decoder-only, causal, with a decoder padding mask', {
-    make: () => new TransformerDecoder({intermediateDim: 12, numHeads: 2}),
-    inputShapes: [[B, T, D]],
-    outputShape: [B, T, D],
-    callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
-    trainableWeights: 16,
-  });
-
-  runLayerTest('with cross-attention and an encoder padding mask', {
-    make: () => new TransformerDecoder({intermediateDim: 12, numHeads: 2, normalizeFirst: true}),
-    inputShapes: [
-      [B, T, D],
-      [B, S, D],
-    ],
-    outputShape: [B, T, D],
-    callKwargs: () => ({encoderPaddingMask: tf.tensor2d(ENC_PAD, [B, S], 'int32')}),
-    trainableWeights: 26,
-  });
-
   it('= plain loops, decoder-only: causal AND the key padding mask (queries not masked)', () => {
     tf.tidy(() => {
       const o: BlockOptions = {normalizeFirst: false, epsilon: 1e-5, activation: relu};

@@ -1,10 +1,31 @@
 /**
  * One test harness for every layer (after Keras' `run_layer_test`): build, symbolic apply, eager
- * apply, a training step with a gradient for every weight, serialization and leak checks.
+ * apply, a training step with a gradient for every weight, serialization and leak checks; and its
+ * cases (`LAYER_CASES`), at least one per class src/layers/register.ts registers.
+ * `__tests__/layer_harness.test.ts` runs them on every backend and fails when a registered class
+ * has no case or a case makes a layer of another class.
  */
 import * as tf from '@tensorflow/tfjs';
 
+import {
+  AdditiveAttention,
+  Attention,
+  CachedMultiHeadAttention,
+  DotProductAttention,
+  EinsumDense,
+  GetItem,
+  GroupQueryAttention,
+  MultiHeadAttention,
+  PositionEmbedding,
+  ReversibleEmbedding,
+  RotaryEmbedding,
+  SinePositionEncoding,
+  TokenAndPositionEmbedding,
+  TransformerDecoder,
+  TransformerEncoder,
+} from '../../src';
 import {expectClose} from './close';
+import {randTensor} from './data';
 import {saveToMemory} from './save';
 
 export interface LayerCase {
@@ -210,3 +231,482 @@ export function runLayerTest(name: string, c: LayerCase): void {
     });
   });
 }
+
+/** Ids with repeats (1, 5) and padding (0), for the embeddings. */
+const IDS = [
+  [3, 1, 4, 1, 0],
+  [5, 5, 2, 0, 0],
+];
+
+// the transformer blocks: batch, target and source lengths, width, and padding masks
+const B = 2;
+const T = 5;
+const D = 8;
+const S = 4;
+const PAD = [
+  [1, 1, 1, 0, 0],
+  [1, 1, 1, 1, 1],
+];
+const ENC_PAD = [
+  [1, 1, 0, 0],
+  [1, 1, 1, 0],
+];
+
+/** Registered class name -> its cases, each a name and a {@link LayerCase}. */
+export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCase]>>> = {
+  MultiHeadAttention: [
+    [
+      'self-attention from one tensor',
+      {
+        make: () => new MultiHeadAttention({numHeads: 2, keyDim: 4}),
+        inputShapes: [[2, 5, 8]],
+        outputShape: [2, 5, 8],
+        trainableWeights: 8,
+        weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
+          `layer/${n}/kernel`,
+          `layer/${n}/bias`,
+        ]),
+      },
+    ],
+    [
+      'cross-attention with key, valueDim and outputShape',
+      {
+        make: () => new MultiHeadAttention({numHeads: 3, keyDim: 2, valueDim: 5, outputShape: 7}),
+        inputShapes: [
+          [2, 4, 6],
+          [2, 3, 5],
+          [2, 3, 9],
+        ],
+        outputShape: [2, 4, 7],
+        trainableWeights: 8,
+      },
+    ],
+    [
+      'useBias false with a lengths input',
+      {
+        make: () =>
+          new MultiHeadAttention({numHeads: 2, keyDim: 3, useBias: false, useCausalMask: true}),
+        inputShapes: [
+          [3, 4, 6],
+          [3, 1],
+        ],
+        inputDtypes: ['float32', 'int32'],
+        makeInputs: () => [randTensor([3, 4, 6], 5), tf.tensor2d([[4], [2], [1]], [3, 1], 'int32')],
+        outputShape: [3, 4, 6],
+        trainableWeights: 4,
+        weightNames: ['query', 'key', 'value', 'attention_output'].map((n) => `layer/${n}/kernel`),
+      },
+    ],
+    [
+      'gated attention over two axes with dropout',
+      {
+        make: () =>
+          new MultiHeadAttention({
+            numHeads: 2,
+            keyDim: 2,
+            useGate: true,
+            attentionAxes: [1, 2],
+            dropout: 0.2,
+          }),
+        inputShapes: [[2, 3, 2, 4]],
+        outputShape: [2, 3, 2, 4],
+        trainableWeights: 10,
+      },
+    ],
+    [
+      'lengths, causal and returned scores as call options',
+      {
+        make: () => new MultiHeadAttention({numHeads: 2, keyDim: 3}),
+        inputShapes: [
+          [3, 4, 6],
+          [3, 5, 6],
+        ],
+        callKwargs: () => ({
+          validLens: tf.tensor2d([[5], [2], [1]], [3, 1], 'int32'),
+          useCausalMask: true,
+          returnAttentionScores: true,
+        }),
+        outputShape: [3, 4, 6],
+        moreOutputShapes: [[3, 2, 4, 5]],
+        trainableWeights: 8,
+      },
+    ],
+  ],
+  CachedMultiHeadAttention: [
+    [
+      'keras-hub layout',
+      {
+        make: () => new CachedMultiHeadAttention({numHeads: 2, keyDim: 3}),
+        inputShapes: [[2, 4, 6]],
+        outputShape: [2, 4, 6],
+        trainableWeights: 8,
+        weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
+          `layer/${n}/kernel`,
+          `layer/${n}/bias`,
+        ]),
+      },
+    ],
+  ],
+  GroupQueryAttention: [
+    [
+      '4 query heads over 2 key / value heads',
+      {
+        make: () => new GroupQueryAttention({headDim: 3, numQueryHeads: 4, numKeyValueHeads: 2}),
+        inputShapes: [[2, 5, 6]],
+        outputShape: [2, 5, 6],
+        trainableWeights: 8,
+        weightNames: ['query', 'key', 'value', 'attention_output'].flatMap((n) => [
+          `layer/${n}/kernel`,
+          `layer/${n}/bias`,
+        ]),
+      },
+    ],
+    [
+      'multi-query, gated, cross-attention with a key, no bias',
+      {
+        make: () =>
+          new GroupQueryAttention({
+            headDim: 2,
+            numQueryHeads: 3,
+            numKeyValueHeads: 1,
+            useGate: true,
+            useBias: false,
+            dropout: 0.1,
+          }),
+        inputShapes: [
+          [2, 4, 6],
+          [2, 3, 5],
+          [2, 3, 7],
+        ],
+        outputShape: [2, 4, 6],
+        trainableWeights: 5,
+        weightNames: ['query', 'key', 'value', 'gate', 'attention_output'].map(
+          (n) => `layer/${n}/kernel`,
+        ),
+      },
+    ],
+  ],
+  DotProductAttention: [
+    [
+      'with a lengths input',
+      {
+        make: () => new DotProductAttention({dropout: 0.1}),
+        inputShapes: [
+          [2, 3, 4],
+          [2, 5, 6],
+          [2, 5, 4],
+          [2, 1],
+        ],
+        inputDtypes: ['float32', 'float32', 'float32', 'int32'],
+        makeInputs: () => [
+          randTensor([2, 3, 4], 1),
+          randTensor([2, 5, 6], 2),
+          randTensor([2, 5, 4], 3),
+          tf.tensor2d([[2], [4]], [2, 1], 'int32'),
+        ],
+        outputShape: [2, 3, 6],
+        trainableWeights: 0,
+      },
+    ],
+    [
+      'lengths as a call option',
+      {
+        make: () => new DotProductAttention(),
+        inputShapes: [
+          [2, 3, 4],
+          [2, 5, 6],
+          [2, 5, 4],
+        ],
+        callKwargs: () => ({validLens: tf.tensor2d([[4], [2]], [2, 1], 'int32')}),
+        outputShape: [2, 3, 6],
+        trainableWeights: 0,
+      },
+    ],
+  ],
+  Attention: [
+    [
+      'dot with scale, [query, value]',
+      {
+        make: () => new Attention({useScale: true}),
+        inputShapes: [
+          [2, 3, 4],
+          [2, 5, 4],
+        ],
+        outputShape: [2, 3, 4],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+    [
+      'concat with scale and key',
+      {
+        make: () => new Attention({useScale: true, scoreMode: 'concat', dropout: 0.3}),
+        inputShapes: [
+          [2, 3, 4],
+          [2, 5, 6],
+          [2, 5, 4],
+        ],
+        outputShape: [2, 3, 6],
+        trainableWeights: 2,
+        weightNames: ['layer/scale', 'layer/concat_score_weight'],
+      },
+    ],
+    [
+      'lengths and returned scores as call options',
+      {
+        make: () => new Attention({useScale: true}),
+        inputShapes: [
+          [2, 3, 4],
+          [2, 5, 4],
+        ],
+        callKwargs: () => ({
+          validLens: tf.tensor2d([[4], [2]], [2, 1], 'int32'),
+          returnAttentionScores: true,
+        }),
+        outputShape: [2, 3, 4],
+        moreOutputShapes: [[2, 3, 5]],
+        trainableWeights: 1,
+      },
+    ],
+  ],
+  AdditiveAttention: [
+    [
+      'Keras form (scale over dim)',
+      {
+        make: () => new AdditiveAttention(),
+        inputShapes: [
+          [2, 3, 4],
+          [2, 5, 4],
+        ],
+        outputShape: [2, 3, 4],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+    [
+      'd2l form with numHiddens, query and key of different sizes, lengths input',
+      {
+        make: () => new AdditiveAttention({numHiddens: 6, dropout: 0.2}),
+        inputShapes: [
+          [2, 3, 5],
+          [2, 4, 2],
+          [2, 4, 3],
+          [2, 1],
+        ],
+        inputDtypes: ['float32', 'float32', 'float32', 'int32'],
+        makeInputs: () => [
+          randTensor([2, 3, 5], 1),
+          randTensor([2, 4, 2], 2),
+          randTensor([2, 4, 3], 3),
+          tf.tensor2d([[3], [1]], [2, 1], 'int32'),
+        ],
+        outputShape: [2, 3, 2],
+        trainableWeights: 3,
+        weightNames: ['layer/query_kernel', 'layer/key_kernel', 'layer/scale'],
+      },
+    ],
+    [
+      'an attention mask and returned scores as call options',
+      {
+        make: () => new AdditiveAttention(),
+        inputShapes: [
+          [2, 3, 4],
+          [2, 5, 4],
+        ],
+        callKwargs: () => ({
+          attentionMask: tf.tensor3d(
+            Array.from({length: 30}, (_, i) => (i % 5 < 3 || i % 7 === 0 ? 1 : 0)),
+            [2, 3, 5],
+            'bool',
+          ),
+          returnAttentionScores: true,
+        }),
+        outputShape: [2, 3, 4],
+        moreOutputShapes: [[2, 3, 5]],
+        trainableWeights: 1,
+      },
+    ],
+  ],
+  EinsumDense: [
+    [
+      'the MultiHeadAttention query projection',
+      {
+        make: () =>
+          new EinsumDense({
+            equation: 'abc,cde->abde',
+            outputShape: [null, 3, 4],
+            biasAxes: 'de',
+            activation: 'relu',
+          }),
+        inputShapes: [[2, 5, 6]],
+        outputShape: [2, 5, 3, 4],
+        trainableWeights: 2,
+        weightNames: ['layer/kernel', 'layer/bias'],
+      },
+    ],
+    [
+      'an ellipsis equation',
+      {
+        make: () => new EinsumDense({equation: '...b,bc->...c', outputShape: 7, biasAxes: 'c'}),
+        inputShapes: [[2, 3, 4]],
+        outputShape: [2, 3, 7],
+        trainableWeights: 2,
+      },
+    ],
+  ],
+  TokenAndPositionEmbedding: [
+    [
+      'ids with padding and maskZero',
+      {
+        make: () =>
+          new TokenAndPositionEmbedding({
+            vocabularySize: 7,
+            sequenceLength: 6,
+            embeddingDim: 3,
+            maskZero: true,
+          }),
+        inputShapes: [[2, 5]],
+        inputDtypes: ['int32'],
+        makeInputs: () => [tf.tensor2d(IDS, [2, 5], 'int32')],
+        outputShape: [2, 5, 3],
+        trainableWeights: 2,
+        weightNames: ['layer/token_embedding/embeddings', 'layer/position_embedding/embeddings'],
+      },
+    ],
+  ],
+  PositionEmbedding: [
+    [
+      'a table of 6 positions on [batch, 5, 3]',
+      {
+        make: () => new PositionEmbedding({sequenceLength: 6}),
+        inputShapes: [[2, 5, 3]],
+        outputShape: [2, 5, 3],
+        trainableWeights: 1,
+        weightNames: ['layer/embeddings'],
+        inputGradients: false, // the output is the table's rows: it does not depend on x's values
+      },
+    ],
+  ],
+  SinePositionEncoding: [
+    [
+      'on [batch, T, width]: the table broadcast to the input',
+      {
+        make: () => new SinePositionEncoding({maxWavelength: 100}),
+        inputShapes: [[2, 5, 6]],
+        outputShape: [2, 5, 6],
+        trainableWeights: 0,
+        inputGradients: false, // sin / cos of the positions: independent of x's values
+      },
+    ],
+  ],
+  RotaryEmbedding: [
+    [
+      'on [batch, T, heads, headDim]',
+      {
+        make: () => new RotaryEmbedding(),
+        inputShapes: [[2, 5, 2, 4]],
+        outputShape: [2, 5, 2, 4],
+        trainableWeights: 0,
+      },
+    ],
+  ],
+  ReversibleEmbedding: [
+    [
+      'forward: int32 ids -> embeddings, with maskZero',
+      {
+        make: () => new ReversibleEmbedding({inputDim: 7, outputDim: 4, maskZero: true}),
+        inputShapes: [[2, 5]],
+        inputDtypes: ['int32'],
+        makeInputs: () => [tf.tensor2d(IDS, [2, 5], 'int32')],
+        outputShape: [2, 5, 4],
+        trainableWeights: 1,
+        weightNames: ['layer/embeddings'],
+      },
+    ],
+    [
+      'reverse ({reverse: true}): hidden states -> logits on the tied table, soft-capped',
+      {
+        make: () => new ReversibleEmbedding({inputDim: 7, outputDim: 4, logitSoftCap: 2}),
+        inputShapes: [[2, 5, 4]],
+        callKwargs: () => ({reverse: true}),
+        outputShape: [2, 5, 7],
+        trainableWeights: 1,
+        weightNames: ['layer/embeddings'],
+      },
+    ],
+  ],
+  TransformerEncoder: [
+    [
+      'padding mask as a call option',
+      {
+        make: () => new TransformerEncoder({intermediateDim: 12, numHeads: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({paddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 16,
+        weightNames: [
+          'layer/self_attention_layer/query/kernel',
+          'layer/self_attention_layer/query/bias',
+          'layer/self_attention_layer/key/kernel',
+          'layer/self_attention_layer/key/bias',
+          'layer/self_attention_layer/value/kernel',
+          'layer/self_attention_layer/value/bias',
+          'layer/self_attention_layer/attention_output/kernel',
+          'layer/self_attention_layer/attention_output/bias',
+          'layer/self_attention_layer_norm/gamma',
+          'layer/self_attention_layer_norm/beta',
+          'layer/feedforward_layer_norm/gamma',
+          'layer/feedforward_layer_norm/beta',
+          'layer/feedforward_intermediate_dense/kernel',
+          'layer/feedforward_intermediate_dense/bias',
+          'layer/feedforward_output_dense/kernel',
+          'layer/feedforward_output_dense/bias',
+        ],
+      },
+    ],
+  ],
+  TransformerDecoder: [
+    [
+      'decoder-only, causal, with a decoder padding mask',
+      {
+        make: () => new TransformerDecoder({intermediateDim: 12, numHeads: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 16,
+      },
+    ],
+    [
+      'with cross-attention and an encoder padding mask',
+      {
+        make: () =>
+          new TransformerDecoder({intermediateDim: 12, numHeads: 2, normalizeFirst: true}),
+        inputShapes: [
+          [B, T, D],
+          [B, S, D],
+        ],
+        outputShape: [B, T, D],
+        callKwargs: () => ({encoderPaddingMask: tf.tensor2d(ENC_PAD, [B, S], 'int32')}),
+        trainableWeights: 26,
+      },
+    ],
+  ],
+  GetItem: [
+    [
+      'x[:, 1:3, ::2]',
+      {
+        make: () =>
+          new GetItem({
+            index: [
+              {start: null, stop: null, step: null},
+              {start: 1, stop: 3, step: null},
+              {start: null, stop: null, step: 2},
+            ],
+          }),
+        inputShapes: [[2, 4, 5]],
+        outputShape: [2, 2, 3],
+        trainableWeights: 0,
+      },
+    ],
+  ],
+};
