@@ -171,7 +171,7 @@ describe('a user-defined layer with a contract', () => {
     const mine = layers.find((l) => l.name === 'mean') as Record<string, unknown>;
     expect(mine.module).toBe('my_layers');
     expect(mine.registered_name).toBe('my_layers>UserRunningMean');
-    expect(mine.config).toEqual({name: 'mean', trainable: true, dtype: 'float32', scale: 2});
+    expect(mine.config).toEqual({name: 'mean', trainable: true, scale: 2});
     expect(() => toKerasArtifacts(a)).toThrow(
       "layer 'mean' is a UserRunningMean, which tf-keras 2 has no such layer (a test layer)",
     );
