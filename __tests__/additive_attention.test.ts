@@ -194,3 +194,27 @@ describeBackends('AdditiveAttention', () => {
     });
   });
 });
+
+describeBackends('AdditiveAttention with zero keys', (backend) => {
+  it(`gives zeros, the weighted sum over no keys (not stale ${backend} memory)`, () => {
+    const q = randTensor([1, 3, 4], 31);
+    const v = tf.zeros([1, 0, 4]);
+    const layer = new AdditiveAttention();
+    tf.dispose(layer.apply([q, v]) as tf.Tensor); // builds the layer's weights
+    const before = tf.memory().numTensors;
+    // Σ over s < S = 0 of weight · value, per query and feature
+    const want = Array.from({length: 3}, () => Array.from({length: 4}, () => 0));
+    for (let round = 0; round < 3; round++) {
+      // memory the output may reuse, left holding other values
+      tf.dispose([tf.fill([12], 7 + round), tf.fill([1, 3, 4], -3)]);
+      const [out, scores] = layer.apply([q, v], {returnAttentionScores: true}) as tf.Tensor[];
+      expect(out.shape).toEqual([1, 3, 4]);
+      expect(scores.shape).toEqual([1, 3, 0]);
+      expect(out.arraySync()).toEqual([want]);
+      tf.dispose([out, scores]);
+    }
+    expect(tf.memory().numTensors).toBe(before);
+    tf.dispose([q, v]);
+    layer.dispose();
+  });
+});

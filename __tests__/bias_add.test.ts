@@ -8,11 +8,11 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {EinsumDense} from '../src';
-import {setWasmKernelsEnabled, wasmKernelsReady} from '../src/kernels/wasm_kernels';
+import {wasmKernelsReady} from '../src/kernels/wasm_kernels';
 import {addBias} from '../src/kernels/bias_add';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
-import {kernelsOf, withOwnKernels} from './helpers/kernels';
+import {kernelsOf, withOwnKernels, withSimdKernels} from './helpers/kernels';
 
 function values(n: number, seed: number): number[] {
   let s = seed >>> 0;
@@ -87,8 +87,7 @@ describe('addBias on cpu', () => {
     expect(names).toEqual(['TfjsAttentionBiasAdd']);
     expect(await withOwnKernels(false, () => kernelsOf(value))).toEqual(['Add']);
     const simd = grads();
-    setWasmKernelsEnabled(false);
-    try {
+    await withSimdKernels(false, async () => {
       expect(await kernelsOf(value)).toEqual(['TfjsAttentionBiasAdd']);
       const gradNames = await kernelsOf(grads);
       expect(gradNames).toContain('Sum');
@@ -96,9 +95,7 @@ describe('addBias on cpu', () => {
       const plain = grads();
       plain.forEach((t, i) => expectClose(t, simd[i], 1e-6, 1e-6));
       tf.dispose(plain);
-    } finally {
-      setWasmKernelsEnabled(true);
-    }
+    });
     tf.dispose([y, b, g, simd]);
   });
 

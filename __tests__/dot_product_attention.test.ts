@@ -1,8 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {Attention, DotProductAttention} from '../src';
+import {OWN_KERNELS, SIMD} from '../src/kernels/flags';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
+import {withFlags} from './helpers/kernels';
 import {randTensor} from './helpers/data';
 import {lensAllowed, M3, refDotAttention, softmaxRow} from './helpers/reference_attention';
 import seeds from './fixtures/seed_inputs.json';
@@ -318,4 +320,37 @@ describeBackends('DotProductAttention (d2l)', () => {
       expect(new DotProductAttention().getConfig()).not.toHaveProperty('useScale');
     });
   });
+});
+
+describeBackends('DotProductAttention with zero keys', (backend) => {
+  // own kernels off: tfjs' matMul; on with the SIMD module off: explicit transposes on wasm
+  const modes: Array<[string, Record<string, boolean>]> = [
+    ['own kernels', {}],
+    ['own kernels off', {[OWN_KERNELS]: false}],
+    ['SIMD module off', {[SIMD]: false}],
+  ];
+  for (const [mode, flags] of modes) {
+    it(`gives zeros, the weighted sum over no keys (${mode}; not stale ${backend} memory)`, () => {
+      const q = randTensor([1, 3, 4], 41);
+      const v = tf.zeros([1, 0, 4]);
+      const layer = new DotProductAttention();
+      const before = tf.memory().numTensors;
+      // Σ over s < S = 0 of weight · value, per query and feature
+      const want = Array.from({length: 3}, () => Array.from({length: 4}, () => 0));
+      withFlags(flags, () => {
+        for (let round = 0; round < 3; round++) {
+          // memory the output may reuse, left holding other values
+          tf.dispose([tf.fill([12], 7 + round), tf.fill([1, 3, 4], -3)]);
+          const [out, scores] = layer.apply([q, v], {returnAttentionScores: true}) as tf.Tensor[];
+          expect(out.shape).toEqual([1, 3, 4]);
+          expect(scores.shape).toEqual([1, 3, 0]);
+          expect(out.arraySync()).toEqual([want]);
+          tf.dispose([out, scores]);
+        }
+      });
+      expect(tf.memory().numTensors).toBe(before);
+      tf.dispose([q, v]);
+      layer.dispose();
+    });
+  }
 });

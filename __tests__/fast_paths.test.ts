@@ -7,7 +7,6 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {MultiHeadAttention} from '../src';
-import {setWasmKernelsEnabled} from '../src/kernels/wasm_kernels';
 import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/kernels/flags';
 import {fanOut} from '../src/kernels/fan_out';
 import {softmaxWithFill} from '../src/kernels/fused_softmax';
@@ -16,7 +15,7 @@ import {queryBlocks} from '../src/ops/attention_core';
 import {maskFill} from '../src/ops/masking';
 import {swapAxes12} from '../src/kernels/swap_axes';
 import {describeBackends} from './helpers/backends';
-import {kernelsOf, withFlags} from './helpers/kernels';
+import {kernelsOf, withFlags, withSimdKernels} from './helpers/kernels';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
 
@@ -119,17 +118,14 @@ describeBackends('fast paths', (backend) => {
       }
       if (backend === 'wasm') {
         // without the SIMD module: explicit transposes instead of matMul's transpose flags (q kᵀ)
-        setWasmKernelsEnabled(false);
-        try {
+        await withSimdKernels(false, async () => {
           const layout = await kernelsOf(call);
           expect(count(layout, 'Transpose')).toBeGreaterThan(count(plain, 'Transpose'));
           const r1 = run(layer, inputs, kwargs);
           const r2 = withFlags({[OWN_KERNELS]: false}, () => run(layer, inputs, kwargs));
           expectSame(r1, r2);
           tf.dispose([r1, r2]);
-        } finally {
-          setWasmKernelsEnabled(true);
-        }
+        });
       }
       const fast = run(layer, inputs, kwargs);
       const slow = withFlags({[OWN_KERNELS]: false}, () => run(layer, inputs, kwargs));
@@ -319,50 +315,50 @@ describeBackends('fast paths', (backend) => {
 
   if (backend === 'wasm') {
     it('mm without the SIMD module (explicit transposes, 2-D loops) = plain loops and tf.matMul, with gradients', async () => {
-      setWasmKernelsEnabled(false);
-      for (const [b, m, k, n] of [
-        [3, 4, 5, 6],
-        [2, 256, 16, 600], // large slices: a loop of 2-D products
-      ]) {
-        for (const ta of [false, true]) {
-          for (const tb of [false, true]) {
-            const a = randTensor(ta ? [b, k, m] : [b, m, k], 10);
-            const c = randTensor(tb ? [b, n, k] : [b, k, n], 11);
-            const names = await kernelsOf(() => mm(a, c, ta, tb));
-            expect(count(names, 'Transpose')).toBe(Number(ta) + Number(tb));
-            expect(count(names, 'Unpack')).toBe(m * k * n >= 2 ** 21 ? 2 : 0);
-            tf.tidy(() => {
-              const y = mm(a, c, ta, tb);
-              if (m * n * k < 1000) {
-                const A = a.arraySync() as number[][][];
-                const C = c.arraySync() as number[][][];
-                const ref = A.map((_, s) =>
-                  Array.from({length: m}, (_r, i) =>
-                    Array.from({length: n}, (_c, j) => {
-                      let sum = 0;
-                      for (let l = 0; l < k; l++)
-                        sum += (ta ? A[s][l][i] : A[s][i][l]) * (tb ? C[s][j][l] : C[s][l][j]);
-                      return sum;
-                    }),
-                  ),
-                );
-                expectClose(y, tf.tensor(ref), TOL, TOL);
-              }
-              expectClose(y, tf.matMul(a, c, ta, tb), 1e-4, 1e-4);
-              const dy = randTensor([b, m, n], 12);
-              const f1 = tf.grads((x: tf.Tensor, z: tf.Tensor) =>
-                tf.sum(tf.mul(mm(x, z, ta, tb), dy)),
-              )([a, c]);
-              const f2 = tf.grads((x: tf.Tensor, z: tf.Tensor) =>
-                tf.sum(tf.mul(tf.matMul(x, z, ta, tb), dy)),
-              )([a, c]);
-              f1.forEach((g, i) => expectClose(g, f2[i], 1e-4, 1e-4));
-            });
-            tf.dispose([a, c]);
+      await withSimdKernels(false, async () => {
+        for (const [b, m, k, n] of [
+          [3, 4, 5, 6],
+          [2, 256, 16, 600], // large slices: a loop of 2-D products
+        ]) {
+          for (const ta of [false, true]) {
+            for (const tb of [false, true]) {
+              const a = randTensor(ta ? [b, k, m] : [b, m, k], 10);
+              const c = randTensor(tb ? [b, n, k] : [b, k, n], 11);
+              const names = await kernelsOf(() => mm(a, c, ta, tb));
+              expect(count(names, 'Transpose')).toBe(Number(ta) + Number(tb));
+              expect(count(names, 'Unpack')).toBe(m * k * n >= 2 ** 21 ? 2 : 0);
+              tf.tidy(() => {
+                const y = mm(a, c, ta, tb);
+                if (m * n * k < 1000) {
+                  const A = a.arraySync() as number[][][];
+                  const C = c.arraySync() as number[][][];
+                  const ref = A.map((_, s) =>
+                    Array.from({length: m}, (_r, i) =>
+                      Array.from({length: n}, (_c, j) => {
+                        let sum = 0;
+                        for (let l = 0; l < k; l++)
+                          sum += (ta ? A[s][l][i] : A[s][i][l]) * (tb ? C[s][j][l] : C[s][l][j]);
+                        return sum;
+                      }),
+                    ),
+                  );
+                  expectClose(y, tf.tensor(ref), TOL, TOL);
+                }
+                expectClose(y, tf.matMul(a, c, ta, tb), 1e-4, 1e-4);
+                const dy = randTensor([b, m, n], 12);
+                const f1 = tf.grads((x: tf.Tensor, z: tf.Tensor) =>
+                  tf.sum(tf.mul(mm(x, z, ta, tb), dy)),
+                )([a, c]);
+                const f2 = tf.grads((x: tf.Tensor, z: tf.Tensor) =>
+                  tf.sum(tf.mul(tf.matMul(x, z, ta, tb), dy)),
+                )([a, c]);
+                f1.forEach((g, i) => expectClose(g, f2[i], 1e-4, 1e-4));
+              });
+              tf.dispose([a, c]);
+            }
           }
         }
-      }
-      setWasmKernelsEnabled(true);
+      });
     });
   }
 });

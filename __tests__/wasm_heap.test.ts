@@ -8,12 +8,11 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {wasmHeap} from '../src/kernels/backend_io';
-import {setWasmKernelsEnabled} from '../src/kernels/wasm_kernels';
 import {softmaxWithFill} from '../src/kernels/fused_softmax';
 import {mm} from '../src/kernels/matmul';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
-import {kernelsOf} from './helpers/kernels';
+import {kernelsOf, withSimdKernels} from './helpers/kernels';
 import {maxError, reference, softmaxReference, values} from './helpers/kernel_reference';
 
 /** The parts of tfjs' wasm backend these tests watch. */
@@ -209,8 +208,7 @@ describe('SIMD kernels in the wasm backend heap', () => {
       [2, 1, 17],
     );
     const fast = softmaxWithFill(logits, fill);
-    setWasmKernelsEnabled(false);
-    try {
+    await withSimdKernels(false, async () => {
       expect(wasmHeap(tf.backend())).toBeNull();
       const names = await kernelsOf(() => softmaxWithFill(logits, fill));
       expect(names).not.toContain('TfjsAttentionMaskedSoftmax');
@@ -218,9 +216,7 @@ describe('SIMD kernels in the wasm backend heap', () => {
       const plain = softmaxWithFill(logits, fill);
       expectClose(plain, fast, 1e-6, 1e-5);
       plain.dispose();
-    } finally {
-      setWasmKernelsEnabled(true);
-    }
+    });
     expect(wasmHeap(tf.backend())).not.toBeNull();
     tf.dispose([logits, fill, fast]);
   });

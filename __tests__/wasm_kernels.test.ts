@@ -12,11 +12,12 @@ import * as tf from '@tensorflow/tfjs';
 import {
   maskedSoftmax,
   maskedSoftmaxGrad,
-  setWasmKernelsEnabled,
   sgemm,
+  wasmKernelsFailure,
   wasmKernelsLoaded,
   wasmKernelsReady,
 } from '../src/kernels/wasm_kernels';
+import {SIMD} from '../src/kernels/flags';
 import {simdKernelsReady} from '../src';
 import {KERNELS_WASM_BASE64} from '../src/kernels/wasm_binary';
 import {softmaxWithFill} from '../src/kernels/fused_softmax';
@@ -24,7 +25,7 @@ import {maskFill} from '../src/ops/masking';
 import {mm} from '../src/kernels/matmul';
 import {useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
-import {kernelsOf, withOwnKernels} from './helpers/kernels';
+import {kernelsOf, withOwnKernels, withSimdKernels} from './helpers/kernels';
 import {randTensor} from './helpers/data';
 import {maxError, reference, softmaxReference, values} from './helpers/kernel_reference';
 
@@ -219,8 +220,7 @@ describe('WebAssembly SIMD kernels', () => {
       tf.grad(grad)(logits),
       mm(a, b, false, true),
     ]);
-    setWasmKernelsEnabled(false);
-    try {
+    await withSimdKernels(false, async () => {
       expect(wasmKernelsLoaded()).toBe(false);
       const names = await kernelsOf(() => [softmaxWithFill(logits, fill), mm(a, b, false, true)]);
       expect(names).toContain('TfjsAttentionMaskedSoftmax'); // its JavaScript loop
@@ -233,28 +233,93 @@ describe('WebAssembly SIMD kernels', () => {
       ]);
       plain.forEach((t, i) => expectClose(t, simd[i], 1e-6, 1e-5));
       tf.dispose(plain);
-    } finally {
-      setWasmKernelsEnabled(true);
-    }
+    });
     tf.dispose([simd, logits, fill, a, b, dy]);
   });
 
-  /** The kernels' module loaded afresh while `patch` replaces a member of WebAssembly. */
-  function loadWith(name: 'Module' | 'validate', patch: unknown) {
+  type Kernels = typeof import('../src/kernels/wasm_kernels');
+
+  /** Replaces members of WebAssembly; returns the function that puts them back. */
+  function patchWasm(patch: Partial<Record<'Module' | 'validate' | 'Memory', unknown>>) {
     const wasm = WebAssembly as unknown as Record<string, unknown>;
-    const original = wasm[name];
-    wasm[name] = patch;
+    const originals = Object.keys(patch).map((k) => [k, wasm[k]] as const);
+    Object.assign(wasm, patch);
+    return () => originals.forEach(([k, v]) => (wasm[k] = v));
+  }
+
+  /** A fresh copy of the kernels' module (loaded again), on this file's tfjs-core. */
+  function freshKernels(): Kernels {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the instance in use
+    const core: unknown = require('@tensorflow/tfjs-core');
+    let mod: Kernels | undefined;
+    jest.isolateModules(() => {
+      jest.doMock('@tensorflow/tfjs-core', () => core);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- a fresh copy
+      mod = require('../src/kernels/wasm_kernels');
+    });
+    jest.dontMock('@tensorflow/tfjs-core');
+    return mod as Kernels;
+  }
+
+  /** The kernels' module loaded afresh while `patch` replaces a member of WebAssembly. */
+  function loadWith(name: 'Module' | 'validate', patch: unknown): Kernels {
+    const restore = patchWasm({[name]: patch});
     try {
-      let mod: typeof import('../src/kernels/wasm_kernels') | undefined;
-      jest.isolateModules(() => {
-        // eslint-disable-next-line @typescript-eslint/no-require-imports -- a fresh copy
-        mod = require('../src/kernels/wasm_kernels');
-      });
-      return mod as typeof import('../src/kernels/wasm_kernels');
+      return freshKernels();
     } finally {
-      wasm[name] = original;
+      restore();
     }
   }
+
+  function noMemory(): never {
+    throw new RangeError('WebAssembly.Memory(): could not allocate memory');
+  }
+
+  it('where its memory cannot be reserved, the module stays off: ready() resolves false and says why', async () => {
+    const restore = patchWasm({Memory: noMemory});
+    try {
+      const mod = freshKernels();
+      expect(mod.wasmKernelsLoaded()).toBe(false);
+      await expect(mod.simdKernelsReady()).resolves.toBe(false);
+      expect(mod.wasmKernelsLoaded()).toBe(false);
+      expect(mod.wasmKernelsFailure()).toBe(
+        'the module could not be instantiated (RangeError: WebAssembly.Memory(): could not allocate memory)',
+      );
+      expect(() => mod.sgemm([1], [1], 1, 1, 1, 1, false, false)).toThrow(
+        /not loaded \(the module could not be instantiated/,
+      );
+    } finally {
+      restore();
+    }
+  });
+
+  it('a failed instantiation after an asynchronous compile resolves ready() to false, never rejects', async () => {
+    const restore = patchWasm({
+      Module: function refused() {
+        throw new RangeError('WebAssembly.Compile is disallowed on the main thread');
+      },
+      Memory: noMemory,
+    });
+    try {
+      const mod = freshKernels();
+      expect(mod.wasmKernelsFailure()).toBeNull(); // still compiling
+      await expect(mod.simdKernelsReady()).resolves.toBe(false);
+      expect(mod.wasmKernelsLoaded()).toBe(false);
+      expect(mod.wasmKernelsFailure()).toMatch(
+        /^the module could not be instantiated \(RangeError/,
+      );
+    } finally {
+      restore();
+    }
+  });
+
+  it('TFJS_ATTENTION_SIMD (a tfjs flag, default on) switches the loaded module off and on', () => {
+    expect(tf.env().getBool(SIMD)).toBe(true);
+    expect(wasmKernelsLoaded()).toBe(true);
+    withSimdKernels(false, () => expect(wasmKernelsLoaded()).toBe(false));
+    expect(wasmKernelsLoaded()).toBe(true);
+    expect(wasmKernelsFailure()).toBeNull();
+  });
 
   it('where a synchronous compile is refused, it compiles asynchronously; not loaded until then', async () => {
     const mod = loadWith('Module', function refused() {

@@ -7,6 +7,10 @@
  *   (SIMD) and the head-transpose kernels on cpu; on wasm without the SIMD module, products with
  *   explicit transposes (and loops of 2-D products for large batched ones). Off, every op is
  *   tfjs' own.
+ * - `TFJS_ATTENTION_SIMD` (default true): the WebAssembly SIMD module (src/kernels/wasm_kernels.ts)
+ *   where it loaded. Off, every caller takes the path it takes where the module did not load (no
+ *   SIMD, a compile not yet done, an instantiation refused): tfjs' kernels, the JavaScript
+ *   softmax loop on cpu, explicit transposes on wasm. Tests use it to reach those paths.
  * - `TFJS_ATTENTION_BLOCK_ABOVE` (default 2^23): score elements of one call above which attention
  *   runs in blocks of queries when a layer's `chunkSize` is not set.
  * - `TFJS_ATTENTION_BLOCK_TARGET` (default -1, automatic: 2^21, or 2^23 on tfjs-node's
@@ -20,14 +24,21 @@ import * as tf from '@tensorflow/tfjs-core';
 export const OWN_KERNELS = 'TFJS_ATTENTION_OWN_KERNELS';
 export const BLOCK_ABOVE = 'TFJS_ATTENTION_BLOCK_ABOVE';
 export const BLOCK_TARGET = 'TFJS_ATTENTION_BLOCK_TARGET';
+export const SIMD = 'TFJS_ATTENTION_SIMD';
 
 tf.env().registerFlag(OWN_KERNELS, () => true);
 tf.env().registerFlag(BLOCK_ABOVE, () => 2 ** 23);
 tf.env().registerFlag(BLOCK_TARGET, () => -1);
+tf.env().registerFlag(SIMD, () => true);
 
 /** Whether the package's own kernels and product layouts are on. */
 export function ownKernels(): boolean {
   return tf.env().getBool(OWN_KERNELS);
+}
+
+/** Whether the WebAssembly SIMD module may be used (TFJS_ATTENTION_SIMD); whether it loaded is asked of wasm_kernels.ts. */
+export function simdAllowed(): boolean {
+  return tf.env().getBool(SIMD);
 }
 
 /** The automatic query-block thresholds, in score elements. */

@@ -11,6 +11,9 @@
  * [512,256]ᵀ·[512,256] takes ~55 ms against ~4 ms for an explicit transpose and a plain matMul
  * (transposeB is as slow), and tfjs' matMul gradient uses both flags. Elsewhere the flags are
  * fast and a transpose is a copy, so the flags are kept.
+ *
+ * A product whose inner dimension is 0 is zeros, made here without any backend's matMul:
+ * tfjs-wasm's (XNNPACK's 2-D products) leaves its output unwritten then, i.e. stale heap values.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -147,11 +150,66 @@ function product(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: bo
 }
 
 /**
+ * The shape of `op(a) · op(b)` when its inner dimension is 0 on both sides (and the batch shapes
+ * broadcast), else null (a non-empty or invalid product, for the backend's matMul).
+ */
+function emptyInnerShape(
+  a: tf.Tensor,
+  b: tf.Tensor,
+  transposeA: boolean,
+  transposeB: boolean,
+): number[] | null {
+  const [ra, rb] = [a.rank, b.rank];
+  if (ra < 2 || rb < 2 || a.dtype !== b.dtype) return null;
+  const ka = a.shape[transposeA ? ra - 2 : ra - 1];
+  const kb = b.shape[transposeB ? rb - 1 : rb - 2];
+  if (ka !== 0 || kb !== 0) return null;
+  let lead: number[];
+  try {
+    lead = tf.broadcast_util.assertAndGetBroadcastShape(
+      a.shape.slice(0, ra - 2),
+      b.shape.slice(0, rb - 2),
+    );
+  } catch {
+    return null; // tfjs' matMul reports the mismatch
+  }
+  const m = a.shape[transposeA ? ra - 1 : ra - 2];
+  const n = b.shape[transposeB ? rb - 2 : rb - 1];
+  return [...lead, m, n];
+}
+
+/** Zeros of `shape`, with (empty) zero gradients for `a` and `b` so the product stays differentiable. */
+function zeroProduct(a: tf.Tensor, b: tf.Tensor, shape: number[]): tf.Tensor {
+  const f = tf.customGrad(((x: tf.Tensor, y: tf.Tensor) => ({
+    value: tf.zeros(shape, x.dtype),
+    gradFunc: () => [tf.zerosLike(x), tf.zerosLike(y)],
+  })) as unknown as Parameters<typeof tf.customGrad>[0]);
+  return f(a, b);
+}
+
+/**
+ * `tf.matMul(a, b, transposeA, transposeB)`, except that a product whose inner dimension is 0
+ * gives zeros without calling the backend's matMul (tfjs-wasm's leaves stale heap values then).
+ */
+export function matMul(
+  a: tf.Tensor,
+  b: tf.Tensor,
+  transposeA = false,
+  transposeB = false,
+): tf.Tensor {
+  const empty = emptyInnerShape(a, b, transposeA, transposeB);
+  if (empty != null) return zeroProduct(a, b, empty);
+  return tf.matMul(a, b, transposeA, transposeB);
+}
+
+/**
  * `op(a) · op(b)` (op = transpose of the last two axes when the flag is set; equal batch shapes),
  * with gradients that are themselves {@link product}s, so no slow transpose flag is used in
  * training either.
  */
 export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
+  const empty = emptyInnerShape(a, b, transposeA, transposeB);
+  if (empty != null) return zeroProduct(a, b, empty);
   if (simd(a, b, transposeA, transposeB)) {
     return tf.engine().runKernel(KERNEL, {a, b}, {transposeA, transposeB} as never) as tf.Tensor;
   }

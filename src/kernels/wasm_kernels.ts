@@ -9,8 +9,12 @@
  * allow for small modules (Chromium refuses synchronous compiles above 4 KB on the main thread).
  * Where a synchronous compile is refused anyway, it is compiled asynchronously and callers use
  * tfjs' kernels until it is ready ({@link wasmKernelsReady}); where WebAssembly or its SIMD
- * instructions are missing, they always do.
+ * instructions are missing, or the module cannot be instantiated (its memory cannot be reserved,
+ * e.g. under `ulimit -v`), they always do. The kernels are an optimisation: loading them never
+ * throws and never leaves a rejected promise; {@link wasmKernelsFailure} says why they are off.
+ * TFJS_ATTENTION_SIMD (src/kernels/flags.ts) switches them off as if they had not loaded.
  */
+import {simdAllowed} from './flags';
 import {KERNELS_WASM_BASE64} from './wasm_binary';
 
 interface Exports {
@@ -52,8 +56,7 @@ interface Exports {
 
 let exportsOf: Exports | null = null;
 let compiled: WebAssembly.Module | null = null;
-let readyPromise: Promise<boolean> = Promise.resolve(false);
-
+let failure: string | null = null;
 function decode(base64: string): Uint8Array<ArrayBuffer> {
   const bin = atob(base64);
   const bytes = new Uint8Array(bin.length);
@@ -65,9 +68,24 @@ function instanceOn(module: WebAssembly.Module, memory: WebAssembly.Memory): Exp
   return new WebAssembly.Instance(module, {env: {memory}}).exports as unknown as Exports;
 }
 
-function instantiate(module: WebAssembly.Module): void {
-  exportsOf = instanceOn(module, new WebAssembly.Memory({initial: 1}));
-  compiled = module;
+function reason(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}
+
+/**
+ * The module's instance on a memory of its own; false, with the reason kept, where that fails
+ * (e.g. `RangeError: WebAssembly.Memory(): could not allocate memory` where address space is
+ * limited). Never throws.
+ */
+function instantiate(module: WebAssembly.Module): boolean {
+  try {
+    exportsOf = instanceOn(module, new WebAssembly.Memory({initial: 1}));
+    compiled = module;
+    return true;
+  } catch (e) {
+    failure = `the module could not be instantiated (${reason(e)})`;
+    return false;
+  }
 }
 
 /**
@@ -87,30 +105,45 @@ export function kernelsOnMemory(memory: WebAssembly.Memory): Exports | null {
 /** The functions of the kernels' module (byte offsets in its memory). */
 export type KernelExports = Exports;
 
-function load(): void {
-  if (typeof WebAssembly !== 'object' || typeof atob !== 'function') return;
-  const bytes = decode(KERNELS_WASM_BASE64);
-  if (!WebAssembly.validate(bytes)) return; // no SIMD here
+/** Compiles and instantiates the module; resolves to whether it is usable. Never throws or rejects. */
+function load(): Promise<boolean> {
   try {
-    instantiate(new WebAssembly.Module(bytes));
-    readyPromise = Promise.resolve(true);
-  } catch {
-    // a synchronous compile refused (e.g. a browser's main-thread limit): compile asynchronously
-    readyPromise = WebAssembly.compile(bytes).then(
-      (m) => (instantiate(m), true),
-      () => false,
-    );
+    if (typeof WebAssembly !== 'object' || typeof atob !== 'function') {
+      failure = 'WebAssembly is not available';
+      return Promise.resolve(false);
+    }
+    const bytes = decode(KERNELS_WASM_BASE64);
+    if (!WebAssembly.validate(bytes)) {
+      failure = 'WebAssembly SIMD is not supported here';
+      return Promise.resolve(false);
+    }
+    let module: WebAssembly.Module;
+    try {
+      module = new WebAssembly.Module(bytes);
+    } catch {
+      // a synchronous compile refused (e.g. a browser's main-thread limit): compile asynchronously
+      return WebAssembly.compile(bytes)
+        .then(instantiate, (e: unknown) => {
+          failure = `the module could not be compiled (${reason(e)})`;
+          return false;
+        })
+        .catch(() => false);
+    }
+    return Promise.resolve(instantiate(module));
+  } catch (e) {
+    failure = `the module could not be loaded (${reason(e)})`;
+    return Promise.resolve(false);
   }
 }
 
-load();
+const readyPromise: Promise<boolean> = load();
 
 /**
  * Resolves to whether the package's WebAssembly SIMD kernels are usable. They are from import on
  * wherever WebAssembly SIMD is (Node, current browsers: the module is compiled synchronously);
  * await this only where a synchronous compile may be refused, to have the fast path from the
- * first call. Until then, and where SIMD is missing, products and the softmax use tfjs' kernels
- * (same results).
+ * first call. Until then, and where SIMD is missing or the module cannot be instantiated, products
+ * and the softmax use tfjs' kernels (same results). It never rejects.
  */
 export function simdKernelsReady(): Promise<boolean> {
   return readyPromise;
@@ -119,20 +152,17 @@ export function simdKernelsReady(): Promise<boolean> {
 /** {@link simdKernelsReady} under its internal name. */
 export const wasmKernelsReady = simdKernelsReady;
 
-let enabled = true;
-
-/** Whether the SIMD kernels are usable now. */
-export function wasmKernelsLoaded(): boolean {
-  return enabled && exportsOf != null;
+/**
+ * Why the SIMD kernels did not load (no WebAssembly or SIMD, a failed compile or instantiation),
+ * or null when they loaded or are still compiling.
+ */
+export function wasmKernelsFailure(): string | null {
+  return failure;
 }
 
-/**
- * Turns the SIMD kernels off (or back on) as if they had not loaded, so that tests reach the
- * paths taken without them. Internal: users switch own kernels off with
- * TFJS_ATTENTION_OWN_KERNELS.
- */
-export function setWasmKernelsEnabled(on: boolean): void {
-  enabled = on;
+/** Whether the SIMD kernels are usable now (loaded, and TFJS_ATTENTION_SIMD on). */
+export function wasmKernelsLoaded(): boolean {
+  return exportsOf != null && simdAllowed();
 }
 
 const align = (n: number) => (n + 15) & ~15;
@@ -144,7 +174,11 @@ function reserve(k: Exports, bytes: number): void {
 }
 
 function loaded(): Exports {
-  if (exportsOf == null) throw new Error('tfjs-attention: the WebAssembly kernels are not loaded');
+  if (exportsOf == null) {
+    throw new Error(
+      `tfjs-attention: the WebAssembly kernels are not loaded (${failure ?? 'still compiling'})`,
+    );
+  }
   return exportsOf;
 }
 

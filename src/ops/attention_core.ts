@@ -16,7 +16,7 @@ import {blockThresholds, ownKernels} from '../kernels/flags';
 import {softmaxWithFill} from '../kernels/fused_softmax';
 import {fanOut} from '../kernels/fan_out';
 import {maskFill} from './masking';
-import {mm} from '../kernels/matmul';
+import {matMul, mm} from '../kernels/matmul';
 import {swapAxes12} from '../kernels/swap_axes';
 
 export interface AttentionCoreOptions {
@@ -233,7 +233,7 @@ function scoresToOutput(
   const rowsAllowed = maskedRows(options, logits.rank);
   if (rowsAllowed != null) weights = tf.mul(weights, rowsAllowed);
   const dropped = dropWeights(weights, options);
-  const output = tf.matMul(dropped, value); // [...L, T, V]
+  const output = matMul(dropped, value); // [...L, T, V] (zeros when S = 0)
   const kept = options.scoresAfterDropout ? dropped : weights;
   return {output, scores: options.returnScores ? kept : null};
 }
