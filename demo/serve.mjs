@@ -27,6 +27,9 @@ for (const f of ['', '-simd', '-threaded-simd']) {
     `tfjs-backend-wasm${f}.wasm`,
   );
 }
+// the page links to the package's README and its own documentation
+ROUTES['/README.md'] = join(root, 'README.md');
+ROUTES['/docs/demo.md'] = join(root, 'docs', 'demo.md');
 for (const model of ['reverse', 'lookup', 'addition']) {
   for (const file of ['model.json', 'weights.bin']) {
     ROUTES[`/models/${model}/${file}`] = join(root, 'models', model, file);
@@ -37,6 +40,7 @@ const TYPES = {
   '.js': 'text/javascript; charset=utf-8',
   '.json': 'application/json',
   '.wasm': 'application/wasm',
+  '.md': 'text/plain; charset=utf-8',
 };
 
 function portFromArgs(argv, env) {
