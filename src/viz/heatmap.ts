@@ -1,5 +1,5 @@
 /**
- * Attention heatmaps as SVG, after the seed notebooks' `show_heatmaps`: a grid of matrices
+ * Attention heatmaps as SVG, after d2l's (Dive into Deep Learning) `show_heatmaps`: a grid of matrices
  * (queries down, keys across) in matplotlib's "Reds", with a shared colour bar.
  */
 import {gridSize, HeatmapInput, maxOf, reds, toGrid} from './heatmap_data';
