@@ -75,6 +75,32 @@ describe('README', () => {
     expect([...rows].sort()).toEqual([...cases].sort());
   });
 
+  it('tells a newcomer what the blocks assume: d2l, esbuild, the min.js file, a clone', () => {
+    // "d2l" is expanded before (or where) it is first used
+    const d2l = readme.indexOf('d2l');
+    expect(readme.indexOf('Dive into Deep Learning')).toBeGreaterThan(0);
+    expect(readme.indexOf('Dive into Deep Learning')).toBeLessThan(d2l + 200);
+    expect(readme).toContain('https://d2l.ai');
+    // no reference to material a user does not have
+    expect(readme).not.toMatch(/seed notebook/i);
+    // the bundler command is preceded by how to install esbuild
+    const bundle = readme.indexOf('npx esbuild app.js');
+    expect(readme.lastIndexOf('npm install --save-dev esbuild', bundle)).toBeGreaterThan(
+      readme.lastIndexOf('```js', bundle),
+    );
+    // the script tag's file: where it is in the package
+    const tag = readme.indexOf('<script src="tfjs-attention.min.js">');
+    expect(readme.lastIndexOf('node_modules/tfjs-attention/dist/tfjs-attention.min.js', tag)).toBe(
+      readme.lastIndexOf('node_modules/tfjs-attention/dist/tfjs-attention.min.js'),
+    );
+    expect(readme.lastIndexOf('node_modules/tfjs-attention/dist/', tag)).toBeGreaterThan(0);
+    // the Generation block reads models/, which only a clone has, and says so
+    const generation = readme.indexOf("fileSystem('models/addition')");
+    const before = readme.slice(readme.lastIndexOf('## Generation', generation), generation);
+    expect(before).toMatch(/not in the npm package/);
+    expect(before).toMatch(/clone/);
+  });
+
   it('links only to files that exist', () => {
     const broken: string[] = [];
     for (const file of allDocs) {

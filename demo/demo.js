@@ -356,9 +356,16 @@
     return enqueue(() => run(id));
   }
 
+  // A backend that does not start (webgpu in most browsers) leaves the page on the one it was
+  // on; the notice saying so stays until a backend switch succeeds, runs do not erase it.
+  function showNotice(message) {
+    $('notice').textContent = message;
+    $('notice').hidden = message === '';
+  }
+
   async function switchBackend(name) {
     const before = tf.getBackend();
-    if (name === before) return;
+    if (name === before) return true;
     setState('running');
     $('status').textContent = `starting ${name}…`;
     let ok = false;
@@ -369,13 +376,17 @@
       ok = false;
     }
     if (!ok || tf.getBackend() !== name) {
-      if (before) await tf.setBackend(before);
+      if (before && tf.getBackend() !== before) await tf.setBackend(before);
+      await tf.ready();
       $('backend').value = tf.getBackend();
-      throw new Error(
-        `the ${name} backend could not start in this browser; staying on ${tf.getBackend()}.`,
+      showNotice(
+        `The ${name} backend could not start in this browser; running on ${tf.getBackend()}.`,
       );
+      return false;
     }
+    showNotice('');
     dropModels(); // the weights live on the old backend; load them again on the new one
+    return true;
   }
 
   function init() {
@@ -402,7 +413,7 @@
       clearTimeout(timer);
       const id = ++requested;
       const name = $('backend').value;
-      // a backend that does not start leaves the error shown and the previous result in place
+      // a backend that does not start leaves its notice shown, and the page runs on the old one
       enqueue(async () => {
         await switchBackend(name);
         await run(id);

@@ -27,6 +27,9 @@ for (const f of ['', '-simd', '-threaded-simd']) {
     `tfjs-backend-wasm${f}.wasm`,
   );
 }
+// the page links to the package's README and its own documentation
+ROUTES['/README.md'] = join(root, 'README.md');
+ROUTES['/docs/demo.md'] = join(root, 'docs', 'demo.md');
 for (const model of ['reverse', 'lookup', 'addition']) {
   for (const file of ['model.json', 'weights.bin']) {
     ROUTES[`/models/${model}/${file}`] = join(root, 'models', model, file);
@@ -37,6 +40,7 @@ const TYPES = {
   '.js': 'text/javascript; charset=utf-8',
   '.json': 'application/json',
   '.wasm': 'application/wasm',
+  '.md': 'text/plain; charset=utf-8',
 };
 
 function portFromArgs(argv, env) {
@@ -66,17 +70,55 @@ try {
   process.exit(2);
 }
 
-const server = createServer((req, res) => {
-  const file = ROUTES[new URL(req.url, 'http://127.0.0.1').pathname];
-  if (file === undefined || !existsSync(file)) {
-    res.writeHead(404, {'content-type': 'text/plain'}).end('not found');
+/** The file a request target names, or null when the target is not a URL at all. */
+function fileFor(target) {
+  let pathname;
+  try {
+    pathname = new URL(target ?? '', 'http://127.0.0.1').pathname;
+  } catch {
+    return null; // e.g. "http://[/": an absolute URL with a malformed host
+  }
+  return Object.hasOwn(ROUTES, pathname) ? ROUTES[pathname] : undefined;
+}
+
+function reply(res, status, text) {
+  if (res.headersSent) {
+    res.destroy();
     return;
   }
-  res.writeHead(200, {
-    'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
-    'cache-control': 'no-cache',
-  });
-  createReadStream(file).pipe(res);
+  res.writeHead(status, {'content-type': 'text/plain; charset=utf-8'}).end(text);
+}
+
+// No request may take the server down: a target that is not a URL gets 400, an unknown path 404,
+// a file that cannot be read 500 (or a cut response), and nothing escapes as an exception.
+const server = createServer((req, res) => {
+  try {
+    const file = fileFor(req.url);
+    if (file === null) {
+      reply(
+        res,
+        400,
+        `bad request target: expected a path such as /, received ${JSON.stringify(req.url)}`,
+      );
+      return;
+    }
+    if (file === undefined || !existsSync(file)) {
+      reply(res, 404, 'not found');
+      return;
+    }
+    const stream = createReadStream(file);
+    stream.on('error', (e) => reply(res, 500, `cannot read ${req.url}: ${e.message}`));
+    stream.once('open', () => {
+      res.writeHead(200, {
+        'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+        'cache-control': 'no-cache',
+      });
+      stream.pipe(res);
+    });
+  } catch (e) {
+    console.error(`demo: ${req.method} ${req.url}: ${e.message}`);
+    reply(res, 500, 'internal error');
+  }
 });
 server.on('error', (e) => {
   console.error(`demo: cannot listen on 127.0.0.1:${port}: ${e.message}`);

@@ -186,6 +186,104 @@ describe('demo page', () => {
     expect(got).toMatchObject({state: 'done', prediction: 'position 3', svgs: 1});
   });
 
+  it("lookup: the heatmap's title fits in its image, measured in the page", async () => {
+    // one query over 5 tokens: a narrow matrix under a long title
+    const boxes = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('#heatmaps svg')).map((svg) => {
+        const title = svg.querySelector('text.title') as SVGTextElement;
+        const b = title.getBBox();
+        const view = (svg as SVGSVGElement).viewBox.baseVal;
+        const lines = Array.from(title.querySelectorAll('tspan')).map((t) => t.textContent);
+        return {left: b.x, right: b.x + b.width, width: view.width, text: lines.join(' ')};
+      }),
+    );
+    expect(boxes.length).toBe(1);
+    const [box] = boxes;
+    expect(box.text).toBe('attention: AdditiveAttention weights of the query over the tokens');
+    expect(box.left).toBeGreaterThanOrEqual(0);
+    expect(box.right).toBeLessThanOrEqual(box.width);
+  });
+
+  it("shows each cell's row, column and value on hover (an SVG <title> per cell)", async () => {
+    await useModel('lookup');
+    await type('4 8 15 16 23 ? 16');
+    await shown('4 8 15 16 23 ? 16');
+    const tips = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('#heatmaps rect.cell')).map(
+        (r) => r.querySelector(':scope > title')?.textContent ?? null,
+      ),
+    );
+    expect(tips.length).toBe(5); // 1 query x 5 tokens
+    expect(tips.every((t) => t !== null)).toBe(true);
+    expect(tips[3]).toMatch(/^head 0, row 0 \(query 16\), column 3 \(16\): [\d.]+$/);
+    // the query's own position holds most of the weight
+    const values = tips.map((t) => Number(/: ([\d.e-]+)/.exec(t as string)?.[1]));
+    expect(values.indexOf(Math.max(...values))).toBe(3);
+    expect(Math.abs(values.reduce((a, b) => a + b, 0) - 1)).toBeLessThan(5e-3);
+  });
+
+  it('links to the code and the docs, and every link answers', async () => {
+    const links = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('#links a')).map((a) => ({
+        text: a.textContent,
+        href: (a as HTMLAnchorElement).href,
+      })),
+    );
+    expect(links.map((l) => l.text)).toEqual(['README', 'docs/demo.md', 'demo.js']);
+    for (const {href} of links) {
+      const res = await fetch(href);
+      expect([href, res.status]).toEqual([href, 200]);
+      expect((await res.text()).length).toBeGreaterThan(1000);
+    }
+  });
+
+  it('keeps the fallback notice of a backend that cannot start visible after runs', async () => {
+    const other = await browser.newPage({viewport: {width: 1000, height: 700}});
+    try {
+      // a browser without WebGPU: navigator.gpu is undefined, so tfjs has no webgpu backend
+      await other.addInitScript(() => {
+        Object.defineProperty(Navigator.prototype, 'gpu', {get: () => undefined});
+      });
+      await other.goto(`${url}?model=reverse&backend=webgpu&input=1%202%203`);
+      const done = (input: string) =>
+        other.waitForFunction(
+          (input) => {
+            const d = document.getElementById('result')!.dataset;
+            return d.state === 'done' && d.input === input;
+          },
+          input,
+          {timeout: 60000},
+        );
+      await done('1 2 3');
+      const notice = () =>
+        other.evaluate(() => {
+          const el = document.getElementById('notice')!;
+          return {text: el.textContent ?? '', visible: !el.hidden && el.offsetHeight > 0};
+        });
+      const backend = await other.inputValue('#backend');
+      expect(backend).not.toBe('webgpu');
+      expect(await notice()).toEqual({
+        text: `The webgpu backend could not start in this browser; running on ${backend}.`,
+        visible: true,
+      });
+      expect(await other.textContent('#prediction')).toBe('3 2 1');
+      // a second run (typing) leaves it in place
+      await other.locator('#sequence').fill('4 5');
+      await done('4 5');
+      expect(await other.textContent('#prediction')).toBe('5 4');
+      expect((await notice()).visible).toBe(true);
+      // a backend that starts takes it away
+      await other.selectOption('#backend', 'cpu');
+      await other.waitForFunction(
+        () => document.getElementById('result')!.dataset.backend === 'cpu',
+      );
+      await done('4 5');
+      expect((await notice()).visible).toBe(false);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('shows a clear error for invalid input and no stale result', async () => {
     await useModel('reverse');
     for (const [input, message] of [

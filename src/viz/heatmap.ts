@@ -1,5 +1,5 @@
 /**
- * Attention heatmaps as SVG, after the seed notebooks' `show_heatmaps`: a grid of matrices
+ * Attention heatmaps as SVG, after d2l's (Dive into Deep Learning) `show_heatmaps`: a grid of matrices
  * (queries down, keys across) in matplotlib's "Reds", with a shared colour bar.
  */
 import {gridSize, HeatmapInput, maxOf, reds, toGrid} from './heatmap_data';
@@ -35,6 +35,55 @@ function esc(s: string): string {
     .replace(/"/g, '&quot;');
 }
 
+/** Font size of the figure title, in pixels. */
+const TITLE_FONT = 14;
+/** Height of one line of the figure title. */
+const TITLE_LINE = 18;
+/** Widest a figure is made to hold its title on one line; longer titles wrap. */
+const TITLE_MAX_WIDTH = 480;
+
+/**
+ * Width of `s` at `fontSize` in a sans-serif font, a generous estimate (0.62 em a character,
+ * wider than the average of Arial, Helvetica and DejaVu Sans), so text measured with it fits.
+ */
+export function estimatedTextWidth(s: string, fontSize: number): number {
+  return s.length * fontSize * 0.62;
+}
+
+/**
+ * Breaks `text` into lines no wider than `width` pixels at `fontSize`: at spaces where it can,
+ * inside a word only when the word alone is wider than a line. No character is dropped.
+ */
+export function wrapText(text: string, width: number, fontSize: number): string[] {
+  const perLine = Math.max(1, Math.floor(width / (fontSize * 0.62)));
+  const lines: string[] = [];
+  let line = '';
+  for (let word of text.split(' ')) {
+    while (word.length > perLine) {
+      if (line !== '') {
+        lines.push(line);
+        line = '';
+      }
+      lines.push(word.slice(0, perLine));
+      word = word.slice(perLine);
+    }
+    const joined = line === '' ? word : `${line} ${word}`;
+    if (joined.length <= perLine) {
+      line = joined;
+    } else {
+      lines.push(line);
+      line = word;
+    }
+  }
+  lines.push(line);
+  return lines;
+}
+
+/** A weight as a short number: 4 significant digits. */
+function short(v: number): string {
+  return String(Number(v.toPrecision(4)));
+}
+
 function hex([r, g, b]: [number, number, number]): string {
   return `#${[r, g, b].map((c) => c.toString(16).padStart(2, '0')).join('')}`;
 }
@@ -59,17 +108,26 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
   const rows = grid.length;
   const cols = grid[0].length;
   const labelW = options.yLabels ? 8 * Math.max(...options.yLabels.map((l) => l.length), 1) + 8 : 0;
-  const left = 24 + labelW;
-  const top = (options.title ? 28 : 8) + (options.titles ? 18 : 0);
   const panelW = nk * cell;
   const panelH = nq * cell;
   const gap = 24;
   const bottomLabels = options.xLabels
     ? 8 * Math.max(...options.xLabels.map((l) => l.length), 1) + 8
     : 0;
+  const contentW = 24 + labelW + cols * panelW + (cols - 1) * gap + 80;
+  // the title fits: the figure widens for it (up to TITLE_MAX_WIDTH) and the title wraps beyond
+  const titleW = options.title ? estimatedTextWidth(options.title, TITLE_FONT) + 16 : 0;
+  const width = Math.ceil(Math.max(contentW, Math.min(titleW, TITLE_MAX_WIDTH)));
+  const titleLines = options.title ? wrapText(options.title, width - 16, TITLE_FONT) : [];
+  // the content is centred in a figure widened for its title
+  const left = 24 + labelW + Math.floor((width - contentW) / 2);
+  const top = (options.title ? 10 + TITLE_LINE * titleLines.length : 8) + (options.titles ? 18 : 0);
   const barX = left + cols * panelW + (cols - 1) * gap + 20;
-  const width = barX + 60;
-  const height = top + rows * panelH + (rows - 1) * gap + bottomLabels + 28;
+  // the colour bar is at least 60 pixels high, and its "0" is drawn below it
+  const height = Math.max(
+    top + rows * panelH + (rows - 1) * gap + bottomLabels + 28,
+    top + Math.max(60, rows * panelH + (rows - 1) * gap) + 12,
+  );
   const vmax = maxOf(grid);
   const out: string[] = [];
   out.push(
@@ -78,8 +136,11 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
   out.push(`<rect width="${width}" height="${height}" fill="#ffffff"/>`);
   if (options.title) {
     out.push(`<title>${esc(options.title)}</title>`);
+    const lines = titleLines.map(
+      (l, i) => `<tspan x="${width / 2}" y="${18 + i * TITLE_LINE}">${esc(l)}</tspan>`,
+    );
     out.push(
-      `<text class="title" x="${width / 2}" y="18" text-anchor="middle" font-size="14">${esc(options.title)}</text>`,
+      `<text class="title" x="${width / 2}" y="18" text-anchor="middle" font-size="${TITLE_FONT}">${lines.join('')}</text>`,
     );
   }
   grid.forEach((row, r) => {
@@ -96,8 +157,16 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
         line.forEach((v, j) => {
           const masked = blank && v === 0;
           const fill = masked ? '#ffffff' : hex(reds(v / vmax));
+          // the value on hover: a <title> per cell with its panel, row, column and weight
+          const tip = [
+            options.titles?.[c] ?? (rows * cols > 1 ? `panel ${r},${c}` : ''),
+            `row ${i}${options.yLabels ? ` (${options.yLabels[i]})` : ''}`,
+            `column ${j}${options.xLabels ? ` (${options.xLabels[j]})` : ''}`,
+          ]
+            .filter((t) => t !== '')
+            .join(', ');
           out.push(
-            `<rect class="${masked ? 'cell masked' : 'cell'}" x="${x0 + j * cell}" y="${y0 + i * cell}" width="${cell}" height="${cell}" fill="${fill}" data-q="${i}" data-k="${j}" data-value="${v.toPrecision(6)}"/>`,
+            `<rect class="${masked ? 'cell masked' : 'cell'}" x="${x0 + j * cell}" y="${y0 + i * cell}" width="${cell}" height="${cell}" fill="${fill}" data-q="${i}" data-k="${j}" data-value="${v.toPrecision(6)}"><title>${esc(`${tip}: ${short(v)}${masked ? ' (masked)' : ''}`)}</title></rect>`,
           );
         });
       });
@@ -124,11 +193,15 @@ export function attentionHeatmapSvg(weights: HeatmapInput, options: HeatmapOptio
     });
   });
   const gridBottom = top + rows * panelH + (rows - 1) * gap;
+  const yAxisX = left - labelW - 12; // next to the row labels, also in a widened figure
+  const yName = options.yLabel ?? 'Queries';
+  // centred on the grid, but never above it (into the titles) when the grid is short
+  const yAxisMid = Math.max(top + (gridBottom - top) / 2, top + estimatedTextWidth(yName, 11) / 2);
   out.push(
     `<text class="axis-label" x="${left + (cols * panelW + (cols - 1) * gap) / 2}" y="${gridBottom + bottomLabels + 20}" text-anchor="middle">${esc(options.xLabel ?? 'Keys')}</text>`,
   );
   out.push(
-    `<text class="axis-label" x="12" y="${top + (gridBottom - top) / 2}" text-anchor="middle" transform="rotate(-90 12 ${top + (gridBottom - top) / 2})">${esc(options.yLabel ?? 'Queries')}</text>`,
+    `<text class="axis-label" x="${yAxisX}" y="${yAxisMid}" text-anchor="middle" transform="rotate(-90 ${yAxisX} ${yAxisMid})">${esc(yName)}</text>`,
   );
   // colour bar
   const barH = Math.max(60, gridBottom - top);
