@@ -30,7 +30,16 @@ const TYPES = {'.html': 'text/html', '.js': 'text/javascript', '.json': 'applica
  */
 function start(routes = ROUTES) {
   const server = http.createServer((req, res) => {
-    const file = routes[new URL(req.url, 'http://127.0.0.1').pathname];
+    let pathname;
+    try {
+      pathname = new URL(req.url ?? '', 'http://127.0.0.1').pathname;
+    } catch {
+      res.writeHead(400).end('bad request target'); // e.g. `http://[/`: never a crash
+      return;
+    }
+    const file = Object.prototype.hasOwnProperty.call(routes, pathname)
+      ? routes[pathname]
+      : undefined;
     if (file === undefined || !fs.existsSync(file)) {
       res.writeHead(404).end('not found');
       return;
