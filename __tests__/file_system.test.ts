@@ -112,6 +112,11 @@ describe('fileSystem', () => {
     fs.writeFileSync(path.join(dir, 'model.json'), '{}');
     await expect(tf.loadLayersModel(fileSystem(dir))).rejects.toThrow(/has no modelTopology/);
     expect(() => fileSystem('')).toThrow(/expected a directory or a model.json path/);
+    // a file that is neither a folder nor a .json path: named, without ENOTDIR
+    fs.writeFileSync(path.join(dir, 'weights.bin'), '');
+    await expect(tf.loadLayersModel(fileSystem(path.join(dir, 'weights.bin')))).rejects.toThrow(
+      /weights\.bin is a file; expected a folder holding model\.json, or the path of a \.json file$/,
+    );
     fs.rmSync(dir, {recursive: true});
   });
 });

@@ -11,7 +11,7 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {convertKerasArtifacts, fileSystem, MultiHeadAttention} from '../src';
+import {convertKerasArtifacts, fileSystem, loadKerasModel, MultiHeadAttention} from '../src';
 
 function tmp(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-load-'));
@@ -170,5 +170,48 @@ describe('loading', () => {
     old.dispose();
     loaded.dispose();
     fs.rmSync(dir, {recursive: true});
+  });
+});
+
+describe('errors at the boundaries', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+  const fixture = (name: string) => path.join(__dirname, 'fixtures', 'keras', name);
+
+  it('a Keras file (.keras, .h5) says to convert it and load the folder with model.json', async () => {
+    const dir = tmp();
+    for (const [name, format] of [
+      ['model.keras', 'keras_keras'],
+      ['model.h5', 'keras'],
+      ['MODEL.H5', 'keras'],
+    ]) {
+      const file = path.join(dir, name);
+      fs.writeFileSync(file, 'PK'); // a real file: stat of <file>/model.json gave ENOTDIR
+      const expected = new RegExp(
+        `${name.replace('.', '\\.')} is a Keras file, not a folder converted for tfjs.*` +
+          `tensorflowjs_converter --input_format ${format} .*model\\.json`,
+      );
+      await expect(load(file)).rejects.toThrow(expected);
+      await expect(loadKerasModel(file)).rejects.toThrow(expected);
+      const err = await load(file).catch((e: Error) => e);
+      expect(String(err)).not.toMatch(/ENOTDIR/);
+    }
+    // a missing .keras path is named as missing, with the same advice
+    await expect(load(path.join(dir, 'gone.keras'))).rejects.toThrow(
+      /gone\.keras does not exist.*convert/,
+    );
+    // a folder named like a Keras file that holds a converted model still loads
+    const named = path.join(dir, 'converted.keras');
+    fs.cpSync(fixture('k2_mha_cross_key'), named, {recursive: true});
+    (await loadKerasModel(named)).dispose();
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it('a converted Keras model given to tf.loadLayersModel says to use loadKerasModel', async () => {
+    for (const name of ['k2_mha_cross_key', 'k2_mha_attention_mask']) {
+      await expect(load(fixture(name))).rejects.toThrow(
+        /load a model converted from Keras with loadKerasModel from tfjs-attention/,
+      );
+      (await loadKerasModel(fixture(name))).dispose(); // which loads it
+    }
   });
 });

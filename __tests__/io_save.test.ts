@@ -12,6 +12,9 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import {fileSystem} from '../src';
+import {saveModelFiles} from '../src/io/atomic_save';
+import {locate} from '../src/io/paths';
+import {saveToMemory} from './helpers/save';
 
 const CHILD = path.join(__dirname, 'helpers', 'save_child.js');
 const UNITS = 700; // 700 x 700 + 700 floats: a ~2 MB weights file
@@ -217,4 +220,145 @@ describe('save locks left behind', () => {
     sleeper.kill('SIGKILL');
     fs.rmSync(dir, {recursive: true});
   });
+});
+
+/** When process 1 started (ms since the epoch), read from /proc as a reference. */
+function pid1StartMs(): number {
+  const stat = fs.readFileSync('/proc/1/stat', 'utf8');
+  const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  const btime = Number(/^btime (\d+)$/m.exec(fs.readFileSync('/proc/stat', 'utf8'))![1]);
+  return btime * 1000 + ticks * 10;
+}
+
+/** Saves the constant model `value` to `dir` through the saver, with a short lock timeout. */
+async function saveWithTimeout(dir: string, value: number, lockTimeoutMs: number): Promise<void> {
+  const artifacts = await saveToMemory(constantModel(value));
+  const json = (weightsSha256: string) =>
+    JSON.stringify({
+      modelTopology: artifacts.modelTopology,
+      format: artifacts.format,
+      weightsManifest: [{paths: ['weights.bin'], weights: artifacts.weightSpecs}],
+      weightsSha256,
+    });
+  const data = new Uint8Array(artifacts.weightData as ArrayBuffer);
+  await saveModelFiles(locate(dir), data, json, {lockTimeoutMs});
+}
+
+describe('save locks that cannot be read, reused pids, stray folders', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+
+  it('a folder at the lock path fails after the lock timeout, naming it, instead of spinning', async () => {
+    const dir = tmp();
+    const lockDir = path.join(dir, 'model.json.lock');
+    fs.mkdirSync(lockDir);
+    fs.writeFileSync(path.join(lockDir, 'keep'), 'x');
+    const start = Date.now();
+    await expect(saveWithTimeout(dir, 1, 300)).rejects.toThrow(
+      /model.json.lock has been held by a folder \(not a lock file this package makes; remove it/,
+    );
+    const took = Date.now() - start;
+    expect(took).toBeGreaterThanOrEqual(300);
+    expect(took).toBeLessThan(3000);
+    expect(fs.readFileSync(path.join(lockDir, 'keep'), 'utf8')).toBe('x'); // left alone
+    expect(fs.existsSync(path.join(dir, 'model.json'))).toBe(false);
+    fs.rmSync(lockDir, {recursive: true});
+    await saveWithTimeout(dir, 2, 300); // once removed, saving works
+    expect(await savedValue(dir)).toBe(2);
+    fs.rmSync(dir, {recursive: true});
+  }, 10000);
+
+  it('takes over a dangling symlink lock, and a link to a live pid, without touching the target', async () => {
+    const dir = tmp();
+    const lockFile = path.join(dir, 'model.json.lock');
+    const old = new Date(Date.now() - 10000);
+    fs.symlinkSync(path.join(dir, 'nowhere'), lockFile);
+    fs.lutimesSync(lockFile, old, old);
+    let start = Date.now();
+    await saveWithTimeout(dir, 3, 60000);
+    expect(Date.now() - start).toBeLessThan(3000);
+    expect(await savedValue(dir)).toBe(3);
+    expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin']);
+
+    // a link to a file outside the folder that names a live process: not a lock of this package
+    const sleeper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)']);
+    const outside = path.join(tmp(), 'pid');
+    fs.writeFileSync(outside, String(sleeper.pid));
+    fs.symlinkSync(outside, lockFile);
+    fs.lutimesSync(lockFile, old, old);
+    start = Date.now();
+    await saveWithTimeout(dir, 4, 60000);
+    expect(Date.now() - start).toBeLessThan(3000);
+    expect(await savedValue(dir)).toBe(4);
+    expect(fs.readFileSync(outside, 'utf8')).toBe(String(sleeper.pid));
+    sleeper.kill('SIGKILL');
+    fs.rmSync(dir, {recursive: true});
+    fs.rmSync(path.dirname(outside), {recursive: true});
+  }, 10000);
+
+  it("takes over a lock naming this process's own pid that no save of it holds", async () => {
+    const dir = tmp();
+    const lockFile = path.join(dir, 'model.json.lock');
+    fs.writeFileSync(lockFile, String(process.pid)); // fresh: only the pid says it is stale
+    const start = Date.now();
+    await constantModel(5).save(fileSystem(dir));
+    expect(Date.now() - start).toBeLessThan(3000);
+    expect(await savedValue(dir)).toBe(5);
+    expect(fs.existsSync(lockFile)).toBe(false);
+    fs.rmSync(dir, {recursive: true});
+  }, 10000);
+
+  it('takes over a lock of pid 1 written before pid 1 started (a container restart)', async () => {
+    const dir = tmp();
+    const lockFile = path.join(dir, 'model.json.lock');
+    fs.writeFileSync(lockFile, '1');
+    const before = new Date(pid1StartMs() - 3600 * 1000);
+    fs.utimesSync(lockFile, before, before);
+    const start = Date.now();
+    await constantModel(6).save(fileSystem(dir));
+    expect(Date.now() - start).toBeLessThan(3000);
+    expect(await savedValue(dir)).toBe(6);
+    expect(fs.existsSync(lockFile)).toBe(false);
+    fs.rmSync(dir, {recursive: true});
+  }, 10000);
+
+  it('waits for a lock of pid 1 written after pid 1 started (it may be holding it)', async () => {
+    const dir = tmp();
+    fs.writeFileSync(path.join(dir, 'model.json.lock'), '1');
+    await expect(saveWithTimeout(dir, 1, 300)).rejects.toThrow(
+      /model.json.lock has been held by process 1 for 300 ms/,
+    );
+    fs.rmSync(dir, {recursive: true});
+  }, 10000);
+
+  it('saves past stray folders named like a leftover temporary file or weights.bin.prev', async () => {
+    const dir = tmp();
+    const dead = await deadPid();
+    const outside = path.join(tmp(), 'precious.bin');
+    fs.writeFileSync(outside, 'keep me');
+    const strays = [
+      `.weights.bin.${dead}-0123456789ab.tmp`,
+      `.model.json.${dead}-0123456789ab.tmp`,
+      `model.json.lock.${dead}-01234567.tmp`,
+    ];
+    for (const name of strays) {
+      fs.mkdirSync(path.join(dir, name));
+      fs.writeFileSync(path.join(dir, name, 'inside'), 'x');
+    }
+    fs.mkdirSync(path.join(dir, 'weights.bin.prev'));
+    fs.symlinkSync(outside, path.join(dir, 'weights.bin.prev', 'link'));
+    await constantModel(7).save(fileSystem(dir));
+    await constantModel(8).save(fileSystem(dir)); // a second save replaces weights.bin too
+    expect(await savedValue(dir)).toBe(8);
+    const names = fs.readdirSync(dir).sort();
+    const moved = names.filter((n) => /^weights\.bin\.prev\.[0-9a-f]{8}\.stray$/.test(n));
+    expect(moved).toHaveLength(1);
+    expect(names).toEqual(['model.json', 'weights.bin', ...strays, ...moved].sort());
+    for (const name of strays) {
+      expect(fs.readFileSync(path.join(dir, name, 'inside'), 'utf8')).toBe('x');
+    }
+    expect(fs.readlinkSync(path.join(dir, moved[0], 'link'))).toBe(outside);
+    expect(fs.readFileSync(outside, 'utf8')).toBe('keep me');
+    fs.rmSync(dir, {recursive: true});
+    fs.rmSync(path.dirname(outside), {recursive: true});
+  }, 10000);
 });

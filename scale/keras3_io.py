@@ -10,31 +10,53 @@ reads. `to_tfjs(path, folder)` runs `tensorflowjs_converter --input_format keras
 import datetime
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
 import zipfile
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-DTYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_}
+import safe_paths  # noqa: E402
+
+# model.json is read whole: a bound on its size (the committed models' are a few KB)
+MAX_JSON_BYTES = 64 * 1024 * 1024
+
+
+def read_model_json(folder):
+    """`folder/model.json`, which must be a regular file (a link to /dev/zero is refused)."""
+    path = os.path.join(folder, "model.json")
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_JSON_BYTES:
+        raise ValueError(f"refusing {path}: expected a regular file of at most {MAX_JSON_BYTES} bytes")
+    return json.loads(safe_paths.read_regular(os.path.realpath(path), st.st_size))
 
 
 def read_folder(folder):
-    """The Keras 3 config and the weights {keras path: array} of a folder saved by the package."""
-    with open(os.path.join(folder, "model.json")) as f:
-        model_json = json.load(f)
+    """The Keras 3 config and the weights {keras path: array} of a folder saved by the package.
+
+    Every weights path is checked first (safe_paths.weights_files): relative, no `..`, inside the
+    folder with links followed, a regular file, sizes adding up to what the manifest declares."""
+    model_json = read_model_json(folder)
     if model_json.get("format") != "keras3-config":
         raise ValueError(
             f"{folder}/model.json is not a Keras 3 export (format {model_json.get('format')!r}); "
             "save the model with toKeras3Artifacts"
         )
+    groups = safe_paths.weights_files(folder, model_json.get("weightsManifest"))
+    import numpy as np
+
+    dtypes = {"float32": np.float32, "int32": np.int32, "bool": np.bool_}
     weights = {}
-    for group in model_json["weightsManifest"]:
-        data = b"".join(open(os.path.join(folder, p), "rb").read() for p in group["paths"])
+    for group, files, _ in groups:
+        data = b"".join(safe_paths.read_regular(f, os.stat(f).st_size) for f in files)
         offset = 0
         for spec in group["weights"]:
-            dtype = np.dtype(DTYPES[spec["dtype"]])
+            dtype = np.dtype(dtypes[spec["dtype"]])
             n = int(np.prod(spec["shape"], dtype=np.int64))
             weights[spec["name"]] = np.frombuffer(data, dtype, n, offset).reshape(spec["shape"])
             offset += n * dtype.itemsize
@@ -63,19 +85,17 @@ def pack(folder, path):
 
 
 def strip_optimizer(path):
-    """Removes the optimizer's variables from a `.keras` file (tfjs has no use for them)."""
+    """Removes the optimizer's variables from a `.keras` file (tfjs has no use for them). The
+    archive is rewritten from its entries' bytes (safe_paths.rewrite_zip): no entry is extracted
+    under its own name, and names with `..`, absolute ones and links are refused."""
     import h5py
 
-    with tempfile.TemporaryDirectory() as tmp:
-        with zipfile.ZipFile(path) as z:
-            z.extractall(tmp)
-            names = z.namelist()
-        with h5py.File(os.path.join(tmp, "model.weights.h5"), "a") as f:
+    def drop_optimizer(weights):
+        with h5py.File(weights, "a") as f:
             if "optimizer" in f:
                 del f["optimizer"]
-        with zipfile.ZipFile(path, "w") as z:
-            for name in names:
-                z.write(os.path.join(tmp, name), name)
+
+    safe_paths.rewrite_zip(path, drop_optimizer)
 
 
 def load(path):

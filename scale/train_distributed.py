@@ -34,9 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-import numpy as np  # noqa: E402
-
 import keras3_io  # noqa: E402
+import safe_paths  # noqa: E402
 
 
 class Log:
@@ -53,6 +52,8 @@ class Log:
 def reverse_data(meta, masks, n, seed):
     """The `reverse` task (src/train/tasks/reverse.ts): tokens 1..vocab-1 padded with padId to
     maxLen, targets the tokens reversed; the lengths input as the mask toKeras3Artifacts made."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     vocab, max_len, pad, min_len = meta["vocabSize"], meta["maxLen"], meta["padId"], meta["minLen"]
     lengths = rng.integers(min_len, max_len + 1, size=n)
@@ -110,6 +111,8 @@ def predict_in_node(tfjs_dir, io_path, backend="cpu"):
 
 
 def tensor_json(x):
+    import numpy as np
+
     x = np.asarray(x)
     dtype = "bool" if x.dtype == np.bool_ else "int32" if x.dtype.kind in "iu" else "float32"
     data = x.reshape(-1).tolist() if dtype != "float32" else [float(v) for v in x.astype(np.float32).reshape(-1)]
@@ -119,7 +122,7 @@ def tensor_json(x):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, help="model folder saved by tfjs-attention (model.json + weights)")
-    p.add_argument("--out", required=True, help="output folder (replaced)")
+    p.add_argument("--out", required=True, help="output folder (replaced: only when missing, empty or an earlier run's)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--train-size", type=int, default=4096)
     p.add_argument("--batch-size", type=int, default=64, help="global batch, split over the batch axis")
@@ -132,6 +135,10 @@ def main(argv=None):
     p.add_argument("--from-scratch", action="store_true", help="re-initialize the weights (same architecture) before training")
     args = p.parse_args(argv)
 
+    try:
+        safe_paths.check_out_dir(args.out, args.model)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     shutil.rmtree(args.out, ignore_errors=True)
     os.makedirs(args.out)
     log = Log(os.path.join(args.out, "log.txt"))
@@ -144,9 +151,14 @@ def main(argv=None):
     masks = meta.get("keras3_masks", {})
     if meta.get("task") != "reverse":
         raise SystemExit(f"{args.model}: task {meta.get('task')!r}; this script generates data for 'reverse'")
+    try:  # the metadata sizes the generated arrays: bounded before anything is allocated
+        safe_paths.check_reverse_meta(meta, masks, [args.train_size, 512, args.predict_size])
+    except ValueError as e:
+        raise SystemExit(f"{args.model}: {e}") from None
 
     import jax
     import keras
+    import numpy as np
 
     keras.utils.set_random_seed(args.seed)
     dist, devices, mesh = distribution(args, log)

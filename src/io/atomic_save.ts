@@ -3,8 +3,8 @@
  * SQLite and git: write aside, fsync, rename):
  * 1. the weights and the JSON are written to unique temporary files in the target folder and
  *    fsynced; the JSON records the weights' SHA-256;
- * 2. under a lock file (one saver per folder across processes; a dead owner's lock is taken
- *    over), the current weights file is hard-linked as `<weights>.prev`, the new weights are
+ * 2. under a lock file (one saver per folder across processes; a stale lock, whose owner is dead
+ *    or whose pid was reused after a restart, is taken over; every wait is bounded), the current weights file is hard-linked as `<weights>.prev`, the new weights are
  *    renamed over it, then the new JSON over the old one, and `.prev` is removed.
  * A reader that finds the JSON's checksum not matching the weights (a kill between the two
  * renames) uses `.prev`, which matches the old JSON: it always sees the old or the new model.
@@ -57,15 +57,76 @@ function alive(pid: number): boolean {
   }
 }
 
+/**
+ * When process `pid` started (ms since the epoch), from Linux's /proc (`starttime` in clock ticks
+ * of 1/100 s after `btime`); null where /proc does not say.
+ */
+async function startedAt(pid: number): Promise<number | null> {
+  try {
+    const stat = await fs.promises.readFile(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]); // field 22 of the line; fields[0] is field 3 (state)
+    const btime = /^btime (\d+)$/m.exec(await fs.promises.readFile('/proc/stat', 'utf8'));
+    if (btime === null || !Number.isFinite(ticks)) return null;
+    return Number(btime[1]) * 1000 + ticks * 10;
+  } catch {
+    return null;
+  }
+}
+
 /** A lock file that holds no live owner's pid and has not been touched for this long is stale. */
 const UNREADABLE_LOCK_MS = 2000;
+/** Slack between a lock's mtime and its owner's start time (clock ticks, whole-second btime). */
+const START_SLACK_MS = 2000;
+const DEFAULT_LOCK_TIMEOUT_MS = 60000;
+
+/**
+ * The lock files this process holds now, shared by every copy of this module loaded in the
+ * process (a CommonJS and an ES module copy, test runners' module registries): a lock naming our
+ * pid that is not in it was left by an earlier process with the same pid (a container restart
+ * gives the new process the old one's pid), so it is stale.
+ */
+const HELD: Set<string> = ((globalThis as Record<symbol, unknown>)[
+  Symbol.for('tfjs-attention.heldSaveLocks')
+] ??= new Set<string>()) as Set<string>;
+
+/** Why the lock file `file` (a regular file holding `text`, modified at `mtimeMs`) is stale, or null. */
+async function staleReason(file: string, text: string, mtimeMs: number): Promise<string | null> {
+  const owner = /^\d+$/.test(text) ? Number(text) : 0;
+  if (owner === 0) {
+    return Date.now() - mtimeMs > UNREADABLE_LOCK_MS ? 'holds no pid' : null;
+  }
+  if (owner === process.pid)
+    return HELD.has(file) ? null : 'names this process, which does not hold it';
+  if (!alive(owner)) return `process ${owner} is not running`;
+  const started = await startedAt(owner);
+  if (started !== null && mtimeMs + START_SLACK_MS < started) {
+    return `process ${owner} started after the lock was written (a restart reused its pid)`;
+  }
+  return null;
+}
+
+/** Options of {@link lock} and {@link saveModelFiles}. */
+export interface LockOptions {
+  /** How long to wait for a lock held by someone else before failing (ms; default 60000). */
+  lockTimeoutMs?: number;
+}
 
 /**
  * Takes `<json>.lock`, waiting for a live owner; returns the release function. The lock is made
  * by hard-linking a file that already holds our pid, so a lock file is never seen empty (a kill
  * between creating it and writing the pid once left an empty lock that blocked every later save).
+ * A lock is stale, and taken over, when its owner is not running, when its owner's pid is ours
+ * (or another process's that started after the lock was written: pids reused after a restart,
+ * pid 1 in a container), when it holds no pid for UNREADABLE_LOCK_MS, or when it is a symlink
+ * (never made here; unlinking it leaves its target alone) that old. Anything else at that path
+ * (a folder, a file that cannot be read) is waited for like a live lock: every wait ends after
+ * `lockTimeoutMs` with an error.
  */
-async function lock(file: string, timeoutMs = 60000): Promise<() => Promise<void>> {
+export async function lock(
+  file: string,
+  {lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS}: LockOptions = {},
+): Promise<() => Promise<void>> {
   const start = Date.now();
   const mine = `${file}.${process.pid}-${crypto.randomBytes(4).toString('hex')}.tmp`;
   await fs.promises.writeFile(mine, String(process.pid), {flag: 'wx'});
@@ -73,24 +134,42 @@ async function lock(file: string, timeoutMs = 60000): Promise<() => Promise<void
     for (;;) {
       try {
         await fs.promises.link(mine, file);
-        return () => fs.promises.unlink(file).catch(() => undefined);
+        HELD.add(file);
+        return async () => {
+          HELD.delete(file);
+          await fs.promises.unlink(file).catch(() => undefined);
+        };
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       }
-      const text = await fs.promises.readFile(file, 'utf8').catch(() => null);
-      if (text === null) continue; // released meanwhile
-      const owner = /^\d+$/.test(text) ? Number(text) : 0;
-      const age = await fs.promises
-        .stat(file)
-        .then((s) => Date.now() - s.mtimeMs)
-        .catch(() => 0);
-      if (owner > 0 ? !alive(owner) : age > UNREADABLE_LOCK_MS) {
-        await takeOver(file, text);
-        continue;
+      const st = await fs.promises.lstat(file).catch(() => null);
+      if (st === null) continue; // released meanwhile
+      let holder: string;
+      if (st.isFile()) {
+        const text = await fs.promises.readFile(file, 'utf8').catch(() => null);
+        if (text !== null) {
+          const stale = await staleReason(file, text, st.mtimeMs);
+          if (stale !== null) {
+            await takeOver(file, text);
+            continue;
+          }
+          holder = text === '' ? 'an empty lock file' : `process ${text}`;
+        } else {
+          holder = 'a lock file that cannot be read';
+        }
+      } else if (st.isSymbolicLink()) {
+        if (Date.now() - st.mtimeMs > UNREADABLE_LOCK_MS) {
+          await takeOver(file, null);
+          continue;
+        }
+        holder = 'a symlink (not a lock file this package makes)';
+      } else {
+        holder = `a ${st.isDirectory() ? 'folder' : 'non-regular file'} (not a lock file this package makes; remove it if no other program is using it)`;
       }
-      if (Date.now() - start > timeoutMs) {
+      if (Date.now() - start > lockTimeoutMs) {
         throw new Error(
-          `fileSystem: ${file} has been locked by ${owner > 0 ? `process ${owner}` : 'an unreadable lock'} for ${timeoutMs} ms`,
+          `fileSystem: cannot save: ${file} has been held by ${holder} for ${lockTimeoutMs} ms; ` +
+            `expected the lock to be released or its owner to exit`,
         );
       }
       await new Promise((r) => setTimeout(r, 20));
@@ -101,38 +180,71 @@ async function lock(file: string, timeoutMs = 60000): Promise<() => Promise<void
 }
 
 /**
- * Removes a stale lock whose content was `seen`: it is first renamed aside (only one waiter can
- * win that rename), then deleted if it is still the stale one, else (a fresh lock taken between
- * our read and our rename) put back.
+ * Removes a stale lock whose content was `seen` (null: a symlink): it is first renamed aside
+ * (only one waiter can win that rename), then deleted if it is still the stale one, else (a fresh
+ * lock taken between our read and our rename) put back. Unlinking a symlink never touches its
+ * target.
  */
-async function takeOver(file: string, seen: string): Promise<void> {
-  const aside = `${file}.${process.pid}.stale`;
+async function takeOver(file: string, seen: string | null): Promise<void> {
+  const aside = `${file}.${process.pid}-${crypto.randomBytes(4).toString('hex')}.stale`;
   const moved = await fs.promises.rename(file, aside).then(
     () => true,
     () => false,
   );
   if (!moved) return;
-  const now = await fs.promises.readFile(aside, 'utf8').catch(() => null);
-  if (now === seen) {
+  const st = await fs.promises.lstat(aside).catch(() => null);
+  const now =
+    st === null || st.isSymbolicLink()
+      ? null
+      : st.isFile()
+        ? await fs.promises.readFile(aside, 'utf8').catch(() => undefined)
+        : undefined;
+  if (st !== null && now === seen) {
     await fs.promises.unlink(aside).catch(() => undefined);
     return;
   }
-  await fs.promises.link(aside, file).catch(() => undefined);
+  if (st?.isDirectory()) {
+    await fs.promises.rename(aside, file).catch(() => undefined);
+    return;
+  }
+  if (st?.isFile()) await fs.promises.link(aside, file).catch(() => undefined);
   await fs.promises.unlink(aside).catch(() => undefined);
 }
 
 /**
  * Deletes the temporary files that killed savers left in `dir` (named `.<name>.<pid>-<tag>.tmp`
- * and `<lock>.<pid>-<tag>.tmp`, with `pid` no longer running). Called under the lock.
+ * and `<lock>.<pid>-<tag>.tmp`, with `pid` no longer running). Called under the lock. Only
+ * regular files and symlinks are removed (unlinked: a link's target is never touched); a folder
+ * with such a name was not made here and is left alone.
  */
 async function removeLeftovers(dir: string): Promise<void> {
-  const names = await fs.promises.readdir(dir).catch(() => [] as string[]);
-  for (const name of names) {
+  const entries = await fs.promises
+    .readdir(dir, {withFileTypes: true})
+    .catch(() => [] as fs.Dirent[]);
+  for (const entry of entries) {
+    const name = entry.name;
     const m = /^\..+\.(\d+)-[0-9a-f]{12}\.tmp$|\.lock\.(\d+)-[0-9a-f]{8}\.tmp$/.exec(name);
     const pid = m === null ? 0 : Number(m[1] ?? m[2]);
     if (pid === 0 || pid === process.pid || alive(pid)) continue;
-    await fs.promises.rm(path.join(dir, name), {force: true});
+    if (!entry.isFile() && !entry.isSymbolicLink()) continue;
+    await fs.promises.unlink(path.join(dir, name)).catch(() => undefined);
   }
+}
+
+/**
+ * Clears `<weights>.prev` before the old weights are linked there: a file or symlink is unlinked;
+ * a folder (never made here) is moved aside to `<weights>.prev.<tag>.stray`, contents untouched,
+ * so that it cannot make every save fail.
+ */
+async function clearPrev(prev: string): Promise<void> {
+  const st = await fs.promises.lstat(prev).catch(() => null);
+  if (st === null) return;
+  if (st.isDirectory()) {
+    const aside = `${prev}.${crypto.randomBytes(4).toString('hex')}.stray`;
+    await fs.promises.rename(prev, aside);
+    return;
+  }
+  await fs.promises.unlink(prev);
 }
 
 async function isRegularFile(p: string): Promise<boolean> {
@@ -148,6 +260,7 @@ export function saveModelFiles(
   where: ModelLocation,
   weights: Uint8Array,
   json: (weightsSha256: string) => string,
+  options: LockOptions = {},
 ): Promise<void> {
   return queued(where.modelJson, async () => {
     const st = await fs.promises.stat(where.modelJson).catch(() => null);
@@ -162,15 +275,15 @@ export function saveModelFiles(
     try {
       await writeSynced(tmpWeights, weights);
       await writeSynced(tmpJson, json(sha256(weights)));
-      const release = await lock(`${where.modelJson}.lock`);
+      const release = await lock(`${where.modelJson}.lock`, options);
       try {
         await removeLeftovers(where.dir);
         const prev = `${weightsFile}.prev`;
-        await fs.promises.rm(prev, {force: true});
+        await clearPrev(prev);
         if (await isRegularFile(weightsFile)) await fs.promises.link(weightsFile, prev);
         await fs.promises.rename(tmpWeights, weightsFile);
         await fs.promises.rename(tmpJson, where.modelJson);
-        await fs.promises.rm(prev, {force: true});
+        await clearPrev(prev);
         const dir = await fs.promises.open(where.dir, 'r');
         await dir.sync().catch(() => undefined);
         await dir.close();

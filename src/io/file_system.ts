@@ -9,7 +9,7 @@ import * as fs from 'fs';
 import * as tf from '@tensorflow/tfjs-core';
 
 import {saveModelFiles} from './atomic_save';
-import {locate} from './paths';
+import {locate, notAModelFolder} from './paths';
 import {checkManifest, readWeights} from './safe_read';
 import {checkTopology} from './topology_guard';
 import {declaredElements} from './weight_bytes';
@@ -85,6 +85,8 @@ export function fileSystem(target: string, options: FileSystemOptions = {}): Fil
         if (!st.isFile()) throw new Error('not a regular file');
         text = await fs.promises.readFile(modelJson, 'utf8');
       } catch (e) {
+        const why = await notAModelFolder(where);
+        if (why !== null) throw new Error(`fileSystem: cannot load ${modelJson}: ${why}`);
         throw new Error(`fileSystem: cannot read ${modelJson}: ${(e as Error).message}`);
       }
       let json: tf.io.ModelJSON & {weightsSha256?: unknown};

@@ -80,3 +80,40 @@ export async function checkWritable(dir: string): Promise<void> {
   }
   await fs.promises.unlink(probe);
 }
+
+/** Keras' own file formats, and the `tensorflowjs_converter` input format of each. */
+const KERAS_FILES: Array<[RegExp, string]> = [
+  [/\.keras$/i, 'keras_keras'],
+  [/\.(h5|hdf5)$/i, 'keras'],
+];
+
+/** How to convert the Keras file `file` whose input format is `format`. */
+function convertHint(file: string, format: string): string {
+  const name = path.basename(file);
+  return (
+    `convert it, e.g. ` +
+    `\`tensorflowjs_converter --input_format ${format} ${name} ${name.replace(/\.[^.]+$/, '')}_tfjs\`, ` +
+    `and load that folder (it holds model.json)`
+  );
+}
+
+/**
+ * What to tell a user whose model.json at `where` cannot be read because the target they named
+ * is not a folder: a Keras file (convert it first), another file, or a Keras file name that does
+ * not exist. Null when the target is a folder (the plain error says enough).
+ */
+export async function notAModelFolder(where: ModelLocation): Promise<string | null> {
+  const target = where.dir;
+  const st = await fs.promises.stat(target).catch(() => null);
+  if (st?.isDirectory()) return null;
+  const keras = KERAS_FILES.find(([re]) => re.test(target));
+  if (keras === undefined) {
+    return st === null
+      ? null
+      : `${target} is a file; expected a folder holding model.json, or the path of a .json file`;
+  }
+  const hint = convertHint(target, keras[1]);
+  return st === null
+    ? `${target} does not exist; a .keras or .h5 path names a Keras file, not a folder converted for tfjs: ${hint}`
+    : `${target} is a Keras file, not a folder converted for tfjs: ${hint}`;
+}

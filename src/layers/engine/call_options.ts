@@ -33,6 +33,19 @@ const SPELLINGS: Record<string, string> = {
   returnScores: 'returnAttentionScores',
 };
 
+/** Keyword arguments of Keras' attention calls, as a converted model's graph records them. */
+const KERAS_NODE_KWARGS = new Set([
+  'query',
+  'value',
+  'key',
+  'query_mask',
+  'value_mask',
+  'key_mask',
+  'attention_mask',
+  'use_causal_mask',
+  'return_attention_scores',
+]);
+
 /** Throws on a call option that is not accepted, naming the camelCase one for known spellings. */
 export function checkCallOptions(
   kwargs: Record<string, unknown>,
@@ -46,7 +59,11 @@ export function checkCallOptions(
     throw new Error(
       `${caller}: unknown call option '${name}'` +
         (hint ? `; did you mean '${hint}'?` : '') +
-        `. Accepted options: ${accepted.join(', ')}`,
+        `. Accepted options: ${accepted.join(', ')}` +
+        (KERAS_NODE_KWARGS.has(name)
+          ? `. '${name}' is how a Keras model passes it: load a model converted from Keras ` +
+            `with loadKerasModel from tfjs-attention, not tf.loadLayersModel`
+          : ''),
     );
   }
 }
