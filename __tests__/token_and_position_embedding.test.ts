@@ -98,12 +98,62 @@ describeBackends('TokenAndPositionEmbedding', () => {
       expect(() => l.apply(tf.zeros([1, 4, 4], 'int32'))).toThrow(
         /expected int32 ids of shape \[batch, length\], received int32 of shape \[1, 4, 4\]/,
       );
-      expect(() => l.apply(tf.zeros([2, 3]))).toThrow(
-        /expected int32 ids of shape \[batch, length\], received float32 of shape \[2, 3\]/,
+      expect(() => l.apply(tf.zeros([2, 3], 'bool'))).toThrow(
+        /expected int32 ids of shape \[batch, length\], received bool of shape \[2, 3\]/,
       );
       expect(() => l.apply(tf.zeros([1, 7], 'int32'))).toThrow(
         'the input has 7 positions but sequenceLength is 6',
       );
+    });
+  });
+
+  it('float32 ids holding whole numbers are cast (a Keras Input declared float32); fractional or non-finite ones are refused', () => {
+    const l = layer(true);
+    const before = tf.memory().numTensors;
+    tf.tidy(() => {
+      const [tok, pos] = l.getWeights().map((w) => w.arraySync() as number[][]);
+      const out = l.apply(tf.tensor2d(IDS, [2, 5], 'float32')) as tf.Tensor;
+      // plain loop: row ids[b][t] of the token table plus row t of the position table
+      const expected = IDS.map((row) => row.map((id, t) => tok[id].map((v, j) => v + pos[t][j])));
+      expectClose(out, expected, 1e-6, 1e-6);
+      expect(out.kerasMask?.arraySync()).toEqual(
+        IDS.map((row) => row.map((id) => Number(id !== 0))),
+      );
+      expect(() => l.apply(tf.tensor2d([[1, 2.5, 3]], [1, 3], 'float32'))).toThrow(
+        "Layer 'token_and_position_embedding_",
+      );
+      expect(() =>
+        l.apply(
+          tf.tensor2d(
+            [
+              [1, 2, 3],
+              [4, 2.5, 0],
+            ],
+            [2, 3],
+            'float32',
+          ),
+        ),
+      ).toThrow(
+        'expected int32 ids or float32 ids holding whole numbers, received float32 ids with 2.5 at [1, 1]',
+      );
+      expect(() => l.apply(tf.tensor2d([[1, NaN]], [1, 2], 'float32'))).toThrow(
+        'with NaN at [0, 1]',
+      );
+      expect(() => l.apply(tf.tensor2d([[Infinity]], [1, 1], 'float32'))).toThrow(
+        'with Infinity at [0, 0]',
+      );
+    });
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('a functional model with float32 ids (keras.io style) predicts like int32 ids', () => {
+    tf.tidy(() => {
+      const l = layer();
+      const input = tf.input({shape: [5]}); // float32, as keras.Input(shape=(None,)) declares
+      const model = tf.model({inputs: input, outputs: l.apply(input) as tf.SymbolicTensor});
+      const floatOut = model.predict(tf.tensor2d(IDS, [2, 5], 'float32')) as tf.Tensor;
+      const intOut = l.apply(tf.tensor2d(IDS, [2, 5], 'int32')) as tf.Tensor;
+      expectClose(floatOut, intOut.arraySync() as number[][][], 0, 0);
     });
   });
 });

@@ -3,7 +3,7 @@ import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {embeddingLookup} from '../../kernels/embedding_lookup';
+import {embeddingLookup, idsAsInt32} from '../../kernels/embedding_lookup';
 import {
   getInitializer,
   Initializer,
@@ -32,7 +32,8 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
  * `out[b, t] = tokens[ids[b, t]] + positions[startIndex + t]` (call option `startIndex`, eager
  * calls only, default 0: cached decoding one token at a time).
  *
- * - Input: int32 ids `[batch, length]` with `length <= sequenceLength`.
+ * - Input: int32 ids `[batch, length]` with `length <= sequenceLength` (float32 ids holding whole
+ *   numbers are cast to int32, as Keras' `Embedding` does; fractional ones are an error).
  * - Output: `[batch, length, embeddingDim]`.
  * - Weights: `token_embedding/embeddings [vocabularySize, embeddingDim]`,
  *   `position_embedding/embeddings [sequenceLength, embeddingDim]`.
@@ -132,13 +133,15 @@ export class TokenAndPositionEmbedding extends layers.Layer {
 
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
-      const ids = Array.isArray(inputs) ? inputs[0] : inputs;
-      if (ids.rank !== 2 || ids.dtype !== 'int32') {
+      const given = Array.isArray(inputs) ? inputs[0] : inputs;
+      if (given.rank !== 2 || (given.dtype !== 'int32' && given.dtype !== 'float32')) {
         throw new Error(
-          `Layer '${this.name}' expected int32 ids of shape [batch, length], received ${ids.dtype} ` +
-            `of shape [${ids.shape.join(', ')}]`,
+          `Layer '${this.name}' expected int32 ids of shape [batch, length], received ${given.dtype} ` +
+            `of shape [${given.shape.join(', ')}]`,
         );
       }
+      // float ids (a Keras `Input` declared float32) are cast, as Keras' Embedding does
+      const ids = idsAsInt32(given, `Layer '${this.name}'`);
       const [, length] = ids.shape;
       if (kwargs?.startIndex == null && length > this.sequenceLength) {
         throw new Error(
