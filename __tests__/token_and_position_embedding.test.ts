@@ -156,4 +156,35 @@ describeBackends('TokenAndPositionEmbedding', () => {
       expectClose(floatOut, intOut.arraySync() as number[][][], 0, 0);
     });
   });
+
+  it('positions call option: position rows taken at [batch, length] or [length] positions, startIndex ignored', () => {
+    const l = layer();
+    const before = tf.memory().numTensors;
+    tf.tidy(() => {
+      const [tok, pos] = l.getWeights().map((w) => w.arraySync() as number[][]);
+      const ids = tf.tensor2d(IDS, [2, 5], 'int32');
+      const P = [
+        [0, 1, 2, 3, 4],
+        [0, 0, 0, 1, 5],
+      ];
+      const out = l.apply(ids, {positions: tf.tensor2d(P, [2, 5], 'int32'), startIndex: 1});
+      const expected = IDS.map((row, b) =>
+        row.map((id, t) => tok[id].map((v, j) => v + pos[P[b][t]][j])),
+      );
+      expectClose(out as tf.Tensor, expected, 1e-6, 1e-6);
+      const flat = [5, 4, 3, 2, 1];
+      const out1 = l.apply(ids, {positions: tf.tensor1d(flat, 'int32')});
+      const expected1 = IDS.map((row) =>
+        row.map((id, t) => tok[id].map((v, j) => v + pos[flat[t]][j])),
+      );
+      expectClose(out1 as tf.Tensor, expected1, 1e-6, 1e-6);
+      expect(() => l.apply(ids, {positions: tf.tensor1d([0, 1, 2, 3, 6], 'int32')})).toThrow(
+        'expected positions to be whole numbers 0 .. 5 (sequenceLength 6), received 6 at [4]',
+      );
+      expect(() => l.apply(ids, {positions: tf.zeros([3, 5], 'int32')})).toThrow(
+        "positions of 3 rows do not match the input of shape [2, 5]: expected 1 row or 2 (the input's axis 0)",
+      );
+    });
+    expect(tf.memory().numTensors).toBe(before);
+  });
 });

@@ -11,7 +11,12 @@ import {
   serializeObject,
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
+import {
+  checkPositionsBatch,
+  positionsOf,
+  refuseSymbolicStartIndex,
+  startIndexOf,
+} from './start_index';
 
 /** Options of {@link TokenAndPositionEmbedding}. */
 export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
@@ -30,7 +35,9 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
 /**
  * Token embedding plus learned position embedding (keras-hub `TokenAndPositionEmbedding`):
  * `out[b, t] = tokens[ids[b, t]] + positions[startIndex + t]` (call option `startIndex`, eager
- * calls only, default 0: cached decoding one token at a time).
+ * calls only, default 0: cached decoding one token at a time), or with call option `positions`
+ * (int32 `[length]` or `[batch, length]`, eager calls; startIndex is then ignored, as in keras-hub)
+ * `tokens[ids[b, t]] + positions[p[b, t]]`.
  *
  * - Input: int32 ids `[batch, length]` with `length <= sequenceLength` (float32 ids holding whole
  *   numbers are cast to int32, as Keras' `Embedding` does; fractional ones are an error).
@@ -116,7 +123,10 @@ export class TokenAndPositionEmbedding extends layers.Layer {
     return [...singleShape(inputShape, this.name), this.embeddingDim];
   }
 
-  /** Call option `startIndex` (eager calls): the position of the first id. */
+  /**
+   * Call options (eager calls): `startIndex`, the position of the first id; `positions`, an int32
+   * tensor `[length]` or `[batch, length]` of each id's position (startIndex is then ignored).
+   */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
   override apply(
@@ -143,13 +153,23 @@ export class TokenAndPositionEmbedding extends layers.Layer {
       // float ids (a Keras `Input` declared float32) are cast, as Keras' Embedding does
       const ids = idsAsInt32(given, `Layer '${this.name}'`);
       const [, length] = ids.shape;
+      const tokens = embeddingLookup((this.tokenEmbeddings as LayerVariable).read(), ids); // [batch, length, dim]
+      const explicit = positionsOf(kwargs, this.name, length, this.sequenceLength);
+      if (explicit != null) {
+        // keras-hub: position rows taken at `positions` ([batch or 1, length]); startIndex ignored
+        checkPositionsBatch(explicit.batch, ids.shape, 0, this.name);
+        const at = tf.tensor2d(Int32Array.from(explicit.values), [explicit.batch, length], 'int32');
+        return tf.add(
+          tokens,
+          embeddingLookup((this.positionEmbeddings as LayerVariable).read(), at),
+        );
+      }
       if (kwargs?.startIndex == null && length > this.sequenceLength) {
         throw new Error(
           `Layer '${this.name}': the input has ${length} positions but sequenceLength is ${this.sequenceLength}`,
         );
       }
       const start = startIndexOf(kwargs, this.name, length, this.sequenceLength);
-      const tokens = embeddingLookup((this.tokenEmbeddings as LayerVariable).read(), ids); // [batch, length, dim]
       const positions = tf.slice(
         (this.positionEmbeddings as LayerVariable).read(),
         [start, 0],
