@@ -28,7 +28,8 @@ export function embeddingLookup(table: tf.Tensor, ids: tf.Tensor): tf.Tensor {
  * Ids as int32, as Keras' `Embedding` casts them: int32 ids are returned as they are; float ids
  * (Keras models often declare `keras.Input(shape=(None,))`, float32, for token ids) must hold
  * whole numbers and are cast, anything fractional or non-finite is an error naming the first
- * such value and where it is. Returns `ids` itself or a new tensor (the caller disposes it).
+ * such value and where it is (not on webgpu, whose synchronous reads are unreliable: there they
+ * are only cast). Returns `ids` itself or a new tensor (the caller disposes it).
  */
 export function idsAsInt32(ids: tf.Tensor, caller: string): tf.Tensor {
   if (ids.dtype === 'int32') return ids;
@@ -37,6 +38,8 @@ export function idsAsInt32(ids: tf.Tensor, caller: string): tf.Tensor {
       `${caller}: expected int32 (or whole-number float32) ids, received ${ids.dtype}`,
     );
   }
+  // webgpu: not read (its synchronous read can return wrong values; see checkLengths), cast only
+  if (tf.getBackend() === 'webgpu') return tf.cast(ids, 'int32');
   const values = ids.dataSync();
   for (let i = 0; i < values.length; i++) {
     const v = values[i];

@@ -72,6 +72,13 @@ export function positionsOf(
         `[batch, ${length}] (the input's length), received ${what}`,
     );
   }
+  if (tf.getBackend() === 'webgpu') {
+    // tfjs-backend-webgpu's synchronous read can return wrong values (see checkLengths)
+    throw new Error(
+      `${layer}: positions are read synchronously, which on webgpu can return wrong values; ` +
+        'run this call on another backend (cpu, wasm, webgl)',
+    );
+  }
   const values = p.dataSync() as Float32Array | Int32Array;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
