@@ -217,4 +217,33 @@ describeBackends('AdditiveAttention with zero keys', (backend) => {
     tf.dispose([q, v]);
     layer.dispose();
   });
+
+  it('mask must be a list [queryMask, valueMask] (or with keyMask), as Keras raises', () => {
+    const att = new AdditiveAttention({name: 'bahdanau'});
+    tf.tidy(() => void att.apply([tf.ones([1, 1, 1]), tf.ones([1, 3, 1])])); // builds `scale`
+    const before = tf.memory().numTensors;
+    tf.tidy(() => {
+      const q = tf.tensor3d([[[1.1]]]);
+      const v = tf.tensor3d([[[1.6], [0.7], [-0.8]]]);
+      const vMask = tf.tensor2d([[1, 1, 0]], [1, 3], 'bool');
+      expect(() => att.apply([q, v], {mask: vMask})).toThrow(
+        "Layer 'bahdanau' (AdditiveAttention): mask must be a list, namely [queryMask, " +
+          'valueMask] (or [queryMask, valueMask, keyMask]); received a bool tensor of shape [1, 3]',
+      );
+      expect(() => att.apply([q, v], {mask: [vMask]})).toThrow(
+        "Layer 'bahdanau' (AdditiveAttention): expected a mask list of length 2 or 3, namely " +
+          '[queryMask, valueMask] or [queryMask, valueMask, keyMask]; received a list of length 1',
+      );
+      expect(() => att.apply([q, v], {mask: []})).toThrow('received a list of length 0');
+      // [null, vMask]: keys 0 and 1 only; score = scale * tanh(q + k) (one feature)
+      const out = att.apply([q, v], {mask: [null, vMask]}) as tf.Tensor;
+      const scale = att.getWeights()[0].dataSync()[0];
+      const w = softmaxRow(
+        [1.6, 0.7, -0.8].map((k) => scale * Math.tanh(1.1 + k)),
+        [true, true, false],
+      );
+      expectClose(out, [[[w[0] * 1.6 + w[1] * 0.7]]], 1e-6, 1e-6);
+    });
+    expect(tf.memory().numTensors).toBe(before);
+  });
 });

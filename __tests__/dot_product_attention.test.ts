@@ -354,3 +354,61 @@ describeBackends('DotProductAttention with zero keys', (backend) => {
     });
   }
 });
+
+describeBackends('Attention and DotProductAttention: the mask argument', () => {
+  it('mask must be a list [queryMask, valueMask] (or with keyMask), as Keras raises', () => {
+    const before = tf.memory().numTensors;
+    tf.tidy(() => {
+      const q = tf.tensor3d([[[1.1], [-0.5]]]); // [1, 2, 1]
+      const v = tf.tensor3d([[[1.6], [0.7], [-0.8]]]); // [1, 3, 1]
+      const qMask = tf.tensor2d([[1, 0]], [1, 2], 'bool');
+      const vMask = tf.tensor2d([[1, 1, 0]], [1, 3], 'bool');
+      const att = new Attention({name: 'luong'});
+      expect(() => att.apply([q, v], {mask: vMask})).toThrow(
+        "Layer 'luong' (Attention): mask must be a list, namely [queryMask, valueMask] (or " +
+          '[queryMask, valueMask, keyMask]); received a bool tensor of shape [1, 3]',
+      );
+      expect(() => att.apply([q, v], {mask: [qMask]})).toThrow(
+        "Layer 'luong' (Attention): expected a mask list of length 2 or 3, namely [queryMask, " +
+          'valueMask] or [queryMask, valueMask, keyMask]; received a list of length 1',
+      );
+      expect(() => att.apply([q, v], {mask: [qMask, vMask, vMask, vMask]})).toThrow(
+        'received a list of length 4',
+      );
+      expect(() => att.apply([q, v], {mask: [qMask, 1]} as never)).toThrow(
+        "Layer 'luong' (Attention): expected mask[1] to be a tensor or null, received 1",
+      );
+      // the d2l layer shares the rule
+      expect(() => new DotProductAttention().apply([q, v], {mask: qMask})).toThrow(
+        '(DotProductAttention): mask must be a list',
+      );
+      // a list of 2 or 3 works: plain-loop reference, softmax(q k) over unmasked keys, masked
+      // query rows zero
+      const out = att.apply([q, v], {mask: [qMask, vMask, vMask]}) as tf.Tensor;
+      const Qv = [1.1, -0.5];
+      const Vv = [1.6, 0.7, -0.8];
+      const expected = Qv.map((qi, t) => {
+        const w = softmaxRow(
+          Vv.map((k) => qi * k),
+          [true, true, false],
+        );
+        return [t === 0 ? w[0] * Vv[0] + w[1] * Vv[1] : 0];
+      });
+      expectClose(out, [expected], 1e-6, 1e-6);
+    });
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('in a functional model with masked inputs, predict still works (tfjs passes the first mask alone)', () => {
+    tf.tidy(() => {
+      const ids = tf.input({shape: [3], dtype: 'int32'});
+      const x = tf.layers.embedding({inputDim: 5, outputDim: 2, maskZero: true}).apply(ids);
+      const y = new Attention().apply([x, x] as tf.SymbolicTensor[]) as tf.SymbolicTensor;
+      const model = tf.model({inputs: ids, outputs: y});
+      const out = model.predict(tf.tensor2d([[1, 2, 0]], [1, 3], 'int32')) as tf.Tensor;
+      expect(out.shape).toEqual([1, 3, 2]);
+      // the padded query's row is zero (its Keras mask reached the layer)
+      expectClose(out.slice([0, 2, 0], [1, 1, 2]), [[[0, 0]]], 0, 0);
+    });
+  });
+});

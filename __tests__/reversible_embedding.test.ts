@@ -136,4 +136,32 @@ describeBackends('ReversibleEmbedding', () => {
         new ReversibleEmbedding({inputDim: 3, outputDim: 4, embeddingsRegularizer: 'l2'} as never),
     ).toThrow('the option \'embeddingsRegularizer\' = "l2" is not implemented');
   });
+
+  it('forward with {reverse: false} casts float32 ids holding whole numbers; a float input alone still means reverse', () => {
+    const l = layer({maskZero: true});
+    const before = tf.memory().numTensors;
+    tf.tidy(() => {
+      const E = l.getWeights()[0].arraySync() as number[][];
+      const ids = tf.tensor2d([[3, 0, 5]], [1, 3], 'float32');
+      const out = l.apply(ids, {reverse: false}) as tf.Tensor;
+      expectClose(out, [[E[3], E[0], E[5]]], 0, 0); // rows of the table, as for int32 ids
+      expect(out.kerasMask?.arraySync()).toEqual([[1, 0, 1]]);
+      // no option: a float input is hidden states, reversed ([1, 2, 4] -> logits [1, 2, 6])
+      const h = randTensor([1, 2, 4], 7);
+      const H = (h.arraySync() as number[][][])[0];
+      const Et = E[0].map((_, j) => E.map((r) => r[j]));
+      expectClose(l.apply(h) as tf.Tensor, [H.map((x) => matvec(x, Et))], TOL, TOL);
+      expect(() => l.apply(tf.tensor2d([[1, 0.5]], [1, 2]), {reverse: false})).toThrow(
+        'expected int32 ids or float32 ids holding whole numbers, received float32 ids with 0.5 at [0, 1]',
+      );
+      expect(() => l.apply(tf.tensor1d([-Infinity]), {reverse: false})).toThrow(
+        'with -Infinity at [0]',
+      );
+    });
+    expect(tf.memory().numTensors).toBe(before);
+    // a functional model replays no call options: float ids there are refused, not reversed
+    expect(() => l.apply(tf.input({shape: [3]}), {reverse: false})).toThrow(
+      'the forward call of a functional model takes int32 ids, received float32',
+    );
+  });
 });

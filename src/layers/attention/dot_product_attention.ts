@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {initializers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {attendToScores, AttentionCoreOptions, dotProductAttention} from '../../ops/attention_core';
 import {
@@ -219,6 +220,50 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
 
   protected requiresSameFeatures(): boolean {
     return true;
+  }
+
+  /**
+   * Keras' `mask` argument of these layers is a list `[queryMask, valueMask]` (or with a
+   * `keyMask`); Keras raises for anything else, and so does this layer, rather than ignore the
+   * mask or take a one-element list as the query's. One exception: in a functional model tfjs'
+   * `predict` passes the first input's mask alone (a tensor, not a list) to every masked layer,
+   * so a layer that belongs to a model leaves a lone tensor to be ignored, as before (its masks
+   * are read off its inputs).
+   */
+  private checkMaskList(mask: unknown, inputCount: number): void {
+    if (mask == null) return;
+    const layer = `Layer '${this.name}' (${this.getClassName()})`;
+    const what = (m: unknown) =>
+      m instanceof tf.Tensor
+        ? `a ${m.dtype} tensor of shape ${formatShape(m.shape)}`
+        : Array.isArray(m)
+          ? `a list of length ${m.length}`
+          : (JSON.stringify(m) ?? typeof m);
+    if (!Array.isArray(mask)) {
+      if (mask instanceof tf.Tensor && this.inboundNodes.length > 0) return; // tfjs' predict
+      throw new Error(
+        `${layer}: mask must be a list, namely [queryMask, valueMask] (or [queryMask, ` +
+          `valueMask, keyMask]); received ${what(mask)}`,
+      );
+    }
+    if (mask.length < 2 || mask.length > Math.max(3, inputCount)) {
+      throw new Error(
+        `${layer}: expected a mask list of length 2 or 3, namely [queryMask, valueMask] or ` +
+          `[queryMask, valueMask, keyMask]; received a list of length ${mask.length}`,
+      );
+    }
+    mask.forEach((m: unknown, i) => {
+      if (m != null && !(m instanceof tf.Tensor)) {
+        throw new Error(
+          `${layer}: expected mask[${i}] to be a tensor or null, received ${what(m)}`,
+        );
+      }
+    });
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor | tf.Tensor[] {
+    this.checkMaskList(kwargs?.mask, Array.isArray(inputs) ? inputs.length : 1);
+    return super.call(inputs, kwargs);
   }
 
   override getConfig(): tf.serialization.ConfigDict {

@@ -10,7 +10,13 @@ import {
   serializeObject,
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
+import {embeddingLookup} from '../../kernels/embedding_lookup';
+import {
+  checkPositionsBatch,
+  positionsOf,
+  refuseSymbolicStartIndex,
+  startIndexOf,
+} from './start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
 import {impliedProduct, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
@@ -30,7 +36,8 @@ export interface PositionEmbeddingArgs extends LayerArgs {
 /**
  * keras-hub's `PositionEmbedding`: a learned table `embeddings [sequenceLength, features]`; for
  * inputs `[..., T, features]` it returns rows `startIndex .. startIndex + T - 1` broadcast to the
- * input's shape (add it to the input yourself). Shorter sequences use the first rows.
+ * input's shape (add it to the input yourself). Shorter sequences use the first rows. Call option
+ * `positions` (`[T]` or `[batch, T]`, eager calls): the rows to take instead, per element.
  *
  * @example
  * ```ts
@@ -111,7 +118,10 @@ export class PositionEmbedding extends layers.Layer {
     return singleShape(inputShape, this.name);
   }
 
-  /** Call option `startIndex` (eager calls): the position of the first element. */
+  /**
+   * Call options (eager calls): `startIndex`, the position of the first element; `positions`, an
+   * int32 tensor `[T]` or `[batch, T]` of the rows to take (startIndex is then ignored).
+   */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
   override apply(
@@ -130,8 +140,17 @@ export class PositionEmbedding extends layers.Layer {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
       const [T, D] = x.shape.slice(-2);
+      const table = (this.embeddings as LayerVariable).read(); // [sequenceLength, D]
+      const given = positionsOf(kwargs, this.name, T, this.sequenceLength);
+      if (given != null) {
+        // keras-hub: rows taken at the positions ([batch or 1, T, D]); startIndex is ignored
+        checkPositionsBatch(given.batch, x.shape, x.rank - 3, this.name);
+        const ids = tf.tensor2d(Int32Array.from(given.values), [given.batch, T], 'int32');
+        const rows = embeddingLookup(table, ids); // [batch or 1, T, D]
+        return tf.broadcastTo(given.batch === 1 ? tf.reshape(rows, [T, D]) : rows, x.shape);
+      }
       const start = startIndexOf(kwargs, this.name, T, this.sequenceLength, this.startIndex);
-      const rows = tf.slice((this.embeddings as LayerVariable).read(), [start, 0], [T, D]); // [T, D]
+      const rows = tf.slice(table, [start, 0], [T, D]); // [T, D]
       return tf.broadcastTo(rows, x.shape); // [..., T, D]
     });
   }

@@ -3,7 +3,7 @@ import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {embeddingLookup} from '../../kernels/embedding_lookup';
+import {embeddingLookup, idsAsInt32} from '../../kernels/embedding_lookup';
 import {
   getInitializer,
   Initializer,
@@ -46,7 +46,8 @@ const KNOWN = [
  * keras-hub's `ReversibleEmbedding`: an embedding whose reverse call projects hidden states back
  * to the vocabulary, for tied input / output embeddings of language models.
  *
- * - Forward: int32 ids `[...]` -> `[..., D]`, rows of `embeddings [V, D]`.
+ * - Forward: int32 ids `[...]` -> `[..., D]`, rows of `embeddings [V, D]`. Float32 ids holding
+ *   whole numbers go forward with `{reverse: false}` in eager calls (cast to int32, as Keras does).
  * - Reverse (`{reverse: true}`, or any float input): `[..., D]` -> logits `[..., V]`,
  *   `x · embeddingsᵀ` (tied) or `x · reverse_embeddings` (untied), soft-capped if asked.
  *   In functional models (where tfjs replays no call options) a float input means reverse.
@@ -160,17 +161,27 @@ export class ReversibleEmbedding extends layers.Layer {
     this.built = true;
   }
 
-  private reverseOf(dtype: string | undefined, kwargs: Kwargs = {}): boolean {
+  /**
+   * Reverse or forward: `reverse` when given, else a float input means reverse. Float ids go
+   * forward only with an explicit `{reverse: false}` in an eager call (they are then cast); a
+   * functional model replays no call options, so there a float input always means reverse.
+   */
+  private reverseOf(x: tf.Tensor | SymbolicTensor, kwargs: Kwargs = {}): boolean {
+    const dtype = x.dtype as string | undefined;
     const float = dtype === undefined || dtype === 'float32';
     if (kwargs.reverse === true && !float) {
       throw new Error(
         `Layer '${this.name}': the reverse call takes float hidden states, received ${dtype}`,
       );
     }
-    if (kwargs.reverse === false && float) {
-      throw new Error(`Layer '${this.name}': the forward call takes int32 ids, received ${dtype}`);
+    if (kwargs.reverse === false && float && x instanceof SymbolicTensor) {
+      throw new Error(
+        `Layer '${this.name}': the forward call of a functional model takes int32 ids, received ` +
+          `${dtype}: tfjs replays no call options at predict time, where a float input means ` +
+          'reverse; declare the ids input int32',
+      );
     }
-    return kwargs.reverse === true || float;
+    return kwargs.reverse === true || (float && kwargs.reverse !== false);
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
@@ -196,7 +207,7 @@ export class ReversibleEmbedding extends layers.Layer {
     kwargs: Kwargs = {},
   ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
     const x = Array.isArray(inputs) ? inputs[0] : inputs;
-    const reverse = this.reverseOf(x.dtype, kwargs);
+    const reverse = this.reverseOf(x, kwargs);
     if (reverse && x.shape[x.shape.length - 1] !== this.outputDim) {
       throw new Error(
         `Layer '${this.name}': the reverse call expects hidden states [..., ${this.outputDim}], ` +
@@ -205,6 +216,15 @@ export class ReversibleEmbedding extends layers.Layer {
     }
     const rest = {...kwargs};
     delete rest.reverse;
+    if (!reverse && x instanceof tf.Tensor && x.dtype !== 'int32') {
+      // float ids, forward: cast as Keras' Embedding does (whole numbers only)
+      const ids = idsAsInt32(x, `Layer '${this.name}'`);
+      try {
+        return super.apply(ids, rest);
+      } finally {
+        ids.dispose();
+      }
+    }
     return super.apply(inputs as tf.Tensor, rest);
   }
 

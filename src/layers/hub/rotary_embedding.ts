@@ -4,7 +4,12 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../engine/shapes';
-import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
+import {
+  checkPositionsBatch,
+  positionsOf,
+  refuseSymbolicStartIndex,
+  startIndexOf,
+} from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
@@ -37,7 +42,9 @@ const KNOWN = [
  * keras-hub's `RotaryEmbedding` (RoFormer): rotates feature pairs `(x_i, x_{i+D/2})` (halves, not
  * interleaved) by angle `position / scalingFactor * maxWavelength^(-2i/D)`:
  * `out = x cos + [-x2, x1] sin`. No weights; any rank with a sequence and a feature axis.
- * Call option `startIndex` (cached decoding): the position of the first element.
+ * Call option `startIndex` (cached decoding): the position of the first element; `positions`
+ * (`[T]` or `[batch, T]`, eager calls; batch on the first axis that is neither the sequence nor
+ * the feature axis, as in keras-hub): each element's position instead.
  *
  * @example
  * ```ts
@@ -138,7 +145,10 @@ export class RotaryEmbedding extends layers.Layer {
     return singleShape(inputShape, this.name);
   }
 
-  /** Call option `startIndex` (eager calls): the position of the first element. */
+  /**
+   * Call options (eager calls): `startIndex`, the position of the first element; `positions`, a
+   * tensor `[T]` or `[batch, T]` of each element's position (startIndex is then ignored).
+   */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
   override apply(
@@ -167,19 +177,38 @@ export class RotaryEmbedding extends layers.Layer {
         );
       }
       const T = x.shape[seq];
-      const start = startIndexOf(kwargs, this.name, T, null, this.startIndex);
-      // angles [T, D]: position t, frequency of pair i (i < D/2) repeated for both halves
-      const angles = new Float32Array(T * D);
-      for (let t = 0; t < T; t++) {
-        const pos = (t + start) / this.scalingFactor;
+      // keras-hub's batch axis: the first axis that is neither the sequence nor the feature axis
+      const batchAxis = x.shape.findIndex((_, a) => a !== seq && a !== feat);
+      // positions [B, T]: keras-hub's `positions` (startIndex then ignored), else start + t
+      const given = positionsOf(kwargs, this.name, T);
+      let B = 1;
+      let positions: ArrayLike<number>;
+      if (given != null) {
+        checkPositionsBatch(given.batch, x.shape, batchAxis, this.name);
+        B = given.batch;
+        positions = given.values;
+      } else {
+        const start = startIndexOf(kwargs, this.name, T, null, this.startIndex);
+        positions = Array.from({length: T}, (_, t) => t + start);
+      }
+      // angles [B, T, D]: position, frequency of pair i (i < D/2) repeated for both halves
+      const angles = new Float32Array(B * T * D);
+      for (let r = 0; r < B * T; r++) {
+        const pos = positions[r] / this.scalingFactor;
         for (let i = 0; i < D / 2; i++) {
           const inv = 1 / Math.pow(this.maxWavelength, (2 * i) / D);
-          angles[t * D + i] = angles[t * D + i + D / 2] = Math.fround(pos * inv);
+          angles[r * D + i] = angles[r * D + i + D / 2] = Math.fround(pos * inv);
         }
       }
-      const shape = x.shape.map((_, a) => (a === seq ? T : a === feat ? D : 1));
-      const a = tf.tensor2d(angles, [T, D]);
-      const layout = seq < feat ? a : tf.transpose(a); // the axes in input order
+      // [B, T, D] moved to the input's order of (batch, sequence, feature), 1 on other axes
+      const axes = B === 1 ? [seq, feat] : [batchAxis, seq, feat];
+      const a = tf.tensor(angles, B === 1 ? [T, D] : [B, T, D]);
+      const order = [...axes].sort((u, v) => u - v);
+      const layout = tf.transpose(
+        a,
+        order.map((ax) => axes.indexOf(ax)),
+      );
+      const shape = x.shape.map((n, ax) => (axes.includes(ax) ? n : 1));
       const cos = tf.reshape(tf.cos(layout), shape);
       const sin = tf.reshape(tf.sin(layout), shape);
       const [x1, x2] = tf.split(x, 2, feat);

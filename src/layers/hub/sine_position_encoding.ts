@@ -4,7 +4,12 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../engine/shapes';
-import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
+import {
+  checkPositionsBatch,
+  positionsOf,
+  refuseSymbolicStartIndex,
+  startIndexOf,
+} from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
 import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
@@ -23,7 +28,8 @@ export interface SinePositionEncodingArgs extends LayerArgs {
  * keras-hub's `SinePositionEncoding` (Vaswani et al.): for inputs `[..., T, D]`, the encoding of
  * position t at feature j is `sin(t * w_j)` for even j and `cos(t * w_j)` for odd j, with
  * `w_j = (1 / maxWavelength)^(2 * floor(j / 2) / D)`; returned broadcast to the input's shape
- * (add it to the input yourself). Call option `startIndex` shifts the positions.
+ * (add it to the input yourself). Call option `startIndex` shifts the positions; `positions`
+ * (`[T]` or `[batch, T]`, eager calls) gives each element's position instead.
  *
  * @example
  * ```ts
@@ -78,7 +84,10 @@ export class SinePositionEncoding extends layers.Layer {
     return singleShape(inputShape, this.name);
   }
 
-  /** Call option `startIndex` (eager calls): the position of the first element. */
+  /**
+   * Call options (eager calls): `startIndex`, the position of the first element; `positions`, a
+   * tensor `[T]` or `[batch, T]` of each element's position (startIndex is then ignored).
+   */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
   override apply(
@@ -102,16 +111,28 @@ export class SinePositionEncoding extends layers.Layer {
         );
       }
       const [T, D] = x.shape.slice(-2);
-      const start = startIndexOf(kwargs, this.name, T, null, this.startIndex);
-      const enc = new Float32Array(T * D);
-      for (let t = 0; t < T; t++) {
+      // positions [B, T]: keras-hub's `positions` (startIndex then ignored), else start + t
+      const given = positionsOf(kwargs, this.name, T);
+      let B = 1;
+      let pos: ArrayLike<number>;
+      if (given != null) {
+        checkPositionsBatch(given.batch, x.shape, x.rank - 3, this.name);
+        B = given.batch;
+        pos = given.values;
+      } else {
+        const start = startIndexOf(kwargs, this.name, T, null, this.startIndex);
+        pos = Array.from({length: T}, (_, t) => t + start);
+      }
+      const enc = new Float32Array(B * T * D);
+      for (let r = 0; r < B * T; r++) {
         for (let j = 0; j < D; j++) {
           const w = Math.pow(1 / this.maxWavelength, (2 * Math.floor(j / 2)) / D);
-          const angle = (t + start) * w;
-          enc[t * D + j] = j % 2 === 0 ? Math.sin(angle) : Math.cos(angle);
+          const angle = pos[r] * w;
+          enc[r * D + j] = j % 2 === 0 ? Math.sin(angle) : Math.cos(angle);
         }
       }
-      return tf.broadcastTo(tf.tensor2d(enc, [T, D]), x.shape); // [..., T, D]
+      const table = B === 1 ? tf.tensor2d(enc, [T, D]) : tf.tensor3d(enc, [B, T, D]);
+      return tf.broadcastTo(table, x.shape); // [..., T, D]
     });
   }
 

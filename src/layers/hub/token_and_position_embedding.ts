@@ -3,7 +3,7 @@ import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {embeddingLookup} from '../../kernels/embedding_lookup';
+import {embeddingLookup, idsAsInt32} from '../../kernels/embedding_lookup';
 import {
   getInitializer,
   Initializer,
@@ -11,7 +11,12 @@ import {
   serializeObject,
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {refuseSymbolicStartIndex, startIndexOf} from './start_index';
+import {
+  checkPositionsBatch,
+  positionsOf,
+  refuseSymbolicStartIndex,
+  startIndexOf,
+} from './start_index';
 import {configNumber, largestOption, LayerContract, MASK_ZERO} from '../engine/contract';
 import {idsInput} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
@@ -33,9 +38,12 @@ export interface TokenAndPositionEmbeddingArgs extends LayerArgs {
 /**
  * Token embedding plus learned position embedding (keras-hub `TokenAndPositionEmbedding`):
  * `out[b, t] = tokens[ids[b, t]] + positions[startIndex + t]` (call option `startIndex`, eager
- * calls only, default 0: cached decoding one token at a time).
+ * calls only, default 0: cached decoding one token at a time), or with call option `positions`
+ * (int32 `[length]` or `[batch, length]`, eager calls; startIndex is then ignored, as in keras-hub)
+ * `tokens[ids[b, t]] + positions[p[b, t]]`.
  *
- * - Input: int32 ids `[batch, length]` with `length <= sequenceLength`.
+ * - Input: int32 ids `[batch, length]` with `length <= sequenceLength` (float32 ids holding whole
+ *   numbers are cast to int32, as Keras' `Embedding` does; fractional ones are an error).
  * - Output: `[batch, length, embeddingDim]`.
  * - Weights: `token_embedding/embeddings [vocabularySize, embeddingDim]`,
  *   `position_embedding/embeddings [sequenceLength, embeddingDim]`.
@@ -156,7 +164,10 @@ export class TokenAndPositionEmbedding extends layers.Layer {
     return [...singleShape(inputShape, this.name), this.embeddingDim];
   }
 
-  /** Call option `startIndex` (eager calls): the position of the first id. */
+  /**
+   * Call options (eager calls): `startIndex`, the position of the first id; `positions`, an int32
+   * tensor `[length]` or `[batch, length]` of each id's position (startIndex is then ignored).
+   */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
   override apply(
@@ -173,21 +184,33 @@ export class TokenAndPositionEmbedding extends layers.Layer {
 
   override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor {
     return tf.tidy(() => {
-      const ids = Array.isArray(inputs) ? inputs[0] : inputs;
-      if (ids.rank !== 2 || ids.dtype !== 'int32') {
+      const given = Array.isArray(inputs) ? inputs[0] : inputs;
+      if (given.rank !== 2 || (given.dtype !== 'int32' && given.dtype !== 'float32')) {
         throw new Error(
-          `Layer '${this.name}' expected int32 ids of shape [batch, length], received ${ids.dtype} ` +
-            `of shape [${ids.shape.join(', ')}]`,
+          `Layer '${this.name}' expected int32 ids of shape [batch, length], received ${given.dtype} ` +
+            `of shape [${given.shape.join(', ')}]`,
         );
       }
+      // float ids (a Keras `Input` declared float32) are cast, as Keras' Embedding does
+      const ids = idsAsInt32(given, `Layer '${this.name}'`);
       const [, length] = ids.shape;
+      const tokens = embeddingLookup((this.tokenEmbeddings as LayerVariable).read(), ids); // [batch, length, dim]
+      const explicit = positionsOf(kwargs, this.name, length, this.sequenceLength);
+      if (explicit != null) {
+        // keras-hub: position rows taken at `positions` ([batch or 1, length]); startIndex ignored
+        checkPositionsBatch(explicit.batch, ids.shape, 0, this.name);
+        const at = tf.tensor2d(Int32Array.from(explicit.values), [explicit.batch, length], 'int32');
+        return tf.add(
+          tokens,
+          embeddingLookup((this.positionEmbeddings as LayerVariable).read(), at),
+        );
+      }
       if (kwargs?.startIndex == null && length > this.sequenceLength) {
         throw new Error(
           `Layer '${this.name}': the input has ${length} positions but sequenceLength is ${this.sequenceLength}`,
         );
       }
       const start = startIndexOf(kwargs, this.name, length, this.sequenceLength);
-      const tokens = embeddingLookup((this.tokenEmbeddings as LayerVariable).read(), ids); // [batch, length, dim]
       const positions = tf.slice(
         (this.positionEmbeddings as LayerVariable).read(),
         [start, 0],
