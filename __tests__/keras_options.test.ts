@@ -3,6 +3,9 @@
  * package with every option of every attention layer set loads through convertKerasArtifacts,
  * and an option no layer writes is refused by name.
  */
+import * as fs from 'fs';
+import * as path from 'path';
+
 import * as tf from '@tensorflow/tfjs';
 
 import {
@@ -80,6 +83,53 @@ describe('Keras option list', () => {
     (att as {config: Record<string, unknown>}).config.num_heads = 3;
     await expect(convertKerasArtifacts(artifacts)).rejects.toThrow(
       "layer 'att' (Attention) has the option 'num_heads' = 3, which this package does not implement",
+    );
+  });
+});
+
+describe('the loader on the options of layers with a contract (not only attention layers)', () => {
+  const fixture = path.join(
+    __dirname,
+    'fixtures',
+    'keras',
+    'k3_hub_rotary_start_index',
+    'model.json',
+  );
+  type Obj = Record<string, unknown>;
+  const load = () => {
+    const json = JSON.parse(fs.readFileSync(fixture, 'utf8'));
+    const artifacts = {
+      modelTopology: json.modelTopology,
+      weightSpecs: json.weightsManifest.flatMap((g: {weights: unknown[]}) => g.weights),
+    };
+    const layers = ((json.modelTopology.model_config as Obj).config as Obj).layers as Obj[];
+    return {artifacts: artifacts as tf.io.ModelArtifacts, layers};
+  };
+
+  it('refuses a keyword argument a position layer does not take, never drops it', async () => {
+    const {artifacts, layers} = load();
+    const pos = layers.find((l) => l.class_name === 'PositionEmbedding') as Obj;
+    ((pos.inbound_nodes as Obj[])[0].kwargs as Obj).scale = 2;
+    await expect(convertKerasArtifacts(artifacts)).rejects.toThrow(
+      "layer 'position_embedding' (PositionEmbedding) is called with scale=2, which this package " +
+        'does not support in a converted model (it takes start_index)',
+    );
+  });
+
+  it("refuses an option keras-hub's position layers do not have here", async () => {
+    const {artifacts, layers} = load();
+    const rope = layers.find((l) => l.class_name === 'RotaryEmbedding') as Obj;
+    (rope.config as Obj).rope_type = 'yarn';
+    await expect(convertKerasArtifacts(artifacts)).rejects.toThrow(
+      `layer 'rotary_embedding' (RotaryEmbedding) has rope_type "yarn"; this package implements ` +
+        "keras-hub's 'linear' rotary embedding (scaling_factor) only",
+    );
+    (rope.config as Obj).rope_type = 'linear';
+    (rope.config as Obj).window = 4;
+    await expect(convertKerasArtifacts(load().artifacts)).resolves.toBeDefined();
+    await expect(convertKerasArtifacts(artifacts)).rejects.toThrow(
+      "layer 'rotary_embedding' (RotaryEmbedding) has the option 'window' = 4, which this " +
+        'package does not implement',
     );
   });
 });
