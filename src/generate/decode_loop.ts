@@ -65,7 +65,7 @@ export async function decodeLoop(
       }
       for (let b = 0; b < B; b++) {
         if (!active[b]) continue;
-        ids[b][t] = sampleNext(values[b], options, rng);
+        ids[b][t] = sampleNext(values[b], options, rng, `row ${b} at position ${t}`);
         if (endId != null && ids[b][t] === endId) done[b] = true;
       }
       options.onStep?.(t);
