@@ -9,8 +9,17 @@ import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {mulberry32} from '../ops/random';
 import {DecodeStep, decodeLoop} from './decode_loop';
+import {
+  checkMaxLength,
+  checkMemory,
+  checkOptionNames,
+  checkPromptIds,
+  checkSeed,
+  checkTokenId,
+  promptLengthsOf,
+} from './generate_checks';
 import {checkModelInputs, modelInputs} from './model_inputs';
-import {planCachedDecoding, StepPlan} from './graph_plan';
+import {planCachedDecoding, PlanResult, StepPlan} from './graph_plan';
 import {GraphStepper} from './graph_step';
 import {checkSampler, SamplerOptions} from './samplers';
 
@@ -39,6 +48,12 @@ export interface GenerateOptions extends SamplerOptions {
   onFallback?: (reason: string) => void;
   /** Called after each step that chose tokens, with their position (progress, timing). */
   onStep?: (position: number) => void;
+  /**
+   * The most memory, in bytes, a run may need by `generate`'s estimate (logits
+   * `[batch, maxLength, vocab]` float32, the key / value caches, the ids), checked before
+   * anything is allocated. Default 2 GiB.
+   */
+  memoryLimit?: number;
 }
 
 async function promptRows(prompts: tf.Tensor | number[][]): Promise<number[][]> {
@@ -85,41 +100,25 @@ export async function generate(
   prompts: tf.Tensor | number[][],
   options: GenerateOptions,
 ): Promise<tf.Tensor2D> {
+  checkOptionNames(options);
   checkSampler(options);
-  checkModelInputs(model);
+  const vocab = checkModelInputs(model);
   const rows = await promptRows(prompts);
-  const {maxLength} = options;
-  const padId = options.padId ?? 0;
-  const endId = options.endId ?? null;
-  const lengths =
-    options.promptLengths ??
-    rows.map((r) => {
-      const i = r.indexOf(padId);
-      return i === -1 ? r.length : i;
-    });
-  if (lengths.length !== rows.length) {
-    throw new Error(`generate: expected ${rows.length} promptLengths, received ${lengths.length}`);
-  }
-  const fixed = model.inputs[0].shape[1];
-  if (!(Number.isInteger(maxLength) && maxLength > 0) || (fixed != null && maxLength > fixed)) {
-    throw new Error(
-      `generate: expected maxLength to be a whole number in [1, ${fixed ?? 'any'}], received ${maxLength}`,
-    );
-  }
-  lengths.forEach((n, b) => {
-    if (!(Number.isInteger(n) && n >= 1 && n <= Math.min(maxLength, rows[b].length))) {
-      throw new Error(
-        `generate: prompt ${b} has length ${n}; expected 1 to ${Math.min(maxLength, rows[b].length)}`,
-      );
-    }
-  });
+  const padId = checkTokenId('padId', options.padId ?? 0, vocab);
+  const endId = options.endId == null ? null : checkTokenId('endId', options.endId, vocab);
+  checkSeed(options.seed);
+  const maxLength = checkMaxLength(model, options.maxLength);
+  const lengths = promptLengthsOf(rows, options.promptLengths, padId, maxLength);
+  checkPromptIds(rows, lengths, vocab);
   const B = rows.length;
+  const planned = options.useCache === false ? null : planCachedDecoding(model);
+  checkMemory(B, maxLength, vocab, planned?.plan ?? null, options.memoryLimit);
   const ids = rows.map((r, b) => [
     ...r.slice(0, lengths[b]),
-    ...new Array(maxLength - lengths[b]).fill(padId),
+    ...new Array<number>(maxLength - lengths[b]).fill(padId),
   ]);
   const rng = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
-  const plan = cachePlan(model, options);
+  const plan = planned == null ? null : cachePlan(planned, options);
   let step: DecodeStep;
   if (plan != null && plan.masksZeroIds && ids.some((r, b) => r.slice(0, lengths[b]).includes(0))) {
     options.onFallback?.(
@@ -137,9 +136,8 @@ export async function generate(
 }
 
 /** The plan of cached decoding, or null to recompute (telling `onFallback` why). */
-function cachePlan(model: LayersModel, options: GenerateOptions): StepPlan | null {
-  if (options.useCache === false) return null;
-  const {plan, reason} = planCachedDecoding(model);
+function cachePlan(planned: PlanResult, options: GenerateOptions): StepPlan | null {
+  const {plan, reason} = planned;
   if (plan != null) return plan;
   if (options.useCache === true) {
     throw new Error(
