@@ -16,6 +16,7 @@ import {
   checkPromptIds,
   checkSeed,
   checkTokenId,
+  GENERATE_OPTIONS,
   promptLengthsOf,
 } from './generate_checks';
 import {checkModelInputs, modelInputs} from './model_inputs';
@@ -55,6 +56,12 @@ export interface GenerateOptions extends SamplerOptions {
    */
   memoryLimit?: number;
 }
+
+// GENERATE_OPTIONS (the names generate accepts) lists exactly the keys of GenerateOptions: a
+// type error here when an option is added to one and not the other
+type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const optionsListed: SameKeys<keyof GenerateOptions, (typeof GENERATE_OPTIONS)[number]> = true;
+void optionsListed;
 
 async function promptRows(prompts: tf.Tensor | number[][]): Promise<number[][]> {
   if (prompts instanceof tf.Tensor) {
