@@ -8,10 +8,21 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {mulberry32} from '../ops/random';
+import {DecodeStep, decodeLoop} from './decode_loop';
+import {
+  checkMaxLength,
+  checkMemory,
+  checkOptionNames,
+  checkPromptIds,
+  checkSeed,
+  checkTokenId,
+  GENERATE_OPTIONS,
+  promptLengthsOf,
+} from './generate_checks';
 import {checkModelInputs, modelInputs} from './model_inputs';
-import {planCachedDecoding, StepPlan} from './graph_plan';
+import {planCachedDecoding, PlanResult, StepPlan} from './graph_plan';
 import {GraphStepper} from './graph_step';
-import {checkSampler, SamplerOptions, sampleNext} from './samplers';
+import {checkSampler, SamplerOptions} from './samplers';
 
 /** Options of {@link generate}. */
 export interface GenerateOptions extends SamplerOptions {
@@ -38,7 +49,19 @@ export interface GenerateOptions extends SamplerOptions {
   onFallback?: (reason: string) => void;
   /** Called after each step that chose tokens, with their position (progress, timing). */
   onStep?: (position: number) => void;
+  /**
+   * The most memory, in bytes, a run may need by `generate`'s estimate (logits
+   * `[batch, maxLength, vocab]` float32, the key / value caches, the ids), checked before
+   * anything is allocated. Default 2 GiB.
+   */
+  memoryLimit?: number;
 }
+
+// GENERATE_OPTIONS (the names generate accepts) lists exactly the keys of GenerateOptions: a
+// type error here when an option is added to one and not the other
+type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const optionsListed: SameKeys<keyof GenerateOptions, (typeof GENERATE_OPTIONS)[number]> = true;
+void optionsListed;
 
 async function promptRows(prompts: tf.Tensor | number[][]): Promise<number[][]> {
   if (prompts instanceof tf.Tensor) {
@@ -84,57 +107,44 @@ export async function generate(
   prompts: tf.Tensor | number[][],
   options: GenerateOptions,
 ): Promise<tf.Tensor2D> {
+  checkOptionNames(options);
   checkSampler(options);
-  checkModelInputs(model);
+  const vocab = checkModelInputs(model);
   const rows = await promptRows(prompts);
-  const {maxLength} = options;
-  const padId = options.padId ?? 0;
-  const endId = options.endId ?? null;
-  const lengths =
-    options.promptLengths ??
-    rows.map((r) => {
-      const i = r.indexOf(padId);
-      return i === -1 ? r.length : i;
-    });
-  if (lengths.length !== rows.length) {
-    throw new Error(`generate: expected ${rows.length} promptLengths, received ${lengths.length}`);
-  }
-  const fixed = model.inputs[0].shape[1];
-  if (!(Number.isInteger(maxLength) && maxLength > 0) || (fixed != null && maxLength > fixed)) {
-    throw new Error(
-      `generate: expected maxLength to be a whole number in [1, ${fixed ?? 'any'}], received ${maxLength}`,
-    );
-  }
-  lengths.forEach((n, b) => {
-    if (!(Number.isInteger(n) && n >= 1 && n <= Math.min(maxLength, rows[b].length))) {
-      throw new Error(
-        `generate: prompt ${b} has length ${n}; expected 1 to ${Math.min(maxLength, rows[b].length)}`,
-      );
-    }
-  });
+  const padId = checkTokenId('padId', options.padId ?? 0, vocab);
+  const endId = options.endId == null ? null : checkTokenId('endId', options.endId, vocab);
+  checkSeed(options.seed);
+  const maxLength = checkMaxLength(model, options.maxLength);
+  const lengths = promptLengthsOf(rows, options.promptLengths, padId, maxLength);
+  checkPromptIds(rows, lengths, vocab);
   const B = rows.length;
+  const planned = options.useCache === false ? null : planCachedDecoding(model);
+  checkMemory(B, maxLength, vocab, planned?.plan ?? null, options.memoryLimit);
   const ids = rows.map((r, b) => [
     ...r.slice(0, lengths[b]),
-    ...new Array(maxLength - lengths[b]).fill(padId),
+    ...new Array<number>(maxLength - lengths[b]).fill(padId),
   ]);
   const rng = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
-  const plan = cachePlan(model, options);
-  let from = Math.min(...lengths);
+  const plan = planned == null ? null : cachePlan(planned, options);
+  let step: DecodeStep;
   if (plan != null && plan.masksZeroIds && ids.some((r, b) => r.slice(0, lengths[b]).includes(0))) {
     options.onFallback?.(
       'a prompt holds the id 0, which the model masks (mask_zero); a cache holds no mask',
     );
-  } else if (plan != null) {
-    from = await generateCached(plan, ids, lengths, maxLength, endId, options, rng);
+    step = recomputingStep(model, lengths);
+  } else {
+    step =
+      plan != null
+        ? cachedStep(plan, model, lengths, maxLength, options)
+        : recomputingStep(model, lengths);
   }
-  await generateRecomputing(model, ids, lengths, maxLength, endId, options, rng, from);
+  await decodeLoop(step, ids, {...options, lengths, endId}, rng);
   return tf.tensor2d(ids, [B, maxLength], 'int32');
 }
 
 /** The plan of cached decoding, or null to recompute (telling `onFallback` why). */
-function cachePlan(model: LayersModel, options: GenerateOptions): StepPlan | null {
-  if (options.useCache === false) return null;
-  const {plan, reason} = planCachedDecoding(model);
+function cachePlan(planned: PlanResult, options: GenerateOptions): StepPlan | null {
+  const {plan, reason} = planned;
   if (plan != null) return plan;
   if (options.useCache === true) {
     throw new Error(
@@ -146,103 +156,87 @@ function cachePlan(model: LayersModel, options: GenerateOptions): StepPlan | nul
 }
 
 /**
- * Cached decoding: positions [0, shortest prompt - 1) in one step, then one position per step;
- * the logits of position t - 1 give token t of the rows past their prompt, as in
- * {@link generateRecomputing}, so both give the same tokens.
+ * The cached step: at position `index`, the positions the stepper has not seen yet up to
+ * `index - 1` (before the first step: the shared prompt prefix `[0, index - 1)` in one call,
+ * whose logits are dropped, then position `index - 1`), giving the logits of position
+ * `index - 1`, the same as recomputing. It runs even when no row is active, so that the caches
+ * hold every position. For a model that masks the id 0 (`masksZeroIds`), a generated 0 makes it
+ * hand over to the recomputing step for the rest, saying so through `onFallback`.
  */
-async function generateCached(
+function cachedStep(
   plan: StepPlan,
-  ids: number[][],
-  lengths: number[],
+  model: LayersModel,
+  lengths: readonly number[],
   maxLength: number,
-  endId: number | null,
   options: GenerateOptions,
-  rng: () => number,
-): Promise<number> {
-  const B = ids.length;
-  const first = Math.min(...lengths);
-  const done = new Array(B).fill(false);
-  const stepper = new GraphStepper(plan, B, maxLength);
-  const feed = (from: number, to: number) => {
+): DecodeStep {
+  const B = lengths.length;
+  let stepper: GraphStepper | null = new GraphStepper(plan, B, maxLength);
+  let recomputing: DecodeStep | null = null;
+  let lastActive: readonly boolean[] = new Array<boolean>(B).fill(false);
+  const feed = (s: GraphStepper, ids: number[][], from: number, to: number) => {
     const chunk = tf.tensor2d(
       ids.map((r) => r.slice(from, to)),
       [B, to - from],
       'int32',
     );
     try {
-      return stepper.step(chunk);
+      return s.step(chunk);
     } finally {
       chunk.dispose();
     }
   };
-  try {
-    if (first > 1 && first < maxLength) feed(0, first - 1).dispose();
-    for (let t = first; t < maxLength; t++) {
-      if (done.every(Boolean)) break; // no row can be active again
-      const logits = feed(t - 1, t);
-      const active = ids.map((_, b) => t >= lengths[b] && !done[b]);
-      if (!active.some(Boolean)) {
-        logits.dispose();
-        continue;
-      }
-      const values = (await logits.array()) as number[][];
-      logits.dispose();
-      for (let b = 0; b < B; b++) {
-        if (!active[b]) continue;
-        ids[b][t] = sampleNext(values[b], options, rng);
-        if (endId != null && ids[b][t] === endId) done[b] = true;
-      }
-      options.onStep?.(t);
-      if (plan.masksZeroIds && active.some((a, b) => a && ids[b][t] === 0)) {
+  const release = () => {
+    stepper?.dispose();
+    stepper = null;
+  };
+  return {
+    next(ids, index, active) {
+      const previous = index - 1;
+      if (
+        recomputing == null &&
+        plan.masksZeroIds &&
+        lastActive.some((a, b) => a && ids[b][previous] === 0)
+      ) {
         // a generated 0 is a masked key from now on: recompute the rest (see masksZeroIds)
         options.onFallback?.(
-          `position ${t} holds the id 0, which the model masks (mask_zero); recomputing from there`,
+          `position ${previous} holds the id 0, which the model masks (mask_zero); recomputing from there`,
         );
-        return t + 1;
+        release();
+        recomputing = recomputingStep(model, lengths);
       }
-    }
-  } finally {
-    stepper.dispose();
-  }
-  return maxLength;
+      lastActive = active;
+      if (recomputing != null) return recomputing.next(ids, index, active);
+      const s = stepper as GraphStepper;
+      if (s.position < previous) feed(s, ids, s.position, previous).dispose();
+      return feed(s, ids, previous, index);
+    },
+    dispose() {
+      release();
+      recomputing?.dispose();
+    },
+  };
 }
 
 /**
- * Decoding without a cache from position `from` on: the whole prefix through `model.predict` at
- * each step.
+ * The recomputing step: `model.predict` on the whole prefix (or the model's fixed length), the
+ * logits of position `index - 1`; nothing when no row is active.
  */
-async function generateRecomputing(
-  model: LayersModel,
-  ids: number[][],
-  lengths: number[],
-  maxLength: number,
-  endId: number | null,
-  options: GenerateOptions,
-  rng: () => number,
-  from: number,
-): Promise<void> {
-  const B = ids.length;
+function recomputingStep(model: LayersModel, lengths: readonly number[]): DecodeStep {
   const fixed = model.inputs[0].shape[1];
-  // rows that ended before `from` (their end token is among the known ids) stay ended
-  const done = ids.map((r, b) => endId != null && r.slice(lengths[b], from).includes(endId));
-  for (let t = from; t < maxLength; t++) {
-    const active = ids.map((_, b) => t >= lengths[b] && !done[b]);
-    if (!active.some(Boolean)) continue;
-    // logits at position t - 1 predict token t; a causal model sees only positions < t there
-    const width = fixed ?? t;
-    const logits = tf.tidy(() => {
-      const known = lengths.map((n) => Math.max(n, t));
-      const out = model.predict(modelInputs(model, ids, width, known)) as tf.Tensor;
-      const V = out.shape[2] as number;
-      return tf.reshape(tf.slice(out, [0, t - 1, 0], [B, 1, V]), [B, V]);
-    });
-    const values = (await logits.array()) as number[][];
-    logits.dispose();
-    for (let b = 0; b < B; b++) {
-      if (!active[b]) continue;
-      ids[b][t] = sampleNext(values[b], options, rng);
-      if (endId != null && ids[b][t] === endId) done[b] = true;
-    }
-    options.onStep?.(t);
-  }
+  return {
+    next(ids, index, active) {
+      if (!active.some(Boolean)) return null;
+      const B = ids.length;
+      // logits at position t - 1 predict token t; a causal model sees only positions < t there
+      const width = fixed ?? index;
+      return tf.tidy(() => {
+        const known = lengths.map((n) => Math.max(n, index));
+        const out = model.predict(modelInputs(model, ids, width, known)) as tf.Tensor;
+        const V = out.shape[2] as number;
+        return tf.reshape(tf.slice(out, [0, index - 1, 0], [B, 1, V]), [B, V]) as tf.Tensor2D;
+      });
+    },
+    dispose() {},
+  };
 }

@@ -6,18 +6,36 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
-/** Throws unless the model takes ids, or ids and a padding mask. */
-export function checkModelInputs(model: LayersModel): void {
+/**
+ * Throws unless the model takes ids `[batch, T]` (or ids and a padding mask `[batch, T]`) and
+ * returns one tensor of logits `[batch, T, vocab]`; returns the vocabulary size (null when the
+ * output's last axis is not fixed).
+ */
+export function checkModelInputs(model: LayersModel): number | null {
   const ins = model.inputs;
+  const outs = model.outputs;
+  const ids = ins[0];
   const ok =
-    ins.length === 1 ||
-    (ins.length === 2 && ins[1].shape.length === 2 && ins[1].dtype !== 'float32');
+    ids != null &&
+    ids.shape.length === 2 &&
+    !['bool', 'string', 'complex64'].includes(ids.dtype) &&
+    (ins.length === 1 ||
+      (ins.length === 2 && ins[1].shape.length === 2 && ins[1].dtype !== 'float32')) &&
+    outs.length === 1 &&
+    outs[0].shape.length === 3;
   if (!ok) {
+    const describe = (xs: typeof ins) =>
+      xs
+        .map((i) => `${i.name} [${i.shape.map((d) => d ?? 'null').join(', ')}] ${i.dtype}`)
+        .join(', ');
     throw new Error(
       `generate: expected a model taking token ids [batch, length] (and optionally a padding mask ` +
-        `[batch, length]), received inputs ${ins.map((i) => `${i.name} [${i.shape.join(', ')}] ${i.dtype}`).join(', ')}`,
+        `[batch, length]) and returning one tensor of logits [batch, length, vocab], received ` +
+        `inputs ${describe(ins)} and outputs ${describe(outs)}`,
     );
   }
+  const vocab = outs[0].shape[2];
+  return vocab ?? null;
 }
 
 /**

@@ -14,7 +14,10 @@ export interface SamplerOptions {
   k?: number;
   /** topP: the probability mass to keep. Default 0.9. */
   p?: number;
-  /** Divides the logits before sampling (every sampler but greedy). Default 1. */
+  /**
+   * Divides the logits before sampling (every sampler but greedy). Default 1. A temperature so
+   * small that `1 / temperature` or `logits / temperature` is not finite is an error.
+   */
   temperature?: number;
 }
 
@@ -33,8 +36,20 @@ export function checkSampler(o: SamplerOptions): void {
   if (o.p !== undefined && !(typeof o.p === 'number' && o.p > 0 && o.p <= 1)) {
     fail('p to be a number in (0, 1]', o.p);
   }
-  if (o.temperature !== undefined && !(typeof o.temperature === 'number' && o.temperature > 0)) {
-    fail('temperature to be a number > 0', o.temperature);
+  if (
+    o.temperature !== undefined &&
+    !(
+      typeof o.temperature === 'number' &&
+      Number.isFinite(o.temperature) &&
+      o.temperature > 0 &&
+      Number.isFinite(1 / o.temperature)
+    )
+  ) {
+    // JSON.stringify writes Infinity as null
+    throw new Error(
+      `generate: expected temperature to be a finite number > 0 whose inverse is finite, ` +
+        `received ${typeof o.temperature === 'number' ? String(o.temperature) : JSON.stringify(o.temperature)}`,
+    );
   }
 }
 
@@ -57,12 +72,43 @@ function sampleSoftmax(logits: ArrayLike<number>, candidates: number[], rng: () 
   return candidates[candidates.length - 1];
 }
 
-/** The next token for one row of logits. */
-export function sampleNext(row: ArrayLike<number>, o: SamplerOptions, rng: () => number): number {
+/**
+ * Throws unless every logit is finite: a NaN or an infinite logit has no probability (softmax
+ * gives NaN weights), so it is refused rather than turned into an arbitrary token.
+ */
+function checkLogits(row: ArrayLike<number>, where: string): void {
+  for (let i = 0; i < row.length; i++) {
+    if (!Number.isFinite(row[i])) {
+      throw new Error(
+        `generate: expected finite logits from the model, received ${row[i]} for token ${i} ` +
+          `(${where})`,
+      );
+    }
+  }
+}
+
+/**
+ * The next token for one row of logits; `where` (row and position) goes into the errors.
+ * Non-finite logits, and logits that `temperature` scales out of the finite numbers, are errors.
+ */
+export function sampleNext(
+  row: ArrayLike<number>,
+  o: SamplerOptions,
+  rng: () => number,
+  where = 'one row',
+): number {
+  checkLogits(row, where);
   const sampler = o.sampler ?? 'greedy';
   if (sampler === 'greedy') return argmax(row);
   const t = sampler === 'random' ? 1 : (o.temperature ?? 1);
   const logits = Array.from(row, (v) => v / t);
+  const over = logits.findIndex((v) => !Number.isFinite(v));
+  if (over !== -1) {
+    throw new Error(
+      `generate: temperature ${t} scales the logit ${row[over]} of token ${over} to ` +
+        `${logits[over]} (${where}); expected a temperature that keeps logits / temperature finite`,
+    );
+  }
   const order = logits.map((_, i) => i);
   if (sampler === 'topK') {
     order.sort((a, b) => logits[b] - logits[a] || a - b);
