@@ -58,6 +58,47 @@ describeBackends('attention core', () => {
     });
   }
 
+  for (const queryBlock of [0, 2]) {
+    it(`grouped heads: query [B, V, G, T, K] against key [B, V, S, K] = plain loops on repeated keys (query blocks of ${queryBlock || 'all'})`, async () => {
+      const [B, Hkv, G, T, S, K, V] = [2, 2, 3, 5, 4, 3, 2];
+      const q = randTensor([B, Hkv, G, T, K], 11);
+      const k = randTensor([B, Hkv, S, K], 12);
+      const v = randTensor([B, Hkv, S, V], 13);
+      const slices = B * Hkv * G; // query slice m uses key / value slice floor(m / G)
+      const mask = tf.reshape(maskTensor(slices, T, S), [B, Hkv, G, T, S]);
+      const kk = (k.reshape([B * Hkv, S, K]).arraySync() as M3).flatMap((x) => Array(G).fill(x));
+      const vv = (v.reshape([B * Hkv, S, V]).arraySync() as M3).flatMap((x) => Array(G).fill(x));
+      const qq = q.reshape([slices, T, K]).arraySync() as M3;
+      const ref = refDotAttention(qq, kk, vv, 0.7, allowed);
+      await expectNoLeak(() => {
+        const r = dotProductAttention(q, k, v, {mask, scale: 0.7, returnScores: true, queryBlock});
+        expect(r.output.shape).toEqual([B, Hkv, G, T, V]);
+        expect((r.scores as tf.Tensor).shape).toEqual([B, Hkv, G, T, S]);
+        tf.tidy(() => {
+          expectClose(r.output.reshape([slices, T, V]), ref.out, TOL, TOL);
+          expectClose((r.scores as tf.Tensor).reshape([slices, T, S]), ref.weights, TOL, TOL);
+        });
+        tf.dispose([r.output, r.scores as tf.Tensor]);
+      });
+      // no copy of keys or values per query head
+      const profile = await tf.profile(
+        () => dotProductAttention(q, k, v, {mask, queryBlock}).output,
+      );
+      tf.dispose(profile.result as tf.Tensor);
+      expect(profile.kernelNames).not.toContain('Tile');
+      tf.dispose([q, k, v, mask]);
+    });
+  }
+
+  it('grouped heads: refuses a key that fits neither layout, saying what it expected', () => {
+    tf.tidy(() => {
+      const q = tf.zeros([2, 2, 3, 5, 4]);
+      expect(() => dotProductAttention(q, tf.zeros([2, 3, 6, 4]), tf.zeros([2, 3, 6, 4]))).toThrow(
+        /expected query \[...L, T, K\] with key \[...L, S, K\].*received query \[2, 2, 3, 5, 4\], key \[2, 3, 6, 4\]/,
+      );
+    });
+  });
+
   it('dotProductAttention keeps leading axes and broadcasts a mask over them', () => {
     tf.tidy(() => {
       const q = randTensor([2, 3, 4, 2], 4); // [batch, heads, T, K]

@@ -9,6 +9,12 @@
  * Shapes: any number of leading (batch-like) axes `L`, then queries `T` or keys `S`, then
  * features: `query [...L, T, K]`, `key [...L, S, K]`, `value [...L, S, V]` -> output
  * `[...L, T, V]`, weights `[...L, T, S]`. The mask has the weights' rank and broadcasts to them.
+ *
+ * Grouped key / value heads (grouped-query attention, as Keras' `ops.dot_product_attention` and
+ * Flax): a query with one axis more than the key, `query [...L, G, T, K]` against
+ * `key [...L, S, K]`, `value [...L, S, V]`: the G query slices share one key / value slice (one
+ * product of G * T rows each; keys and values are not copied); output `[...L, G, T, V]`, weights
+ * and mask `[...L, G, T, S]`.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -17,6 +23,7 @@ import {softmaxWithFill} from '../kernels/fused_softmax';
 import {fanOut} from '../kernels/fan_out';
 import {maskFill} from './masking';
 import {mm} from '../kernels/matmul';
+import {reshapeTo} from './reshape';
 import {swapAxes12} from '../kernels/swap_axes';
 
 export interface AttentionCoreOptions {
@@ -136,7 +143,8 @@ function fillRows(fill: tf.Tensor | null, start: number, end: number, whole: boo
 /**
  * Scaled dot-product attention over the last two axes, in blocks of queries.
  *
- * @param query `[...L, T, K]` (scaled already, or see `options.scale`).
+ * @param query `[...L, T, K]` (scaled already, or see `options.scale`), or `[...L, G, T, K]`
+ *   for G query slices per key / value slice (grouped heads).
  * @param key `[...L, S, K]`.
  * @param value `[...L, S, V]`.
  */
@@ -160,20 +168,24 @@ function dotProduct(
   options: AttentionCoreOptions,
 ): AttentionCoreResult {
   const rank = query.rank;
-  const lead = query.shape.slice(0, rank - 2);
-  const n = lead.reduce((p, d) => p * d, 1);
+  const grouped = key.rank === rank - 1;
+  checkGrouping(query, key, value, grouped);
+  const lead = query.shape.slice(0, rank - 2); // [...L] or, grouped, [...L, G]
+  const m = lead.reduce((p, d) => p * d, 1); // query slices
+  const G = grouped ? lead[lead.length - 1] : 1; // query slices per key / value slice
+  const n = m / G; // key / value slices
   const [T, K] = query.shape.slice(rank - 2);
-  const S = key.shape[rank - 2];
-  const V = value.shape[rank - 1];
-  const q = tf.reshape(query, [n, T, K]); // [n, T, K]
+  const S = key.shape[key.rank - 2];
+  const V = value.shape[value.rank - 1];
+  const q = tf.reshape(query, [m, T, K]); // [m, T, K]
   const k = tf.reshape(key, [n, S, K]); // [n, S, K]
   const v = tf.reshape(value, [n, S, V]); // [n, S, V]
   const fill = options.mask == null ? null : maskFill(options.mask, rank); // [...L|1, T|1, S|1]
   const rowsAllowed = maskedRows(options, rank); // [...L|1, T|1, 1]
-  const blocks = queryBlocks(n, T, S, options.queryBlock);
+  const blocks = queryBlocks(m, T, S, options.queryBlock);
   const whole = blocks.length === 1;
   const multiplier = whole ? null : dropoutMultiplier([...lead, T, S], options); // [...L, T, S]
-  const qs = whole ? [q] : queryRowBlocks(q, blocks); // [n, c, K] each
+  const qs = whole ? [q] : queryRowBlocks(q, blocks); // [m, c, K] each
   // the keys and values of each block: one gradient sum for them (see fan_out.ts)
   const ks = fanOut(k, blocks.length); // [n, S, K] each
   const vs = fanOut(v, blocks.length); // [n, S, V] each
@@ -182,7 +194,9 @@ function dotProduct(
   for (const [i, [start, end]] of blocks.entries()) {
     const c = end - start;
     const [out, weights] = tf.tidy(() => {
-      const logits = tf.reshape(scaled(mm(qs[i], ks[i], false, true), options.scale), [
+      // grouped: the G query slices of one key / value slice as G * c rows of one product
+      const rows = reshapeTo(qs[i], [n, G * c, K]); // [n, G * c, K]
+      const logits = tf.reshape(scaled(mm(rows, ks[i], false, true), options.scale), [
         ...lead,
         c,
         S,
@@ -194,7 +208,7 @@ function dotProduct(
         : multiplier == null
           ? w
           : tf.mul(w, fillRows(multiplier, start, end, false) as tf.Tensor);
-      const o = mm(tf.reshape(dropped, [n, c, S]), vs[i]); // [n, c, V]
+      const o = reshapeTo(mm(tf.reshape(dropped, [n, G * c, S]), vs[i]), [m, c, V]); // [m, c, V]
       const kept = options.scoresAfterDropout ? dropped : w;
       return [o, options.returnScores ? kept : tf.zeros([0])];
     });
@@ -205,6 +219,21 @@ function dotProduct(
   let all: tf.Tensor | null = null;
   if (options.returnScores) all = whole ? scores[0] : tf.concat(scores, rank - 2); // [...L, T, S]
   return {output, scores: all};
+}
+
+/** Throws unless key and value fit the query (grouped: one axis fewer, the group axis). */
+function checkGrouping(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, grouped: boolean) {
+  const lead = query.shape.slice(0, query.rank - (grouped ? 3 : 2));
+  const fits = (x: tf.Tensor) =>
+    x.rank === lead.length + 2 && lead.every((d, i) => x.shape[i] === d);
+  if (!fits(key) || !fits(value) || key.shape[key.rank - 2] !== value.shape[value.rank - 2]) {
+    const shape = (x: tf.Tensor) => `[${x.shape.join(', ')}]`;
+    throw new Error(
+      `dotProductAttention: expected query [...L, T, K] with key [...L, S, K] and value ` +
+        `[...L, S, V], or (grouped heads) query [...L, G, T, K] with key [...L, S, K] and value ` +
+        `[...L, S, V]; received query ${shape(query)}, key ${shape(key)}, value ${shape(value)}`,
+    );
+  }
 }
 
 /**
