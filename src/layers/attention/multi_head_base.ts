@@ -285,7 +285,34 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
   }
 
   protected override callSettings(): CallSettings {
-    return {...super.callSettings(), extraOptions: ['cache', 'cacheUpdateIndex']};
+    return {
+      ...super.callSettings(),
+      extraOptions: ['cache', 'cacheUpdateIndex'],
+      maskFits: (mask, query, value) => this.maskFits(mask, query, value),
+    };
+  }
+
+  /**
+   * Whether a shape-only input can be this call's attention mask: expanded at the heads axis as
+   * the layer expands masks, it broadcasts to the scores (null: the shapes do not say).
+   */
+  private maskFits(mask: Shape, query: Shape, value: Shape): boolean | null {
+    let axes: number[];
+    try {
+      axes = this.attentionAxesOf(query.length);
+    } catch {
+      return null; // attention axes that do not fit this rank: the layer says so later
+    }
+    const h = this.heads();
+    const scores = scoresShape(query, value, [h.query, h.keyDim], axes);
+    if (mask.length > scores.length) return false;
+    const expanded = [...mask];
+    const headsAxis = -2 * axes.length - 1; // counted from the end, as expandMask inserts
+    while (expanded.length < scores.length) {
+      const p = expanded.length + 1 + headsAxis;
+      expanded.splice(p >= 0 ? p : 0, 0, 1);
+    }
+    return expanded.every((d, i) => d == null || d === 1 || scores[i] == null || d === scores[i]);
   }
 
   protected override inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
