@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {swapAxes12} from '../../kernels/swap_axes';
+import {splitRows} from '../../ops/attention_core';
 import type {CallSpec} from '../engine/call_spec';
 
 export interface KeysAndValues {
@@ -57,7 +57,7 @@ export function keysAndValues(
   }
   const [B, , S, N, H] = cache.shape;
   const halves = (c: tf.Tensor) =>
-    splitRows(tf.reshape(c, [B, 2, S * N * H]) as tf.Tensor3D, [1, 1]).map((half) =>
+    splitRows(tf.reshape(c, [B, 2, S * N * H]), [1, 1]).map((half) =>
       tf.reshape(half, [B, S, N, H]),
     ); // keys, values: [B, S, N, H] each
   if (index == null) {
@@ -79,36 +79,10 @@ export function keysAndValues(
     );
   }
   // keys and values written at once: rows [index, index + t) of [B * 2, S, N * H]
-  const rows = tf.reshape(cache, [B * 2, S, N * H]) as tf.Tensor3D;
+  const rows = tf.reshape(cache, [B * 2, S, N * H]);
   const [before, , after] = splitRows(rows, [index, t, S - index - t]);
   const middle = tf.reshape(tf.stack([newKeys, newValues], 1), [B * 2, t, N * H]);
   const updated = tf.reshape(tf.concat([before, middle, after], 1), [B, 2, S, N, H]);
   const [keys, values] = halves(updated);
   return {keys, values, cache: updated}; // [B, 2, S, N, H]
-}
-
-/**
- * Splits `x [B, R, X]` along axis 1 into parts of `sizes` rows. On tfjs' cpu backend a slice that
- * is not contiguous is copied element by element (641 ms of a 719 ms cached step at batch 300), so
- * there the rows axis is moved first (one block copy), split where the parts are contiguous, and
- * moved back; other backends slice directly (wasm's 5-D slices and Unpack are slow too, 3-D ones
- * are fast).
- */
-function splitRows(x: tf.Tensor3D, sizes: number[]): tf.Tensor3D[] {
-  const [B, R, X] = x.shape;
-  if (tf.getBackend() !== 'cpu') {
-    let at = 0;
-    return sizes.map((n) => {
-      const part = tf.slice(x, [0, at, 0], [B, n, X]);
-      at += n;
-      return part;
-    });
-  }
-  const rowsFirst = tf.reshape(swapAxes12(tf.reshape(x, [1, B, R, X])), [R, B * X]);
-  let at = 0;
-  return sizes.map((n) => {
-    const part = tf.slice(rowsFirst, [at, 0], [n, B * X]); // contiguous rows
-    at += n;
-    return tf.reshape(swapAxes12(tf.reshape(part, [1, n, B, X])), [B, n, X]) as tf.Tensor3D;
-  });
 }

@@ -129,7 +129,7 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
     return {query: numHeads, keyValue: numHeads, keyDim, valueDim};
   }
 
-  protected override queryBlock(): number | null {
+  protected override coreChunkSize(): number | null {
     return this.chunkSize;
   }
 

@@ -174,7 +174,7 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
   }
 
   /** Queries per block of the attention core (null: automatic). */
-  protected queryBlock(): number | null {
+  protected coreChunkSize(): number | null {
     return null;
   }
 
@@ -375,7 +375,7 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
       coreQuery,
       toCoreLayout(kv.keys, layout), // [...L, S, K]
       toCoreLayout(kv.values, layout), // [...L, S, V]
-      {...this.dropoutOptions(spec), mask: coreMask, queryBlock: this.queryBlock()},
+      {...this.dropoutOptions(spec), mask: coreMask, chunkSize: this.coreChunkSize()},
     );
     let attended = fromCoreLayout(
       grouped ? ungroupHeads(core.output) : core.output,

@@ -268,7 +268,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     const spec = this.shapeSpec(inputShape);
     const parts = BaseAttention.shapesOf(spec.parts);
     const out = this.outputShapeOf(parts);
-    return spec.returnScores ? [out, this.scoresShapeOf(parts)] : out;
+    return spec.returnAttentionScores ? [out, this.scoresShapeOf(parts)] : out;
   }
 
   private tensorSpec(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): TensorSpec {
@@ -282,7 +282,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     return tf.tidy(() => {
       const r = spec.parts.query.size === 0 ? this.empty(spec) : this.attend(spec);
       const outputs = [r.output];
-      if (spec.returnScores) outputs.push(r.scores as tf.Tensor);
+      if (spec.returnAttentionScores) outputs.push(r.scores as tf.Tensor);
       if (spec.cache != null) outputs.push(r.cache as tf.Tensor);
       return outputs.length === 1 ? outputs[0] : outputs;
     });
@@ -302,7 +302,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     const own =
       first instanceof tf.Tensor && first.kerasMask != null ? tf.clone(first.kerasMask) : null;
     const queryMask = (given ?? own) as tf.Tensor;
-    const count = 1 + Number(spec.returnScores) + Number(spec.cache != null);
+    const count = 1 + Number(spec.returnAttentionScores) + Number(spec.cache != null);
     const none = null as unknown as tf.Tensor; // scores and caches carry no Keras mask
     return count === 1 ? queryMask : [queryMask, ...new Array<tf.Tensor>(count - 1).fill(none)];
   }
@@ -312,7 +312,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     const parts = BaseAttention.shapesOf(spec.parts);
     return {
       output: tf.zeros(this.outputShapeOf(parts) as number[]),
-      scores: spec.returnScores ? tf.zeros(this.scoresShapeOf(parts) as number[]) : null,
+      scores: spec.returnAttentionScores ? tf.zeros(this.scoresShapeOf(parts) as number[]) : null,
       cache: spec.cache && tf.clone(spec.cache),
     };
   }
@@ -333,8 +333,8 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
       dropout: this.dropout,
       training: spec.training,
       nextSeed: () => (this.seed == null ? undefined : this.seed + this.dropoutCalls++),
-      returnScores: spec.returnScores,
-      zeroMaskedRows: this.zeroFullyMaskedRows,
+      returnAttentionScores: spec.returnAttentionScores,
+      zeroFullyMaskedRows: this.zeroFullyMaskedRows,
     };
   }
 

@@ -65,7 +65,7 @@ export interface CallSpec<T> {
   valueMask: tf.Tensor | null;
   keyMask: tf.Tensor | null;
   useCausalMask: boolean;
-  returnScores: boolean;
+  returnAttentionScores: boolean;
   training: boolean;
   /**
    * A key / value cache `[batch, 2, maxLength, heads, headDim]` (keras-hub's layout) for cached
@@ -246,7 +246,7 @@ export function resolveCall<T extends InputLike>(
     valueMask,
     keyMask,
     useCausalMask: Boolean(kwargs.useCausalMask ?? settings.useCausalMask),
-    returnScores: Boolean(kwargs.returnAttentionScores ?? settings.returnAttentionScores),
+    returnAttentionScores: Boolean(kwargs.returnAttentionScores ?? settings.returnAttentionScores),
     training: kwargs.training === true,
     cache,
     cacheUpdateIndex,
