@@ -43,6 +43,26 @@ describe('a key that does not fit the value', () => {
     });
   }
 
+  it('is a key, not a mask, in calls that know its dtype, even with the shape of a mask', () => {
+    // key [2, 4, 2] could be a mask [batch, T = 4, S = 2] by shape; it is float32, so a key
+    for (const make of [mha, gqa]) {
+      const inputs = [
+        [4, 8],
+        [2, 8],
+        [4, 2],
+      ].map((s) => tf.input({shape: s}));
+      expect(() => make().apply(inputs)).toThrow(MUST_BE_EQUAL);
+      tf.tidy(() => {
+        const eager = [
+          [2, 4, 8],
+          [2, 2, 8],
+          [2, 4, 2],
+        ].map((s) => tf.ones(s));
+        expect(() => make().apply(eager)).toThrow(MUST_BE_EQUAL);
+      });
+    }
+  });
+
   it('still takes a shape-only [batch, T, S] third input for a mask', () => {
     const layer = mha();
     expect(
