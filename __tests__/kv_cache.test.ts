@@ -117,7 +117,7 @@ describeBackends('key / value cache', () => {
   });
 
   for (const dtype of ['int32', 'bool'] as const) {
-    it(`refuses a ${dtype} cache (it would truncate keys and values), for MHA and GQA`, () => {
+    it(`refuses ${dtype === 'int32' ? 'an' : 'a'} ${dtype} cache (it would truncate keys and values), for MHA and GQA`, () => {
       tf.tidy(() => {
         const x = randTensor([1, 3, 5], 3);
         for (const kind of ['mha', 'gqa'] as const) {

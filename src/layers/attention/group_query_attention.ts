@@ -14,6 +14,7 @@ import {
   SublayerTable,
 } from './multi_head_base';
 
+/** GroupQueryAttention's constructor options. */
 export interface GroupQueryAttentionArgs extends MultiHeadArgs {
   /** Size of each attention head (query, key and value). */
   headDim: number;
@@ -147,6 +148,7 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
     return plans;
   }
 
+  /** The layer's options, for serialization (tfjs' `getConfig`). */
   override getConfig(): tf.serialization.ConfigDict {
     const config: tf.serialization.ConfigDict = {
       headDim: this.headDim,

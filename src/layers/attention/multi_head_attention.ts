@@ -189,6 +189,7 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
     };
   }
 
+  /** The layer's options, for serialization (tfjs' `getConfig`). */
   override getConfig(): tf.serialization.ConfigDict {
     const config: tf.serialization.ConfigDict = {
       numHeads: this.numHeads,
