@@ -34,8 +34,8 @@ describeBackends('attention core', () => {
     expect(queryBlocks(1, 5, 3, null)).toEqual([[0, 5]]); // far below the automatic threshold
   });
 
-  for (const queryBlock of [0, 2]) {
-    it(`dotProductAttention = plain loops, masks and scale (query blocks of ${queryBlock || 'all'})`, async () => {
+  for (const chunkSize of [0, 2]) {
+    it(`dotProductAttention = plain loops, masks and scale (query blocks of ${chunkSize || 'all'})`, async () => {
       const [B, T, S, K, V] = [3, 5, 4, 3, 2];
       const q = randTensor([B, T, K], 1);
       const k = randTensor([B, S, K], 2);
@@ -49,7 +49,12 @@ describeBackends('attention core', () => {
         allowed,
       );
       await expectNoLeak(() => {
-        const r = dotProductAttention(q, k, v, {mask, scale: 0.7, returnScores: true, queryBlock});
+        const r = dotProductAttention(q, k, v, {
+          mask,
+          scale: 0.7,
+          returnAttentionScores: true,
+          chunkSize,
+        });
         expectClose(r.output, ref.out, TOL, TOL);
         expectClose(r.scores as tf.Tensor, ref.weights, TOL, TOL);
         tf.dispose([r.output, r.scores as tf.Tensor]);
@@ -58,13 +63,59 @@ describeBackends('attention core', () => {
     });
   }
 
+  for (const chunkSize of [0, 2]) {
+    it(`grouped heads: query [B, V, G, T, K] against key [B, V, S, K] = plain loops on repeated keys (query blocks of ${chunkSize || 'all'})`, async () => {
+      const [B, Hkv, G, T, S, K, V] = [2, 2, 3, 5, 4, 3, 2];
+      const q = randTensor([B, Hkv, G, T, K], 11);
+      const k = randTensor([B, Hkv, S, K], 12);
+      const v = randTensor([B, Hkv, S, V], 13);
+      const slices = B * Hkv * G; // query slice m uses key / value slice floor(m / G)
+      const mask = tf.reshape(maskTensor(slices, T, S), [B, Hkv, G, T, S]);
+      const kk = (k.reshape([B * Hkv, S, K]).arraySync() as M3).flatMap((x) => Array(G).fill(x));
+      const vv = (v.reshape([B * Hkv, S, V]).arraySync() as M3).flatMap((x) => Array(G).fill(x));
+      const qq = q.reshape([slices, T, K]).arraySync() as M3;
+      const ref = refDotAttention(qq, kk, vv, 0.7, allowed);
+      await expectNoLeak(() => {
+        const r = dotProductAttention(q, k, v, {
+          mask,
+          scale: 0.7,
+          returnAttentionScores: true,
+          chunkSize,
+        });
+        expect(r.output.shape).toEqual([B, Hkv, G, T, V]);
+        expect((r.scores as tf.Tensor).shape).toEqual([B, Hkv, G, T, S]);
+        tf.tidy(() => {
+          expectClose(r.output.reshape([slices, T, V]), ref.out, TOL, TOL);
+          expectClose((r.scores as tf.Tensor).reshape([slices, T, S]), ref.weights, TOL, TOL);
+        });
+        tf.dispose([r.output, r.scores as tf.Tensor]);
+      });
+      // no copy of keys or values per query head
+      const profile = await tf.profile(
+        () => dotProductAttention(q, k, v, {mask, chunkSize}).output,
+      );
+      tf.dispose(profile.result as tf.Tensor);
+      expect(profile.kernelNames).not.toContain('Tile');
+      tf.dispose([q, k, v, mask]);
+    });
+  }
+
+  it('grouped heads: refuses a key that fits neither layout, saying what it expected', () => {
+    tf.tidy(() => {
+      const q = tf.zeros([2, 2, 3, 5, 4]);
+      expect(() => dotProductAttention(q, tf.zeros([2, 3, 6, 4]), tf.zeros([2, 3, 6, 4]))).toThrow(
+        /expected query \[...L, T, K\] with key \[...L, S, K\].*received query \[2, 2, 3, 5, 4\], key \[2, 3, 6, 4\]/,
+      );
+    });
+  });
+
   it('dotProductAttention keeps leading axes and broadcasts a mask over them', () => {
     tf.tidy(() => {
       const q = randTensor([2, 3, 4, 2], 4); // [batch, heads, T, K]
       const k = randTensor([2, 3, 5, 2], 5);
       const v = randTensor([2, 3, 5, 6], 6);
       const keys = tf.tensor4d([1, 1, 1, 0, 0, 1, 1, 1, 1, 1], [2, 1, 1, 5], 'bool'); // per batch
-      const r = dotProductAttention(q, k, v, {mask: keys, returnScores: true});
+      const r = dotProductAttention(q, k, v, {mask: keys, returnAttentionScores: true});
       expect(r.output.shape).toEqual([2, 3, 4, 6]);
       const flat = (t: tf.Tensor) =>
         t.reshape([6, t.shape[2] as number, t.shape[3] as number]).arraySync() as M3;
@@ -81,10 +132,10 @@ describeBackends('attention core', () => {
       const q = randTensor([2, 3, 2], 7);
       const k = randTensor([2, 4, 2], 8);
       const v = randTensor([2, 4, 3], 9);
-      const plain = dotProductAttention(q, k, v, {returnScores: true});
-      const notTraining = dotProductAttention(q, k, v, {dropout: 0.5, returnScores: true});
+      const plain = dotProductAttention(q, k, v, {returnAttentionScores: true});
+      const notTraining = dotProductAttention(q, k, v, {dropout: 0.5, returnAttentionScores: true});
       expectClose(notTraining.output, plain.output, 0, 0);
-      const opts = {dropout: 0.5, training: true, nextSeed: () => 3, returnScores: true};
+      const opts = {dropout: 0.5, training: true, nextSeed: () => 3, returnAttentionScores: true};
       const before = dotProductAttention(q, k, v, opts);
       const after = dotProductAttention(q, k, v, {...opts, scoresAfterDropout: true});
       expectClose(before.scores as tf.Tensor, plain.scores as tf.Tensor, 0, 0);
@@ -108,7 +159,7 @@ describeBackends('attention core', () => {
       const logits = randTensor([B, T, S], 10, 3);
       const v = randTensor([B, S, 2], 11);
       const L = logits.arraySync() as M3;
-      const r = attendToScores(logits, v, {mask: maskTensor(B, T, S), returnScores: true});
+      const r = attendToScores(logits, v, {mask: maskTensor(B, T, S), returnAttentionScores: true});
       const w = r.scores as tf.Tensor;
       const rows = w.arraySync() as M3;
       rows.forEach((rowsB, b) =>

@@ -59,14 +59,18 @@ describe('resolveCall (pure)', () => {
     expect(spec.roles).toEqual(['query', 'attentionMask']);
     expect(spec.parts.attentionMask?.shape).toEqual([2, 3, 3]);
     expect(spec.parts.value.shape).toEqual([2, 3, 4]);
-    expect([spec.useCausalMask, spec.returnScores, spec.training]).toEqual([true, true, true]);
+    expect([spec.useCausalMask, spec.returnAttentionScores, spec.training]).toEqual([
+      true,
+      true,
+      true,
+    ]);
     const plain = resolveCall(
       [f([2, 3, 4]), f([2, 5, 4])],
       {},
       {...settings, inputRoles: ['query']},
     );
     expect(plain.roles).toEqual(['query', 'value']);
-    expect([plain.useCausalMask, plain.returnScores, plain.training]).toEqual([
+    expect([plain.useCausalMask, plain.returnAttentionScores, plain.training]).toEqual([
       false,
       false,
       false,

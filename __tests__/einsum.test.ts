@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import fc from 'fast-check';
 
 import {einsum} from '../src/ops/einsum';
+import {parseEquation} from '../src/ops/einsum_equation';
 import {describeBackends, expectNoLeak} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {naiveEinsum} from './helpers/naive_einsum';
@@ -201,5 +202,38 @@ describeBackends('einsum', () => {
     expect(() => einsum('ij,jk->ik')).toThrow(/at least one operand/);
     expect(() => einsum('ij->ii', a)).toThrow(/repeats the index 'i'/);
     tf.dispose([a, b]);
+  });
+});
+
+describe('parseEquation (the one equation parser: einsum, EinsumDense, readers of axes)', () => {
+  it('gives each term its letters and where its ellipsis sits', () => {
+    expect(parseEquation('...ab,bc->...ac')).toEqual({
+      inputs: [
+        {letters: ['a', 'b'], ellipsisAt: 0},
+        {letters: ['b', 'c'], ellipsisAt: -1},
+      ],
+      output: {letters: ['a', 'c'], ellipsisAt: 0},
+    });
+    expect(parseEquation('ab...,bc->ac...').inputs[0]).toEqual({
+      letters: ['a', 'b'],
+      ellipsisAt: 2,
+    });
+    expect(parseEquation('ij,jk')).toEqual({
+      inputs: [
+        {letters: ['i', 'j'], ellipsisAt: -1},
+        {letters: ['j', 'k'], ellipsisAt: -1},
+      ],
+      output: null,
+    });
+  });
+
+  it('refuses what einsum refuses, naming the equation as shown', () => {
+    expect(() => parseEquation('ab,bc->a->c')).toThrow(
+      "einsum: invalid equation 'ab,bc->a->c': it has more than one '->'",
+    );
+    expect(() => parseEquation('aab,bc->ac')).toThrow(/repeats the index 'a'/);
+    expect(() => parseEquation('a b,bc->ac', 'a b , bc->ac')).toThrow(
+      /invalid equation 'a b , bc->ac': operand 0 \('a b'\) has the character ' '/,
+    );
   });
 });

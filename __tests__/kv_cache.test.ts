@@ -115,4 +115,64 @@ describeBackends('key / value cache', () => {
       }),
     ).toThrow(/a key \/ value cache works in eager calls/);
   });
+
+  for (const dtype of ['int32', 'bool'] as const) {
+    it(`refuses ${dtype === 'int32' ? 'an' : 'a'} ${dtype} cache (it would truncate keys and values), for MHA and GQA`, () => {
+      tf.tidy(() => {
+        const x = randTensor([1, 3, 5], 3);
+        for (const kind of ['mha', 'gqa'] as const) {
+          const layer = makeLayer(kind, {}, x);
+          const cache = tf.zeros([1, 2, 4, 2, 3], dtype);
+          for (const index of [0, undefined]) {
+            expect(() => layer.apply(x, {cache, cacheUpdateIndex: index})).toThrow(
+              new RegExp(
+                `expected a float32 cache \\(keys and values\\), received ${dtype} of shape \\[1, 2, 4, 2, 3\\]`,
+              ),
+            );
+          }
+        }
+      });
+    });
+  }
+
+  it('checks the cache against the layer without an index too: [batch, 2, maxLength, kvHeads, headDim]', () => {
+    tf.tidy(() => {
+      const x = randTensor([1, 1, 5], 3);
+      const mha = makeLayer('mha', {}, x); // 2 heads of 3
+      const gqa = makeLayer('gqa', {}, x); // 4 query heads over 2 key / value heads of 3
+      // 4 heads where the layer has 2: was tfjs' "Size(120) must match the product of shape ..."
+      for (const layer of [mha, gqa]) {
+        expect(() => layer.apply(x, {cache: tf.zeros([1, 2, 5, 4, 3])})).toThrow(
+          /expected a cache of shape \[1, 2, maxLength, heads, headDim\] with 2 key \/ value heads of 3 features \(this layer's\), received \[1, 2, 5, 4, 3\]/,
+        );
+        expect(() => layer.apply(x, {cache: tf.zeros([1, 2, 5, 2, 4])})).toThrow(
+          /with 2 key \/ value heads of 3 features.*received \[1, 2, 5, 2, 4\]; the cache holds 2 heads of 4 features/,
+        );
+      }
+      // GQA's cache holds its key / value heads, not its query heads
+      expect(() => gqa.apply(x, {cache: tf.zeros([1, 2, 5, 4, 3]), cacheUpdateIndex: 0})).toThrow(
+        /with 2 key \/ value heads/,
+      );
+    });
+  });
+
+  it('gqa: cached decoding attends to the cache without copying keys and values per query head', async () => {
+    const x = randTensor([1, 1, 5], 3);
+    const gqa = makeLayer('gqa', {}, x);
+    const cache = randTensor([1, 2, 6, 2, 3], 9);
+    const info = await tf.profile(() => gqa.apply(x, {cache, cacheUpdateIndex: 2}) as tf.Tensor[]);
+    tf.dispose(info.result as tf.Tensor[]);
+    expect(info.kernelNames).not.toContain('Tile');
+    // the attention products take the 2 key / value heads, not 4 repeated ones
+    const products = info.kernels.filter(
+      (k) => k.name === 'BatchMatMul' || k.name.includes('MatMul'),
+    );
+    expect(products.length).toBeGreaterThan(0);
+    const keyProduct = products.find((k) =>
+      k.inputShapes.some((s) => s?.[1] === 6 && s?.[2] === 3),
+    );
+    expect(keyProduct?.inputShapes[1]).toEqual([2, 6, 3]);
+    tf.dispose([x, cache]);
+    gqa.dispose();
+  });
 });

@@ -9,6 +9,12 @@
  * Shapes: any number of leading (batch-like) axes `L`, then queries `T` or keys `S`, then
  * features: `query [...L, T, K]`, `key [...L, S, K]`, `value [...L, S, V]` -> output
  * `[...L, T, V]`, weights `[...L, T, S]`. The mask has the weights' rank and broadcasts to them.
+ *
+ * Grouped key / value heads (grouped-query attention, as Keras' `ops.dot_product_attention` and
+ * Flax): a query with one axis more than the key, `query [...L, G, T, K]` against
+ * `key [...L, S, K]`, `value [...L, S, V]`: the G query slices share one key / value slice (one
+ * product of G * T rows each; keys and values are not copied); output `[...L, G, T, V]`, weights
+ * and mask `[...L, G, T, S]`.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -17,6 +23,7 @@ import {softmaxWithFill} from '../kernels/fused_softmax';
 import {fanOut} from '../kernels/fan_out';
 import {maskFill} from './masking';
 import {matMul, mm} from '../kernels/matmul';
+import {reshapeTo} from './reshape';
 import {swapAxes12} from '../kernels/swap_axes';
 
 export interface AttentionCoreOptions {
@@ -29,22 +36,27 @@ export interface AttentionCoreOptions {
   training?: boolean;
   /** Seed of the next dropout mask (called once per mask); undefined = unseeded. */
   nextSeed?: () => number | undefined;
-  /** Compute and return the weights. */
-  returnScores?: boolean;
+  /** Compute and return the weights (the layers' `returnAttentionScores`). */
+  returnAttentionScores?: boolean;
   /** Return the weights after dropout (Keras `Attention`) rather than before. */
   scoresAfterDropout?: boolean;
-  /** Queries per block: null = automatic (see flags.ts), 0 = one block. */
+  /**
+   * Queries per block (MultiHeadAttention's `chunkSize`): null = automatic (see flags.ts), 0 = one
+   * block.
+   */
+  chunkSize?: number | null;
+  /** @deprecated The former name of `chunkSize`, still read where `chunkSize` is not given. */
   queryBlock?: number | null;
   /**
    * Weights of a query with no allowed key: uniform (false, the default, as tf-keras and Keras'
    * fused path) or 0 (true, as Keras >= 3.10's explicit path: the output row is then 0).
    */
-  zeroMaskedRows?: boolean;
+  zeroFullyMaskedRows?: boolean;
 }
 
 export interface AttentionCoreResult {
   output: tf.Tensor;
-  /** The weights `[...L, T, S]`, or null unless `returnScores`. */
+  /** The weights `[...L, T, S]`, or null unless `returnAttentionScores`. */
   scores: tf.Tensor | null;
 }
 
@@ -68,9 +80,9 @@ function scaled(logits: tf.Tensor, scale: AttentionCoreOptions['scale']): tf.Ten
   return scale == null || scale === 1 ? logits : tf.mul(logits, scale);
 }
 
-/** With `zeroMaskedRows`, 1 for query rows with an allowed key and 0 for the others. */
+/** With `zeroFullyMaskedRows`, 1 for query rows with an allowed key and 0 for the others. */
 function maskedRows(o: AttentionCoreOptions, rank: number): tf.Tensor | null {
-  if (!o.zeroMaskedRows || o.mask == null) return null;
+  if (!o.zeroFullyMaskedRows || o.mask == null) return null;
   let m = o.mask.dtype === 'bool' ? o.mask : tf.cast(o.mask, 'bool');
   while (m.rank < rank) m = tf.expandDims(m, 0);
   return tf.cast(tf.any(m, -1, true), 'float32'); // [...L|1, T|1, 1]
@@ -81,10 +93,10 @@ export function queryBlocks(
   n: number,
   T: number,
   S: number,
-  queryBlock: number | null | undefined,
+  chunkSize: number | null | undefined,
 ): Array<[number, number]> {
-  let size = queryBlock ?? 0;
-  if (queryBlock == null) {
+  let size = chunkSize ?? 0;
+  if (chunkSize == null) {
     const {above, target} = blockThresholds();
     size = n * T * S > above ? Math.max(1, Math.floor(target / (n * S))) : 0;
   }
@@ -95,18 +107,18 @@ export function queryBlocks(
 }
 
 /**
- * The query blocks of `q` `[n, T, K]` along axis 1, `[n, c, K]` each, cut by one split: its
- * gradient is one concat (a slice's is a pad to the whole `q`, then an add per block). tfjs' cpu
- * split copies a piece that is not contiguous element by element (~45 ms for [4, 512, 32] of
- * [4, 2048, 32]); on cpu with the package's kernels, `q` is laid out once as `[T, n, K]` (a head
- * swap, a copy of contiguous rows), where each block is contiguous, and each block swapped back.
+ * Splits `x` `[n, R, X]` along axis 1 into parts of `sizes` rows, by one split (its gradient is
+ * one concat; a slice's is a pad to the whole `x`, then an add per part). tfjs' cpu split copies
+ * a piece that is not contiguous element by element (~45 ms for [4, 512, 32] of [4, 2048, 32];
+ * 641 ms of a 719 ms cached decoding step at batch 300): on cpu with the package's kernels, `x` is
+ * laid out once as `[R, n, X]` (a head swap, a copy of contiguous rows), where each part is
+ * contiguous, and each part swapped back. Query blocks and the key / value cache use it.
  */
-function queryRowBlocks(q: tf.Tensor, blocks: Array<[number, number]>): tf.Tensor[] {
-  const [n, T, K] = q.shape as [number, number, number];
-  const sizes = blocks.map(([start, end]) => end - start);
-  if (!(n > 1 && ownKernels() && tf.getBackend() === 'cpu')) return tf.split(q, sizes, 1);
-  const rows = swapAxes12(tf.reshape(q, [1, n, T, K])); // [1, T, n, K]
-  return tf.split(rows, sizes, 1).map((part, i) => tf.reshape(swapAxes12(part), [n, sizes[i], K])); // [n, c, K]
+export function splitRows(x: tf.Tensor, sizes: number[]): tf.Tensor[] {
+  const [n, R, X] = x.shape as [number, number, number];
+  if (!(n > 1 && ownKernels() && tf.getBackend() === 'cpu')) return tf.split(x, sizes, 1);
+  const rows = swapAxes12(tf.reshape(x, [1, n, R, X])); // [1, R, n, X]
+  return tf.split(rows, sizes, 1).map((part, i) => tf.reshape(swapAxes12(part), [n, sizes[i], X])); // [n, c, X]
 }
 
 /**
@@ -136,7 +148,8 @@ function fillRows(fill: tf.Tensor | null, start: number, end: number, whole: boo
 /**
  * Scaled dot-product attention over the last two axes, in blocks of queries.
  *
- * @param query `[...L, T, K]` (scaled already, or see `options.scale`).
+ * @param query `[...L, T, K]` (scaled already, or see `options.scale`), or `[...L, G, T, K]`
+ *   for G query slices per key / value slice (grouped heads).
  * @param key `[...L, S, K]`.
  * @param value `[...L, S, V]`.
  */
@@ -160,20 +173,29 @@ function dotProduct(
   options: AttentionCoreOptions,
 ): AttentionCoreResult {
   const rank = query.rank;
-  const lead = query.shape.slice(0, rank - 2);
-  const n = lead.reduce((p, d) => p * d, 1);
+  const grouped = key.rank === rank - 1;
+  checkGrouping(query, key, value, grouped);
+  const lead = query.shape.slice(0, rank - 2); // [...L] or, grouped, [...L, G]
+  const m = lead.reduce((p, d) => p * d, 1); // query slices
+  const G = grouped ? lead[lead.length - 1] : 1; // query slices per key / value slice
+  const n = m / G; // key / value slices
   const [T, K] = query.shape.slice(rank - 2);
-  const S = key.shape[rank - 2];
-  const V = value.shape[rank - 1];
-  const q = tf.reshape(query, [n, T, K]); // [n, T, K]
+  const S = key.shape[key.rank - 2];
+  const V = value.shape[value.rank - 1];
+  const q = tf.reshape(query, [m, T, K]); // [m, T, K]
   const k = tf.reshape(key, [n, S, K]); // [n, S, K]
   const v = tf.reshape(value, [n, S, V]); // [n, S, V]
   const fill = options.mask == null ? null : maskFill(options.mask, rank); // [...L|1, T|1, S|1]
   const rowsAllowed = maskedRows(options, rank); // [...L|1, T|1, 1]
-  const blocks = queryBlocks(n, T, S, options.queryBlock);
+  const blocks = queryBlocks(m, T, S, options.chunkSize ?? options.queryBlock);
   const whole = blocks.length === 1;
   const multiplier = whole ? null : dropoutMultiplier([...lead, T, S], options); // [...L, T, S]
-  const qs = whole ? [q] : queryRowBlocks(q, blocks); // [n, c, K] each
+  const qs = whole
+    ? [q]
+    : splitRows(
+        q,
+        blocks.map(([start, end]) => end - start),
+      ); // [m, c, K] each
   // the keys and values of each block: one gradient sum for them (see fan_out.ts)
   const ks = fanOut(k, blocks.length); // [n, S, K] each
   const vs = fanOut(v, blocks.length); // [n, S, V] each
@@ -182,7 +204,9 @@ function dotProduct(
   for (const [i, [start, end]] of blocks.entries()) {
     const c = end - start;
     const [out, weights] = tf.tidy(() => {
-      const logits = tf.reshape(scaled(mm(qs[i], ks[i], false, true), options.scale), [
+      // grouped: the G query slices of one key / value slice as G * c rows of one product
+      const rows = reshapeTo(qs[i], [n, G * c, K]); // [n, G * c, K]
+      const logits = tf.reshape(scaled(mm(rows, ks[i], false, true), options.scale), [
         ...lead,
         c,
         S,
@@ -194,17 +218,32 @@ function dotProduct(
         : multiplier == null
           ? w
           : tf.mul(w, fillRows(multiplier, start, end, false) as tf.Tensor);
-      const o = mm(tf.reshape(dropped, [n, c, S]), vs[i]); // [n, c, V]
+      const o = reshapeTo(mm(tf.reshape(dropped, [n, G * c, S]), vs[i]), [m, c, V]); // [m, c, V]
       const kept = options.scoresAfterDropout ? dropped : w;
-      return [o, options.returnScores ? kept : tf.zeros([0])];
+      return [o, options.returnAttentionScores ? kept : tf.zeros([0])];
     });
     outputs.push(out);
     scores.push(weights);
   }
   const output = tf.reshape(whole ? outputs[0] : concatRows(outputs), [...lead, T, V]); // [...L, T, V]
   let all: tf.Tensor | null = null;
-  if (options.returnScores) all = whole ? scores[0] : tf.concat(scores, rank - 2); // [...L, T, S]
+  if (options.returnAttentionScores) all = whole ? scores[0] : tf.concat(scores, rank - 2); // [...L, T, S]
   return {output, scores: all};
+}
+
+/** Throws unless key and value fit the query (grouped: one axis fewer, the group axis). */
+function checkGrouping(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, grouped: boolean) {
+  const lead = query.shape.slice(0, query.rank - (grouped ? 3 : 2));
+  const fits = (x: tf.Tensor) =>
+    x.rank === lead.length + 2 && lead.every((d, i) => x.shape[i] === d);
+  if (!fits(key) || !fits(value) || key.shape[key.rank - 2] !== value.shape[value.rank - 2]) {
+    const shape = (x: tf.Tensor) => `[${x.shape.join(', ')}]`;
+    throw new Error(
+      `dotProductAttention: expected query [...L, T, K] with key [...L, S, K] and value ` +
+        `[...L, S, V], or (grouped heads) query [...L, G, T, K] with key [...L, S, K] and value ` +
+        `[...L, S, V]; received query ${shape(query)}, key ${shape(key)}, value ${shape(value)}`,
+    );
+  }
 }
 
 /**
@@ -235,5 +274,5 @@ function scoresToOutput(
   const dropped = dropWeights(weights, options);
   const output = matMul(dropped, value); // [...L, T, V] (zeros when S = 0)
   const kept = options.scoresAfterDropout ? dropped : weights;
-  return {output, scores: options.returnScores ? kept : null};
+  return {output, scores: options.returnAttentionScores ? kept : null};
 }

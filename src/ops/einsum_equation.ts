@@ -26,10 +26,46 @@ function fail(equation: string, problem: string): never {
   throw new Error(`einsum: invalid equation '${equation}': ${problem}`);
 }
 
-interface Term {
+/** One operand's (or the output's) subscripts. */
+export interface Term {
+  /** The letters, in axis order (the ellipsis left out). */
   letters: string[];
   /** Index in `letters` before which the ellipsis sits, or -1 without ellipsis. */
   ellipsisAt: number;
+}
+
+/** An equation's terms, before any shape is known. */
+export interface EquationTerms {
+  /** One term per operand. */
+  inputs: Term[];
+  /** The output's term, or null in implicit mode (no `->`). */
+  output: Term | null;
+}
+
+/**
+ * The one einsum-equation parser of the package (einsum, EinsumDense's shape analysis, and
+ * whoever reads an equation's axes): an equation such as `'...ab,bc->...ac'` as its terms.
+ * Whitespace is not allowed here (`parseEinsum` removes it first, as numpy ignores it).
+ *
+ * @param shown the equation as errors name it (default `equation`).
+ * @throws Error naming the equation and what is wrong with it: a repeated index in one term,
+ *   a stray '.', '-' or '>', a character other than letters, more than one '->' or ellipsis.
+ */
+export function parseEquation(equation: string, shown = equation): EquationTerms {
+  const arrowParts = equation.split('->');
+  if (arrowParts.length > 2) {
+    fail(shown, "it has more than one '->'");
+  }
+  const lhs = arrowParts[0];
+  if (/[-<>]/.test(lhs) || (arrowParts.length === 2 && /[-<>]/.test(arrowParts[1]))) {
+    fail(shown, "'-' and '>' may only appear together as '->'");
+  }
+  const inputs = lhs.split(',').map((t, i) => parseTerm(shown, t, `operand ${i} ('${t}')`));
+  const output =
+    arrowParts.length === 2
+      ? parseTerm(shown, arrowParts[1], `the output ('${arrowParts[1]}')`)
+      : null;
+  return {inputs, output};
 }
 
 function parseTerm(equation: string, term: string, what: string): Term {
@@ -104,22 +140,16 @@ export function parseEinsum(equation: string, shapes: number[][]): EinsumSpec {
     fail(equation, 'it is empty');
   }
   const arrowParts = eq.split('->');
-  if (arrowParts.length > 2) {
-    fail(equation, "it has more than one '->'");
-  }
-  const lhs = arrowParts[0];
-  if (/[-<>]/.test(lhs) || (arrowParts.length === 2 && /[-<>]/.test(arrowParts[1]))) {
-    fail(equation, "'-' and '>' may only appear together as '->'");
-  }
-  const terms = lhs.split(',');
-  if (terms.length !== shapes.length) {
+  const terms = arrowParts[0].split(',');
+  const arrowsFine = arrowParts.length <= 2 && !/[-<>]/.test(arrowParts.join(''));
+  if (arrowsFine && terms.length !== shapes.length) {
     fail(
       equation,
       `it names ${terms.length} operand${terms.length === 1 ? '' : 's'} but ` +
         `${shapes.length} tensor${shapes.length === 1 ? ' was' : 's were'} given`,
     );
   }
-  const parsed = terms.map((t, i) => parseTerm(equation, t, `operand ${i} ('${t}')`));
+  const {inputs: parsed, output: outTerm} = parseEquation(eq, equation);
 
   // Ranks and the number of dimensions each ellipsis covers.
   const ellipsisCounts = parsed.map((term, i) => {
@@ -172,8 +202,7 @@ export function parseEinsum(equation: string, shapes: number[][]): EinsumSpec {
   });
 
   let output: Label[];
-  if (arrowParts.length === 2) {
-    const outTerm = parseTerm(equation, arrowParts[1], `the output ('${arrowParts[1]}')`);
+  if (outTerm != null) {
     const all = new Set(inputs.flat());
     for (const l of outTerm.letters) {
       if (!all.has(l)) {

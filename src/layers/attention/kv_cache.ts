@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {swapAxes12} from '../../kernels/swap_axes';
+import {splitRows} from '../../ops/attention_core';
 import type {CallSpec} from '../engine/call_spec';
 
 export interface KeysAndValues {
@@ -25,26 +25,47 @@ export function keysAndValues(
   spec: CallSpec<tf.Tensor>,
   projectKeys: () => tf.Tensor,
   projectValues: () => tf.Tensor,
+  expected: {heads: number; headDim: number},
   caller: string,
 ): KeysAndValues {
   const {cache, cacheUpdateIndex: index} = spec;
   if (cache == null) return {keys: projectKeys(), values: projectValues(), cache: null};
   const batch = spec.parts.query.shape[0];
-  if (cache.rank !== 5 || cache.shape[1] !== 2 || cache.shape[0] !== batch) {
+  const {heads, headDim} = expected;
+  if (cache.dtype !== 'float32') {
     throw new Error(
-      `${caller}: expected a cache of shape [${batch}, 2, maxLength, heads, headDim], received ` +
-        `[${cache.shape.join(', ')}]`,
+      `${caller}: expected a float32 cache (keys and values), received ${cache.dtype} of shape ` +
+        `[${cache.shape.join(', ')}]; cast it with tf.cast(cache, 'float32')`,
     );
   }
-  const [, , S0, N0, H0] = cache.shape;
-  const [cachedKeys, cachedValues] = splitRows(
-    tf.reshape(cache, [batch, 2, S0 * N0 * H0]) as tf.Tensor3D,
-    [1, 1],
-  ).map((half) => tf.reshape(half, [batch, S0, N0, H0])); // [B, S, N, H] each
-  if (index == null) return {keys: cachedKeys, values: cachedValues, cache: tf.clone(cache)};
+  if (
+    cache.rank !== 5 ||
+    cache.shape[0] !== batch ||
+    cache.shape[1] !== 2 ||
+    cache.shape[3] !== heads ||
+    cache.shape[4] !== headDim
+  ) {
+    const holds =
+      cache.rank === 5
+        ? `; the cache holds ${cache.shape[3]} heads of ${cache.shape[4]} features`
+        : '';
+    throw new Error(
+      `${caller}: expected a cache of shape [${batch}, 2, maxLength, heads, headDim] with ` +
+        `${heads} key / value heads of ${headDim} features (this layer's), received ` +
+        `[${cache.shape.join(', ')}]${holds}`,
+    );
+  }
+  const [B, , S, N, H] = cache.shape;
+  const halves = (c: tf.Tensor) =>
+    splitRows(tf.reshape(c, [B, 2, S * N * H]), [1, 1]).map((half) =>
+      tf.reshape(half, [B, S, N, H]),
+    ); // keys, values: [B, S, N, H] each
+  if (index == null) {
+    const [keys, values] = halves(cache);
+    return {keys, values, cache: tf.clone(cache)};
+  }
   const newKeys = projectKeys(); // [B, t, N, H]
   const newValues = projectValues(); // [B, t, N, H]
-  const [B, S, N, H] = cachedKeys.shape;
   const t = newKeys.shape[1] as number;
   if (newKeys.shape[2] !== N || newKeys.shape[3] !== H || newValues.shape[3] !== H) {
     throw new Error(
@@ -57,39 +78,11 @@ export function keysAndValues(
       `${caller}: cacheUpdateIndex ${index} plus ${t} new positions exceeds the cache's length ${S}`,
     );
   }
-  const put = (c: tf.Tensor, update: tf.Tensor) => {
-    const rows = tf.reshape(c, [B, S, N * H]) as tf.Tensor3D;
-    const [before, , after] = splitRows(rows, [index, t, S - index - t]);
-    const middle = tf.reshape(update, [B, t, N * H]);
-    return tf.reshape(tf.concat([before, middle, after], 1), [B, S, N, H]);
-  };
-  const keys = put(cachedKeys, newKeys);
-  const values = put(cachedValues, newValues);
-  return {keys, values, cache: tf.stack([keys, values], 1)}; // [B, 2, S, N, H]
-}
-
-/**
- * Splits `x [B, R, X]` along axis 1 into parts of `sizes` rows. On tfjs' cpu backend a slice that
- * is not contiguous is copied element by element (641 ms of a 719 ms cached step at batch 300), so
- * there the rows axis is moved first (one block copy), split where the parts are contiguous, and
- * moved back; other backends slice directly (wasm's 5-D slices and Unpack are slow too, 3-D ones
- * are fast).
- */
-function splitRows(x: tf.Tensor3D, sizes: number[]): tf.Tensor3D[] {
-  const [B, R, X] = x.shape;
-  if (tf.getBackend() !== 'cpu') {
-    let at = 0;
-    return sizes.map((n) => {
-      const part = tf.slice(x, [0, at, 0], [B, n, X]);
-      at += n;
-      return part;
-    });
-  }
-  const rowsFirst = tf.reshape(swapAxes12(tf.reshape(x, [1, B, R, X])), [R, B * X]);
-  let at = 0;
-  return sizes.map((n) => {
-    const part = tf.slice(rowsFirst, [at, 0], [n, B * X]); // contiguous rows
-    at += n;
-    return tf.reshape(swapAxes12(tf.reshape(part, [1, n, B, X])), [B, n, X]) as tf.Tensor3D;
-  });
+  // keys and values written at once: rows [index, index + t) of [B * 2, S, N * H]
+  const rows = tf.reshape(cache, [B * 2, S, N * H]);
+  const [before, , after] = splitRows(rows, [index, t, S - index - t]);
+  const middle = tf.reshape(tf.stack([newKeys, newValues], 1), [B * 2, t, N * H]);
+  const updated = tf.reshape(tf.concat([before, middle, after], 1), [B, 2, S, N, H]);
+  const [keys, values] = halves(updated);
+  return {keys, values, cache: updated}; // [B, 2, S, N, H]
 }

@@ -1,37 +1,20 @@
 import * as tf from '@tensorflow/tfjs-core';
-import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
-import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {dotProductAttention} from '../../ops/attention_core';
-import type {
-  AnyTensor,
-  AttentionOutput,
-  CacheCallArgs,
-  CachedOutput,
-  EagerCallArgs,
-  EagerInputs,
-  SymbolicCallArgs,
-  SymbolicInputs,
-} from '../engine/base_attention';
-import {AttendResult, BaseAttention, ScoresOption, TensorSpec} from '../engine/base_attention';
-import {AttentionParts, CallSettings} from '../engine/call_spec';
+import {ScoresOption} from '../engine/base_attention';
+import {AttentionParts} from '../engine/call_spec';
 import {EinsumDense} from '../core/einsum_dense';
-import {projectionConfig, projectionOptions, ProjectionOptions} from '../core/projection_options';
-import {keysAndValues} from './kv_cache';
-import {intList, MultiHeadAttentionArgs, positiveInt} from './multi_head_attention_args';
-import {buildProjectionEquation, resolveAttentionAxes} from './multi_head_attention_equations';
+import {projectionConfig} from '../core/projection_options';
+import {formatShape, Shape} from '../engine/shapes';
+import {intList, MultiHeadAttentionArgs} from './multi_head_attention_args';
 import {
-  fromCoreLayout,
-  headLayout,
-  HeadLayout,
-  maskToCoreLayout,
-  scoresShape,
-  toCoreLayout,
-} from './multi_head_attention_layout';
-import {checkAttentionShapes, outputDimsOf} from './multi_head_attention_shapes';
-import {multiHeadAttentionMask} from './multi_head_attention_mask';
-import {MHA_SUBLAYERS, MhaSublayer} from './multi_head_attention_sublayers';
-import {Shape} from '../engine/shapes';
+  HeadCounts,
+  MultiHeadBase,
+  positiveInt,
+  Projection,
+  ProjectionName,
+  SublayerTable,
+} from './multi_head_base';
+import {MHA_SUBLAYERS} from './multi_head_attention_sublayers';
 import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {
@@ -73,7 +56,7 @@ export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
  * }); // z [2, 5, 16], scores [2, 4, 5, 7]
  * ```
  */
-export class MultiHeadAttention<S extends boolean = false> extends BaseAttention<S> {
+export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase<S> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -113,55 +96,29 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
   readonly keyDim: number;
   /** The size of each head for value (the `valueDim` option, or `keyDim`). */
   readonly valueDim: number;
-  /** The `useBias` option: whether the projections have biases. */
-  readonly useBias: boolean;
   /** The `outputShape` option as given (null: the query's last dimension). */
   readonly outputShapeArg: number | number[] | null;
-  /** The `useGate` option: gated attention. */
-  readonly useGate: boolean;
-  /** The `slidingWindow` option (null: attend to every key). */
-  readonly slidingWindow: number | null;
   /** The `softmaxRobustMasking` option (kept for tf-keras configs). */
   readonly softmaxRobustMasking: boolean;
   /** The `chunkSize` option (null: the scores are computed whole). */
   readonly chunkSize: number | null;
-  /** Initializers, regularizers and constraints of the projections' kernels and biases. */
-  readonly projection: ProjectionOptions;
   private attentionAxesArg: number[] | null;
   private buildShapes: {query: Shape | null; value: Shape | null; key: Shape | null};
   private attentionAxes: number[] | null = null;
 
-  /** The query projection (Keras' `query` sublayer), created at build. */
-  queryDense: EinsumDense | null = null;
-  /** The key projection (Keras' `key` sublayer), created at build. */
-  keyDense: EinsumDense | null = null;
-  /** The value projection (Keras' `value` sublayer), created at build. */
-  valueDense: EinsumDense | null = null;
-  /** The gate projection, created at build when `useGate` is set. */
-  gateDense: EinsumDense | null = null;
-  /** The output projection (Keras' `attention_output` sublayer), created at build. */
-  outputDense: EinsumDense | null = null;
-
   constructor(args: MultiHeadAttentionArgs & ScoresOption<S>) {
-    super(args);
-    if (args == null) {
-      throw new Error('MultiHeadAttention: expected {numHeads, keyDim, ...}, received nothing');
-    }
+    super(args, 'MultiHeadAttention', '{numHeads, keyDim, ...}');
     this.numHeads = positiveInt(args.numHeads, 'numHeads', false) as number;
     this.keyDim = positiveInt(args.keyDim, 'keyDim', false) as number;
     this.valueDim = positiveInt(args.valueDim, 'valueDim', true) ?? this.keyDim;
-    this.useBias = args.useBias ?? true;
     const os = args.outputShape ?? null;
     if (os !== null && intList(os, 'outputShape')?.some((d) => d <= 0)) {
       throw new Error(
         `MultiHeadAttention: invalid outputShape ${JSON.stringify(os)}: dimensions must be positive`,
       );
     }
-    intList(os, 'outputShape');
     this.outputShapeArg = os;
     this.attentionAxesArg = intList(args.attentionAxes, 'attentionAxes');
-    this.useGate = Boolean(args.useGate ?? false);
-    this.slidingWindow = positiveInt(args.slidingWindow, 'slidingWindow', true);
     this.softmaxRobustMasking = Boolean(args.softmaxRobustMasking ?? false);
     const chunk = args.chunkSize ?? null;
     if (chunk !== null && !(Number.isInteger(chunk) && chunk >= 0)) {
@@ -170,7 +127,6 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
       );
     }
     this.chunkSize = chunk;
-    this.projection = projectionOptions(args, 'MultiHeadAttention');
     this.buildShapes = {
       query: args.queryShape ?? null,
       value: args.valueShape ?? null,
@@ -178,198 +134,97 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
     };
   }
 
-  /**
-   * As {@link BaseAttention.apply}, and a cache call (`{cache, cacheUpdateIndex}`, eager) returns
-   * `[output, cache]`, or `[output, scores, cache]` with scores.
-   */
-  override apply(
-    inputs: EagerInputs,
-    kwargs: CacheCallArgs & {returnAttentionScores: true},
-  ): [tf.Tensor, tf.Tensor, tf.Tensor];
-  override apply(
-    inputs: EagerInputs,
-    kwargs: CacheCallArgs & {returnAttentionScores: false},
-  ): [tf.Tensor, tf.Tensor];
-  override apply(
-    inputs: EagerInputs,
-    kwargs: CacheCallArgs & {returnAttentionScores?: undefined},
-  ): CachedOutput<S>;
-  override apply(
-    inputs: EagerInputs,
-    kwargs: EagerCallArgs & {returnAttentionScores: true},
-  ): [tf.Tensor, tf.Tensor];
-  override apply(
-    inputs: SymbolicInputs,
-    kwargs: SymbolicCallArgs & {returnAttentionScores: true},
-  ): [SymbolicTensor, SymbolicTensor];
-  override apply(
-    inputs: EagerInputs,
-    kwargs: EagerCallArgs & {returnAttentionScores: false},
-  ): tf.Tensor;
-  override apply(
-    inputs: SymbolicInputs,
-    kwargs: SymbolicCallArgs & {returnAttentionScores: false},
-  ): SymbolicTensor;
-  override apply(
-    inputs: EagerInputs,
-    kwargs?: EagerCallArgs & {returnAttentionScores?: undefined},
-  ): AttentionOutput<S, tf.Tensor>;
-  override apply(
-    inputs: SymbolicInputs,
-    kwargs?: SymbolicCallArgs & {returnAttentionScores?: undefined},
-  ): AttentionOutput<S, SymbolicTensor>;
-  override apply(
-    inputs: AnyTensor | AnyTensor[],
-    kwargs?: Kwargs,
-  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
-  override apply(
-    inputs: AnyTensor | AnyTensor[],
-    kwargs: Kwargs = {},
-  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
-    return super.apply(inputs, kwargs);
+  /** The query projection (Keras' `query` sublayer), created at build. */
+  get queryDense(): EinsumDense | null {
+    return this.dense.query ?? null;
+  }
+  /** The key projection (Keras' `key` sublayer), created at build. */
+  get keyDense(): EinsumDense | null {
+    return this.dense.key ?? null;
+  }
+  /** The value projection (Keras' `value` sublayer), created at build. */
+  get valueDense(): EinsumDense | null {
+    return this.dense.value ?? null;
+  }
+  /** The gate projection, created at build when `useGate` is set. */
+  get gateDense(): EinsumDense | null {
+    return this.dense.gate ?? null;
+  }
+  /** The output projection (Keras' `attention_output` sublayer), created at build. */
+  get outputDense(): EinsumDense | null {
+    return this.dense.attention_output ?? null;
   }
 
-  /** A projection sublayer; `free` axes pass, `bound` are contracted, `outDims` are made. */
-  private dense(name: MhaSublayer, free: number, bound: number, outDims: number[]): EinsumDense {
-    const p = buildProjectionEquation(free, bound, outDims.length);
-    return new EinsumDense({
-      name,
-      equation: p.equation,
-      outputShape: [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims],
-      biasAxes: this.useBias ? p.biasAxes : null,
-      activation: name === 'gate' ? 'sigmoid' : null,
-      ...this.projection,
-      kernelInitializer:
-        (this.projection.defaultKernels &&
-          this.seededGlorot(MHA_SUBLAYERS.findIndex((s) => s.name === name))) ||
-        this.projection.kernelInitializer,
-    });
+  protected override sublayerTable(): SublayerTable {
+    return MHA_SUBLAYERS;
   }
 
-  private outputDims(query: Shape): number[] {
-    return outputDimsOf(this.name, this.outputShapeArg, query);
+  protected override heads(): HeadCounts {
+    const {numHeads, keyDim, valueDim} = this;
+    return {query: numHeads, keyValue: numHeads, keyDim, valueDim};
   }
 
-  private checkShapes(parts: {query: Shape; value: Shape; key: Shape}): void {
-    checkAttentionShapes(this.name, parts);
+  protected override coreChunkSize(): number | null {
+    return this.chunkSize;
   }
 
-  private axes(queryRank: number): number[] {
+  protected override attentionAxesOf(queryRank: number): number[] {
     return this.attentionAxes ?? resolveAttentionAxes(this.attentionAxesArg, queryRank + 1);
+  }
+
+  /** The output's last axes: `outputShape` when given, else the query's (known) last dimension. */
+  protected override outputDims(query: Shape): number[] {
+    if (this.outputShapeArg != null) return intList(this.outputShapeArg, 'outputShape') as number[];
+    const d = query[query.length - 1];
+    if (d == null) {
+      throw new Error(
+        `Layer '${this.name}': the query's last dimension must be known, received ${formatShape(query)}`,
+      );
+    }
+    return [d];
+  }
+
+  /** Query, value and key of one rank (any rank >= 3, with `attentionAxes`). */
+  protected override checkRanks({query, value, key}: {query: Shape; value: Shape; key: Shape}) {
+    if (query.length !== value.length || key.length !== value.length) {
+      throw new Error(
+        `Layer '${this.name}': query, value and key must have the same rank; received query ` +
+          `${formatShape(query)}, value ${formatShape(value)}, key ${formatShape(key)}`,
+      );
+    }
   }
 
   protected override buildParts(parts: AttentionParts<Shape>): void {
     this.checkShapes(parts);
+    this.buildShapes = {query: parts.query, value: parts.value, key: parts.key};
+    this.attentionAxes = this.attentionAxesOf(parts.query.length);
+    super.buildParts(parts);
+  }
+
+  /** Keras' equations (`_build_proj_equation`): the rank of the inputs decides their letters. */
+  protected override projections(parts: AttentionParts<Shape>): Record<ProjectionName, Projection> {
     const {query, value, key} = parts;
-    this.buildShapes = {query, value, key};
-    this.attentionAxes = this.axes(query.length);
     const free = query.length - 1;
-    const heads = (w: number) => [this.numHeads, w];
-    const plan: Record<MhaSublayer, () => [EinsumDense, Shape] | null> = {
-      query: () => [this.dense('query', free, 1, heads(this.keyDim)), query],
-      key: () => [this.dense('key', free, 1, heads(this.keyDim)), key],
-      gate: () =>
-        this.useGate ? [this.dense('gate', free, 1, heads(this.valueDim)), query] : null,
-      value: () => [this.dense('value', free, 1, heads(this.valueDim)), value],
-      attention_output: () => [
-        this.dense('attention_output', free, 2, this.outputDims(query)),
-        [...query.slice(0, -1), this.numHeads, this.valueDim],
-      ],
+    const dense = (bound: number, outDims: number[], input: Shape): Projection => {
+      const p = buildProjectionEquation(free, bound, outDims.length);
+      const outputShape = [...new Array(p.outputRank - 1 - outDims.length).fill(null), ...outDims];
+      return {equation: p.equation, biasAxes: p.biasAxes, outputShape, input};
     };
-    // Keras' build order, which is also the weight order (see MHA_SUBLAYERS)
-    for (const {name} of MHA_SUBLAYERS) {
-      const made = plan[name]();
-      if (made == null) continue;
-      const layer = this.addSublayer(made[0], made[1]);
-      if (name === 'query') this.queryDense = layer;
-      else if (name === 'key') this.keyDense = layer;
-      else if (name === 'gate') this.gateDense = layer;
-      else if (name === 'value') this.valueDense = layer;
-      else this.outputDense = layer;
-    }
+    const heads = (w: number) => [this.numHeads, w];
+    return {
+      query: dense(1, heads(this.keyDim), query),
+      key: dense(1, heads(this.keyDim), key),
+      gate: dense(1, heads(this.valueDim), query),
+      value: dense(1, heads(this.valueDim), value),
+      attention_output: dense(2, this.outputDims(query), [
+        ...query.slice(0, -1),
+        this.numHeads,
+        this.valueDim,
+      ]),
+    };
   }
 
-  protected override callSettings(): CallSettings {
-    return {...super.callSettings(), extraOptions: ['cache', 'cacheUpdateIndex']};
-  }
-
-  protected override inputsFixedByWeights(): Array<'query' | 'value' | 'key'> {
-    return ['query', 'value', 'key']; // each has its projection
-  }
-
-  protected override outputShapeOf(parts: AttentionParts<Shape>): Shape {
-    this.checkShapes(parts);
-    return [...parts.query.slice(0, -1), ...this.outputDims(parts.query)];
-  }
-
-  protected override scoresShapeOf(parts: AttentionParts<Shape>): Shape {
-    const axes = this.axes(parts.query.length);
-    return scoresShape(parts.query, parts.key, [this.numHeads, this.keyDim], axes);
-  }
-
-  protected override attend(spec: TensorSpec): AttendResult {
-    if (this.attentionAxes == null || this.outputDense == null) {
-      throw new Error(`Layer '${this.name}' is not built: apply it to inputs first`);
-    }
-    const {query, value, key} = spec.parts;
-    this.checkShapes({query: query.shape, value: value.shape, key: key.shape});
-    const axes = this.attentionAxes;
-    const layout: HeadLayout = headLayout(query.rank + 1, axes);
-    // projections, with 1/sqrt(keyDim) folded into the query's kernel and bias
-    const q = (this.queryDense as EinsumDense).project(query, 1 / Math.sqrt(this.keyDim)); // [B, ..., N, K]
-    if (spec.cache != null && (query.rank !== 3 || this.keyDim !== this.valueDim)) {
-      throw new Error(
-        `Layer '${this.name}': a key / value cache needs 3-D inputs and keyDim = valueDim ` +
-          `(keras-hub's layout); received a query of rank ${query.rank}, keyDim ${this.keyDim}, ` +
-          `valueDim ${this.valueDim}`,
-      );
-    }
-    // this call's projections, or (cached decoding) the cache with them written in
-    const kv = keysAndValues(
-      spec,
-      () => (this.keyDense as EinsumDense).project(key), // [B, ..., N, K]
-      () => (this.valueDense as EinsumDense).project(value), // [B, ..., N, V]
-      `Layer '${this.name}'`,
-    );
-    const [k, v] = [kv.keys, kv.values];
-    const scoresShape = this.scoresShapeOf({
-      query: query.shape,
-      value: value.shape,
-      key: k.shape.slice(0, -1), // [B, ..., S, (features)]: the cache's length with a cache
-      validLens: null,
-      attentionMask: null,
-    }) as number[];
-    // every mask of the call, ANDed, in Keras' score layout (broadcastable)
-    const mask = multiHeadAttentionMask(
-      spec,
-      scoresShape,
-      axes.length,
-      this.slidingWindow,
-      this.name,
-    );
-    const core = dotProductAttention(
-      toCoreLayout(q, layout), // [...L, T, K], L = batch-like axes (heads included)
-      toCoreLayout(k, layout), // [...L, S, K]
-      toCoreLayout(v, layout), // [...L, S, V]
-      {
-        ...this.dropoutOptions(spec),
-        mask: mask && maskToCoreLayout(mask, scoresShape, axes.length),
-        queryBlock: this.chunkSize,
-      },
-    );
-    let attended = fromCoreLayout(
-      core.output,
-      layout,
-      axes.map((a) => q.shape[a]),
-    ); // [B, ..., N, V]
-    if (this.gateDense != null) {
-      attended = tf.mul(attended, this.gateDense.project(query)); // [B, ..., N, V]
-    }
-    const output = this.outputDense.project(attended); // [B, ..., ...outputShape]
-    const scores = core.scores && tf.reshape(core.scores, scoresShape); // Keras layout
-    return {output, scores, cache: kv.cache};
-  }
-
+  /** The layer's options, for serialization (tfjs' `getConfig`). */
   override getConfig(): tf.serialization.ConfigDict {
     const config: tf.serialization.ConfigDict = {
       numHeads: this.numHeads,
@@ -397,4 +252,80 @@ export class MultiHeadAttention<S extends boolean = false> extends BaseAttention
     }
     return {...super.getConfig(), ...config};
   }
+}
+
+// ---- Keras' projection equations and attention axes -------------------------------------------
+
+const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
+
+function letter(i: number): string {
+  if (i >= LETTERS.length) {
+    throw new Error(
+      `MultiHeadAttention: inputs of this rank need more than ${LETTERS.length} einsum indices`,
+    );
+  }
+  return LETTERS[i];
+}
+
+interface ProjectionEquation {
+  equation: string;
+  biasAxes: string;
+  outputRank: number;
+}
+
+/** `free` axes pass through, `bound` axes are contracted with the kernel, `output` axes are new. */
+function buildProjectionEquation(free: number, bound: number, output: number): ProjectionEquation {
+  let input = '';
+  let kernel = '';
+  let out = '';
+  let bias = '';
+  let offset = 0;
+  for (let i = 0; i < free; i++) {
+    const c = letter(i + offset);
+    input += c;
+    out += c;
+  }
+  offset += free;
+  for (let i = 0; i < bound; i++) {
+    const c = letter(i + offset);
+    input += c;
+    kernel += c;
+  }
+  offset += bound;
+  for (let i = 0; i < output; i++) {
+    const c = letter(i + offset);
+    kernel += c;
+    out += c;
+    bias += c;
+  }
+  return {equation: `${input},${kernel}->${out}`, biasAxes: bias, outputRank: out.length};
+}
+
+/**
+ * Resolves `attentionAxes` as Keras 3.12+ does: default all axes between batch and features;
+ * negative axes count from the input rank (`(rank - 1) + axis` on the projected rank).
+ *
+ * @param projectedRank rank of the projected query (input rank + 1).
+ */
+function resolveAttentionAxes(axes: number[] | null, projectedRank: number): number[] {
+  if (axes == null) {
+    const out: number[] = [];
+    for (let i = 1; i < projectedRank - 2; i++) {
+      out.push(i);
+    }
+    return out;
+  }
+  const resolved = axes.map((a) => (a >= 0 ? a : projectedRank - 1 + a));
+  for (const a of resolved) {
+    if (!(a >= 1 && a < projectedRank - 2)) {
+      throw new Error(
+        `MultiHeadAttention: attentionAxes ${JSON.stringify(axes)} must name axes between the batch ` +
+          `axis and the feature axis of a rank-${projectedRank - 1} query (1 to ${projectedRank - 3}, or negative)`,
+      );
+    }
+  }
+  if (new Set(resolved).size !== resolved.length) {
+    throw new Error(`MultiHeadAttention: attentionAxes ${JSON.stringify(axes)} repeats an axis`);
+  }
+  return resolved;
 }

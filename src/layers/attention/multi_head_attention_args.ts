@@ -36,23 +36,6 @@ export interface MultiHeadAttentionArgs extends BaseAttentionArgs, ProjectionArg
   chunkSize?: number | null;
 }
 
-export function positiveInt(
-  value: unknown,
-  name: string,
-  optional: boolean,
-  cls = 'MultiHeadAttention',
-): number | null {
-  if (optional && value == null) {
-    return null;
-  }
-  if (!(typeof value === 'number' && Number.isInteger(value) && value > 0)) {
-    throw new Error(
-      `${cls}: expected ${name} to be a positive integer, received ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
-}
-
 export function intList(value: unknown, name: string): number[] | null {
   if (value == null) {
     return null;

@@ -2,6 +2,7 @@
  * Keras' `_analyze_einsum_string` for EinsumDense: from the equation, the bias axes, the input
  * shape and the requested output shape, derive the kernel, bias and full output shapes.
  */
+import {EquationTerms, parseEquation, Term} from '../../ops/einsum_equation';
 
 export type Dim = number | null;
 
@@ -16,6 +17,42 @@ function fail(equation: string, problem: string): never {
   throw new Error(`EinsumDense: invalid equation '${equation}': ${problem}`);
 }
 
+/** EinsumDense's equation forms: `X,Y->Z`, `...X,Y->...Z`, `X...,Y->Z...` (X of 2+ letters). */
+interface DenseForm {
+  input: string;
+  weight: string;
+  output: string;
+  leftElided: boolean;
+  rightElided: boolean;
+}
+
+/** The equation as one of EinsumDense's forms (read by the package's one parser), or null. */
+function denseForm(equation: string): DenseForm | null {
+  let terms: EquationTerms;
+  try {
+    terms = parseEquation(equation);
+  } catch {
+    return null;
+  }
+  const [x, w] = terms.inputs;
+  const z = terms.output;
+  if (terms.inputs.length !== 2 || z == null || w.ellipsisAt !== -1) return null;
+  if (x.letters.length === 0 || w.letters.length === 0 || z.letters.length === 0) return null;
+  const join = (t: Term) => t.letters.join('');
+  const form = {input: join(x), weight: join(w), output: join(z)};
+  if (x.ellipsisAt === -1 && z.ellipsisAt === -1) {
+    return {...form, leftElided: false, rightElided: false};
+  }
+  if (x.ellipsisAt === 0 && z.ellipsisAt === 0) {
+    return {...form, leftElided: true, rightElided: false};
+  }
+  const atEnd = (t: Term) => t.ellipsisAt === t.letters.length;
+  if (atEnd(x) && atEnd(z) && x.letters.length >= 2) {
+    return {...form, leftElided: false, rightElided: true};
+  }
+  return null;
+}
+
 /**
  * @param equation `X,Y->Z`, `...X,Y->...Z` or `X...,Y->Z...` with letters only otherwise.
  * @param biasAxes letters of Z that carry a bias, or null.
@@ -28,25 +65,14 @@ export function analyzeEinsumDense(
   inputShape: Dim[],
   outputShape: Dim[],
 ): EinsumDenseShapes {
-  const eq = equation.replace(/\.\.\./g, '0');
-  let m = /^([a-zA-Z]+),([a-zA-Z]+)->([a-zA-Z]+)$/.exec(eq);
-  let leftElided = false;
-  let rightElided = false;
-  if (m == null) {
-    m = /^0([a-zA-Z]+),([a-zA-Z]+)->0([a-zA-Z]+)$/.exec(eq);
-    leftElided = m != null;
-  }
-  if (m == null) {
-    m = /^([a-zA-Z]{2,})0,([a-zA-Z]+)->([a-zA-Z]+)0$/.exec(eq);
-    rightElided = m != null;
-  }
-  if (m == null) {
+  const form = denseForm(equation);
+  if (form == null) {
     fail(
       equation,
       'equations must be of the form X,Y->Z, ...X,Y->...Z or X...,Y->Z... (X, Y, Z letters)',
     );
   }
-  const [, inputSpec, weightSpec, outputSpec] = m;
+  const {input: inputSpec, weight: weightSpec, output: outputSpec, leftElided, rightElided} = form;
   const elided = inputShape.length - inputSpec.length;
   if (elided < 0 || (elided > 0 && !leftElided && !rightElided)) {
     fail(
@@ -160,9 +186,9 @@ export function analyzeEinsumDense(
  * O disjoint, B non-empty), the number of contracted trailing input axes |B|; else null.
  */
 export function denseBoundAxes(equation: string): number | null {
-  const m = /^([a-zA-Z]+),([a-zA-Z]+)->([a-zA-Z]+)$/.exec(equation);
-  if (m == null) return null;
-  const [, x, y, z] = m;
+  const form = denseForm(equation);
+  if (form == null || form.leftElided || form.rightElided) return null;
+  const {input: x, weight: y, output: z} = form;
   for (let k = 1; k <= x.length; k++) {
     const f = x.slice(0, x.length - k);
     const b = x.slice(x.length - k);

@@ -88,6 +88,12 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
   readonly zeroFullyMaskedRows: boolean;
   private dropoutCalls = 0;
   private builtParts: AttentionParts<Shape> | null = null;
+  /**
+   * The roles of the inputs handed to tfjs' `Layer.apply`, known from their dtypes, while it runs:
+   * the `build` and `computeOutputShape` it calls see shapes only (a key of the wrong length
+   * would look like a mask).
+   */
+  private applyRoles: Role[] | null = null;
 
   constructor(args: BaseAttentionArgs & ScoresOption<S> = {}) {
     super(args);
@@ -186,20 +192,48 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
         (_, i) => spec.roles[i] === 'query' || spec.roles[i] === 'value' || spec.roles[i] === 'key',
       );
       main.callSpec = spec;
-      return super.apply(main, kwargs) as tf.Tensor | tf.Tensor[];
+      const roles = spec.roles.filter((r) => r === 'query' || r === 'value' || r === 'key');
+      return this.withRoles(roles, () => super.apply(main, kwargs)) as tf.Tensor | tf.Tensor[];
     }
     const call = symbolicCall(this, list as SymbolicTensor[], kwargs, this.callSettings());
-    return super.apply(call.inputs, call.kwargs) as SymbolicTensor | SymbolicTensor[];
+    return this.withRoles(call.roles, () => super.apply(call.inputs, call.kwargs)) as
+      SymbolicTensor | SymbolicTensor[];
   }
 
-  /** The call resolved from input shapes alone (build, computeOutputShape). */
+  private withRoles<T>(roles: Role[], run: () => T): T {
+    const outer = this.applyRoles;
+    this.applyRoles = roles;
+    try {
+      return run();
+    } finally {
+      this.applyRoles = outer;
+    }
+  }
+
+  /**
+   * The call resolved from input shapes alone (build, computeOutputShape), with the roles `apply`
+   * knew while it runs. Missing trailing shapes (`[query, value, null]`, as Keras'
+   * `compute_output_shape(query, value, key=None)`) are left out.
+   */
   private shapeSpec(inputShape: Shape | Shape[]): CallSpec<{shape: Shape} | tf.Tensor> {
-    const shapes = isShapeList(inputShape) ? inputShape : [inputShape];
-    return resolveCall(
-      shapes.map((shape) => ({shape})),
-      {},
-      this.callSettings(),
-    );
+    const given: Array<Shape | null | undefined> = isShapeList(inputShape)
+      ? inputShape
+      : [inputShape];
+    let n = given.length;
+    while (n > 1 && given[n - 1] == null) n--;
+    const shapes = given.slice(0, n).map((shape, i) => {
+      if (!Array.isArray(shape)) {
+        throw new Error(
+          `Layer '${this.name}': expected a shape (an array) for input ${i}, received ` +
+            `${JSON.stringify(shape)}`,
+        );
+      }
+      return {shape};
+    });
+    const settings = this.callSettings();
+    const roles = this.applyRoles;
+    if (roles != null && roles.length === shapes.length) settings.inputRoles = roles;
+    return resolveCall(shapes, {}, settings);
   }
 
   private static shapesOf(
@@ -234,7 +268,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     const spec = this.shapeSpec(inputShape);
     const parts = BaseAttention.shapesOf(spec.parts);
     const out = this.outputShapeOf(parts);
-    return spec.returnScores ? [out, this.scoresShapeOf(parts)] : out;
+    return spec.returnAttentionScores ? [out, this.scoresShapeOf(parts)] : out;
   }
 
   private tensorSpec(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): TensorSpec {
@@ -248,7 +282,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     return tf.tidy(() => {
       const r = spec.parts.query.size === 0 ? this.empty(spec) : this.attend(spec);
       const outputs = [r.output];
-      if (spec.returnScores) outputs.push(r.scores as tf.Tensor);
+      if (spec.returnAttentionScores) outputs.push(r.scores as tf.Tensor);
       if (spec.cache != null) outputs.push(r.cache as tf.Tensor);
       return outputs.length === 1 ? outputs[0] : outputs;
     });
@@ -268,7 +302,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     const own =
       first instanceof tf.Tensor && first.kerasMask != null ? tf.clone(first.kerasMask) : null;
     const queryMask = (given ?? own) as tf.Tensor;
-    const count = 1 + Number(spec.returnScores) + Number(spec.cache != null);
+    const count = 1 + Number(spec.returnAttentionScores) + Number(spec.cache != null);
     const none = null as unknown as tf.Tensor; // scores and caches carry no Keras mask
     return count === 1 ? queryMask : [queryMask, ...new Array<tf.Tensor>(count - 1).fill(none)];
   }
@@ -278,7 +312,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     const parts = BaseAttention.shapesOf(spec.parts);
     return {
       output: tf.zeros(this.outputShapeOf(parts) as number[]),
-      scores: spec.returnScores ? tf.zeros(this.scoresShapeOf(parts) as number[]) : null,
+      scores: spec.returnAttentionScores ? tf.zeros(this.scoresShapeOf(parts) as number[]) : null,
       cache: spec.cache && tf.clone(spec.cache),
     };
   }
@@ -299,8 +333,8 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
       dropout: this.dropout,
       training: spec.training,
       nextSeed: () => (this.seed == null ? undefined : this.seed + this.dropoutCalls++),
-      returnScores: spec.returnScores,
-      zeroMaskedRows: this.zeroFullyMaskedRows,
+      returnAttentionScores: spec.returnAttentionScores,
+      zeroFullyMaskedRows: this.zeroFullyMaskedRows,
     };
   }
 

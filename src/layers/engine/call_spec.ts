@@ -37,6 +37,12 @@ export interface CallSettings {
   returnAttentionScores: boolean;
   /** Call options a subclass accepts beyond the common ones. */
   extraOptions?: readonly string[];
+  /**
+   * Whether a shape-only input can be this layer's attention mask for these query and value
+   * shapes (it broadcasts to the scores as the layer expands masks); null or absent: the layer
+   * cannot tell, and the rule for 3-D inputs applies.
+   */
+  maskFits?: (mask: Shape, query: Shape, value: Shape) => boolean | null;
 }
 
 /** The inputs of one call, by role; value and key fall back to query and value. */
@@ -59,7 +65,7 @@ export interface CallSpec<T> {
   valueMask: tf.Tensor | null;
   keyMask: tf.Tensor | null;
   useCausalMask: boolean;
-  returnScores: boolean;
+  returnAttentionScores: boolean;
   training: boolean;
   /**
    * A key / value cache `[batch, 2, maxLength, heads, headDim]` (keras-hub's layout) for cached
@@ -87,8 +93,25 @@ function fitsAsKey(key: Shape, value: Shape): boolean {
   );
 }
 
+/**
+ * Whether a shape-only third input can be an attention mask: as the layer says (`maskFits`),
+ * else `[batch, T, S]` for 3-D query and value (each dimension equal, 1 or unknown); of another
+ * rank than the value's it is no key, so it may be a mask.
+ */
+function fitsAsMask(mask: Shape, query: Shape, value: Shape, settings?: CallSettings): boolean {
+  const fits = settings?.maskFits?.(mask, query, value);
+  if (fits != null) return fits;
+  if (mask.length !== value.length || mask.length > 3) return true;
+  const want = [query[0], query[1], value[1]];
+  return mask.every((d, i) => d == null || d === 1 || want[i] == null || d === want[i]);
+}
+
 /** Assigns a role to each positional input, in order. */
-export function classifyInputs(inputs: InputLike[], caller: string): Role[] {
+export function classifyInputs(
+  inputs: InputLike[],
+  caller: string,
+  settings?: CallSettings,
+): Role[] {
   const roles: Role[] = [];
   const seen = new Set<Role>();
   const take = (role: Role, i: number) => {
@@ -127,8 +150,14 @@ export function classifyInputs(inputs: InputLike[], caller: string): Role[] {
       rank >= 3 &&
       !auxiliarySeen &&
       mains < 3 &&
-      // shapes alone: a third input that cannot be the key is an attention mask
-      !(mains === 2 && x.dtype === undefined && !fitsAsKey(x.shape, inputs[1].shape))
+      // shapes alone: a third input that cannot be the key but can be a mask is a mask (one
+      // that can be neither is a key of the wrong shape, which the layer's shape rules refuse)
+      !(
+        mains === 2 &&
+        x.dtype === undefined &&
+        !fitsAsKey(x.shape, inputs[1].shape) &&
+        fitsAsMask(x.shape, inputs[0].shape, inputs[1].shape, settings)
+      )
     ) {
       take(MAIN[mains], i);
     } else if (rank >= 3 && x.dtype === undefined && !seen.has('attentionMask')) {
@@ -188,7 +217,7 @@ export function resolveCall<T extends InputLike>(
   const roles =
     recorded != null && recorded.length === inputs.length
       ? recorded
-      : classifyInputs(inputs, caller);
+      : classifyInputs(inputs, caller, settings);
   const parts: AttentionParts<T | tf.Tensor> = assignParts<T | tf.Tensor>(inputs, roles);
   const lens = tensorOption(kwargs.validLens, 'validLens', caller);
   const mask = tensorOption(kwargs.attentionMask, 'attentionMask', caller);
@@ -217,7 +246,7 @@ export function resolveCall<T extends InputLike>(
     valueMask,
     keyMask,
     useCausalMask: Boolean(kwargs.useCausalMask ?? settings.useCausalMask),
-    returnScores: Boolean(kwargs.returnAttentionScores ?? settings.returnAttentionScores),
+    returnAttentionScores: Boolean(kwargs.returnAttentionScores ?? settings.returnAttentionScores),
     training: kwargs.training === true,
     cache,
     cacheUpdateIndex,

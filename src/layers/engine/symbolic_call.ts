@@ -25,7 +25,7 @@ export function symbolicCall(
   list: SymbolicTensor[],
   kwargs: Kwargs,
   settings: CallSettings,
-): {inputs: SymbolicTensor | SymbolicTensor[]; kwargs: Kwargs} {
+): {inputs: SymbolicTensor | SymbolicTensor[]; kwargs: Kwargs; roles: Role[]} {
   checkCallOptions(kwargs, settings.caller, settings.extraOptions);
   if (kwargs.cache != null || kwargs.cacheUpdateIndex != null) {
     throw new Error(
@@ -77,5 +77,5 @@ export function symbolicCall(
     layer.inputRoles = deduped.roles;
   }
   const arg = deduped.inputs.length === 1 ? deduped.inputs[0] : deduped.inputs;
-  return {inputs: arg, kwargs: kw};
+  return {inputs: arg, kwargs: kw, roles: deduped.roles};
 }

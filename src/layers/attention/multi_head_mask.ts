@@ -1,5 +1,5 @@
 /**
- * MultiHeadAttention's masks for one call, composed from the pure functions of ops/masking.ts:
+ * The multi-head layers' masks for one call, composed from the pure functions of ops/masking.ts:
  * valid lengths, causal, the attention mask, the Keras masks of query / value / key and the
  * sliding window, each expanded as Keras does (missing axes at the heads axis) and ANDed.
  */

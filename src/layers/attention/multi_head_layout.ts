@@ -1,6 +1,7 @@
 /**
- * MultiHeadAttention's projected tensors `[batch, ..., heads, width]` in the attention core's
- * layout `[...batch-like axes, positions, width]` and back, for any `attentionAxes`.
+ * The multi-head layers' projected tensors `[batch, ..., heads, width]` in the attention core's
+ * layout `[...batch-like axes, positions, width]` and back, for any `attentionAxes`, and the
+ * query heads grouped over shared key / value heads (GroupQueryAttention).
  *
  * Keras' scores are `[batch-like axes..., query attention axes..., key attention axes...]`, where
  * the batch-like axes are every axis of the projected query but the attention axes and the
@@ -85,4 +86,24 @@ export function maskToCoreLayout(mask: tf.Tensor, scoresShape: number[], numAxes
   const T = size(b, b + numAxes);
   const S = size(b + numAxes, scoresShape.length);
   return tf.reshape(tf.broadcastTo(mask, full), [...full.slice(0, b), T, S]);
+}
+
+/**
+ * Query heads `[B, U, T, w]` (core layout) as `[B, V, U / V, T, w]`: query head `u` sits in
+ * group `floor(u / (U / V))`, the key / value head it attends with (Keras' repeated heads).
+ */
+export function groupHeads(x: tf.Tensor, kvHeads: number): tf.Tensor {
+  const [B, U, ...rest] = x.shape;
+  return tf.reshape(x, [B, kvHeads, U / kvHeads, ...rest]);
+}
+
+/** `[B, V, G, T, w]` -> `[B, V * G, T, w]`, the inverse of {@link groupHeads}. */
+export function ungroupHeads(x: tf.Tensor): tf.Tensor {
+  const [B, V, G, ...rest] = x.shape;
+  return tf.reshape(x, [B, V * G, ...rest]);
+}
+
+/** A mask `[B|1, U|1, T|1, S|1]` in the grouped layout `[B|1, V|1, G|1, T|1, S|1]`. */
+export function groupMask(mask: tf.Tensor, kvHeads: number): tf.Tensor {
+  return mask.shape[1] === 1 ? tf.expandDims(mask, 2) : groupHeads(mask, kvHeads);
 }
