@@ -45,8 +45,6 @@ export interface AttentionCoreOptions {
    * block.
    */
   chunkSize?: number | null;
-  /** @deprecated The former name of `chunkSize`, still read where `chunkSize` is not given. */
-  queryBlock?: number | null;
   /**
    * Weights of a query with no allowed key: uniform (false, the default, as tf-keras and Keras'
    * fused path) or 0 (true, as Keras >= 3.10's explicit path: the output row is then 0).
@@ -187,7 +185,7 @@ function dotProduct(
   const v = tf.reshape(value, [n, S, V]); // [n, S, V]
   const fill = options.mask == null ? null : maskFill(options.mask, rank); // [...L|1, T|1, S|1]
   const rowsAllowed = maskedRows(options, rank); // [...L|1, T|1, 1]
-  const blocks = queryBlocks(m, T, S, options.chunkSize ?? options.queryBlock);
+  const blocks = queryBlocks(m, T, S, options.chunkSize);
   const whole = blocks.length === 1;
   const multiplier = whole ? null : dropoutMultiplier([...lead, T, S], options); // [...L, T, S]
   const qs = whole

@@ -210,7 +210,7 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
         ? dotProductAttention(query, key, value, {
             ...options,
             scale: this.dotScale(query),
-            queryBlock: 0,
+            chunkSize: 0,
           })
         : attendToScores(logits, value, options);
     // Keras: output rows of masked queries are zero

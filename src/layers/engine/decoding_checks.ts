@@ -6,6 +6,7 @@
  */
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
+import {parseEquation} from '../../ops/einsum_equation';
 import type {CachedDecoding, GraphNode, NodeCheck} from './contract';
 
 const rankOf = (node: GraphNode) => node.inputTensors[0].rank;
@@ -67,19 +68,25 @@ export function multiHeadDecoding(
 
 /** An EinsumDense call keeps the batch and sequence axes when they pass from input to output. */
 export const einsumKeepsSequence: NodeCheck = (config, node) => {
-  const equation = String(config.equation).replace(/\s/g, '');
-  const m = /^([a-zA-Z.]+),([a-zA-Z]+)->([a-zA-Z.]+)$/.exec(equation);
   const refusal = `its equation '${config.equation}' does not keep the sequence axis`;
-  if (m == null) return refusal;
-  const [, x, w, z] = m;
-  if (x.startsWith('...') && z.startsWith('...')) {
-    // the ellipsis covers the leading axes: batch and sequence when it stands for two or more
-    return rankOf(node) - (x.length - 3) >= 2 ? null : refusal;
+  let terms;
+  try {
+    terms = parseEquation(String(config.equation).replace(/\s/g, ''));
+  } catch {
+    return refusal;
   }
+  const {inputs, output} = terms;
+  if (inputs.length !== 2 || output == null || inputs[1].ellipsisAt !== -1) return refusal;
+  const [x, w, z] = [inputs[0].letters, inputs[1].letters, output.letters];
+  if (inputs[0].ellipsisAt === 0 && output.ellipsisAt === 0) {
+    // the ellipsis covers the leading axes: batch and sequence when it stands for two or more
+    return rankOf(node) - x.length >= 2 ? null : refusal;
+  }
+  if (inputs[0].ellipsisAt !== -1 || output.ellipsisAt !== -1) return refusal;
   const [b, s] = [x[0], x[1]];
   const bias = String(config.biasAxes ?? '');
   const ok =
-    /^[a-zA-Z]{2}/.test(x) &&
+    x.length >= 2 &&
     z[0] === b &&
     z[1] === s &&
     !w.includes(b) &&
