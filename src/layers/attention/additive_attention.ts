@@ -14,6 +14,7 @@ import {Attention} from './dot_product_attention';
 import {Shape} from '../engine/shapes';
 import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {EVERY_CALL_SETTING, NO_CACHE} from './attention_contract';
+import {checkConstructorArgs} from '../engine/constructor_args';
 
 export interface AdditiveAttentionArgs extends BaseAttentionArgs {
   /**
@@ -69,8 +70,8 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
             'AdditiveAttention without numHiddens (the Keras form)'
           : null,
     },
-    // the Keras form: the d2l option numHiddens is not a Keras key
-    configSample: () => new AdditiveAttention({...EVERY_CALL_SETTING}),
+    // with the d2l option numHiddens set, so its config holds every key
+    configSample: () => new AdditiveAttention({...EVERY_CALL_SETTING, numHiddens: 1}),
     weights: OWN_WEIGHTS,
     decoding: NO_CACHE,
     makesKerasMask: NO_KERAS_MASK,
@@ -88,6 +89,7 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
   keyKernel: LayerVariable | null = null;
 
   constructor(args: AdditiveAttentionArgs & ScoresOption<S> = {}) {
+    checkConstructorArgs('AdditiveAttention', args);
     super({...args, useScale: args.useScale ?? true, scoreMode: 'dot'});
     const h = args.numHiddens ?? null;
     if (h !== null && !(Number.isInteger(h) && h > 0)) {

@@ -23,6 +23,7 @@ import {AttentionParts} from '../engine/call_spec';
 import {formatShape, Shape} from '../engine/shapes';
 import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {EVERY_CALL_SETTING, NO_CACHE, NO_KERAS_DOT_PRODUCT} from './attention_contract';
+import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** How `Attention` scores a query against a key: `'dot'` (dot product) or `'concat'` (`tanh(q + k)`). */
 export type ScoreMode = 'dot' | 'concat';
@@ -93,6 +94,8 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
   protected scoresAfterDropout = true;
 
   constructor(args: AttentionArgs & ScoresOption<S> = {}) {
+    // its subclasses check their own options (they hand this constructor their own settings)
+    if (new.target === Attention) checkConstructorArgs('Attention', args);
     super(args);
     const mode = args.scoreMode ?? 'dot';
     if (mode !== 'dot' && mode !== 'concat') {
@@ -316,6 +319,7 @@ export class DotProductAttention<S extends boolean = false> extends Attention<S>
   };
 
   constructor(args: DotProductAttentionArgs & ScoresOption<S> = {}) {
+    checkConstructorArgs('DotProductAttention', args);
     super({...args, useScale: false, scoreMode: 'dot'});
     this.scoresAfterDropout = false;
   }

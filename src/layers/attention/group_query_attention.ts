@@ -16,6 +16,7 @@ import {
   ProjectionName,
   SublayerTable,
 } from './multi_head_base';
+import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** GroupQueryAttention's constructor options. */
 export interface GroupQueryAttentionArgs extends MultiHeadArgs {
@@ -135,6 +136,7 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
 
   constructor(args: GroupQueryAttentionArgs & ScoresOption<S>) {
     const name = 'GroupQueryAttention';
+    checkConstructorArgs(name, args);
     super(args, name, '{headDim, numQueryHeads, numKeyValueHeads, ...}');
     this.headDim = positiveInt(args.headDim, 'headDim', false, name) as number;
     this.numQueryHeads = positiveInt(args.numQueryHeads, 'numQueryHeads', false, name) as number;

@@ -23,6 +23,7 @@ import {
   multiHeadImplied,
   refuseMultiHeadCache,
 } from './attention_contract';
+import {checkConstructorArgs} from '../engine/constructor_args';
 
 export type {MultiHeadAttentionArgs} from './multi_head_attention_args';
 
@@ -107,6 +108,8 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
   private attentionAxes: number[] | null = null;
 
   constructor(args: MultiHeadAttentionArgs & ScoresOption<S>) {
+    // (keras-hub's CachedMultiHeadAttention takes the same options, checked as its own)
+    checkConstructorArgs((new.target as unknown as {className: string}).className, args);
     super(args, 'MultiHeadAttention', '{numHeads, keyDim, ...}');
     this.numHeads = positiveInt(args.numHeads, 'numHeads', false) as number;
     this.keyDim = positiveInt(args.keyDim, 'keyDim', false) as number;

@@ -25,6 +25,7 @@ import {singleShape, Shape} from '../engine/shapes';
 import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_KERAS3_KEYS} from './projection_options';
+import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
@@ -112,6 +113,7 @@ export class EinsumDense extends layers.Layer {
   bias: LayerVariable | null = null;
 
   constructor(args: EinsumDenseArgs) {
+    checkConstructorArgs('EinsumDense', args);
     super(args);
     if (args == null || typeof args.equation !== 'string') {
       throw new Error(

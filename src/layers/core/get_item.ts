@@ -5,6 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
 export type IndexItem =
@@ -92,6 +93,7 @@ export class GetItem extends layers.Layer {
   readonly index: IndexItem[];
 
   constructor(args: GetItemArgs) {
+    checkConstructorArgs('GetItem', args);
     super(args);
     if (!Array.isArray(args?.index)) {
       throw new Error(

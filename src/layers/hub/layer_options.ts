@@ -21,6 +21,12 @@ export function refuseUnknownOptions(args: object, known: readonly string[], cls
   for (const [key, value] of Object.entries(args ?? {})) {
     if (known.includes(key) || LAYER_KEYS.includes(key) || value == null || value === false)
       continue;
+    const camel = key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+    if (camel !== key && known.includes(camel)) {
+      throw new Error(
+        `${cls}: unknown option '${key}'; did you mean '${camel}'? (options are camelCase)`,
+      );
+    }
     throw new Error(
       `${cls}: the option '${key}' = ${JSON.stringify(value)} is not implemented; the options are ` +
         `${known.join(', ')}`,
