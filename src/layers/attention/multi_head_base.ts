@@ -266,6 +266,7 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
     const table = this.sublayerTable();
     const plans = this.projections(parts);
     // Keras' build order, which is also the weight order
+    const {defaultKernels, ...projection} = this.projection; // EinsumDense's options
     for (const [index, {name}] of table.entries()) {
       if (name === 'gate' && !this.useGate) continue;
       const p = plans[name];
@@ -275,10 +276,9 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
         outputShape: p.outputShape,
         biasAxes: this.useBias ? p.biasAxes : null,
         activation: name === 'gate' ? 'sigmoid' : null,
-        ...this.projection,
+        ...projection,
         kernelInitializer:
-          (this.projection.defaultKernels && this.seededGlorot(index)) ||
-          this.projection.kernelInitializer,
+          (defaultKernels && this.seededGlorot(index)) || this.projection.kernelInitializer,
       });
       this.dense[name] = this.addSublayer(dense, p.input);
     }
