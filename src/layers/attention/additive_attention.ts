@@ -12,7 +12,7 @@ import {
 import {BaseAttentionArgs, ScoresOption} from '../engine/base_attention';
 import {Attention} from './dot_product_attention';
 import {Shape} from '../engine/shapes';
-import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {EVERY_CALL_SETTING, NO_CACHE} from './attention_contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
@@ -71,7 +71,8 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
           : null,
     },
     // with the d2l option numHiddens set, so its config holds every key
-    configSample: () => new AdditiveAttention({...EVERY_CALL_SETTING, numHiddens: 1}),
+    configSample: () =>
+      new AdditiveAttention({name: CONFIG_SAMPLE, ...EVERY_CALL_SETTING, numHiddens: 1}),
     weights: OWN_WEIGHTS,
     decoding: NO_CACHE,
     makesKerasMask: NO_KERAS_MASK,

@@ -21,7 +21,7 @@ import {
 } from '../engine/base_attention';
 import {AttentionParts} from '../engine/call_spec';
 import {formatShape, Shape} from '../engine/shapes';
-import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {EVERY_CALL_SETTING, NO_CACHE, NO_KERAS_DOT_PRODUCT} from './attention_contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
@@ -76,7 +76,7 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
       kerasOnlyKeys: ['causal'],
       refuseConfig: null,
     },
-    configSample: () => new Attention({...EVERY_CALL_SETTING}),
+    configSample: () => new Attention({name: CONFIG_SAMPLE, ...EVERY_CALL_SETTING}),
     weights: OWN_WEIGHTS,
     decoding: NO_CACHE,
     makesKerasMask: NO_KERAS_MASK,
@@ -315,7 +315,7 @@ export class DotProductAttention<S extends boolean = false> extends Attention<S>
       keras2: {refused: NO_KERAS_DOT_PRODUCT},
       kerasOnlyKeys: [],
     },
-    configSample: () => new DotProductAttention({...EVERY_CALL_SETTING}),
+    configSample: () => new DotProductAttention({name: CONFIG_SAMPLE, ...EVERY_CALL_SETTING}),
   };
 
   constructor(args: DotProductAttentionArgs & ScoresOption<S> = {}) {

@@ -4,7 +4,13 @@ import {ScoresOption} from '../engine/base_attention';
 import {AttentionParts} from '../engine/call_spec';
 import {projectionConfig} from '../core/projection_options';
 import {formatShape, Shape} from '../engine/shapes';
-import {configNumber, largestOption, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {
+  CONFIG_SAMPLE,
+  configNumber,
+  largestOption,
+  LayerContract,
+  NO_KERAS_MASK,
+} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {EVERY_CALL_SETTING, PROJECTION_KERAS3_KEYS} from './attention_contract';
 import {
@@ -100,6 +106,7 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
     },
     configSample: () =>
       new GroupQueryAttention({
+        name: CONFIG_SAMPLE,
         ...EVERY_CALL_SETTING,
         headDim: 1,
         numQueryHeads: 1,

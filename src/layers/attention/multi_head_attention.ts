@@ -15,7 +15,7 @@ import {
   SublayerTable,
 } from './multi_head_base';
 import {MHA_SUBLAYERS} from './multi_head_attention_sublayers';
-import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {
   EVERY_CALL_SETTING,
@@ -74,6 +74,7 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
     },
     configSample: () =>
       new MultiHeadAttention({
+        name: CONFIG_SAMPLE,
         ...EVERY_CALL_SETTING,
         numHeads: 1,
         keyDim: 1,

@@ -22,7 +22,7 @@ import {
   ProjectionOptions,
 } from './projection_options';
 import {singleShape, Shape} from '../engine/shapes';
-import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
@@ -77,7 +77,13 @@ export class EinsumDense extends layers.Layer {
       refuseConfig: null,
     },
     configSample: () =>
-      new EinsumDense({equation: 'ab,bc->ac', outputShape: 1, biasAxes: 'c', activation: 'relu'}),
+      new EinsumDense({
+        name: CONFIG_SAMPLE,
+        equation: 'ab,bc->ac',
+        outputShape: 1,
+        biasAxes: 'c',
+        activation: 'relu',
+      }),
     weights: {
       sublayers: null,
       keras3Folders: {},

@@ -4,7 +4,7 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
@@ -80,7 +80,7 @@ export class GetItem extends layers.Layer {
       kerasOnlyKeys: [],
       refuseConfig: null,
     },
-    configSample: () => new GetItem({index: [0]}),
+    configSample: () => new GetItem({name: CONFIG_SAMPLE, index: [0]}),
     weights: OWN_WEIGHTS,
     decoding: {
       kind: 'refused',

@@ -233,7 +233,7 @@ export interface LayerContract {
   keras: KerasContract;
   /**
    * A layer with every optional option set, so that each config key it can write is in its
-   * `getConfig()`: the Keras loader accepts exactly these keys (snake_cased), the Keras 3 keys
+   * `getConfig()`, and a name (`CONFIG_SAMPLE`), so that it takes no automatic layer name: the Keras loader accepts exactly these keys (snake_cased), the Keras 3 keys
    * and `kerasOnlyKeys`, and refuses others.
    */
   configSample(): ConfigSource;
@@ -276,6 +276,12 @@ export function snakeCase(name: string): string {
     .replace(/([a-z])([A-Z])/g, '$1_$2')
     .toLowerCase();
 }
+
+/**
+ * The name of a contract's config sample: a sample built without a name would take one of tfjs'
+ * automatic layer names (`attention_Attention1`) from the user's layers.
+ */
+export const CONFIG_SAMPLE = 'config_sample';
 
 /** A number in a saved config, or 0. */
 export const configNumber = (c: JsonObject, k: string): number =>

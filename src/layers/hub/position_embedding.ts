@@ -18,7 +18,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
-import {impliedProduct, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, impliedProduct, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -64,7 +64,8 @@ export class PositionEmbedding extends layers.Layer {
       kerasOnlyKeys: [],
       refuseConfig: null,
     },
-    configSample: () => new PositionEmbedding({sequenceLength: 2, startIndex: 1}),
+    configSample: () =>
+      new PositionEmbedding({name: CONFIG_SAMPLE, sequenceLength: 2, startIndex: 1}),
     weights: {sublayers: null, keras3Folders: {}, implied: impliedProduct('sequence_length')},
     decoding: {kind: 'positionAware', check: positionsOfSequence},
     makesKerasMask: NO_KERAS_MASK,

@@ -12,7 +12,7 @@ import {
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
-import {impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
+import {CONFIG_SAMPLE, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -92,7 +92,13 @@ export class ReversibleEmbedding extends layers.Layer {
       refuseConfig: null,
     },
     configSample: () =>
-      new ReversibleEmbedding({inputDim: 1, outputDim: 1, maskZero: true, logitSoftCap: 1}),
+      new ReversibleEmbedding({
+        name: CONFIG_SAMPLE,
+        inputDim: 1,
+        outputDim: 1,
+        maskZero: true,
+        logitSoftCap: 1,
+      }),
     weights: {
       sublayers: null,
       keras3Folders: {},

@@ -11,7 +11,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
-import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link RotaryEmbedding}. */
@@ -84,7 +84,7 @@ export class RotaryEmbedding extends layers.Layer {
             "'linear' rotary embedding (scaling_factor) only"
           : null,
     },
-    configSample: () => new RotaryEmbedding({startIndex: 1}),
+    configSample: () => new RotaryEmbedding({name: CONFIG_SAMPLE, startIndex: 1}),
     weights: OWN_WEIGHTS,
     decoding: {
       kind: 'positionAware',

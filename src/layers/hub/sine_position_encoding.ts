@@ -11,7 +11,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
-import {LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -56,7 +56,7 @@ export class SinePositionEncoding extends layers.Layer {
       kerasOnlyKeys: [],
       refuseConfig: null,
     },
-    configSample: () => new SinePositionEncoding({startIndex: 1}),
+    configSample: () => new SinePositionEncoding({name: CONFIG_SAMPLE, startIndex: 1}),
     weights: OWN_WEIGHTS,
     decoding: {kind: 'positionAware', check: positionsOfSequence},
     makesKerasMask: NO_KERAS_MASK,

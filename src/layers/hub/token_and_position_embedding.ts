@@ -17,7 +17,13 @@ import {
   refuseSymbolicStartIndex,
   startIndexOf,
 } from './start_index';
-import {configNumber, largestOption, LayerContract, MASK_ZERO} from '../engine/contract';
+import {
+  CONFIG_SAMPLE,
+  configNumber,
+  largestOption,
+  LayerContract,
+  MASK_ZERO,
+} from '../engine/contract';
 import {idsInput} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -86,6 +92,7 @@ export class TokenAndPositionEmbedding extends layers.Layer {
     },
     configSample: () =>
       new TokenAndPositionEmbedding({
+        name: CONFIG_SAMPLE,
         vocabularySize: 1,
         sequenceLength: 1,
         embeddingDim: 1,

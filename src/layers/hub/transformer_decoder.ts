@@ -6,7 +6,7 @@ import {causalMask, combineMasks} from '../../ops/masking';
 import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {
   DECODER_DECODING,
   DECODER_ROLES,
@@ -123,7 +123,12 @@ export class TransformerDecoder extends TransformerBlock {
       refuseConfig: null,
     },
     configSample: () =>
-      new TransformerDecoder({intermediateDim: 1, numHeads: 1, inputRoles: ['decoderSequence']}),
+      new TransformerDecoder({
+        name: CONFIG_SAMPLE,
+        intermediateDim: 1,
+        numHeads: 1,
+        inputRoles: ['decoderSequence'],
+      }),
     weights: TRANSFORMER_WEIGHTS,
     decoding: DECODER_DECODING,
     makesKerasMask: NO_KERAS_MASK,

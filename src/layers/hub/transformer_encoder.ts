@@ -6,7 +6,7 @@ import {combineMasks} from '../../ops/masking';
 import {MultiHeadAttention} from '../attention/multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {
   ENCODER_ROLES,
   HUB_NEEDS_KERAS3,
@@ -76,7 +76,12 @@ export class TransformerEncoder extends TransformerBlock {
       refuseConfig: null,
     },
     configSample: () =>
-      new TransformerEncoder({intermediateDim: 1, numHeads: 1, inputRoles: ['inputs']}),
+      new TransformerEncoder({
+        name: CONFIG_SAMPLE,
+        intermediateDim: 1,
+        numHeads: 1,
+        inputRoles: ['inputs'],
+      }),
     weights: TRANSFORMER_WEIGHTS,
     decoding: {
       kind: 'refused',
