@@ -3,15 +3,7 @@ import {initializers, LayerVariable} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {attendToScores, AttentionCoreOptions, dotProductAttention} from '../../ops/attention_core';
-import {
-  causalMask,
-  checkMaskBroadcasts,
-  combineMasks,
-  expandMask,
-  keyPaddingMask,
-  trailingMask,
-  validLensMask,
-} from '../../ops/masking';
+import {callMask} from '../engine/call_mask';
 import {
   AttendResult,
   BaseAttention,
@@ -177,23 +169,6 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
     return this.scale == null ? null : this.scale.read();
   }
 
-  /** Every mask of the call, ANDed, for logits of shape `scoresShape` (`[batch, ..., Tq, Tv]`). */
-  private attentionMask(spec: TensorSpec, scoresShape: number[]): tf.Tensor | null {
-    const rank = scoresShape.length;
-    const caller = `Layer '${this.name}'`;
-    const {validLens, attentionMask} = spec.parts;
-    const keras = (m: tf.Tensor | null, what: string) =>
-      m && checkMaskBroadcasts(expandMask(m, rank, null), scoresShape, what, caller);
-    const [T, S] = scoresShape.slice(rank - 2);
-    return combineMasks(
-      validLens && validLensMask(validLens, scoresShape, caller),
-      spec.useCausalMask ? trailingMask(causalMask(T, S), rank) : null,
-      keras(attentionMask, 'attentionMask'),
-      keras(spec.valueMask && keyPaddingMask(spec.valueMask), "the value's Keras mask"),
-      keras(spec.keyMask && keyPaddingMask(spec.keyMask), "the key's Keras mask"),
-    );
-  }
-
   protected override attend(spec: TensorSpec): AttendResult {
     const {query, value, key} = spec.parts;
     const shapes = {query: query.shape, value: value.shape, key: key.shape};
@@ -204,7 +179,12 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
     const scoresShape = [...query.shape.slice(0, -1), key.shape[key.rank - 2]]; // [batch, ..., Tq, Tv]
     const options: AttentionCoreOptions = {
       ...this.dropoutOptions(spec),
-      mask: this.attentionMask(spec, scoresShape),
+      // the query's Keras mask is applied to the output, as Keras' Attention does
+      mask: callMask(spec, scoresShape, {
+        layerName: this.name,
+        missingAxesAt: null,
+        queryMaskRows: false,
+      }),
       scoresAfterDropout: this.scoresAfterDropout,
     };
     const logits = this.computeScores(query, key);

@@ -43,7 +43,7 @@ import {
   toCoreLayout,
   ungroupHeads,
 } from './multi_head_layout';
-import {multiHeadAttentionMask} from './multi_head_mask';
+import {callMask} from '../engine/call_mask';
 
 /** The projection sublayers of a multi-head layer. */
 export type ProjectionName = 'query' | 'key' | 'value' | 'gate' | 'attention_output';
@@ -356,13 +356,13 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
       attentionMask: null,
     }) as number[];
     // every mask of the call, ANDed, in Keras' score layout (broadcastable)
-    const mask = multiHeadAttentionMask(
-      spec,
-      scoresShape,
-      axes.length,
-      this.slidingWindow,
-      this.name,
-    );
+    const mask = callMask(spec, scoresShape, {
+      layerName: this.name,
+      missingAxesAt: -2 * axes.length - 1, // the heads axis
+      attentionAxes: axes.length,
+      slidingWindow: this.slidingWindow,
+      queryMaskRows: true,
+    });
     let coreMask = mask && maskToCoreLayout(mask, scoresShape, axes.length);
     // grouped heads: [B, V, G, T, K] against keys [B, V, S, K], no copy of keys or values
     const grouped = heads.keyValue !== heads.query;
