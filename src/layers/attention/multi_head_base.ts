@@ -364,12 +364,13 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
       queryMaskRows: true,
     });
     let coreMask = mask && maskToCoreLayout(mask, scoresShape, axes.length);
-    // grouped heads: [B, V, G, T, K] against keys [B, V, S, K], no copy of keys or values
+    // grouped heads: [B, V, G * T, K] against keys [B, V, S, K], no copy of keys or values
     const grouped = heads.keyValue !== heads.query;
     let coreQuery = toCoreLayout(q, layout); // [...L, T, K], L = batch-like axes (heads included)
     if (grouped) {
-      coreQuery = groupHeads(coreQuery, heads.keyValue); // [B, V, G, T, K]
-      coreMask = coreMask && groupMask(coreMask, heads.keyValue); // [B|1, V|1, G|1, T, S]
+      const T = coreQuery.shape[2] as number;
+      coreQuery = groupHeads(coreQuery, heads.keyValue); // [B, V, G * T, K]
+      coreMask = coreMask && groupMask(coreMask, heads.keyValue, heads.query, T); // [B|1, V|1, G * T, S]
     }
     const core = dotProductAttention(
       coreQuery,
@@ -378,7 +379,7 @@ export abstract class MultiHeadBase<S extends boolean = false> extends BaseAtten
       {...this.dropoutOptions(spec), mask: coreMask, chunkSize: this.coreChunkSize()},
     );
     let attended = fromCoreLayout(
-      grouped ? ungroupHeads(core.output) : core.output,
+      grouped ? ungroupHeads(core.output, heads.query) : core.output,
       layout,
       axes.map((a) => q.shape[a]),
     ); // [B, ..., U, V]

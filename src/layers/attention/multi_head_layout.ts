@@ -89,21 +89,37 @@ export function maskToCoreLayout(mask: tf.Tensor, scoresShape: number[], numAxes
 }
 
 /**
- * Query heads `[B, U, T, w]` (core layout) as `[B, V, U / V, T, w]`: query head `u` sits in
- * group `floor(u / (U / V))`, the key / value head it attends with (Keras' repeated heads).
+ * Grouped heads in the core's rank-4 layout: the `G = U / V` query heads that share a key / value
+ * head become rows of one sequence, `[B, U, T, w]` -> `[B, V, G * T, w]` (a reshape: the heads
+ * of one group are adjacent). Their scores against keys `[B, V, S, w]` are one product per key /
+ * value head, with no copy of keys or values; and every backend takes rank 4 (webgl and webgpu
+ * have no rank-5 select).
  */
 export function groupHeads(x: tf.Tensor, kvHeads: number): tf.Tensor {
-  const [B, U, ...rest] = x.shape;
-  return tf.reshape(x, [B, kvHeads, U / kvHeads, ...rest]);
+  const [B, U, T, w] = x.shape;
+  return tf.reshape(x, [B, kvHeads, (U / kvHeads) * T, w]);
 }
 
-/** `[B, V, G, T, w]` -> `[B, V * G, T, w]`, the inverse of {@link groupHeads}. */
-export function ungroupHeads(x: tf.Tensor): tf.Tensor {
-  const [B, V, G, ...rest] = x.shape;
-  return tf.reshape(x, [B, V * G, ...rest]);
+/** `[B, V, G * T, w]` -> `[B, V * G, T, w]`, the inverse of {@link groupHeads}. */
+export function ungroupHeads(x: tf.Tensor, queryHeads: number): tf.Tensor {
+  const [B, V, GT, w] = x.shape;
+  return tf.reshape(x, [B, queryHeads, (GT * V) / queryHeads, w]);
 }
 
-/** A mask `[B|1, U|1, T|1, S|1]` in the grouped layout `[B|1, V|1, G|1, T|1, S|1]`. */
-export function groupMask(mask: tf.Tensor, kvHeads: number): tf.Tensor {
-  return mask.shape[1] === 1 ? tf.expandDims(mask, 2) : groupHeads(mask, kvHeads);
+/**
+ * A mask `[B|1, U|1, T|1, S|1]` in the grouped layout `[B|1, V|1, G * T, S|1]`: a mask shared by
+ * the heads is repeated for the G query heads of a group (a concat of the small boolean mask,
+ * never of keys or values).
+ */
+export function groupMask(
+  mask: tf.Tensor,
+  kvHeads: number,
+  queryHeads: number,
+  T: number,
+): tf.Tensor {
+  const [mB, mU, mT, mS] = mask.shape;
+  const rows = mT === T ? mask : tf.broadcastTo(mask, [mB, mU, T, mS]);
+  const G = queryHeads / kvHeads;
+  if (mU === 1) return G === 1 ? rows : tf.concat(new Array<tf.Tensor>(G).fill(rows), 2);
+  return tf.reshape(rows, [mB, kvHeads, G * T, mS]);
 }
