@@ -235,3 +235,22 @@ export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = 
   }) as unknown as Parameters<typeof tf.customGrad>[0]);
   return f(a, b);
 }
+
+/**
+ * `x · w` (or `x · wᵀ` with `transposeW`) where `w` is a weight, the same tensor at every call:
+ * never a copy of `w`. The package's SIMD product where it runs (cpu, wasm; it reads `w` where it
+ * is, in either layout), else tfjs' matMul with its transpose flag — also on wasm without the
+ * SIMD module, where {@link mm} would transpose explicitly: a transposed copy per call, which also
+ * costs tfjs-wasm the packed weights XNNPACK caches per weight tensor.
+ */
+export function weightProduct(x: tf.Tensor, w: tf.Tensor, transposeW = false): tf.Tensor {
+  const empty = emptyInnerShape(x, w, false, transposeW);
+  if (empty != null) return zeroProduct(x, w, empty);
+  if (simd(x, w, false, transposeW)) {
+    return tf.engine().runKernel(KERNEL, {a: x, b: w}, {
+      transposeA: false,
+      transposeB: transposeW,
+    } as never) as tf.Tensor;
+  }
+  return tf.matMul(x, w, false, transposeW);
+}

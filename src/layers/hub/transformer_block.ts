@@ -9,6 +9,7 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import '../../ops/activations';
+import {reshapeTo} from '../../ops/reshape';
 import {CompositeLayer} from '../engine/composite_layer';
 import {Initializer, Regularizer, serializeObject} from '../engine/config_objects';
 import {formatShape, isShapeList, Shape} from '../engine/shapes';
@@ -156,8 +157,13 @@ export abstract class TransformerBlock extends CompositeLayer {
       x,
       this.feedforwardNorm as layers.Layer,
       (y) => {
-        const h = (this.feedforwardIntermediate as layers.Layer).call(y, {}) as tf.Tensor;
-        return (this.feedforwardOutput as layers.Layer).call(h, {}) as tf.Tensor;
+        // the dense layers get 2-D input [B * T, D]: on 3-D input tfjs' Dense transposes (copies)
+        // its kernel at every call, and on wasm that copy also loses XNNPACK's packed weights
+        const width = y.shape[y.rank - 1] as number;
+        const rows = reshapeTo(y, [-1, width]);
+        const h = (this.feedforwardIntermediate as layers.Layer).call(rows, {}) as tf.Tensor;
+        const out = (this.feedforwardOutput as layers.Layer).call(h, {}) as tf.Tensor;
+        return reshapeTo(out, [...y.shape.slice(0, -1), out.shape[1] as number]);
       },
       training,
     );
