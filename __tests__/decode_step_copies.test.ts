@@ -87,10 +87,21 @@ const PROMPTS = [
   [5, 3, 8, 1],
   [7, 2, 9, 4],
 ];
+/** SIMD module on / off; two rows, and one (a one-row product takes tfjs' kernel on wasm). */
+const CASES: Array<[boolean, number[][]]> = [
+  [true, PROMPTS],
+  [false, PROMPTS],
+  [true, PROMPTS.slice(0, 1)],
+  [false, PROMPTS.slice(0, 1)],
+];
 
 /** The ids generate gives, greedy. */
-async function tokens(model: tf.LayersModel, useCache: boolean): Promise<number[][]> {
-  const out = await generate(model, PROMPTS, {maxLength: MAX, useCache});
+async function tokens(
+  model: tf.LayersModel,
+  prompts: number[][],
+  useCache: boolean,
+): Promise<number[][]> {
+  const out = await generate(model, prompts, {maxLength: MAX, useCache});
   const rows = out.arraySync();
   out.dispose();
   return rows;
@@ -102,6 +113,7 @@ async function tokens(model: tf.LayersModel, useCache: boolean): Promise<number[
  */
 async function decodeSteps(
   model: tf.LayersModel,
+  prompts: number[][],
 ): Promise<{calls: KernelCall[]; uploads: number[]; steps: number; rows: number[][]}> {
   const recorder = recordKernels();
   const step = GraphStepper.prototype.step;
@@ -120,7 +132,7 @@ async function decodeSteps(
     }
   });
   try {
-    const rows = await tokens(model, true);
+    const rows = await tokens(model, prompts, true);
     return {calls: recorder.calls, uploads: recorder.uploads, steps, rows};
   } finally {
     spy.mockRestore();
@@ -139,13 +151,13 @@ describeBackends('decode steps do no work on constants', () => {
       });
       afterAll(() => model.dispose());
 
-      for (const simd of [true, false]) {
+      for (const [simd, prompts] of CASES) {
         // without the SIMD module (not loaded, or no SIMD) the products take tfjs' kernels
-        const how = simd ? 'own SIMD products' : 'without the SIMD module';
+        const how = `${simd ? 'own SIMD products' : 'without the SIMD module'}, batch ${prompts.length}`;
         it(`${how}: no weight is copied, transposed or uploaded in a decode step; tokens as recomputing`, () =>
           withSimdKernels(simd, async () => {
             const before = tf.memory().numTensors;
-            const {calls, uploads, steps, rows} = await decodeSteps(model);
+            const {calls, uploads, steps, rows} = await decodeSteps(model, prompts);
             expect(tf.memory().numTensors).toBe(before);
             const weights = model.weights.map((w) => w.read());
             // the recording saw the steps, and their products reading the weights
@@ -158,7 +170,7 @@ describeBackends('decode steps do no work on constants', () => {
             expect(weightCopies(calls, weights)).toEqual([]);
             const smallest = Math.min(...weights.filter((w) => w.rank >= 2).map((w) => w.size));
             expect(uploads.filter((n) => n >= smallest)).toEqual([]);
-            expect(rows).toEqual(await tokens(model, false));
+            expect(rows).toEqual(await tokens(model, prompts, false));
           }));
       }
     });

@@ -78,10 +78,12 @@ export function recordKernels(): KernelRecorder {
 /**
  * The calls among `calls` that copy one of `weights` (or a view of one: an output sharing its
  * data id, as a reshape's does): an input is such a tensor, an output of exactly its size lies in
- * other memory, and no other input is as large (a transposed, scaled, cast or re-laid-out copy);
- * and every Transpose of such a tensor. A weight broadcast to the activations' shape (tfjs'
- * LayerNormalization tiles gamma and beta to `[B, T, D]`) is activation-sized work, not a copy
- * of the weight, and products, lookups and slices read a weight into smaller outputs.
+ * other memory, and no other input, weight or not, is as large (a transposed, scaled, cast or
+ * re-laid-out copy; not the bias of a product, whose kernel is larger);
+ * and every Transpose of such a tensor. Products, lookups and slices read a weight into smaller
+ * outputs. Not counted: a vector weight tiled to the activations' shape (tfjs' LayerNormalization
+ * tiles gamma and beta to `[B, T, D]` at every call), activation-sized work, which at one row
+ * and one position is a copy of the `D` values.
  */
 export function weightCopies(calls: KernelCall[], weights: tf.Tensor[]): string[] {
   const known = new Map<object, number>(weights.map((w) => [w.dataId as object, w.size]));
@@ -92,11 +94,15 @@ export function weightCopies(calls: KernelCall[], weights: tf.Tensor[]): string[
       // a view (same data) is the weight again
       for (const x of weightIn) if (o.dataId === x.dataId) known.set(o.dataId, x.size);
     }
-    const copies = weightIn.some(
-      (x) =>
-        call.outputs.some((o) => o.dataId !== x.dataId && o.size === x.size) &&
-        call.inputs.every((y) => y === x || known.has(y.dataId) || y.size < x.size),
-    );
+    const broadcast =
+      call.name === 'Tile' && weightIn.every((x) => x.shape.filter((d) => d > 1).length <= 1);
+    const copies =
+      !broadcast &&
+      weightIn.some(
+        (x) =>
+          call.outputs.some((o) => o.dataId !== x.dataId && o.size === x.size) &&
+          call.inputs.every((y) => y === x || y.size < x.size),
+      );
     if (copies || (call.name === 'Transpose' && weightIn.length > 0)) {
       const shapes = (xs: KernelCall['inputs']) => xs.map((x) => `[${x.shape}]`).join(', ');
       found.push(`${call.name}(${shapes(call.inputs)}) -> ${shapes(call.outputs)}`);
