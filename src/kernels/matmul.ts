@@ -235,3 +235,28 @@ export function mm(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = 
   }) as unknown as Parameters<typeof tf.customGrad>[0]);
   return f(a, b);
 }
+
+/**
+ * `x · w` (or `x · wᵀ` with `transposeW`) for 2-D `x` `[rows, k]` where `w` is a weight, the same
+ * tensor at every call: never a copy of `w`. The package's SIMD product where it runs (cpu, wasm;
+ * it reads `w` where it is, in either layout), else tfjs' matMul with its transpose flag — also
+ * on wasm without the SIMD module, where {@link mm} would transpose explicitly: a transposed
+ * copy per call, which also costs tfjs-wasm the packed weights XNNPACK caches per weight tensor.
+ *
+ * One row on wasm (a decoding step at batch 1) goes to tfjs' product too: the SIMD sgemm packs
+ * all of `w` at every call, slowly when `w` is transposed, while tfjs-wasm keeps XNNPACK's packed
+ * `w` ([1,256]·[256,5000]: 0.16 against 0.92 ms) or runs its plain loop on a transposed `w`
+ * ([1,256]·[5000,256]ᵀ: 2.3-2.8 against 5-6 ms); from a few rows on the SIMD sgemm wins.
+ */
+export function weightProduct(x: tf.Tensor, w: tf.Tensor, transposeW = false): tf.Tensor {
+  const empty = emptyInnerShape(x, w, false, transposeW);
+  if (empty != null) return zeroProduct(x, w, empty);
+  const oneRowOnWasm = tf.getBackend() === 'wasm' && x.rank === 2 && x.shape[0] === 1;
+  if (!oneRowOnWasm && simd(x, w, false, transposeW)) {
+    return tf.engine().runKernel(KERNEL, {a: x, b: w}, {
+      transposeA: false,
+      transposeB: transposeW,
+    } as never) as tf.Tensor;
+  }
+  return tf.matMul(x, w, false, transposeW);
+}

@@ -203,7 +203,9 @@ export class EinsumDense extends layers.Layer {
 
   /**
    * The layer's function on a tensor, without the layer bookkeeping of `apply`; `scale`
-   * multiplies the result (folded into the kernel and bias, which are small).
+   * multiplies the result before the activation (`activation(scale · (x W + b))`, applied to
+   * the product, not folded into the kernel: a scaled kernel would be a copy of the weight at
+   * every call, e.g. at every decoding step).
    *
    * Equations of the dense form `FB,BO->FO` (the trailing input axes B contracted with the
    * kernel's leading axes, as all of MultiHeadAttention's projections are) run as one 2-D
@@ -214,33 +216,27 @@ export class EinsumDense extends layers.Layer {
       if (this.kernel == null) {
         throw new Error(`EinsumDense '${this.name}' is not built yet: apply it to an input first`);
       }
-      let kernel = this.kernel.read();
+      const kernel = this.kernel.read();
+      const scaled = (y: tf.Tensor) => (scale !== 1 ? tf.mul(y, scale) : y);
       const bound = denseBoundAxes(this.equation);
       if (bound == null) {
-        if (scale !== 1) kernel = tf.mul(kernel, scale);
         let y = einsum(this.equation, x, kernel); // [batch, ...outputShape]
-        if (this.bias != null) {
-          y = tf.add(y, scale !== 1 ? tf.mul(this.bias.read(), scale) : this.bias.read());
-        }
-        return this.activation.apply(y);
+        if (this.bias != null) y = tf.add(y, this.bias.read());
+        return this.activation.apply(scaled(y));
       }
       const free = x.shape.slice(0, x.rank - bound); // F
       const inner = x.shape.slice(x.rank - bound).reduce((p, d) => p * d, 1); // prod B
       const outDims = kernel.shape.slice(bound); // O
       const outSize = outDims.reduce((p, d) => p * d, 1);
-      let w = tf.reshape(kernel, [inner, outSize]); // [prod B, prod O]
-      if (scale !== 1) w = tf.mul(w, scale);
-      let y = mm(tf.reshape(x, [-1, inner]), w); // [prod F, prod O]
+      const w = reshapeTo(kernel, [inner, outSize]); // [prod B, prod O], a view of the kernel
+      let y = mm(reshapeTo(x, [-1, inner]), w); // [prod F, prod O]
       const bias = this.bias?.read() ?? null;
       if (bias != null && bias.size === outSize) {
-        const b = reshapeTo(bias, [outSize]); // bias over every output axis
-        y = addBias(y, scale !== 1 ? tf.mul(b, scale) : b); // [prod F, prod O]
+        y = addBias(y, reshapeTo(bias, [outSize])); // bias over every output axis
       }
-      let out = tf.reshape(y, [...free, ...outDims]); // [...F, ...O]
-      if (bias != null && bias.size !== outSize) {
-        out = tf.add(out, scale !== 1 ? tf.mul(bias, scale) : bias);
-      }
-      return this.activation.apply(out);
+      let out = reshapeTo(y, [...free, ...outDims]); // [...F, ...O]
+      if (bias != null && bias.size !== outSize) out = tf.add(out, bias);
+      return this.activation.apply(scaled(out));
     });
   }
 

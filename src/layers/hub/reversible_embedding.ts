@@ -4,6 +4,7 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {embeddingLookup, idsAsInt32} from '../../kernels/embedding_lookup';
+import {weightProduct} from '../../kernels/matmul';
 import {
   getInitializer,
   Initializer,
@@ -239,14 +240,13 @@ export class ReversibleEmbedding extends layers.Layer {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
       const table = (this.embeddings as LayerVariable).read(); // [V, D]
       if (x.dtype !== 'float32') return embeddingLookup(table, x); // [..., D]
-      const kernel = this.tieWeights
-        ? tf.transpose(table)
-        : (this.reverseEmbeddings as LayerVariable).read(); // [D, V]
-      const lead = x.shape.slice(0, -1);
-      let logits = tf.reshape(tf.matMul(tf.reshape(x, [-1, this.outputDim]), kernel), [
-        ...lead,
-        this.inputDim,
-      ]);
+      const rows = tf.reshape(x, [-1, this.outputDim]); // [N, D]
+      // tied: x · tableᵀ as a product with a transposed operand, never a transposed copy of the
+      // table (which every decoding step would make again)
+      const product = this.tieWeights
+        ? weightProduct(rows, table, true)
+        : weightProduct(rows, (this.reverseEmbeddings as LayerVariable).read()); // [N, V]
+      let logits = tf.reshape(product, [...x.shape.slice(0, -1), this.inputDim]);
       if (this.logitSoftCap != null) {
         const cap = this.logitSoftCap;
         logits = tf.mul(tf.tanh(tf.div(logits, cap)), cap);
