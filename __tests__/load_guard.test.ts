@@ -14,6 +14,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import {convertKerasArtifacts, fileSystem} from '../src';
+import {renameKeras3Weights} from '../src/interop/keras3_weights';
 import {inlineNestedModels as inlineJson} from '../src/interop/keras_inline';
 import {checkTopology, MAX_NESTING, MAX_UNDECLARED_VALUES} from '../src/io/topology_guard';
 
@@ -439,6 +440,40 @@ describe('weight sizes a config implies are checked before anything is built', (
     expect(() => checkTopology(topology(11), 10)).toThrow(
       /layer 'd' \(Dense\) implies at least 11 weight values \(units = 11\)/,
     );
+  });
+
+  it('renaming Keras 3 weights checks the implied sizes against the weights given before building', async () => {
+    const topology = {
+      class_name: 'Functional',
+      config: {
+        name: 'm',
+        layers: [
+          {
+            class_name: 'InputLayer',
+            name: 'x',
+            config: {name: 'x', batch_input_shape: [null, 1e6], dtype: 'float32'},
+            inbound_nodes: [],
+          },
+          {
+            class_name: 'Dense',
+            name: 'dense',
+            config: {name: 'dense', units: 8},
+            inbound_nodes: [[['x', 0, 0, {}]]],
+          },
+        ],
+        input_layers: [['x', 0, 0]],
+        output_layers: [['dense', 0, 0]],
+      },
+    };
+    const specs: tf.io.WeightsManifestEntry[] = [
+      {name: 'layers/dense/vars/0', shape: [6, 8], dtype: 'float32'},
+      {name: 'layers/dense/vars/1', shape: [8], dtype: 'float32'},
+    ];
+    const before = tf.memory().numBytes;
+    await expect(renameKeras3Weights(topology as never, specs)).rejects.toThrow(
+      /layer 'dense' \(Dense\) implies at least 8000008 weight values \(units = 8, input width 1000000\), but the weights manifest declares 56 in all/,
+    );
+    expect(tf.memory().numBytes).toBe(before);
   });
 
   it('the throwaway Keras 3 build disposes every weight, a tied embedding used twice included', async () => {
