@@ -35,9 +35,16 @@ import {fail, isObj, Json, Obj} from './keras_json';
 /** Refuses config keys a layer with a contract does not implement (unset values pass). */
 function checkConfigKeys(layer: Obj): void {
   const cls = layer.class_name as string;
+  const config = layer.config as Obj;
+  if (Object.prototype.hasOwnProperty.call(config, '__proto__')) {
+    fail(
+      `layer '${layer.name}' (${cls}) has an option named '__proto__', which no layer takes; ` +
+        'expected plain option names',
+    );
+  }
   const known = kerasConfigKeys(cls);
   if (known == null) return; // tfjs' own classes check their configs themselves
-  for (const [k, v] of Object.entries(layer.config as Obj)) {
+  for (const [k, v] of Object.entries(config)) {
     if (!known.has(k) && v != null && v !== false) {
       fail(
         `layer '${layer.name}' (${cls}) has the option '${k}' = ${JSON.stringify(v)}, which ` +
@@ -247,15 +254,16 @@ export async function convertKerasArtifacts(
   const raw = artifacts.modelTopology;
   if (raw == null || raw instanceof ArrayBuffer)
     fail('expected a JSON model topology (a layers model.json)');
+  // before anything is built, copied or recursed into: no nesting beyond the limit, no cycle, no
+  // dangling node, no config implying weight sizes the manifest does not declare
+  const specs = artifacts.weightSpecs;
+  checkTopology(raw, specs == null ? null : declaredElements(specs));
   const topology = plainDtypes(JSON.parse(JSON.stringify(raw)) as Json) as Obj;
   const modelConfig = (isObj(topology.model_config) ? topology.model_config : topology) as Obj;
   const config = modelConfig.config as Obj;
   if (!isObj(config) || !Array.isArray(config.layers)) {
     fail('the topology has no layer list (model_config.config.layers)');
   }
-  // before anything is built: no dangling node, no config implying absurd weight sizes
-  const specs = artifacts.weightSpecs;
-  checkTopology(topology, specs == null ? null : declaredElements(specs));
   // nested functional models are inlined (see keras_inline.ts); their weights are named from
   // the nested form, where Keras 3's weight paths come from
   const flat = hasNestedFunctional(config) ? (JSON.parse(JSON.stringify(topology)) as Obj) : null;

@@ -5,6 +5,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {layers, LayersModel, LayerVariable, models} from '@tensorflow/tfjs-layers';
 
+import {checkTopology} from '../io/topology_guard';
+import {declaredElements} from '../io/weight_bytes';
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {contractOf, snakeCase} from '../layers/engine/contract';
 import type {JsonObject as Obj} from '../layers/engine/contract';
@@ -66,18 +68,41 @@ export function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
   return out;
 }
 
-/** Renames Keras 3 HDF5-path weight names (`layers/<layer>/vars/0`) to tfjs weight names. */
+/**
+ * Disposes every weight of a model once, shared layers included (`model.dispose()` keeps the
+ * weights of a layer called twice, e.g. a tied embedding, because its count of uses stays above 0).
+ */
+function disposeAllWeights(model: LayersModel): void {
+  const seen = new Set<LayerVariable>();
+  const visit = (layer: layers.Layer) => {
+    for (const w of layer.weights) seen.add(w);
+    if (layer instanceof LayersModel) layer.layers.forEach(visit);
+  };
+  visit(model);
+  for (const w of seen) w.dispose();
+}
+
+/**
+ * Renames Keras 3 HDF5-path weight names (`layers/<layer>/vars/0`) to tfjs weight names. The
+ * names come from a throwaway build of the model, made only after the topology guard has checked
+ * the graph and the weight sizes its config implies against the sizes `specs` declare, and
+ * disposed weight by weight after.
+ */
 export async function renameKeras3Weights(
   topology: Obj,
   specs: tf.io.WeightsManifestEntry[],
 ): Promise<tf.io.WeightsManifestEntry[]> {
   if (!specs.some((s) => s.name.startsWith('layers/'))) return specs;
+  checkTopology(topology, declaredElements(specs));
   const model = await models.modelFromJSON({
     modelTopology: topology as unknown as tf.io.ModelJSON['modelTopology'],
   } as never);
   const names = new Map<string, string>();
-  for (const [p, v] of keras3Paths(model)) names.set(p, v.originalName);
-  model.dispose();
+  try {
+    for (const [p, v] of keras3Paths(model)) names.set(p, v.originalName);
+  } finally {
+    disposeAllWeights(model);
+  }
   return specs.map((s) => {
     if (s.name.startsWith('optimizer/')) return s;
     const name = names.get(s.name);

@@ -52,7 +52,16 @@ export function plainDtypes(x: Json): Json {
     return (isObj(x.config) ? x.config.name : 'float32') ?? 'float32';
   }
   const out: Obj = {};
-  for (const [k, v] of Object.entries(x)) out[k] = plainDtypes(v);
+  // defined, not assigned: an own `__proto__` key (JSON.parse makes one) stays an own key, for
+  // the loader to refuse, instead of replacing the copy's prototype or vanishing
+  for (const [k, v] of Object.entries(x)) {
+    Object.defineProperty(out, k, {
+      value: plainDtypes(v),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
   return out;
 }
 

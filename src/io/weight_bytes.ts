@@ -28,7 +28,20 @@ export function entryBytes(spec: tf.io.WeightsManifestEntry): number {
   return shape.reduce((p, d) => p * d, 1) * size;
 }
 
-/** The weights' elements declared by a list of manifest entries. */
+/**
+ * The weights' elements declared by a list of manifest entries; throws on a name listed twice
+ * (tfjs would silently load the last entry of that name).
+ */
 export function declaredElements(specs: tf.io.WeightsManifestEntry[]): number {
+  const names = new Set<string>();
+  for (const s of specs) {
+    if (names.has(s.name)) {
+      throw new Error(
+        `loading a model: the weights manifest lists the weight '${s.name}' more than once; ` +
+          'expected each weight name once',
+      );
+    }
+    names.add(s.name);
+  }
   return specs.reduce((n, s) => n + (s.shape ?? []).reduce((p, d) => p * d, 1), 0);
 }
