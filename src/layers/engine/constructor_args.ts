@@ -7,7 +7,7 @@
 import {contractOf} from './contract';
 
 /** Options of every tfjs layer (and what tfjs' deserializer hands each constructor). */
-const LAYER_KEYS = [
+export const LAYER_KEYS = [
   'name',
   'trainable',
   'dtype',
@@ -19,7 +19,9 @@ const LAYER_KEYS = [
   'customObjects',
 ];
 
-const camelCase = (s: string) => s.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+/** `use_causal_mask` -> `useCausalMask`. */
+export const camelCase = (s: string) =>
+  s.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
 const known = new Map<string, Set<string>>();
 let sampling = 0;

@@ -1,17 +1,5 @@
 /** Option checks shared by the keras-hub layers. */
-
-/** Keys every tfjs layer config may hold. */
-const LAYER_KEYS = [
-  'name',
-  'trainable',
-  'dtype',
-  'batchInputShape',
-  'inputShape',
-  'batchSize',
-  'inputDType',
-  'weights',
-  'customObjects', // tfjs' deserializer passes it to every constructor
-];
+import {camelCase, LAYER_KEYS} from '../engine/constructor_args';
 
 /**
  * Throws on an option this package does not implement (a keras-hub option such as YaRN rope or
@@ -21,7 +9,7 @@ export function refuseUnknownOptions(args: object, known: readonly string[], cls
   for (const [key, value] of Object.entries(args ?? {})) {
     if (known.includes(key) || LAYER_KEYS.includes(key) || value == null || value === false)
       continue;
-    const camel = key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+    const camel = camelCase(key);
     if (camel !== key && known.includes(camel)) {
       throw new Error(
         `${cls}: unknown option '${key}'; did you mean '${camel}'? (options are camelCase)`,
