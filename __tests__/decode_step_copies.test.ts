@@ -6,7 +6,8 @@
  * recomputing the prefix (`useCache: false`). Kernel calls are recorded with their inputs' and
  * outputs' data ids (helpers/kernel_calls.ts), on small GPT-style models: a tied
  * ReversibleEmbedding with keras-hub TransformerDecoders, and TokenAndPositionEmbedding with
- * MultiHeadAttention blocks whose feed-forward and logits are EinsumDense.
+ * MultiHeadAttention blocks whose feed-forward and logits are EinsumDense, or tfjs' Dense (fed
+ * rows `[batch * t, features]` by the step, generate/layer_rules.ts).
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -78,9 +79,27 @@ function mhaEinsumModel(): tf.LayersModel {
   return randomize(tf.model({inputs: ids, outputs: dense(V, 'linear').apply(x) as S}));
 }
 
+/** tfjs' Embedding + PositionEmbedding, MultiHeadAttention blocks with tfjs Dense feed-forward and logits. */
+function mhaDenseModel(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  const tokens = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+  let x = tf.layers
+    .add()
+    .apply([tokens, new PositionEmbedding({sequenceLength: MAX}).apply(tokens) as S]) as S;
+  for (let i = 0; i < 2; i++) {
+    const a = new MultiHeadAttention({numHeads: 4, keyDim: 8, useCausalMask: true}).apply(x) as S;
+    const h = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, a])) as S;
+    const f = tf.layers.dense({units: 2 * D, activation: 'relu'}).apply(h) as S;
+    const g = tf.layers.dense({units: D}).apply(f) as S;
+    x = tf.layers.layerNormalization().apply(tf.layers.add().apply([h, g])) as S;
+  }
+  return randomize(tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S}));
+}
+
 const MODELS: Array<[string, () => tf.LayersModel]> = [
   ['tied ReversibleEmbedding + 2 TransformerDecoders', tiedDecoderModel],
   ['TokenAndPositionEmbedding + 2 MultiHeadAttention blocks, EinsumDense', mhaEinsumModel],
+  ['Embedding + PositionEmbedding + 2 MultiHeadAttention blocks, tfjs Dense', mhaDenseModel],
 ];
 
 const PROMPTS = [

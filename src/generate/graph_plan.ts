@@ -23,6 +23,8 @@ export interface PlannedNode {
   kwargs: Kwargs;
   /** For `cached` nodes: the layer's cached decoding (its contract) and its config. */
   cache?: {entry: CachedDecoding; config: Record<string, unknown>};
+  /** Fed rows `[batch * t, features]` in a step (see `PositionWiseDecoding.flattenRows`). */
+  flattenRows?: boolean;
 }
 
 /** The nodes from the ids input to the logits, in an order where inputs come first. */
@@ -160,6 +162,9 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
       const why = decoding.check(config, node);
       if (why != null) return fail(`${what}: ${why}`);
       planned = {layer, node, kind: decoding.kind, kwargs};
+      if (decoding.kind === 'positionWise' && decoding.flattenRows === true) {
+        planned.flattenRows = node.inputTensors.length === 1 && node.inputTensors[0].rank === 3;
+      }
     } else if (decoding?.kind === 'refused') {
       return fail(`${what}: ${decoding.reason}`);
     } else if ('layers' in layer) {

@@ -9,6 +9,13 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import type {PlannedNode, StepPlan} from './graph_plan';
 
+/** `[B, t, D]` fed as rows `[B * t, D]` and the output shaped back `[B, t, ...]`. */
+function applyToRows(layer: PlannedNode['layer'], x: tf.Tensor, kwargs: Kwargs): tf.Tensor {
+  const [B, t, D] = x.shape;
+  const y = layer.apply(tf.reshape(x, [B * t, D]), kwargs) as tf.Tensor; // [B * t, units]
+  return tf.reshape(y, [B, t, ...y.shape.slice(1)]);
+}
+
 export class GraphStepper {
   private readonly caches = new Map<PlannedNode, tf.Tensor>();
   /** Positions written so far (the next step starts there). */
@@ -61,7 +68,11 @@ export class GraphStepper {
         if (cache != null) {
           kwargs = {...kwargs, ...(p.cache?.entry.cacheKwargs(cache, start) ?? {})};
         }
-        const result = p.layer.apply(arg, kwargs) as tf.Tensor | tf.Tensor[];
+        const result = (
+          p.flattenRows === true && !Array.isArray(arg) && arg.kerasMask == null
+            ? applyToRows(p.layer, arg, kwargs)
+            : p.layer.apply(arg, kwargs)
+        ) as tf.Tensor | tf.Tensor[];
         let outputs = Array.isArray(result) ? result : [result];
         if (cache != null) {
           newCaches.push(outputs[outputs.length - 1]);

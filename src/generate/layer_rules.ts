@@ -68,7 +68,8 @@ const positionWise = (check: NodeCheck): DecodingContract => ({kind: 'positionWi
 
 /** tfjs' built-in layers that work on each position alone (when their check passes). */
 const BUILT_IN: Record<string, DecodingContract> = {
-  Dense: positionWise(featureWise),
+  // fed [batch * t, features] in a step: on 3-D input tfjs' Dense transposes its kernel per call
+  Dense: {kind: 'positionWise', check: featureWise, flattenRows: true},
   LayerNormalization: positionWise(lastAxes('normalized', (c) => c.axis)),
   BatchNormalization: positionWise(lastAxes('normalized', (c) => c.axis)),
   Softmax: positionWise(lastAxes('softmax', (c) => c.axis)),

@@ -195,6 +195,11 @@ export interface PositionWiseDecoding {
   kind: 'positionWise';
   /** When a call does not work on each position alone. */
   check: NodeCheck;
+  /**
+   * Whether a step feeds it rows `[batch * t, features]` rather than `[batch, t, features]` (a
+   * layer that copies its weights on 3-D input, as tfjs' `Dense` transposes its kernel).
+   */
+  flattenRows?: boolean;
 }
 
 /** Each position alone given `startIndex` (position layers). */
