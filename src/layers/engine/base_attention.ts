@@ -3,7 +3,14 @@ import {initializers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {AttentionCoreOptions} from '../../ops/attention_core';
-import {AttentionParts, CallSettings, CallSpec, resolveCall, Role} from './call_spec';
+import {
+  AttentionParts,
+  CallSettings,
+  CallSpec,
+  checkCallShapes,
+  resolveCall,
+  Role,
+} from './call_spec';
 import {
   AttendResult,
   AttentionOutput,
@@ -12,7 +19,6 @@ import {
   EagerCallArgs,
   SymbolicCallArgs,
 } from './base_attention_args';
-import {checkCallShapes} from './call_shapes';
 import {CompositeLayer} from './composite_layer';
 import type {Initializer} from './config_objects';
 import {isShapeList, Shape} from './shapes';
