@@ -6,6 +6,7 @@
  */
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
+import {camelCase} from '../layers/engine/config_objects';
 import type {StepPlan} from './graph_plan';
 
 /** Every option `generate` accepts (GenerateOptions and SamplerOptions). */
@@ -48,7 +49,7 @@ export function checkOptionNames(options: unknown): void {
   const known: readonly string[] = GENERATE_OPTIONS;
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;
-    const camel = name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    const camel = camelCase(name);
     const hint = camel !== name && known.includes(camel) ? ` (did you mean ${camel}?)` : '';
     throw new Error(
       `generate: unknown option '${name}'${hint}; expected options among ${known.join(', ')}`,

@@ -12,7 +12,7 @@
 import type * as tf from '@tensorflow/tfjs-core';
 import {LayersModel, models, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {contractOf, KerasCall} from '../layers/engine/contract';
+import {contractOf, KerasCall, snakeCase} from '../layers/engine/contract';
 import type {Keras3Class} from '../layers/engine/contract';
 import {keras3Paths} from './keras3_weights';
 import {isObj, Json, Obj} from './keras_json';
@@ -49,8 +49,6 @@ function keras3Class(cls: string): Keras3Class | null {
 
 /** How Keras calls a layer class (tfjs' own: on its tensors). */
 const kerasCall = (cls: string): KerasCall => contractOf(cls)?.keras.call ?? {kind: 'tensor'};
-
-const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 /** A Keras 3 tensor reference to output `t` of node `n` of layer `l`. */
 function tensorRef(model: LayersModel, l: string, n: number, t: number): Obj {
@@ -132,7 +130,7 @@ function rewriteNode(layer: Obj, node: Json, ctx: Ctx): Obj {
     const roles = (config.input_roles as string[] | null) ?? ['query', 'value', 'key'];
     const named: Record<string, Json> = {};
     entries.forEach((e, i) => {
-      const role = snake(roles[i] ?? '');
+      const role = snakeCase(roles[i] ?? '');
       if (role === 'valid_lens') {
         named.attention_mask = lengthsMask(layer, entries, roles, e, ctx);
       } else if (['query', 'value', 'key', 'attention_mask'].includes(role)) {
@@ -156,8 +154,8 @@ function rewriteNode(layer: Obj, node: Json, ctx: Ctx): Obj {
     return {args: [list], kwargs};
   }
   if (call.kind === 'keyword') {
-    const own = call.roles.map(snake);
-    const roles = ((config.input_roles as string[] | null) ?? own).map(snake);
+    const own = call.roles.map(snakeCase);
+    const roles = ((config.input_roles as string[] | null) ?? own).map(snakeCase);
     const args: Json[] = [];
     entries.forEach((e, i) => {
       const role = roles[i];
@@ -189,7 +187,7 @@ function lengthsMask(layer: Obj, entries: Entry[], roles: string[], e: Entry, ct
       `layer '${name}' takes valid lengths from '${lens}', which is not a model input of shape ` +
         '[batch] or [batch, 1]; only such lengths become a Keras attention mask',
     );
-  const at = (role: string) => entries[roles.findIndex((r) => snake(r) === role)];
+  const at = (role: string) => entries[roles.findIndex((r) => snakeCase(r) === role)];
   const q = at('query');
   const k = at('key') ?? at('value') ?? q;
   const shapeOf = (x: Entry) =>

@@ -4,6 +4,8 @@
  * so the loader turns every tensor argument into an input and records each input's role in the
  * layer's config (`input_roles`), as the layers do themselves in functional models.
  */
+import {camelCase} from '../layers/engine/config_objects';
+import {snakeCase} from '../layers/engine/contract';
 import type {KerasCall} from '../layers/engine/contract';
 import {Obj} from './keras_json';
 /** A legacy inbound entry `[layerName, nodeIndex, tensorIndex, kwargs]`. */
@@ -11,9 +13,6 @@ export type Entry = [string, number, number, Obj];
 
 /** A layer called with tensors by keyword (its contract's Keras call). */
 type KeywordLayer = Extract<KerasCall, {kind: 'keyword'}>;
-
-const camel = (s: string) => s.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 /**
  * The inputs (in the layer's role order) of one call of a keyword layer, with their roles;
@@ -32,16 +31,16 @@ export function keywordCall(
   if (positional.length > spec.positional) {
     throw new Error(
       `loadKerasModel: layer '${name}' (${cls}) is called with ${positional.length} positional ` +
-        `tensors; expected at most ${spec.positional} (${spec.roles.slice(0, spec.positional).map(snake).join(', ')})`,
+        `tensors; expected at most ${spec.positional} (${spec.roles.slice(0, spec.positional).map(snakeCase).join(', ')})`,
     );
   }
   positional.forEach((e, i) => byRole.set(spec.roles[i], e));
   for (const [k, e] of Object.entries(tensorKwargs)) {
-    const role = camel(k);
+    const role = camelCase(k);
     if (!spec.roles.includes(role) || byRole.has(role)) {
       throw new Error(
         `loadKerasModel: layer '${name}' (${cls}) is called with the tensor argument '${k}', ` +
-          `which it does not take here; it takes ${spec.roles.map(snake).join(', ')}`,
+          `which it does not take here; it takes ${spec.roles.map(snakeCase).join(', ')}`,
       );
     }
     byRole.set(role, e);
@@ -64,7 +63,7 @@ export function keywordCall(
   const roles = spec.roles.filter((r) => byRole.has(r));
   if (roles[0] !== spec.roles[0]) {
     throw new Error(
-      `loadKerasModel: layer '${name}' (${cls}) is called without its ${snake(spec.roles[0])}`,
+      `loadKerasModel: layer '${name}' (${cls}) is called without its ${snakeCase(spec.roles[0])}`,
     );
   }
   return {inputs: roles.map((r) => byRole.get(r) as Entry), roles};

@@ -6,9 +6,6 @@
  */
 import {contractOf, snakeCase} from '../layers/engine/contract';
 
-/** Keras' `to_snake_case`. */
-export const snake = snakeCase;
-
 /** Keys every Keras layer config may have. */
 const KERAS_COMMON = ['name', 'trainable', 'dtype', 'batch_input_shape', 'batch_shape'];
 
@@ -22,7 +19,7 @@ export function kerasConfigKeys(cls: string): Set<string> | null {
     if (contract == null) return null;
     const keras3 = contract.keras.keras3;
     keys = new Set([
-      ...Object.keys(contract.configSample().getConfig()).map(snake),
+      ...Object.keys(contract.configSample().getConfig()).map(snakeCase),
       ...('keys' in keras3 ? keras3.keys : []),
       ...contract.keras.kerasOnlyKeys,
       ...KERAS_COMMON,

@@ -24,12 +24,13 @@ export type ActivationIdentifier = string;
 
 type Kind = 'initializer' | 'regularizer' | 'constraint' | 'activation';
 
-function camel(name: string): string {
+/** `use_causal_mask` -> `useCausalMask` (Python's spelling to tfjs'). */
+export function camelCase(name: string): string {
   return name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
 function pascal(name: string): string {
-  const c = camel(name);
+  const c = camelCase(name);
   return c.charAt(0).toUpperCase() + c.slice(1);
 }
 
@@ -65,7 +66,7 @@ function fromClassName(
   const map = registry();
   const candidates =
     kind === 'activation'
-      ? [className, camel(className)]
+      ? [className, camelCase(className)]
       : [className, pascal(className), CLASS_ALIASES[kind][pascal(className)] ?? ''];
   for (const name of candidates) {
     const entry = map[name];

@@ -5,6 +5,7 @@
  * (the options it serializes, each set), plus tfjs' options of every layer.
  */
 import {contractOf} from './contract';
+import {camelCase} from './config_objects';
 
 /** Options of every tfjs layer (and what tfjs' deserializer hands each constructor). */
 export const LAYER_KEYS = [
@@ -18,10 +19,6 @@ export const LAYER_KEYS = [
   'weights',
   'customObjects',
 ];
-
-/** `use_causal_mask` -> `useCausalMask`. */
-export const camelCase = (s: string) =>
-  s.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
 const known = new Map<string, Set<string>>();
 let sampling = 0;

@@ -1,5 +1,6 @@
 /** Option checks shared by the keras-hub layers. */
-import {camelCase, LAYER_KEYS} from '../engine/constructor_args';
+import {camelCase} from '../engine/config_objects';
+import {LAYER_KEYS} from '../engine/constructor_args';
 
 /**
  * Throws on an option this package does not implement (a keras-hub option such as YaRN rope or

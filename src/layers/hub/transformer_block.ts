@@ -16,6 +16,7 @@ import {reshapeTo} from '../../ops/reshape';
 import {CompositeLayer} from '../engine/composite_layer';
 import {
   Activation,
+  camelCase,
   getActivation,
   Initializer,
   Regularizer,
@@ -247,7 +248,7 @@ export abstract class TransformerBlock extends CompositeLayer {
     const accepted = [...this.tensorOptions, ...this.otherOptions, 'training', 'mask'];
     for (const [k, v] of Object.entries(kwargs)) {
       if (v === undefined || accepted.includes(k)) continue;
-      const camel = k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+      const camel = camelCase(k);
       throw new Error(
         `Layer '${this.name}': unknown call option '${k}'` +
           (accepted.includes(camel) ? `; did you mean '${camel}'?` : '') +
