@@ -1,0 +1,167 @@
+/**
+ * The kernels of a compiled decoding step (`generate`): the whole of a decoder's step as a few
+ * calls on flat arrays in one WebAssembly memory. Two implementations share this interface: the
+ * package's WebAssembly SIMD module (wasm/step_kernels.ts, on tfjs-wasm's heap where the weights
+ * already are, or on a memory of its own for tfjs' other backends) and plain JavaScript loops on
+ * the same memory (where WebAssembly SIMD is missing, and as the reference of the tests).
+ *
+ * Every array argument is a byte offset into `memory` (16-aligned where the caller allocates);
+ * float32 unless stated. A weight offset of 0 means "absent" (a layer without bias, a layer
+ * normalization without `scale` / `center`). Rows are positions `[batch * t]`, row-major, so a
+ * step of `t` new positions in a batch of `B` has `B * t` rows. Outputs never alias inputs unless
+ * a kernel says it may.
+ */
+
+/** Activations applied after a product (the codes cross the WebAssembly boundary). */
+export const enum StepActivation {
+  /** Identity. */
+  None = 0,
+  /** max(x, 0). */
+  Relu = 1,
+  /** Keras' `gelu(x, approximate=False)`: x / 2 * (1 + erf(x / sqrt 2)). */
+  GeluErf = 2,
+  /** Keras' `gelu(x, approximate=True)`: x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). */
+  GeluTanh = 3,
+  /** x * sigmoid(x) (silu / swish). */
+  Silu = 4,
+  /** tanh(x). */
+  Tanh = 5,
+  /** 1 / (1 + exp(-x)). */
+  Sigmoid = 6,
+}
+
+/** The kernels of a compiled decoding step; offsets are bytes in `memory`. */
+export interface StepKernels {
+  /** The memory every offset refers to. */
+  readonly memory: WebAssembly.Memory;
+  /** Which implementation this is (reports and tests). */
+  readonly kind: 'simd' | 'js';
+  /**
+   * Layer normalization over the last axis, as Keras / tfjs: `out = (x - mean) / sqrt(var +
+   * epsilon) * gamma + beta` with the biased variance; gamma / beta 0 = absent.
+   * x, out `[rows, dim]`; out may alias x.
+   */
+  layerNorm(
+    rows: number,
+    dim: number,
+    x: number,
+    gamma: number,
+    beta: number,
+    epsilon: number,
+    out: number,
+  ): void;
+  /** RMS normalization (Llama): `out = x / sqrt(mean(x^2) + epsilon) * gamma`; out may alias x. */
+  rmsNorm(rows: number, dim: number, x: number, gamma: number, epsilon: number, out: number): void;
+  /**
+   * `out [rows, n] = act(x [rows, k] · w [k, n] + bias [n])`: w is a Keras kernel (input axis
+   * first, row-major); bias 0 = none.
+   */
+  dense(
+    rows: number,
+    k: number,
+    n: number,
+    x: number,
+    w: number,
+    bias: number,
+    act: StepActivation,
+    out: number,
+  ): void;
+  /** `out [rows, n] = x [rows, k] · wᵀ` with w `[n, k]` (tied logits against an embedding table). */
+  denseT(rows: number, k: number, n: number, x: number, w: number, out: number): void;
+  /**
+   * Keras 3's per-token input quantization (`abs_max_quantize` on the last axis, keras/src/
+   * quantizers/quantizers.py), in float32 as Keras computes it: for each row `qs[r] = 127 /
+   * (max |x[r, :]| + epsilon)` (Keras' epsilon, 1e-7), `q[r, :] = clip(round_half_even(x[r, :] *
+   * qs[r]), -127, 127)` as int8. q int8 `[rows, k]`, qs `[rows]`.
+   */
+  quantizeRows(rows: number, k: number, x: number, q: number, qs: number): void;
+  /**
+   * Keras 3's int8 Dense: `out[r, n] = act(float32(sum_k q[r, k] * w[k, n]) / (qs[r] * ws[n]) +
+   * bias[n])` with the sum exact in int32; w int8 `[k, n]`, ws float32 `[n]`.
+   */
+  denseInt8(
+    rows: number,
+    k: number,
+    n: number,
+    q: number,
+    qs: number,
+    w: number,
+    ws: number,
+    bias: number,
+    act: StepActivation,
+    out: number,
+  ): void;
+  /** The int8 tied logits: `out[r, n] = float32(sum_k q[r, k] * w[n, k]) / (qs[r] * ws[n])`, w int8 `[n, k]`. */
+  denseTInt8(
+    rows: number,
+    k: number,
+    n: number,
+    q: number,
+    qs: number,
+    w: number,
+    ws: number,
+    out: number,
+  ): void;
+  /** `out = a + b` over n values; out may alias a or b. */
+  add(n: number, a: number, b: number, out: number): void;
+  /** `out = a * b` over n values (gated feed-forward); out may alias a or b. */
+  mul(n: number, a: number, b: number, out: number): void;
+  /** `out = act(x)` over n values; out may alias x. */
+  activate(n: number, x: number, act: StepActivation, out: number): void;
+  /** `out[r, :] = table[ids[r], :]`; ids int32 `[rows]`, table `[vocab, dim]`. */
+  gather(rows: number, dim: number, ids: number, table: number, out: number): void;
+  /** Keras 3's int8 Embedding lookup: `out[r, :] = table[ids[r], :] / scale[ids[r]]`, table int8. */
+  gatherInt8(
+    rows: number,
+    dim: number,
+    ids: number,
+    table: number,
+    scale: number,
+    out: number,
+  ): void;
+  /**
+   * Position embeddings, in place: `out[b * t + i, :] += table[start + i, :]` for each batch row b
+   * (out `[B * t, dim]`, table `[sequenceLength, dim]`).
+   */
+  addPositions(B: number, t: number, dim: number, start: number, table: number, out: number): void;
+  /**
+   * Copies rows `src [B * t, width]` into `cache [B, maxLength, width]` at positions
+   * `start .. start + t - 1` of each batch row.
+   */
+  writeCache(
+    B: number,
+    t: number,
+    width: number,
+    maxLength: number,
+    start: number,
+    src: number,
+    cache: number,
+  ): void;
+  /**
+   * Causal attention of `t` new queries per batch row over the cache: query i of batch row b
+   * (position `start + i`) attends to positions `0 .. start + i` of `kCache` / `vCache`
+   * `[B, maxLength, kvHeads * headDim]` whose `keyMask` byte `[B, maxLength]` is 1 (keyMask 0:
+   * every key kept). q, out `[B * t, heads * headDim]`; query head h reads key / value head
+   * `floor(h / (heads / kvHeads))`; scores are `scale * q · k`; softmax over the kept keys (a
+   * masked key has weight exactly 0). The caller never passes a query whose keys are all masked.
+   * work: scratch of at least `maxLength * 4` bytes.
+   */
+  attend(
+    B: number,
+    t: number,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    maxLength: number,
+    start: number,
+    q: number,
+    kCache: number,
+    vCache: number,
+    keyMask: number,
+    scale: number,
+    work: number,
+    out: number,
+  ): void;
+  /** `out[r]` (int32) = the first index of the largest of `x[r, :]` (ties: the lowest index). */
+  argmax(rows: number, cols: number, x: number, out: number): void;
+}
