@@ -127,16 +127,12 @@ export async function generate(
   const rng = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
   const plan = planned == null ? null : cachePlan(planned, options);
   let step: DecodeStep;
-  if (plan != null && plan.masksZeroIds && ids.some((r, b) => r.slice(0, lengths[b]).includes(0))) {
-    options.onFallback?.(
-      'a prompt holds the id 0, which the model masks (mask_zero); a cache holds no mask',
-    );
+  if (plan == null) {
     step = recomputingStep(model, lengths);
+  } else if (plan.masksZeroIds && !plan.zeroKeysExact) {
+    step = untilZeroStep(plan, model, ids, lengths, maxLength, options);
   } else {
-    step =
-      plan != null
-        ? cachedStep(plan, model, lengths, maxLength, options)
-        : recomputingStep(model, lengths);
+    step = cachedStep(plan, model, lengths, maxLength);
   }
   await decodeLoop(step, ids, {...options, lengths, endId}, rng);
   return tf.tensor2d(ids, [B, maxLength], 'int32');
@@ -160,59 +156,98 @@ function cachePlan(planned: PlanResult, options: GenerateOptions): StepPlan | nu
  * `index - 1` (before the first step: the shared prompt prefix `[0, index - 1)` in one call,
  * whose logits are dropped, then position `index - 1`), giving the logits of position
  * `index - 1`, the same as recomputing. It runs even when no row is active, so that the caches
- * hold every position. For a model that masks the id 0 (`masksZeroIds`), a generated 0 makes it
- * hand over to the recomputing step for the rest, saying so through `onFallback`.
+ * hold every position.
+ *
+ * A model that masks the id 0 (`masksZeroIds`): the caches keep every position, and the stepper
+ * masks the keys that hold a 0, as Keras' padding mask of the whole sequence does. Where the
+ * query of an active row's newest position sees no key (`maskedQuery`: Keras' MultiHeadAttention
+ * masks the rows of a query of 0; any layer, a row of 0s so far), Keras averages over every key
+ * of the prefix, so that step's logits come from recomputing the prefix (the stepper still
+ * writes the position into the caches; a position holding a 0 is a masked key of every later
+ * query, so how its own row was computed never reaches them).
  */
 function cachedStep(
   plan: StepPlan,
   model: LayersModel,
   lengths: readonly number[],
   maxLength: number,
-  options: GenerateOptions,
 ): DecodeStep {
   const B = lengths.length;
-  let stepper: GraphStepper | null = new GraphStepper(plan, B, maxLength);
-  let recomputing: DecodeStep | null = null;
-  let lastActive: readonly boolean[] = new Array<boolean>(B).fill(false);
-  const feed = (s: GraphStepper, ids: number[][], from: number, to: number) => {
-    const chunk = tf.tensor2d(
-      ids.map((r) => r.slice(from, to)),
-      [B, to - from],
-      'int32',
-    );
+  const stepper = new GraphStepper(plan, B, maxLength);
+  const recomputing = recomputingStep(model, lengths);
+  const feed = (ids: number[][], from: number, to: number) => {
+    const rows = ids.map((r) => r.slice(from, to));
+    const chunk = tf.tensor2d(rows, [B, to - from], 'int32');
     try {
-      return s.step(chunk);
+      return stepper.step(chunk, rows);
     } finally {
       chunk.dispose();
     }
   };
-  const release = () => {
-    stepper?.dispose();
-    stepper = null;
-  };
   return {
     next(ids, index, active) {
       const previous = index - 1;
-      if (
-        recomputing == null &&
-        plan.masksZeroIds &&
-        lastActive.some((a, b) => a && ids[b][previous] === 0)
-      ) {
-        // a generated 0 is a masked key from now on: recompute the rest (see masksZeroIds)
+      if (stepper.position < previous) feed(ids, stepper.position, previous).dispose();
+      const logits = feed(ids, previous, index);
+      if (plan.masksZeroIds && active.some((a, b) => a && maskedQuery(plan, ids[b], previous))) {
+        logits.dispose();
+        return recomputing.next(ids, index, active);
+      }
+      return logits;
+    },
+    dispose() {
+      stepper.dispose();
+      recomputing.dispose();
+    },
+  };
+}
+
+/**
+ * Whether the query at `position` of a row sees no key as Keras computes it (`zeroQueries`: its
+ * id is 0; else every id up to it is 0), which a cache cannot give (see `cachedStep`).
+ */
+function maskedQuery(plan: StepPlan, row: readonly number[], position: number): boolean {
+  if (row[position] !== 0) return false;
+  return plan.zeroQueries || row.slice(0, position).every((v) => v === 0);
+}
+
+/**
+ * A model whose zero mask reaches attention through tfjs' own layers (`zeroKeysExact` false):
+ * the cache while no known id is 0 (every key is then kept, as with no mask), recomputing from
+ * the first 0 on (a 0 in a prompt: from the start), telling `onFallback` why.
+ */
+function untilZeroStep(
+  plan: StepPlan,
+  model: LayersModel,
+  ids: number[][],
+  lengths: readonly number[],
+  maxLength: number,
+  options: GenerateOptions,
+): DecodeStep {
+  const why = "the model's mask of the id 0 (mask_zero) reaches attention through tfjs layers";
+  if (ids.some((r, b) => r.slice(0, lengths[b]).includes(0))) {
+    options.onFallback?.(`a prompt holds the id 0 and ${why}, whose mask a cache cannot follow`);
+    return recomputingStep(model, lengths);
+  }
+  let cached: DecodeStep | null = cachedStep(plan, model, lengths, maxLength);
+  let recomputing: DecodeStep | null = null;
+  let lastActive: readonly boolean[] = new Array<boolean>(lengths.length).fill(false);
+  return {
+    next(rows, index, active) {
+      const previous = index - 1;
+      if (cached != null && lastActive.some((a, b) => a && rows[b][previous] === 0)) {
         options.onFallback?.(
-          `position ${previous} holds the id 0, which the model masks (mask_zero); recomputing from there`,
+          `position ${previous} holds the id 0 and ${why}: recomputing from there`,
         );
-        release();
+        cached.dispose();
+        cached = null;
         recomputing = recomputingStep(model, lengths);
       }
       lastActive = active;
-      if (recomputing != null) return recomputing.next(ids, index, active);
-      const s = stepper as GraphStepper;
-      if (s.position < previous) feed(s, ids, s.position, previous).dispose();
-      return feed(s, ids, previous, index);
+      return (cached ?? (recomputing as DecodeStep)).next(rows, index, active);
     },
     dispose() {
-      release();
+      cached?.dispose();
       recomputing?.dispose();
     },
   };

@@ -10,7 +10,13 @@ import type {LayersModel} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import type {CachedDecoding} from '../layers/engine/contract';
-import {decodingOf, GraphLayer, GraphNode, makesKerasMask} from './layer_rules';
+import {
+  decodingOf,
+  GraphLayer,
+  GraphNode,
+  keepsKerasMaskExactly,
+  makesKerasMask,
+} from './layer_rules';
 
 export type StepKind = 'positionWise' | 'positionAware' | 'cached';
 
@@ -35,11 +41,24 @@ export interface StepPlan {
   output: SymbolicTensor;
   nodes: PlannedNode[];
   /**
-   * The ids feed a `maskZero` embedding whose Keras mask reaches attention. Such a model decodes
-   * with a cache only while no known token is 0: every key is then kept, as with no mask (the
-   * stepper drops the masks); `generate` recomputes once a 0 is among the known tokens.
+   * The ids feed a `maskZero` embedding whose Keras mask reaches attention. The stepper keeps a
+   * key mask of the cache (0 where a position holds the id 0) and hands it to the cached layers
+   * that read Keras masks, in place of the masks of a step's new positions (see `cachedStep` in
+   * generate.ts for a step whose newest id is 0).
    */
   masksZeroIds: boolean;
+  /**
+   * With `masksZeroIds`: false where the mask reaches attention through a layer other than the
+   * package's (`keepsKerasMaskExactly`): the key mask may not stand for what `predict` computes,
+   * so such a model decodes with a cache only while no known id is 0, and recomputes after.
+   */
+  zeroKeysExact: boolean;
+  /**
+   * With `masksZeroIds`: a layer that masks query rows reads the mask (`masksQueries`), so a step
+   * whose newest id is 0 is recomputed; otherwise only a step where a row's known ids are all 0
+   * (its query sees no key) is.
+   */
+  zeroQueries: boolean;
 }
 
 export type PlanResult = {plan: StepPlan; reason: null} | {plan: null; reason: string};
@@ -107,7 +126,10 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
   const cycle = visit(output, new Set());
   if (cycle != null) return fail(cycle);
   const masked = new Set<number>(); // ids of symbolic tensors that carry a Keras mask
+  const garbled = new Set<number>(); // ... whose mask passed a layer a cache cannot follow
   let masksZeroIds = false;
+  let zeroKeysExact = true;
+  let zeroQueries = false;
   let zeroMaskOnly = true; // every Keras mask so far comes from a mask_zero embedding of the ids
   const nodes: PlannedNode[] = [];
   for (const node of order) {
@@ -156,7 +178,11 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
             `embedding not fed by the ids), which it reads as a padding mask; a cache holds no mask`,
         );
       }
-      if (inMasked && decoding.readsKerasMasks) masksZeroIds = true;
+      if (inMasked && decoding.readsKerasMasks) {
+        masksZeroIds = true;
+        zeroQueries = zeroQueries || decoding.masksQueries !== false;
+        if (node.inputTensors.some((x) => garbled.has(x.id))) zeroKeysExact = false;
+      }
       planned = {layer, node, kind: 'cached', kwargs, cache: {entry: decoding, config}};
     } else if (decoding?.kind === 'positionAware' || decoding?.kind === 'positionWise') {
       const why = decoding.check(config, node);
@@ -173,16 +199,25 @@ export function planCachedDecoding(model: LayersModel): PlanResult {
       return fail(`${what}: not known to compute each position alone (no cached rule for it)`);
     }
     if (makesKerasMask(cls, config, node)) {
-      // a mask_zero embedding of the ids: all true while no known id is 0 (see masksZeroIds)
+      // a mask_zero embedding of the ids: the stepper's key mask stands for it (see masksZeroIds)
       const ofIds = cls !== 'Masking' && node.inputTensors[0] === input;
       zeroMaskOnly = zeroMaskOnly && ofIds;
     }
     if (inMasked || makesKerasMask(cls, config, node)) {
       for (const t of node.outputTensors) masked.add(t.id);
     }
+    if (
+      node.inputTensors.some((x) => garbled.has(x.id)) ||
+      (inMasked && !keepsKerasMaskExactly(cls))
+    ) {
+      for (const t of node.outputTensors) garbled.add(t.id);
+    }
     nodes.push(planned);
   }
-  return {plan: {input, padding, output, nodes, masksZeroIds}, reason: null};
+  return {
+    plan: {input, padding, output, nodes, masksZeroIds, zeroKeysExact, zeroQueries},
+    reason: null,
+  };
 }
 
 /** Why `model` cannot be decoded with a cache, or null when `generate` can use one. */

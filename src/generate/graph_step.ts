@@ -18,6 +18,12 @@ function applyToRows(layer: PlannedNode['layer'], x: tf.Tensor, kwargs: Kwargs):
 
 export class GraphStepper {
   private readonly caches = new Map<PlannedNode, tf.Tensor>();
+  /**
+   * With `masksZeroIds` and `zeroKeysExact`: per batch row and cache position, 1 for a kept key and 0 for a
+   * position holding the id 0 (a mask_zero key), as Keras' padding mask of the whole sequence
+   * would have it; positions not written yet are 1 (the causal mask hides them).
+   */
+  private readonly keyMask: Uint8Array | null;
   /** Positions written so far (the next step starts there). */
   position = 0;
 
@@ -36,13 +42,23 @@ export class GraphStepper {
       );
       this.caches.set(p, tf.zeros(shape));
     }
+    this.keyMask =
+      plan.masksZeroIds && plan.zeroKeysExact ? new Uint8Array(batch * maxLength).fill(1) : null;
+  }
+
+  /** The key mask `[batch, t, maxLength]` of a step of t positions (see `keyMask`). */
+  private keyMaskOf(t: number): tf.Tensor | null {
+    if (this.keyMask == null) return null;
+    const rows = tf.tensor3d(this.keyMask, [this.batch, 1, this.maxLength], 'float32');
+    return t === 1 ? rows : tf.tile(rows, [1, t, 1]);
   }
 
   /**
    * Feeds ids `[batch, t]` at positions `position .. position + t - 1` and returns the logits of
-   * the last of them, `[batch, vocab]`; the caches then hold those positions.
+   * the last of them, `[batch, vocab]`; the caches then hold those positions. `rows`: the same
+   * ids as numbers, which a model that masks the id 0 (`masksZeroIds`) needs for its key mask.
    */
-  step(ids: tf.Tensor2D): tf.Tensor2D {
+  step(ids: tf.Tensor2D, rows: readonly (readonly number[])[] | null = null): tf.Tensor2D {
     const start = this.position;
     const t = ids.shape[1];
     if (start + t > this.maxLength) {
@@ -50,7 +66,18 @@ export class GraphStepper {
         `generate: positions ${start} to ${start + t - 1} exceed maxLength ${this.maxLength}`,
       );
     }
+    if (this.keyMask != null) {
+      if (rows == null) {
+        throw new Error('generate: a model that masks the id 0 needs the ids of each step as rows');
+      }
+      for (let b = 0; b < this.batch; b++) {
+        for (let i = 0; i < t; i++) {
+          this.keyMask[b * this.maxLength + start + i] = rows[b][i] === 0 ? 0 : 1;
+        }
+      }
+    }
     const {logits, caches} = tf.tidy(() => {
+      const keyMask = this.keyMaskOf(t);
       const values = new Map<number, tf.Tensor>([[this.plan.input.id, ids]]);
       const newCaches: tf.Tensor[] = [];
       for (const p of this.plan.nodes) {
@@ -66,7 +93,8 @@ export class GraphStepper {
         }
         const cache = this.caches.get(p);
         if (cache != null) {
-          kwargs = {...kwargs, ...(p.cache?.entry.cacheKwargs(cache, start) ?? {})};
+          const masks = p.cache?.entry.readsKerasMasks === true ? keyMask : null;
+          kwargs = {...kwargs, ...(p.cache?.entry.cacheKwargs(cache, start, masks) ?? {})};
         }
         const result = (
           p.flattenRows === true && !Array.isArray(arg) && arg.kerasMask == null
@@ -78,8 +106,8 @@ export class GraphStepper {
           newCaches.push(outputs[outputs.length - 1]);
           outputs = outputs.slice(0, -1);
         }
-        // with masksZeroIds every known position is kept: the chunk's all-true masks must not
-        // reach attention as the only keys (the cache holds the earlier ones)
+        // with masksZeroIds the chunk's Keras masks name its new positions alone: they must not
+        // reach attention as the only keys (the key mask over the whole cache replaces them)
         if (this.plan.masksZeroIds) for (const o of outputs) o.kerasMask = undefined;
         p.node.outputTensors.forEach((x, i) => values.set(x.id, outputs[i]));
       }

@@ -109,3 +109,15 @@ export function makesKerasMask(
   if (cls === 'Masking') return true;
   return cls === 'Embedding' && (config.maskZero === true || config.mask_zero === true);
 }
+
+/**
+ * Whether a Keras mask passing a node of this class reaches the next layer as Keras would pass
+ * it, as far as a cache can follow: only the package's own layers, whose masks are tested
+ * against Keras. tfjs-layers 4.22's merge layers return the first input's mask with an extra
+ * leading axis (`Merge.computeMask`), and with a LayerNormalization between two attention layers
+ * `predict`'s logits at a position were seen to depend on later positions of a 0; a cache cannot
+ * follow either.
+ */
+export function keepsKerasMaskExactly(cls: string): boolean {
+  return contractOf(cls) != null;
+}

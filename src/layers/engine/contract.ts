@@ -168,10 +168,23 @@ export interface CachedDecoding {
     batch: number,
     maxLength: number,
   ): number[];
-  /** The call options naming the cache and where this call's positions go in it. */
-  cacheKwargs(cache: unknown, index: number): Kwargs;
+  /**
+   * The call options naming the cache and where this call's positions go in it. `keyMask`
+   * (`[batch, t, maxLength]`, 1 = a kept key, 0 = a masked one), where the model's ids feed a
+   * mask_zero embedding whose Keras mask reaches a layer that `readsKerasMasks`: the positions of
+   * the cache that hold the id 0, as an attention mask the layer must apply to its keys (a step
+   * drops the Keras masks of its new positions, which name those positions alone); null otherwise.
+   */
+  cacheKwargs(cache: unknown, index: number, keyMask: unknown): Kwargs;
   /** Whether the layer reads the Keras masks of its inputs (padding masks from mask_zero). */
   readsKerasMasks: boolean;
+  /**
+   * Whether the Keras mask of its query masks whole rows of scores, as Keras'
+   * MultiHeadAttention does (then a query of the id 0 attends to no key, and Keras averages over
+   * every key of the sequence, later ones included, which a cache cannot give); default true.
+   * keras-hub's TransformerDecoder masks keys only.
+   */
+  masksQueries?: boolean;
   /**
    * The role of a second input that is a key padding mask (the model's padding-mask input),
    * which a cached step leaves out; null when the layer takes no such input.

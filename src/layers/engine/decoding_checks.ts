@@ -34,10 +34,11 @@ export const refuseSelfAttention: NodeCheck = (config, node) => {
   return null;
 };
 
-/** The call options of an attention layer's cached call. */
-export const attentionCacheKwargs = (cache: unknown, index: number): Kwargs => ({
+/** The call options of an attention layer's cached call (a key mask as its attention mask). */
+export const attentionCacheKwargs = (cache: unknown, index: number, keyMask: unknown): Kwargs => ({
   cache,
   cacheUpdateIndex: index,
+  ...(keyMask != null ? {attentionMask: keyMask} : {}),
 });
 
 /**

@@ -71,10 +71,12 @@ export const DECODER_DECODING: CachedDecoding = {
     // keras-hub's head size is hidden // heads (the layer floors it too)
     return [batch, 2, maxLength, heads, Math.floor((input[input.length - 1] as number) / heads)];
   },
-  cacheKwargs: (cache, index) => ({
+  cacheKwargs: (cache, index, keyMask) => ({
     selfAttentionCache: cache,
     selfAttentionCacheUpdateIndex: index,
+    ...(keyMask != null ? {decoderAttentionMask: keyMask} : {}),
   }),
   readsKerasMasks: true,
+  masksQueries: false,
   paddingMaskRole: 'decoderPaddingMask',
 };
