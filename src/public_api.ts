@@ -93,6 +93,13 @@ export {generate} from './generate/generate';
 export {cachedDecodingRefusal} from './generate/graph_plan';
 export type {GenerateOptions} from './generate/generate';
 export type {SamplerName, SamplerOptions} from './generate/samplers';
+export {generateText} from './generate/generate_text';
+export type {
+  GenerateTextOptions,
+  TextGenerator,
+  TextPreprocessor,
+  TextTokenizer,
+} from './generate/generate_text';
 
 export {convertKerasArtifacts} from './interop/keras';
 export {toKerasArtifacts} from './interop/keras_export';

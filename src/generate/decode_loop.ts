@@ -26,10 +26,13 @@ export interface DecodeStep {
 export interface DecodeLoopOptions extends SamplerOptions {
   /** Each row's prompt length: positions before it keep their ids. */
   lengths: readonly number[];
-  /** A row stops after choosing this token. */
-  endId: number | null;
-  /** Called after each position that chose tokens. */
-  onStep?: (position: number) => void;
+  /** A row stops after choosing one of these tokens. */
+  endIds: readonly number[];
+  /**
+   * Called after each position that chose tokens, with the token each row chose there (null for
+   * a row that chose none: still in its prompt, or stopped).
+   */
+  onStep?: (position: number, tokens: ReadonlyArray<number | null>) => void;
 }
 
 /**
@@ -42,7 +45,7 @@ export async function decodeLoop(
   options: DecodeLoopOptions,
   rng: () => number,
 ): Promise<void> {
-  const {lengths, endId} = options;
+  const {lengths, endIds} = options;
   const B = ids.length;
   const maxLength = ids[0]?.length ?? 0;
   const done = new Array<boolean>(B).fill(false);
@@ -66,9 +69,12 @@ export async function decodeLoop(
       for (let b = 0; b < B; b++) {
         if (!active[b]) continue;
         ids[b][t] = sampleNext(values[b], options, rng, `row ${b} at position ${t}`);
-        if (endId != null && ids[b][t] === endId) done[b] = true;
+        if (endIds.includes(ids[b][t])) done[b] = true;
       }
-      options.onStep?.(t);
+      options.onStep?.(
+        t,
+        active.map((a, b) => (a ? ids[b][t] : null)),
+      );
     }
   } finally {
     step.dispose();

@@ -30,8 +30,11 @@ export interface GenerateOptions extends SamplerOptions {
   maxLength: number;
   /** Each prompt's length (prompts are right-padded); default: up to the first `padId`. */
   promptLengths?: number[];
-  /** Generation of a row stops after this token (the rest is `padId`). */
-  endId?: number | null;
+  /**
+   * Generation of a row stops after this token, or after any of these (keras-hub's
+   * `stop_token_ids`); the rest of the row is `padId`.
+   */
+  endId?: number | readonly number[] | null;
   /** Padding token. Default 0. */
   padId?: number;
   /** Seed of the samplers that draw at random. */
@@ -47,8 +50,11 @@ export interface GenerateOptions extends SamplerOptions {
   useCache?: boolean;
   /** Called with the reason when `useCache` is unset and the model runs without a cache. */
   onFallback?: (reason: string) => void;
-  /** Called after each step that chose tokens, with their position (progress, timing). */
-  onStep?: (position: number) => void;
+  /**
+   * Called after each step that chose tokens, with their position and the token each row chose
+   * (null for a row still in its prompt or stopped): progress, timing, streaming.
+   */
+  onStep?: (position: number, tokens: ReadonlyArray<number | null>) => void;
   /**
    * The most memory, in bytes, a run may need by `generate`'s estimate (logits
    * `[batch, maxLength, vocab]` float32, the key / value caches, the ids), checked before
@@ -112,7 +118,12 @@ export async function generate(
   const vocab = checkModelInputs(model);
   const rows = await promptRows(prompts);
   const padId = checkTokenId('padId', options.padId ?? 0, vocab);
-  const endId = options.endId == null ? null : checkTokenId('endId', options.endId, vocab);
+  const endIds =
+    options.endId == null
+      ? []
+      : (Array.isArray(options.endId) ? options.endId : [options.endId]).map((id: unknown) =>
+          checkTokenId('endId', id, vocab),
+        );
   checkSeed(options.seed);
   const maxLength = checkMaxLength(model, options.maxLength);
   const lengths = promptLengthsOf(rows, options.promptLengths, padId, maxLength);
@@ -134,7 +145,7 @@ export async function generate(
   } else {
     step = cachedStep(plan, model, lengths, maxLength);
   }
-  await decodeLoop(step, ids, {...options, lengths, endId}, rng);
+  await decodeLoop(step, ids, {...options, lengths, endIds}, rng);
   return tf.tensor2d(ids, [B, maxLength], 'int32');
 }
 

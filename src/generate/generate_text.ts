@@ -1,0 +1,186 @@
+/**
+ * Text in, text out with a keras-hub causal LM, as keras-hub 0.32's `CausalLM.generate(prompts,
+ * max_length)` does with its preprocessor (keras_hub/src/models/causal_lm.py and
+ * causal_lm_preprocessor.py): each prompt tokenized, packed as `[start token] + ids` (no end
+ * token: generation continues the prompt), truncated to `maxLength`, right-padded with the pad
+ * id; generation stops a row at the tokenizer's end token(s) (`stop_token_ids="auto"`: the end
+ * token, and Llama 3's second end token); the output keeps each row up to and including its stop
+ * token, drops the tokenizer's special tokens, and is detokenized, prompt included.
+ */
+import type {LayersModel} from '@tensorflow/tfjs-layers';
+
+import {generate} from './generate';
+import type {GenerateOptions} from './generate';
+import type {SamplerOptions} from './samplers';
+
+/** What {@link generateText} needs of a tokenizer (the package's tokenizers have it). */
+export interface TextTokenizer {
+  /** Token ids of a text, no start or end token added. */
+  encode(text: string): number[];
+  /** The text of token ids (keras-hub's `detokenize`). */
+  decode(ids: number[]): string;
+  /** The start token keras-hub's packer puts first (`add_start_token`). */
+  startTokenId?: number;
+  /** The stop token. */
+  endTokenId?: number;
+  /** A second stop token (Llama 3's `<|eot_id|>`, keras-hub's `end_token2_id`). */
+  endToken2Id?: number;
+  /** The padding id of packed prompts. Default 0 (keras-hub's GPT-2 and Llama 3). */
+  padTokenId?: number;
+  /** keras-hub's `special_token_ids`, dropped from the output; default the start and end tokens. */
+  specialTokenIds?: readonly number[];
+}
+
+/** keras-hub's CausalLM preprocessor settings (its preprocessor.json). */
+export interface TextPreprocessor {
+  /** The packed length, and `maxLength`'s default. */
+  sequenceLength: number;
+  /** Whether the start token is put before each prompt. */
+  addStartToken: boolean;
+  /** Whether the packer adds an end token: never while generating (kept for the config's sake). */
+  addEndToken?: boolean;
+}
+
+/** Options of {@link generateText}. */
+export interface GenerateTextOptions extends SamplerOptions {
+  /** Total tokens per row, prompt and start token included; default the preprocessor's length. */
+  maxLength?: number;
+  /** Seed of the samplers that draw at random. */
+  seed?: number;
+  /** Return the generated text alone, without the prompt (keras-hub's `strip_prompt`). */
+  stripPrompt?: boolean;
+  /**
+   * Called as each token is chosen, with its row, its id and the text it completes (possibly
+   * empty: a byte-level token may end inside a character, whose text then comes with a later
+   * token; special tokens have none).
+   */
+  onToken?: (row: number, id: number, text: string) => void;
+  /** As {@link GenerateOptions}. */
+  useCache?: boolean;
+  /** As {@link GenerateOptions}. */
+  onFallback?: (reason: string) => void;
+  /** As {@link GenerateOptions}. */
+  memoryLimit?: number;
+}
+
+/** A causal LM with its tokenizer and preprocessor settings (what `loadKerasHubPreset` gives). */
+export interface TextGenerator {
+  /** token ids (and a padding mask) -> logits `[batch, T, vocab]`. */
+  model: LayersModel;
+  /** Its tokenizer. */
+  tokenizer: TextTokenizer;
+  /** Its preprocessor's settings. */
+  preprocessor: TextPreprocessor;
+}
+
+function fail(message: string): never {
+  throw new Error(`generateText: ${message}`);
+}
+
+/** The text `decode(ids)` adds to `before`, held back while it ends inside a character. */
+function completed(text: string, before: string): string {
+  if (!text.startsWith(before)) return text; // a decode that rewrote earlier text (rare)
+  const added = text.slice(before.length);
+  return added.endsWith('\uFFFD') ? '' : added;
+}
+
+/**
+ * Generates text for each prompt, as keras-hub's `CausalLM.generate(prompts, max_length)`
+ * (greedy by default; the samplers of {@link generate}).
+ *
+ * ```js
+ * const [text] = await generateText(preset, 'The quick brown fox', {maxLength: 32});
+ * await generateText(preset, ['a', 'b'], {onToken: (row, id, text) => process.stdout.write(text)});
+ * ```
+ *
+ * @returns one string per prompt: the prompt and its continuation (or the continuation alone
+ *   with `stripPrompt`), special tokens removed.
+ */
+export async function generateText(
+  preset: TextGenerator,
+  prompts: string | string[],
+  options: GenerateTextOptions = {},
+): Promise<string[]> {
+  const {model, tokenizer, preprocessor} = preset ?? ({} as TextGenerator);
+  if (model == null || tokenizer == null || preprocessor == null) {
+    fail('expected {model, tokenizer, preprocessor}, as loadKerasHubPreset returns');
+  }
+  const texts = typeof prompts === 'string' ? [prompts] : prompts;
+  if (!Array.isArray(texts) || texts.length === 0 || !texts.every((t) => typeof t === 'string')) {
+    fail(`expected a prompt string or a non-empty array of strings, received ${typeof prompts}`);
+  }
+  const maxLength = options.maxLength ?? preprocessor.sequenceLength;
+  if (!Number.isInteger(maxLength) || maxLength < 2) {
+    fail(`expected maxLength to be a whole number >= 2, received ${String(maxLength)}`);
+  }
+  const start = preprocessor.addStartToken ? tokenizer.startTokenId : undefined;
+  if (preprocessor.addStartToken && start == null) {
+    fail('the preprocessor adds a start token, but the tokenizer has no startTokenId');
+  }
+  const padId = tokenizer.padTokenId ?? 0;
+  const stops = [tokenizer.endTokenId, tokenizer.endToken2Id].filter(
+    (id): id is number => id != null,
+  );
+  const special = new Set(
+    tokenizer.specialTokenIds ??
+      [tokenizer.startTokenId, tokenizer.endTokenId, tokenizer.endToken2Id].filter(
+        (id) => id != null,
+      ),
+  );
+  // keras-hub's StartEndPacker: [start] + ids, cut to maxLength (the prompt's end is dropped)
+  const packed = texts.map((t) => {
+    const ids = [...(start != null ? [start] : []), ...tokenizer.encode(t)].slice(0, maxLength);
+    if (ids.length === 0) fail(`prompt ${JSON.stringify(t)} has no token and no start token`);
+    return ids;
+  });
+  const lengths = packed.map((r) => r.length);
+  const rows = packed.map((r) => [...r, ...new Array<number>(maxLength - r.length).fill(padId)]);
+  // streaming: each row's generated ids and the text streamed so far
+  const generated = texts.map(() => [] as number[]);
+  const streamed = texts.map(() => '');
+  const onStep: GenerateOptions['onStep'] =
+    options.onToken == null
+      ? undefined
+      : (_position, tokens) => {
+          tokens.forEach((id, row) => {
+            if (id == null) return;
+            let text = '';
+            if (!special.has(id)) {
+              generated[row].push(id);
+              const whole = tokenizer.decode(generated[row]);
+              text = completed(whole, streamed[row]);
+              streamed[row] += text;
+            }
+            options.onToken?.(row, id, text);
+          });
+        };
+  const out = await generate(model, rows, {
+    maxLength,
+    promptLengths: lengths,
+    endId: stops,
+    padId,
+    sampler: options.sampler,
+    k: options.k,
+    p: options.p,
+    temperature: options.temperature,
+    seed: options.seed,
+    useCache: options.useCache,
+    onFallback: options.onFallback,
+    memoryLimit: options.memoryLimit,
+    onStep,
+  });
+  const ids = (await out.array()) as number[][];
+  out.dispose();
+  return ids.map((row, b) => {
+    // keep the prompt and the generated tokens up to and including the first stop token
+    let end = maxLength;
+    for (let t = lengths[b]; t < maxLength; t++) {
+      if (stops.includes(row[t])) {
+        end = t + 1;
+        break;
+      }
+    }
+    const from = options.stripPrompt === true ? lengths[b] : 0;
+    return tokenizer.decode(row.slice(from, end).filter((id) => !special.has(id)));
+  });
+}
