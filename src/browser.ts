@@ -7,3 +7,4 @@ import './layers/register';
 
 export * from './public_api';
 export {loadKerasModel} from './interop/keras';
+export {saveKerasFile} from './interop/keras_file_save';

@@ -93,6 +93,7 @@ export {generate} from './generate/generate';
 export {cachedDecodingRefusal} from './generate/graph_plan';
 export type {GenerateOptions} from './generate/generate';
 export type {SamplerName, SamplerOptions} from './generate/samplers';
+export type {SaveKerasFileOptions} from './interop/keras_file_save';
 export {generateText} from './generate/generate_text';
 export type {
   GenerateTextOptions,

@@ -1,0 +1,132 @@
+/**
+ * saveKerasFile: a model of the package's layers written as a `.keras` file in JavaScript. Keras
+ * 3.15 (with keras-hub 0.32) loaded the committed fixtures/keras_save/model.keras, written by this
+ * test with SAVE_KERAS_FIXTURE=1, and recorded its predictions
+ * (fixtures/keras_save_check.py -> keras_predictions.json); the writer must still produce those
+ * bytes, and the model predict what Keras predicted from them.
+ */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+
+import {
+  MultiHeadAttention,
+  saveKerasFile,
+  TokenAndPositionEmbedding,
+  TransformerDecoder,
+} from '../src';
+import {crc32} from '../src/io/zip_writer';
+
+const FIXTURE = path.join(__dirname, '..', 'fixtures', 'keras_save');
+const DATE = new Date(Date.UTC(2026, 11, 4, 12, 0, 0));
+const IDS = [
+  [1, 2, 3, 4, 5, 6],
+  [7, 8, 9, 1, 2, 3],
+];
+type S = tf.SymbolicTensor;
+
+/** TokenAndPositionEmbedding, a TransformerDecoder, a causal MultiHeadAttention, Dense logits. */
+function model(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32', name: 'ids'});
+  let x = new TokenAndPositionEmbedding({
+    vocabularySize: 20,
+    sequenceLength: 8,
+    embeddingDim: 8,
+    name: 'embed',
+  }).apply(ids) as S;
+  x = new TransformerDecoder({intermediateDim: 16, numHeads: 2, name: 'decoder'}).apply(x) as S;
+  x = new MultiHeadAttention({numHeads: 2, keyDim: 4, useCausalMask: true, name: 'mha'}).apply(
+    x,
+  ) as S;
+  const m = tf.model({
+    inputs: ids,
+    outputs: tf.layers.dense({units: 5, name: 'logits'}).apply(x) as S,
+  });
+  m.setWeights(m.getWeights().map((w, i) => tf.randomNormal(w.shape, 0, 0.4, 'float32', 11 + i)));
+  return m;
+}
+
+/** The entries of a stored zip, read with the format's fields (no zip library). */
+function entries(bytes: Uint8Array): Map<string, Uint8Array> {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Map<string, Uint8Array>();
+  let at = 0;
+  while (view.getUint32(at, true) === 0x04034b50) {
+    const crc = view.getUint32(at + 14, true);
+    const size = view.getUint32(at + 18, true);
+    const nameLength = view.getUint16(at + 26, true);
+    const name = new TextDecoder().decode(bytes.subarray(at + 30, at + 30 + nameLength));
+    const data = bytes.subarray(at + 30 + nameLength, at + 30 + nameLength + size);
+    expect(crc32(data)).toBe(crc);
+    out.set(name, data);
+    at += 30 + nameLength + size;
+  }
+  return out;
+}
+
+describe('saveKerasFile', () => {
+  let m: tf.LayersModel;
+  beforeAll(() => {
+    m = model();
+  });
+  afterAll(() => m.dispose());
+
+  it('writes the .keras file Keras 3.15 loaded, predicting what Keras predicted from it', async () => {
+    const before = tf.memory().numTensors;
+    const bytes = await saveKerasFile(m, undefined, {date: DATE});
+    expect(tf.memory().numTensors).toBe(before);
+    if (process.env.SAVE_KERAS_FIXTURE === '1') {
+      fs.writeFileSync(path.join(FIXTURE, 'model.keras'), bytes);
+    }
+    expect(Buffer.from(bytes).equals(fs.readFileSync(path.join(FIXTURE, 'model.keras')))).toBe(
+      true,
+    );
+    const keras = JSON.parse(fs.readFileSync(path.join(FIXTURE, 'keras_predictions.json'), 'utf8'));
+    expect(keras.ids).toEqual(IDS);
+    const ours = tf.tidy(
+      () => (m.predict(tf.tensor2d(IDS, [2, 6], 'int32')) as tf.Tensor).arraySync() as number[][][],
+    );
+    const worst = Math.max(
+      ...ours.flat(2).map((v, i) => Math.abs(v - (keras.predictions as number[][][]).flat(2)[i])),
+    );
+    expect(worst).toBeLessThan(1e-5);
+  });
+
+  it("holds Keras' three entries, stored, with Keras 3's config and weight paths", async () => {
+    const files = entries(await saveKerasFile(m, undefined, {date: DATE}));
+    expect([...files.keys()]).toEqual(['metadata.json', 'config.json', 'model.weights.h5']);
+    expect(JSON.parse(new TextDecoder().decode(files.get('metadata.json')))).toEqual({
+      keras_version: '3.15.1',
+      date_saved: '2026-12-04@12:00:00',
+    });
+    const config = JSON.parse(new TextDecoder().decode(files.get('config.json')));
+    expect(config.class_name).toBe('Functional');
+    expect(config.config.layers.map((l: {class_name: string}) => l.class_name)).toEqual([
+      'InputLayer',
+      'TokenAndPositionEmbedding',
+      'TransformerDecoder',
+      'MultiHeadAttention',
+      'Dense',
+    ]);
+    const h5 = files.get('model.weights.h5') as Uint8Array;
+    expect(Array.from(h5.subarray(0, 8))).toEqual([0x89, 0x48, 0x44, 0x46, 0x0d, 0x0a, 0x1a, 0x0a]);
+  });
+
+  it('writes the file at a path (Node), atomically, and refuses a path in the browser build', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-save-'));
+    try {
+      const file = path.join(dir, 'model.keras');
+      const bytes = await saveKerasFile(m, file, {date: DATE});
+      expect(Buffer.from(bytes).equals(fs.readFileSync(file))).toBe(true);
+      expect(fs.readdirSync(dir)).toEqual(['model.keras']);
+    } finally {
+      fs.rmSync(dir, {recursive: true, force: true});
+    }
+    const browser = await import('../src/interop/keras_file_save');
+    await expect(browser.saveKerasFile(m, 'x.keras')).rejects.toThrow(
+      'saveKerasFile: a path is written in Node only; in the browser, save the returned bytes',
+    );
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * `.keras` files written in JavaScript: a model built with this package (or loaded by it) as the
+ * zip Keras 3 saves (`metadata.json`, `config.json`, `model.weights.h5`, stored), which
+ * `keras.saving.load_model` reads with keras-hub imported where the model uses its layers. The
+ * config and the weight paths are those of {@link toKeras3Artifacts} (the Keras 3 export); the
+ * weights file is written by io/hdf5_writer.ts and the zip by io/zip_writer.ts.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import type {LayersModel} from '@tensorflow/tfjs-layers';
+
+import {Hdf5Dtype, Hdf5Group, writeHdf5} from '../io/hdf5_writer';
+import {writeZip} from '../io/zip_writer';
+import {Keras3ExportOptions, toKeras3Artifacts} from './keras3_export';
+
+/** The Keras version the config is written for (metadata.json's keras_version). */
+export const KERAS_FILE_VERSION = '3.15.1';
+
+/** Options of {@link saveKerasFile}. */
+export interface SaveKerasFileOptions extends Keras3ExportOptions {
+  /** The date recorded in metadata.json and the zip entries; default now. */
+  date?: Date;
+}
+
+function fail(message: string): never {
+  throw new Error(`saveKerasFile: ${message}`);
+}
+
+const HDF5_TYPES: Partial<Record<tf.DataType, Hdf5Dtype>> = {float32: 'float32', int32: 'int32'};
+
+/** Keras' `date_saved`: `%Y-%m-%d@%H:%M:%S`, in UTC (Keras writes local time) so that a file does not depend on the time zone. */
+function kerasDate(d: Date): string {
+  const p = (n: number) => String(n).padStart(2, '0');
+  return (
+    `${d.getUTCFullYear()}-${p(d.getUTCMonth() + 1)}-${p(d.getUTCDate())}@` +
+    `${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())}`
+  );
+}
+
+/** The model's save artifacts (topology, weight specs and bytes), as `model.save` gives them. */
+async function artifactsOf(model: LayersModel): Promise<tf.io.ModelArtifacts> {
+  let saved: tf.io.ModelArtifacts | null = null;
+  await model.save(
+    tf.io.withSaveHandler(async (a) => {
+      saved = a;
+      return {modelArtifactsInfo: {dateSaved: new Date(), modelTopologyType: 'JSON'}};
+    }),
+  );
+  return saved ?? fail('the model gave no artifacts to save');
+}
+
+/** The weights of Keras 3 artifacts as HDF5 groups: each name `a/b/c` a dataset `c` in `a/b`. */
+function weightsTree(artifacts: tf.io.ModelArtifacts): Hdf5Group {
+  const specs = artifacts.weightSpecs ?? [];
+  const raw = artifacts.weightData;
+  const data = new Uint8Array(
+    raw == null
+      ? new ArrayBuffer(0)
+      : tf.io.concatenateArrayBuffers(Array.isArray(raw) ? raw : [raw]),
+  );
+  const root: Hdf5Group = {};
+  let offset = 0;
+  for (const spec of specs) {
+    const dtype = HDF5_TYPES[spec.dtype];
+    if (dtype == null || spec.quantization != null) {
+      fail(
+        `weight '${spec.name}' is ${spec.quantization ? 'quantized ' : ''}${spec.dtype}; expected float32 or int32`,
+      );
+    }
+    const bytes = spec.shape.reduce((n, d) => n * d, 1) * 4;
+    if (offset + bytes > data.length) {
+      fail(`the weights hold ${data.length} bytes, fewer than their specs declare`);
+    }
+    const parts = spec.name.split('/');
+    let group = root;
+    for (const part of parts.slice(0, -1)) {
+      const next = group[part] ?? (group[part] = {});
+      if ('data' in next && next.data instanceof Uint8Array) {
+        fail(`weight '${spec.name}' lies under another weight`);
+      }
+      group = next as Hdf5Group;
+    }
+    const leaf = parts[parts.length - 1];
+    if (group[leaf] != null) fail(`weight '${spec.name}' is written twice`);
+    group[leaf] = {shape: spec.shape, dtype, data: data.slice(offset, offset + bytes)};
+    offset += bytes;
+  }
+  return root;
+}
+
+/**
+ * The bytes of a `.keras` file of `model` (Keras 3's zip: metadata.json, config.json,
+ * model.weights.h5), which `keras.saving.load_model` reads, predicting what the model predicts.
+ * The model must be one {@link toKeras3Artifacts} exports (a functional model of the package's
+ * layers and tfjs' built-ins); its refusals are this function's.
+ */
+export async function kerasFileBytes(
+  model: LayersModel,
+  options: SaveKerasFileOptions = {},
+): Promise<Uint8Array> {
+  const {date = new Date(), ...exportOptions} = options;
+  const keras3 = await toKeras3Artifacts(await artifactsOf(model), exportOptions);
+  const text = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+  return writeZip(
+    [
+      {
+        name: 'metadata.json',
+        data: text({keras_version: KERAS_FILE_VERSION, date_saved: kerasDate(date)}),
+      },
+      {name: 'config.json', data: text(keras3.modelTopology)},
+      {name: 'model.weights.h5', data: writeHdf5(weightsTree(keras3))},
+    ],
+    date,
+  );
+}
+
+/**
+ * Saves `model` as a `.keras` file: returns its bytes (a download in the browser) and, given a
+ * path, also writes them there (Node). Keras reads it back with
+ * `keras.saving.load_model('model.keras')` (and `import keras_hub` first where the model uses
+ * keras-hub's layers).
+ *
+ * ```js
+ * const bytes = await saveKerasFile(model); // Uint8Array
+ * ```
+ */
+export async function saveKerasFile(
+  model: LayersModel,
+  path?: string,
+  options: SaveKerasFileOptions = {},
+): Promise<Uint8Array> {
+  if (path != null) fail('a path is written in Node only; in the browser, save the returned bytes');
+  return kerasFileBytes(model, options);
+}
