@@ -192,6 +192,7 @@ function main(): void {
     );
   }
   const t0 = Date.now();
+  const loadBefore = os.loadavg()[0];
   const sizes = SIZES.map(benchSize).filter((s) => s != null);
   let commit = 'unknown';
   try {
@@ -210,6 +211,8 @@ function main(): void {
     machine: `${os.cpus()[0]?.model ?? 'cpu'}, ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${process.platform} ${process.arch}`,
     rounds: ROUNDS,
     quick: QUICK,
+    // the 1-minute load average of the machine (other processes share its cores)
+    loadAverage: {before: loadBefore, after: os.loadavg()[0]},
     seconds: (Date.now() - t0) / 1000,
     notes,
     alarms,
