@@ -1,8 +1,12 @@
 // npm run bench: bundles the benchmarks (and tfjs-layers' unexported MultiHeadAttention, whose ESM
 // files plain Node cannot load) with esbuild, runs them, then writes the tables in
-// bench/README.md. `npm run bench -- --generate` runs the generate benchmark alone, `--attention`
-// the attention benchmark alone; `--quick` makes the generate benchmark time one run per mode and
-// the attention benchmark 3 runs per contender. `--sizes=medium,long`, `--backends=wasm` and
+// bench/README.md. `npm run bench -- --generate` runs the GPT-2 generation benchmark against
+// transformers.js alone (bench/generate_vs_transformers.ts; its models come from
+// fixtures/gpt2_bench.py), `--generate-cache` the key / value cache benchmark alone
+// (bench/generate_bench.ts), `--attention` the attention benchmark alone; `--quick` makes the
+// GPT-2 benchmark run 1 round at the small size, the cache benchmark time one run per mode and the
+// attention benchmark 3 runs per contender; `--rounds=N` and `--models=small,gpt2-small` set the
+// GPT-2 benchmark's rounds and sizes. `--sizes=medium,long`, `--backends=wasm` and
 // `--runs=N` narrow the attention benchmark (the same as BENCH_SIZES, BENCH_BACKENDS, BENCH_RUNS).
 import {execFileSync} from 'node:child_process';
 
@@ -10,7 +14,9 @@ import * as esbuild from 'esbuild';
 
 const args = process.argv.slice(2);
 const onlyGenerate = args.includes('--generate');
+const onlyCache = args.includes('--generate-cache');
 const onlyAttention = args.includes('--attention');
+const only = onlyGenerate || onlyCache || onlyAttention;
 const quick = args.includes('--quick');
 const flag = (name) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const env = {...process.env};
@@ -45,7 +51,7 @@ const bundle = (entry, outfile) =>
     external,
     logLevel: 'warning',
   });
-if (!onlyGenerate) {
+if (!only || onlyAttention) {
   await esbuild.build({
     entryPoints: ['node_modules/@tensorflow/tfjs-layers/dist/layers/nlp/multihead_attention.js'],
     bundle: true,
@@ -62,12 +68,20 @@ if (!onlyGenerate) {
     {stdio: 'inherit', env},
   );
 }
-if (!onlyAttention) {
+if (!only || onlyCache) {
   await bundle('bench/generate_bench.ts', 'bench/.build/generate_bench.cjs');
   execFileSync(
     process.execPath,
     ['bench/.build/generate_bench.cjs', ...(quick ? ['--quick'] : [])],
     {stdio: 'inherit'},
   );
+}
+if (!only || onlyGenerate) {
+  await bundle('bench/generate_ours_child.ts', 'bench/.build/generate_ours_child.cjs');
+  await bundle('bench/generate_vs_transformers.ts', 'bench/.build/generate_vs_transformers.cjs');
+  const pass = args.filter((a) => a === '--quick' || /^--(rounds|models)=/.test(a));
+  execFileSync(process.execPath, ['bench/.build/generate_vs_transformers.cjs', ...pass], {
+    stdio: 'inherit',
+  });
 }
 execFileSync(process.execPath, ['bench/table.mjs'], {stdio: 'inherit'});

@@ -1,0 +1,141 @@
+/**
+ * One contender of this package in `npm run bench -- --generate` (bench/generate_vs_transformers.mjs
+ * bundles this file and starts it in its own process):
+ * `node bench/.build/generate_ours_child.cjs <size> <backend> <dtype>` with backend `wasm`, `cpu` or
+ * `tensorflow` (tfjs-node) and dtype `float32` or `int8` (`quantize(model, 'int8')`, when the package
+ * exports it). One thread: tfjs-wasm `setThreadsCount(1)`, TF_NUM_INTRAOP_THREADS /
+ * TF_NUM_INTEROP_THREADS 1 (set by the parent) for tfjs-node.
+ *
+ * Loads bench/.models/<size>/tfjs (the keras-hub GPT-2 converted by fixtures/gpt2_bench.py) with
+ * `loadKerasModel`, checks its logits on the prompt against Keras' (keras_logits.f32, 1e-4) for
+ * float32, runs one warm-up generation of 4 tokens, then one timed greedy generation of the size's
+ * new tokens. Time to first token = the call -> `onStep` of the first generated position;
+ * per-token gaps = between successive `onStep`s. Prints one `RESULT {json}` line on stdout.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+import {setThreadsCount} from '@tensorflow/tfjs-backend-wasm';
+
+import * as api from '../src';
+
+const [size, backend, dtype] = process.argv.slice(2);
+const dir = path.join(process.cwd(), 'bench', '.models', size);
+
+interface Meta {
+  prompt: number[];
+  new_tokens: number;
+  vocab: number;
+}
+
+type Quantize = (model: tf.LayersModel, mode: 'int8') => unknown;
+
+function emit(result: object): void {
+  process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
+}
+
+async function setBackend(): Promise<void> {
+  if (backend === 'tensorflow') {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    require('@tensorflow/tfjs-node');
+  } else if (backend === 'wasm') {
+    setThreadsCount(1);
+  } else if (backend !== 'cpu') {
+    throw new Error(`expected backend wasm, cpu or tensorflow, received "${backend}"`);
+  }
+  if (!(await tf.setBackend(backend))) throw new Error(`tf.setBackend('${backend}') failed`);
+  await tf.ready();
+}
+
+/** max |our logits - Keras' logits| on the prompt (all positions). */
+function logitsError(model: tf.LayersModel, meta: Meta): number {
+  const keras = new Float32Array(
+    fs.readFileSync(path.join(dir, 'keras_logits.f32')).buffer.slice(0),
+  );
+  const T = meta.prompt.length;
+  const ours = tf.tidy(() => {
+    const ids = tf.tensor2d([meta.prompt], [1, T], 'int32');
+    const mask = tf.ones([1, T], 'int32');
+    return model.predict([ids, mask]) as tf.Tensor;
+  });
+  const data = ours.dataSync();
+  ours.dispose();
+  if (data.length !== keras.length) {
+    throw new Error(
+      `logits check: expected ${keras.length} logits (${T} x ${meta.vocab}), received ${data.length}`,
+    );
+  }
+  let worst = 0;
+  for (let i = 0; i < data.length; i++) worst = Math.max(worst, Math.abs(data[i] - keras[i]));
+  return worst;
+}
+
+async function run(
+  model: tf.LayersModel,
+  meta: Meta,
+  newTokens: number,
+): Promise<{start: number; end: number; steps: number[]; ids: number[]}> {
+  const T = meta.prompt.length;
+  const steps: number[] = [];
+  const start = performance.now();
+  const out = await api.generate(model, [meta.prompt], {
+    maxLength: T + newTokens,
+    promptLengths: [T],
+    useCache: true,
+    onStep: () => steps.push(performance.now()),
+  });
+  const end = performance.now();
+  const ids = (out.arraySync() as number[][])[0];
+  out.dispose();
+  return {start, end, steps, ids};
+}
+
+async function main(): Promise<void> {
+  const meta = JSON.parse(fs.readFileSync(path.join(dir, 'meta.json'), 'utf8')) as Meta;
+  // looked up by name at run time: the package does not export `quantize` yet, and a static
+  // import would fail to bundle (or be bundled as undefined) until it does
+  const name = 'quantize';
+  const quantize = (api as unknown as Record<string, Quantize | undefined>)[name];
+  if (dtype === 'int8' && typeof quantize !== 'function') {
+    emit({na: 'quantize not available'});
+    return;
+  }
+  if (dtype !== 'int8' && dtype !== 'float32') {
+    throw new Error(`expected dtype float32 or int8, received "${dtype}"`);
+  }
+  await setBackend();
+  const t0 = performance.now();
+  let model = await api.loadKerasModel(api.fileSystem(path.join(dir, 'tfjs', 'model.json')));
+  const loadMs = performance.now() - t0;
+  let maxAbsLogitsVsKeras: number | null = null;
+  if (dtype === 'float32') {
+    maxAbsLogitsVsKeras = logitsError(model, meta);
+  } else {
+    const q = (await quantize!(model, 'int8')) as tf.LayersModel | undefined;
+    if (q != null && q !== model) {
+      model.dispose();
+      model = q;
+    }
+  }
+  await run(model, meta, 4); // warm-up: kernels, the wasm JIT, the plan
+  const r = await run(model, meta, meta.new_tokens);
+  const gaps = r.steps.slice(1).map((t, i) => t - r.steps[i]);
+  emit({
+    ttftMs: r.steps[0] - r.start,
+    gapsMs: gaps,
+    totalMs: r.end - r.start,
+    loadMs,
+    maxRssBytes: process.resourceUsage().maxRSS * 1024,
+    ids: r.ids,
+    maxAbsLogitsVsKeras,
+    timing: 'generate onStep per chosen token',
+    runtimeVersion: `tfjs ${tf.version.tfjs} ${tf.getBackend()}`,
+  });
+  model.dispose();
+}
+
+main().catch((e: Error) => {
+  process.stderr.write(`${e.stack ?? e.message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,105 @@
+// One transformers.js contender of `npm run bench -- --generate` (bench/generate_vs_transformers.mjs
+// starts it in its own process): `node bench/generate_transformers_child.mjs <size> <runtime> <dtype>`
+// with runtime `node` (onnxruntime-node, CPU execution provider) or `web` (onnxruntime-web's wasm
+// backend in Node, installed as transformers.js' runtime through globalThis[Symbol.for('onnxruntime')])
+// and dtype `fp32` (onnx/model.onnx) or `q8` (onnx/model_quantized.onnx). One thread: onnxruntime
+// intra-op and inter-op 1, onnxruntime-web numThreads 1.
+//
+// Greedy generation from the fixed prompt in bench/.models/<size>/meta.json (input ids as a tensor,
+// no tokenizer), one warm-up generation of 4 tokens, then one timed generation. Times come from a
+// streamer: transformers.js calls `put` once with the prompt before the first forward pass, then
+// once per chosen token; time to first token = call -> the first token's `put`, per-token gaps =
+// between successive `put`s. Prints one JSON line on stdout.
+import {createRequire} from 'node:module';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import {performance} from 'node:perf_hooks';
+import {fileURLToPath} from 'node:url';
+
+const require = createRequire(import.meta.url);
+/** An installed package's version (read from its folder: not every package exports package.json). */
+function packageVersion(name) {
+  const dir = path.join(process.cwd(), 'node_modules', name);
+  return JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')).version;
+}
+const [size, runtime, dtype] = process.argv.slice(2);
+const here = path.dirname(fileURLToPath(import.meta.url));
+const modelsDir = path.join(here, '.models');
+const meta = JSON.parse(fs.readFileSync(path.join(modelsDir, size, 'meta.json'), 'utf8'));
+
+const ortName = runtime === 'web' ? 'onnxruntime-web' : 'onnxruntime-node';
+if (runtime === 'web') {
+  const ortWeb = require('onnxruntime-web');
+  ortWeb.env.wasm.numThreads = 1;
+  globalThis[Symbol.for('onnxruntime')] = ortWeb;
+} else if (runtime !== 'node') {
+  throw new Error(`expected runtime "node" or "web", received "${runtime}"`);
+}
+const {AutoModelForCausalLM, BaseStreamer, Tensor, env} = await import('@huggingface/transformers');
+env.localModelPath = modelsDir + path.sep;
+env.allowRemoteModels = false;
+env.allowLocalModels = true;
+if (runtime === 'web') {
+  env.backends.onnx.wasm.numThreads = 1;
+  // transformers.js points onnxruntime-web at its CDN build and pre-fetches it; offline, and to run
+  // the installed onnxruntime-web, let that package load its own wasm files
+  env.useWasmCache = false;
+  env.backends.onnx.wasm.wasmPaths = undefined;
+}
+
+const t0 = performance.now();
+const model = await AutoModelForCausalLM.from_pretrained(`${size}/tjs`, {
+  dtype,
+  // with a runtime installed through the symbol, transformers.js lists no devices; 'auto' hands
+  // onnxruntime-web an empty list, and it takes its own default backend (wasm)
+  device: runtime === 'node' ? 'cpu' : 'auto',
+  session_options: {intraOpNumThreads: 1, interOpNumThreads: 1},
+});
+const loadMs = performance.now() - t0;
+
+class Stamps extends BaseStreamer {
+  constructor() {
+    super();
+    this.times = [];
+  }
+  put() {
+    this.times.push(performance.now());
+  }
+  end() {}
+}
+
+async function run(newTokens) {
+  const prompt = meta.prompt;
+  const ids = new Tensor('int64', BigInt64Array.from(prompt.map(BigInt)), [1, prompt.length]);
+  const mask = new Tensor('int64', new BigInt64Array(prompt.length).fill(1n), [1, prompt.length]);
+  const streamer = new Stamps();
+  const start = performance.now();
+  const out = await model.generate({
+    input_ids: ids,
+    attention_mask: mask,
+    max_new_tokens: newTokens,
+    do_sample: false,
+    streamer,
+  });
+  const end = performance.now();
+  const tokens = Array.from(out.data, Number);
+  // times[0]: the prompt's put, before any forward pass; times[1..]: one per chosen token
+  const chosen = streamer.times.slice(1);
+  return {start, end, chosen, tokens};
+}
+
+await run(4); // warm-up: sessions, the wasm JIT, allocator pools
+const r = await run(meta.new_tokens);
+const gaps = r.chosen.slice(1).map((t, i) => t - r.chosen[i]);
+const result = {
+  ttftMs: r.chosen[0] - r.start,
+  gapsMs: gaps,
+  totalMs: r.end - r.start,
+  loadMs,
+  maxRssBytes: process.resourceUsage().maxRSS * 1024,
+  ids: r.tokens,
+  timing: 'streamer: put() per chosen token',
+  runtimeVersion: `${ortName} ${packageVersion(ortName)}`,
+};
+await model.dispose();
+process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
