@@ -108,10 +108,13 @@ describe('loadKerasModel refuses broken and hostile Keras files', () => {
     dense.config.units = 1e9;
     entries['config.json'] = text(JSON.stringify(config));
     const start = performance.now();
-    await expect(loadKerasModel(zipSync(entries, {level: 0}))).rejects.toThrow(
+    const progress: number[] = [];
+    const onProgress = (f: number) => progress.push(f);
+    await expect(loadKerasModel(zipSync(entries, {level: 0}), {onProgress})).rejects.toThrow(
       /layer 'dense' \(Dense\) implies at least 7000000000 weight values \(units = 1000000000, input width 6\), but the weights manifest declares \d+ in all/,
     );
     expect(performance.now() - start).toBeLessThan(1000);
+    expect(progress).toEqual([]); // refused before a weight was copied
   });
 
   it('a deflated entry that inflates to other than it declares', async () => {
