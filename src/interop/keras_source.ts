@@ -7,7 +7,7 @@ import type * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {loadKerasModel as loadConverted} from './keras';
-import {kerasBytesArtifacts, LoadKerasModelOptions} from './keras_file';
+import type {LoadKerasModelOptions} from './keras_file';
 import {fail} from './keras_json';
 
 export type {LoadKerasModelOptions} from './keras_file';
@@ -24,6 +24,20 @@ export function isKerasFileName(url: string): boolean {
 /** Loads the artifacts of a Keras file with the converted route's Keras semantics. */
 export function loadArtifacts(artifacts: tf.io.ModelArtifacts): Promise<LayersModel> {
   return loadConverted({load: async () => artifacts});
+}
+
+/**
+ * The artifacts of a `.keras` / `.h5` file's bytes. The reader (keras_file.ts, with jsfive and
+ * fflate behind it) is imported on first use, so a bundle that splits chunks keeps it out of the
+ * code of a page that only builds layers.
+ */
+async function bytesArtifacts(
+  bytes: Uint8Array,
+  label: string,
+  options: LoadKerasModelOptions,
+): Promise<tf.io.ModelArtifacts> {
+  const {kerasBytesArtifacts} = await import('./keras_file');
+  return kerasBytesArtifacts(bytes, label, options);
 }
 
 async function fetchBytes(url: string): Promise<Uint8Array> {
@@ -60,21 +74,19 @@ export async function loadKerasModel(
   options: LoadKerasModelOptions = {},
 ): Promise<LayersModel> {
   if (source instanceof Uint8Array) {
-    return loadArtifacts(await kerasBytesArtifacts(source, 'the bytes given', options));
+    return loadArtifacts(await bytesArtifacts(source, 'the bytes given', options));
   }
   if (source instanceof ArrayBuffer) {
-    return loadArtifacts(
-      await kerasBytesArtifacts(new Uint8Array(source), 'the bytes given', options),
-    );
+    return loadArtifacts(await bytesArtifacts(new Uint8Array(source), 'the bytes given', options));
   }
   if (isBlob(source)) {
     const name = (source as {name?: unknown}).name;
     const label = typeof name === 'string' && name !== '' ? name : 'the Blob given';
     const bytes = new Uint8Array(await source.arrayBuffer());
-    return loadArtifacts(await kerasBytesArtifacts(bytes, label, options));
+    return loadArtifacts(await bytesArtifacts(bytes, label, options));
   }
   if (typeof source === 'string' && /^https?:\/\//i.test(source) && isKerasFileName(source)) {
-    return loadArtifacts(await kerasBytesArtifacts(await fetchBytes(source), source, options));
+    return loadArtifacts(await bytesArtifacts(await fetchBytes(source), source, options));
   }
   if (typeof source === 'string' || (typeof source === 'object' && source != null)) {
     return loadConverted(source as string | tf.io.IOHandler);
