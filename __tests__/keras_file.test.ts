@@ -12,7 +12,10 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
+import {zipSync, unzipSync} from 'fflate';
+
 import {loadKerasModel} from '../src';
+import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 
 const dir = path.join(__dirname, '..', 'fixtures', 'keras_files');
@@ -65,6 +68,16 @@ function bytesOf(name: string): Uint8Array<ArrayBuffer> {
   return new Uint8Array(fs.readFileSync(fileOf(name)));
 }
 
+describeBackends('Keras files read directly', () => {
+  for (const name of cases) {
+    it(`${name}: from a path, predicts as Keras does (atol 1e-5, rtol 1e-5)`, async () => {
+      const model = await loadKerasModel(fileOf(name));
+      expectKerasOutputs(model, name);
+      model.dispose();
+    });
+  }
+});
+
 describe('loadKerasModel reads Keras files directly', () => {
   it('covers .keras files, a sharded folder and a tf-keras 2 .h5 model', () => {
     const formats = cases.map((c) => io(c).format);
@@ -73,13 +86,13 @@ describe('loadKerasModel reads Keras files directly', () => {
     expect(formats).toContain('sharded');
   });
 
-  for (const name of cases) {
-    it(`${name}: from a path, predicts as Keras does (atol 1e-5, rtol 1e-5)`, async () => {
-      const model = await loadKerasModel(fileOf(name));
-      expectKerasOutputs(model, name);
-      model.dispose();
-    });
-  }
+  it('a .keras file re-zipped with deflate loads the same (entries inflated)', async () => {
+    const deflated = zipSync(unzipSync(bytesOf('functional')), {level: 6});
+    expect(deflated.length).toBeLessThan(bytesOf('functional').length);
+    const model = await loadKerasModel(deflated);
+    expectKerasOutputs(model, 'functional');
+    model.dispose();
+  });
 
   for (const name of cases.filter((c) => io(c).format !== 'sharded')) {
     it(`${name}: from a Uint8Array, an ArrayBuffer and a Blob`, async () => {
