@@ -32,6 +32,23 @@ const TYPES: Record<string, {dtype: 'float32' | 'int32'; size: number}> = {
   '<i8': {dtype: 'int32', size: 8},
 };
 
+/**
+ * The file size an HDF5 superblock declares (its end-of-file address; superblock versions 0 to 3,
+ * 8-byte offsets), or null where it cannot be read.
+ */
+function declaredEnd(bytes: Uint8Array): number | null {
+  if (bytes.length < 48) return null;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const version = bytes[8];
+  const at = version === 0 ? 40 : version === 1 ? 44 : version === 2 || version === 3 ? 28 : -1;
+  const offsetSize = version <= 1 ? bytes[13] : bytes[9];
+  if (at < 0 || offsetSize !== 8) return null;
+  const base = version <= 1 ? at - 16 : 12;
+  return (
+    view.getUint32(at, true) + view.getUint32(at + 4, true) * 2 ** 32 + view.getUint32(base, true)
+  );
+}
+
 /** Whether `bytes` start with HDF5's signature. */
 export function isHdf5(bytes: Uint8Array): boolean {
   return bytes.length >= 8 && SIGNATURE.every((b, i) => bytes[i] === b);
@@ -57,6 +74,13 @@ export class Hdf5Reader {
           `received ${bytes.length} bytes starting with ${head.join(' ') || 'nothing'}`,
       );
     }
+    const end = declaredEnd(bytes);
+    if (end != null && end > bytes.length) {
+      throw new Error(
+        `reading ${label}: expected the ${end} bytes its HDF5 superblock declares (end-of-file ` +
+          `address), received ${bytes.length} (the file is truncated)`,
+      );
+    }
     const jsfive = await import('jsfive');
     // jsfive reads from an ArrayBuffer of the file alone
     const own =
@@ -67,7 +91,7 @@ export class Hdf5Reader {
     try {
       file = new jsfive.File(own, label);
     } catch (e) {
-      throw new Error(`reading ${label}: not a readable HDF5 file (${String(e)})`);
+      throw new Error(`reading ${label}: not a readable HDF5 file, damaged (${String(e)})`);
     }
     return new Hdf5Reader(file, jsfive.Group, new Uint8Array(own), label);
   }
