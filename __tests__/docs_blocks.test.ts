@@ -43,6 +43,8 @@ const EXPECTED: [string, string, string[]][] = [
   ],
   ['README.md', "fileSystem('models/addition')", ['123+045=0168$\n907+185=1092$']],
   ['docs/training.md', "fileSystem('models/reverse')", ['[ 7, 5, 3 ]']],
+  ['README.md', "loadKerasModel('m.keras')", ['[ 1, 5, 3 ]']],
+  ['docs/keras.md', "loadKerasModel('m.keras'", ['weights read\n[ 1, 5, 3 ]']],
   ['docs/transformers.md', 'k3_hub_mini_gpt', ['cached decoding: yes', 'greedy loop\nok']],
 ];
 
@@ -79,6 +81,8 @@ beforeAll(() => {
   link(path.join(root, 'node_modules', '@types'), 'node_modules/@types');
   link(path.join(root, 'models'), 'models');
   link(path.join(root, '__tests__'), '__tests__');
+  // the Keras quick starts load m.keras, which their Python line saves: a Keras 3.15 fixture
+  link(path.join(root, 'fixtures', 'keras_files', 'functional.keras'), 'm.keras');
 });
 
 afterAll(() => fs.rmSync(work, {recursive: true, force: true}));

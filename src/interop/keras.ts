@@ -77,6 +77,11 @@ function rewriteAttentionLayer(layer: Obj, byKeyword: boolean): void {
     const inputs: Entry[] = [...positional];
     const roles: string[] = ['query', 'value', 'key'].slice(0, inputs.length);
     if (byKeyword) {
+      // Keras 3 keeps `query=` as a keyword when every tensor is passed by keyword
+      if (tensorKwargs.query && inputs.length === 0) {
+        inputs.push(tensorKwargs.query);
+        roles.push('query');
+      }
       if (tensorKwargs.value) {
         inputs.push(tensorKwargs.value);
         roles.push('value');

@@ -23,17 +23,45 @@ function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
   return n === 0 ? base : `${base}_${n}`;
 }
 
+/**
+ * The order of each model's layers in a Keras config, by model name (nested models too): Keras 3
+ * numbers weight paths in that order, which tfjs' `model.layers` (sorted by depth) may not keep.
+ */
+function configOrder(topology: Obj): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const isO = (x: unknown): x is Obj => x != null && typeof x === 'object' && !Array.isArray(x);
+  const stack: Obj[] = [(isO(topology.model_config) ? topology.model_config : topology) as Obj];
+  while (stack.length > 0) {
+    const model = stack.pop() as Obj;
+    const config = isO(model.config) ? model.config : null;
+    if (config == null || !Array.isArray(config.layers)) continue;
+    const names = (config.layers as Obj[]).map((l) => String(l.name ?? (l.config as Obj)?.name));
+    for (const key of [model.name, config.name]) if (typeof key === 'string') out.set(key, names);
+    for (const l of config.layers as Obj[]) if (isO(l)) stack.push(l);
+  }
+  return out;
+}
+
 /** Each weight of `layer` by its Keras 3 path below the layer (`query_dense/vars/0`). */
-export function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
+export function keras3Paths(
+  layer: layers.Layer,
+  order: Map<string, string[]> = new Map(),
+): Map<string, LayerVariable> {
   const out = new Map<string, LayerVariable>();
   const weights = contractOf(layer.getClassName())?.weights;
   const sub = weights?.sublayers;
   if (layer instanceof LayersModel) {
     // a nested model: `layers/<key>/...` for each of its layers
     const counts = new Map<string, number>();
-    for (const l of layer.layers) {
+    const names = order.get(layer.name);
+    const rank = (l: layers.Layer) => names?.indexOf(l.name) ?? -1;
+    const inOrder =
+      names != null && layer.layers.every((l) => rank(l) >= 0)
+        ? [...layer.layers].sort((a, b) => rank(a) - rank(b))
+        : layer.layers;
+    for (const l of inOrder) {
       const key = pathKey(l, counts);
-      for (const [p, v] of keras3Paths(l)) out.set(`layers/${key}/${p}`, v);
+      for (const [p, v] of keras3Paths(l, order)) out.set(`layers/${key}/${p}`, v);
     }
   } else if (sub != null && layer instanceof CompositeLayer) {
     // Keras 3 keeps each projection's kernel and bias as vars/0 and vars/1 of its folder
@@ -48,7 +76,7 @@ export function keras3Paths(layer: layers.Layer): Map<string, LayerVariable> {
     // keras-hub blocks: each sublayer in the folder of its Python attribute (`_<name>`)
     for (const s of layer.sublayers) {
       const folder = weights?.keras3Folders[s.name] ?? `_${s.name}`;
-      for (const [p, v] of keras3Paths(s)) out.set(`${folder}/${p}`, v);
+      for (const [p, v] of keras3Paths(s, order)) out.set(`${folder}/${p}`, v);
     }
   } else {
     // own weights, numbered within their folder: `vars/0`, or `token_embedding/vars/0` for a
@@ -99,7 +127,7 @@ export async function renameKeras3Weights(
   } as never);
   const names = new Map<string, string>();
   try {
-    for (const [p, v] of keras3Paths(model)) names.set(p, v.originalName);
+    for (const [p, v] of keras3Paths(model, configOrder(topology))) names.set(p, v.originalName);
   } finally {
     disposeAllWeights(model);
   }

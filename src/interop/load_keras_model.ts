@@ -1,24 +1,67 @@
-/** Node entry of loadKerasModel: local paths (and file:// URLs) load through fileSystem. */
-import type * as tf from '@tensorflow/tfjs-core';
+/**
+ * Node entry of loadKerasModel: local paths (and file:// URLs) of `.keras` / `.h5` files, Keras
+ * model folders and converted model.json folders; everything else as in browsers
+ * (keras_source.ts).
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
-import {loadKerasModel as loadFrom} from './keras';
+import {loadKerasModel as loadConverted} from './keras';
+import {
+  keras3FilesArtifacts,
+  kerasBytesArtifacts,
+  LoadKerasModelOptions,
+  MAX_WEIGHTS_BYTES,
+} from './keras_file';
+import {KerasModelSource, loadArtifacts, loadKerasModel as loadAnywhere} from './keras_source';
 import {fileSystem} from '../io/file_system';
+import {folderFiles, readLocalFile} from '../io/local_files';
+
+export type {LoadKerasModelOptions} from './keras_file';
+export type {KerasModelSource} from './keras_source';
+
+async function loadPath(target: string, options: LoadKerasModelOptions): Promise<LayersModel> {
+  const p = path.resolve(target.replace(/^file:\/\//, ''));
+  const st = await fs.promises.stat(p).catch(() => null);
+  if (st?.isDirectory()) {
+    // a converted model (model.json) or a Keras 3 folder (config.json + weights)
+    const has = (name: string) => fs.existsSync(path.join(p, name));
+    if (!has('model.json') && has('config.json')) {
+      return loadArtifacts(await keras3FilesArtifacts(folderFiles(p), options));
+    }
+    return loadConverted(fileSystem(p));
+  }
+  if (st?.isFile() && !p.toLowerCase().endsWith('.json')) {
+    return loadArtifacts(
+      await kerasBytesArtifacts(await readLocalFile(p, MAX_WEIGHTS_BYTES), p, options),
+    );
+  }
+  return loadConverted(fileSystem(p));
+}
 
 /**
- * Loads a Keras model converted by `tensorflowjs_converter` (tf-keras 2 and Keras 3), from a
- * folder or model.json path, a `file://` / `http(s)://` URL, or any IOHandler.
+ * Loads a Keras model: a Keras 3 `.keras` file or a tf-keras 2 `.h5` full model, read directly
+ * (no converter), from a path, a URL or its bytes (ArrayBuffer, Uint8Array, Blob, File); a folder
+ * holding `config.json` and Keras 3 weights (`model.weights.h5`, or `model.weights.json` and its
+ * shards); or a model converted by `tensorflowjs_converter` (its folder, model.json path or URL,
+ * or any IOHandler).
  *
  * ```js
+ * const model = await loadKerasModel('m.keras');
  * const model = await loadKerasModel('converted/model.json');
  * ```
  */
-export function loadKerasModel(source: string | tf.io.IOHandler): Promise<LayersModel> {
+export function loadKerasModel(
+  source: KerasModelSource,
+  options: LoadKerasModelOptions = {},
+): Promise<LayersModel> {
   if (
     typeof source === 'string' &&
     (source.startsWith('file://') || !/^[a-z][a-z0-9+.-]*:\/\//i.test(source))
   ) {
-    return loadFrom(fileSystem(source));
+    return loadPath(source, options);
   }
-  return loadFrom(source);
+  return loadAnywhere(source, options);
 }

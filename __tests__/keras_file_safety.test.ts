@@ -1,0 +1,229 @@
+/**
+ * Hostile and broken Keras files: what loadKerasModel refuses, with what message, before
+ * allocating what the file declares; and that it reads only the files it names.
+ */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+import {unzipSync, zipSync, Zippable} from 'fflate';
+
+import {loadKerasModel} from '../src';
+
+const dir = path.join(__dirname, '..', 'fixtures', 'keras_files');
+const read = (name: string) => new Uint8Array(fs.readFileSync(path.join(dir, name)));
+const text = (s: string) => new TextEncoder().encode(s);
+
+/** The entries of a fixture archive, to rebuild variants of it. */
+const entriesOf = (name: string) => unzipSync(read(name));
+
+/** Little-endian u64 bytes. */
+function u64(n: number): number[] {
+  const b = new Uint8Array(8);
+  new DataView(b.buffer).setBigUint64(0, BigInt(n), true);
+  return Array.from(b);
+}
+
+/** Replaces every occurrence of `from` by `to` (same length) in a copy of `bytes`. */
+function patch(
+  bytes: Uint8Array,
+  from: number[],
+  to: number[],
+): {bytes: Uint8Array; count: number} {
+  const out = bytes.slice();
+  let count = 0;
+  for (let i = 0; i + from.length <= out.length; i++) {
+    if (from.every((b, j) => out[i + j] === b)) {
+      out.set(to, i);
+      count++;
+    }
+  }
+  return {bytes: out, count};
+}
+
+describe('loadKerasModel refuses broken and hostile Keras files', () => {
+  it('bytes that are neither a zip archive nor HDF5: says what was expected and what arrived', async () => {
+    await expect(loadKerasModel(text('<html>not found</html>'))).rejects.toThrow(
+      'loadKerasModel: expected the bytes given to be a .keras file (a zip archive, starting ' +
+        'with "PK") or a tf-keras 2 .h5 model (HDF5, starting with 89 48 44 46), received 22 ' +
+        'bytes starting with "<html>no"',
+    );
+    await expect(loadKerasModel(new Uint8Array(0))).rejects.toThrow(/received 0 bytes$/);
+  });
+
+  it('a truncated .keras file', async () => {
+    const whole = read('functional.keras');
+    await expect(loadKerasModel(whole.subarray(0, whole.length >> 1))).rejects.toThrow(
+      `reading a .keras file: expected a .keras file (a zip archive), received ${whole.length >> 1} ` +
+        'bytes that start as one but have no end record (the file is truncated)',
+    );
+  });
+
+  it('a .keras file whose central directory points past its end', async () => {
+    const whole = read('functional.keras');
+    // drop bytes from the middle: the end record survives, its offsets no longer fit
+    const cut = new Uint8Array([...whole.subarray(0, 1000), ...whole.subarray(whole.length - 300)]);
+    await expect(loadKerasModel(cut)).rejects.toThrow(
+      /lies beyond the \d+ bytes received \(the file is truncated\)/,
+    );
+  });
+
+  it('a truncated .h5 model', async () => {
+    const whole = read('k2_mha_dense.h5');
+    for (const n of [12000, 100]) {
+      await expect(loadKerasModel(whole.subarray(0, n))).rejects.toThrow(
+        `reading the bytes given: expected the ${whole.length} bytes its HDF5 superblock ` +
+          `declares (end-of-file address), received ${n} (the file is truncated)`,
+      );
+    }
+  });
+
+  for (const bad of ['../config.json', '/etc/passwd', 'assets\\..\\x', 'C:/x', 'assets/../../x']) {
+    it(`an entry named ${JSON.stringify(bad)}`, async () => {
+      const entries: Zippable = {...entriesOf('functional.keras'), [bad]: text('x')};
+      await expect(loadKerasModel(zipSync(entries, {level: 0}))).rejects.toThrow(
+        `refusing the zip entry ${JSON.stringify(bad)}: expected a relative name inside the archive`,
+      );
+    });
+  }
+
+  it('a tiny file declaring a 40 GB dataset: refused from its header in well under a second', async () => {
+    // sequential: Dense(16) on 6 inputs, kernel [6, 16] float32; its dataspace says [200000, 50000]
+    const {bytes, count} = patch(
+      read('sequential.keras'),
+      [...u64(6), ...u64(16)],
+      [...u64(200000), ...u64(50000)],
+    );
+    expect(count).toBeGreaterThanOrEqual(1);
+    expect(bytes.length).toBeLessThan(40_000);
+    const start = performance.now();
+    await expect(loadKerasModel(bytes)).rejects.toThrow(
+      /reading the bytes given\/model\.weights\.h5: dataset 'layers\/dense\/vars\/0' declares 40000000000 bytes \(\[200000,50000\] <f4\) at byte \d+, but the file holds \d+ bytes/,
+    );
+    expect(performance.now() - start).toBeLessThan(1000);
+  });
+
+  it('a config implying more weights than the weights file declares', async () => {
+    const entries = entriesOf('sequential.keras');
+    const config = JSON.parse(new TextDecoder().decode(entries['config.json']));
+    const dense = config.config.layers.find((l: {class_name: string}) => l.class_name === 'Dense');
+    dense.config.units = 1e9;
+    entries['config.json'] = text(JSON.stringify(config));
+    const start = performance.now();
+    const progress: number[] = [];
+    const onProgress = (f: number) => progress.push(f);
+    await expect(loadKerasModel(zipSync(entries, {level: 0}), {onProgress})).rejects.toThrow(
+      /layer 'dense' \(Dense\) implies at least 7000000000 weight values \(units = 1000000000, input width 6\), but the weights manifest declares \d+ in all/,
+    );
+    expect(performance.now() - start).toBeLessThan(1000);
+    expect(progress).toEqual([]); // refused before a weight was copied
+  });
+
+  it('a deflated entry that inflates to other than it declares', async () => {
+    const whole = zipSync(entriesOf('sequential.keras'), {level: 6});
+    // the central directory record of config.json: its uncompressed size (offset 24) grows by 1
+    const view = new DataView(whole.buffer, whole.byteOffset, whole.byteLength);
+    let patched = 0;
+    for (let at = 0; at + 46 < whole.length; at++) {
+      if (view.getUint32(at, true) !== 0x02014b50) continue;
+      const n = view.getUint16(at + 28, true);
+      if (new TextDecoder().decode(whole.subarray(at + 46, at + 46 + n)) === 'config.json') {
+        view.setUint32(at + 24, view.getUint32(at + 24, true) + 1, true);
+        patched++;
+      }
+    }
+    expect(patched).toBe(1);
+    await expect(loadKerasModel(whole)).rejects.toThrow(
+      /the entry "config.json" declares \d+ bytes but inflates to \d+/,
+    );
+  });
+
+  it('an HDF5 file of weights only, handed over as a model', async () => {
+    const weights = entriesOf('functional.keras')['model.weights.h5'];
+    await expect(loadKerasModel(weights)).rejects.toThrow(
+      /expected the bytes given to be a full tf-keras 2 model \(a model_config attribute and a model_weights group\), received an HDF5 file with attributes \[\]/,
+    );
+  });
+
+  it('an archive with npz weights names what it holds', async () => {
+    const {['model.weights.h5']: h5, ...rest} = entriesOf('functional.keras');
+    expect(h5.length).toBeGreaterThan(0);
+    await expect(
+      loadKerasModel(zipSync({...rest, 'model.weights.npz': text('npz')}, {level: 0})),
+    ).rejects.toThrow(
+      'expected the bytes given to hold model.weights.h5 or model.weights.json (it holds model.weights.npz, which is not read)',
+    );
+  });
+});
+
+describe('loadKerasModel reads only the files it names', () => {
+  let tmp: string;
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-file-'));
+    for (const f of fs.readdirSync(path.join(dir, 'sharded'))) {
+      fs.copyFileSync(path.join(dir, 'sharded', f), path.join(tmp, f));
+    }
+  });
+  afterEach(() => fs.rmSync(tmp, {recursive: true, force: true}));
+
+  const setMap = (edit: (map: {weight_map: Record<string, string[]>}) => void) => {
+    const file = path.join(tmp, 'model.weights.json');
+    const map = JSON.parse(fs.readFileSync(file, 'utf8'));
+    edit(map);
+    fs.writeFileSync(file, JSON.stringify(map));
+  };
+
+  it('an archive with an unreadable extra entry loads (the entry is never read)', async () => {
+    const entries: Zippable = {
+      ...entriesOf('functional.keras'),
+      'assets/extra.bin': new Uint8Array(64),
+    };
+    const zip = zipSync(entries, {level: 0});
+    const bytes = zip;
+    const view = new DataView(bytes.buffer);
+    // the last local header belongs to the extra entry (fflate writes entries in order)
+    let last = -1;
+    for (let at = 0; at + 4 <= bytes.length; at++)
+      if (view.getUint32(at, true) === 0x04034b50) last = at;
+    view.setUint32(last, 0xdeadbeef, true);
+    const model = await loadKerasModel(bytes);
+    model.dispose();
+  });
+
+  it('a folder with links to /dev/zero and /etc beside the named files loads', async () => {
+    fs.symlinkSync('/dev/zero', path.join(tmp, 'model.weights.npz'));
+    fs.symlinkSync('/etc', path.join(tmp, 'assets'));
+    const model = await loadKerasModel(tmp);
+    const before = tf.memory().numTensors;
+    model.dispose();
+    expect(tf.memory().numTensors).toBeLessThan(before);
+  });
+
+  it('a shard named with a folder or ".." is refused', async () => {
+    for (const bad of ['../model_00000.weights.h5', 'sub/model_00000.weights.h5', '..']) {
+      setMap((m) => (m.weight_map['/layers/dense/vars'] = [bad]));
+      await expect(loadKerasModel(tmp)).rejects.toThrow(
+        `model.weights.json names the shard ${JSON.stringify(bad)}; expected a file name beside it`,
+      );
+    }
+  });
+
+  it('a shard that links outside the folder is refused', async () => {
+    const outside = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-outside-'));
+    try {
+      fs.renameSync(path.join(tmp, 'model_00001.weights.h5'), path.join(outside, 'shard.h5'));
+      fs.symlinkSync(path.join(outside, 'shard.h5'), path.join(tmp, 'model_00001.weights.h5'));
+      await expect(loadKerasModel(tmp)).rejects.toThrow(/outside the model folder/);
+    } finally {
+      fs.rmSync(outside, {recursive: true, force: true});
+    }
+  });
+
+  it('a missing shard is named', async () => {
+    fs.rmSync(path.join(tmp, 'model_00001.weights.h5'));
+    await expect(loadKerasModel(tmp)).rejects.toThrow(
+      "model.weights.json names the shard 'model_00001.weights.h5', which is missing",
+    );
+  });
+});

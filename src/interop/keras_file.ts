@@ -1,0 +1,299 @@
+/**
+ * Keras files read directly, without tensorflowjs_converter: a Keras 3 `.keras` archive
+ * (`config.json`, `metadata.json`, `model.weights.h5`), Keras 3's sharded weights
+ * (`model.weights.json` + the shards it names) and a tf-keras 2 `.h5` full model (`model_config`
+ * attribute + `model_weights` group) become the artifacts the converter would have written (the
+ * same topology, weights named as the converter names them), so that {@link convertKerasArtifacts}
+ * applies the same Keras semantics to both routes. Pure: works in browsers too.
+ *
+ * Safety: only the files named here are read; the config and every dataset's declared size are
+ * checked (the topology guard, against the sizes the weights file declares) before the weights
+ * are allocated; a dataset must lie inside its file. See SECURITY.md.
+ */
+import type * as tf from '@tensorflow/tfjs-core';
+
+import {checkTopology} from '../io/topology_guard';
+import {declaredElements} from '../io/weight_bytes';
+import {Hdf5Dataset, Hdf5Reader, isHdf5} from '../io/hdf5_datasets';
+import {describeStart, zipEntries, zipEntryBytes} from '../io/zip_entries';
+import {fail, isObj, Json, Obj} from './keras_json';
+
+/** Options of `loadKerasModel`. */
+export interface LoadKerasModelOptions {
+  /** Called with the fraction (0 to 1, never decreasing) of the weights read so far. */
+  onProgress?: (fraction: number) => void;
+}
+
+/**
+ * The files of a Keras model by name: a `.keras` archive, a folder on disk, or (later) a preset
+ * folder over http. `read` refuses a file larger than `maxBytes` before allocating it.
+ */
+export interface KerasFiles {
+  /** What the files are, for errors (`m.keras`, `models/m/`). */
+  label: string;
+  has(name: string): Promise<boolean>;
+  read(name: string, maxBytes: number): Promise<Uint8Array>;
+}
+
+/** The most bytes a JSON file of a model (config.json, model.weights.json) may take: 64 MiB. */
+export const MAX_JSON_BYTES = 64 * 2 ** 20;
+/** The most bytes a weights file is inflated to (2 GiB); stored entries are never copied. */
+export const MAX_WEIGHTS_BYTES = 2 ** 31 - 1;
+
+const decoder = new TextDecoder('utf-8');
+
+function parseJson(bytes: Uint8Array, what: string): Json {
+  try {
+    return JSON.parse(decoder.decode(bytes)) as Json;
+  } catch (e) {
+    fail(`${what} is not valid JSON (${(e as Error).message})`);
+  }
+}
+
+/** The converter drops these keys everywhere in a Keras 3 config (keras_h5_conversion.py). */
+const DROPPED_KEYS = new Set(['module', 'registered_name', 'date_saved']);
+
+function dropKeys(x: Json): Json {
+  if (Array.isArray(x)) return x.map(dropKeys);
+  if (!isObj(x)) return x;
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(x)) {
+    if (!DROPPED_KEYS.has(k)) out[k] = dropKeys(v);
+  }
+  return out;
+}
+
+/** The datasets of one HDF5 file, as weights named by the converter's convention. */
+interface WeightSource {
+  reader: Hdf5Reader;
+  datasets: Array<{name: string; dataset: Hdf5Dataset}>;
+}
+
+/** Keras 3 weights: every dataset by its path (`layers/dense/vars/0`), the optimizer's left. */
+function keras3Weights(reader: Hdf5Reader): WeightSource {
+  const paths = reader.datasetPaths('/', (p) => p === 'optimizer');
+  return {reader, datasets: paths.map((p) => ({name: p, dataset: reader.dataset(p)}))};
+}
+
+function asStrings(x: unknown, what: string): string[] {
+  if (!Array.isArray(x) || !x.every((s) => typeof s === 'string')) {
+    fail(`expected ${what} to be a list of names, received ${JSON.stringify(x)}`);
+  }
+  return x as string[];
+}
+
+/** tf-keras 2 weights: `model_weights/<layer>/<weight_name>`, named without `:0`. */
+function keras2Weights(reader: Hdf5Reader): WeightSource {
+  const layers = asStrings(reader.attrs('model_weights').layer_names, "'layer_names'");
+  const datasets: WeightSource['datasets'] = [];
+  for (const layer of layers) {
+    if (!reader.has('model_weights', layer)) {
+      fail(`${reader.label} lists the layer '${layer}' but has no group model_weights/${layer}`);
+    }
+    const names = reader.attrs(`model_weights/${layer}`).weight_names;
+    for (const w of asStrings(names ?? [], `the weight_names of ${layer}`)) {
+      datasets.push({
+        name: w.endsWith(':0') ? w.slice(0, -2) : w,
+        dataset: reader.dataset(`model_weights/${layer}/${w}`),
+      });
+    }
+  }
+  return {reader, datasets};
+}
+
+/** Yields to the event loop (a page repaints its progress bar). */
+const yieldNow = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
+
+/**
+ * Checks the topology against the weights' declared sizes, then allocates and fills the weights
+ * buffer, reporting progress.
+ */
+async function artifactsOf(
+  topology: Obj,
+  sources: WeightSource[],
+  options: LoadKerasModelOptions,
+): Promise<tf.io.ModelArtifacts> {
+  const all = sources.flatMap((s) => s.datasets.map((d) => ({...d, reader: s.reader})));
+  const weightSpecs: tf.io.WeightsManifestEntry[] = all.map(({name, dataset}) => ({
+    name,
+    shape: dataset.shape,
+    dtype: dataset.dtype,
+  }));
+  // before a weights byte is allocated: the graph, and the sizes its config implies against the
+  // sizes the weights files declare (each name once)
+  checkTopology(topology, declaredElements(weightSpecs));
+  const total = all.reduce((n, d) => n + d.dataset.bytes, 0);
+  const data = new Uint8Array(total);
+  const progress = options.onProgress;
+  progress?.(0);
+  let at = 0;
+  let sinceYield = 0;
+  for (const {reader, dataset} of all) {
+    reader.copy(dataset, data, at);
+    at += dataset.bytes;
+    sinceYield += dataset.bytes;
+    if (progress != null) {
+      progress(total === 0 ? 1 : at / total);
+      if (sinceYield > 8 * 2 ** 20) {
+        sinceYield = 0;
+        await yieldNow();
+      }
+    }
+  }
+  if (total === 0) progress?.(1);
+  return {modelTopology: topology, weightSpecs, weightData: data.buffer as ArrayBuffer};
+}
+
+/** A shard name from model.weights.json: a plain file name beside it. */
+function checkShardName(name: string, label: string): void {
+  if (
+    name.length === 0 ||
+    name === '.' ||
+    name === '..' ||
+    /[/\\\0]/.test(name) ||
+    /^[a-z]:/i.test(name)
+  ) {
+    fail(
+      `${label}/model.weights.json names the shard ${JSON.stringify(name)}; expected a file name ` +
+        'beside it (no folder, "..", drive or backslash)',
+    );
+  }
+}
+
+/**
+ * Keras 3 weights of a model's files: `model.weights.h5`, or the shards `model.weights.json`
+ * names (Keras 3's `save_weights(..., max_shard_size=...)` and keras-hub presets). `base` is the
+ * file name without `.h5` / `.json` (`model.weights`, or keras-hub's `task.weights`).
+ */
+export async function readKeras3Weights(
+  files: KerasFiles,
+  base = 'model.weights',
+): Promise<Hdf5Reader[]> {
+  if (await files.has(`${base}.h5`)) {
+    const bytes = await files.read(`${base}.h5`, MAX_WEIGHTS_BYTES);
+    return [await Hdf5Reader.open(bytes, `${files.label}/${base}.h5`)];
+  }
+  if (await files.has(`${base}.json`)) {
+    const map = parseJson(
+      await files.read(`${base}.json`, MAX_JSON_BYTES),
+      `${files.label}/${base}.json`,
+    );
+    const weightMap = isObj(map) ? map.weight_map : undefined;
+    if (!isObj(weightMap)) {
+      fail(`expected ${files.label}/${base}.json to hold a weight_map object (Keras 3 shards)`);
+    }
+    const shards: string[] = [];
+    for (const v of Object.values(weightMap)) {
+      for (const name of Array.isArray(v) ? v : [v]) {
+        if (typeof name !== 'string') {
+          fail(
+            `${files.label}/${base}.json maps a weight to ${JSON.stringify(name)}; expected a file name`,
+          );
+        }
+        checkShardName(name, files.label);
+        if (!shards.includes(name)) shards.push(name);
+      }
+    }
+    const readers: Hdf5Reader[] = [];
+    for (const name of shards) {
+      if (!(await files.has(name))) {
+        fail(`${files.label}/${base}.json names the shard '${name}', which is missing`);
+      }
+      readers.push(
+        await Hdf5Reader.open(await files.read(name, MAX_WEIGHTS_BYTES), `${files.label}/${name}`),
+      );
+    }
+    return readers;
+  }
+  const npz = (await files.has(`${base}.npz`)) ? ` (it holds ${base}.npz, which is not read)` : '';
+  fail(`expected ${files.label} to hold ${base}.h5 or ${base}.json${npz}`);
+}
+
+/**
+ * The converter's artifacts of a Keras 3 model from its files: `config.json`, `metadata.json`
+ * (for the Keras version) and its weights (see {@link readKeras3Weights}).
+ */
+export async function keras3FilesArtifacts(
+  files: KerasFiles,
+  options: LoadKerasModelOptions = {},
+): Promise<tf.io.ModelArtifacts> {
+  if (!(await files.has('config.json'))) {
+    fail(`expected ${files.label} to hold config.json (a Keras 3 model's topology)`);
+  }
+  const config = parseJson(
+    await files.read('config.json', MAX_JSON_BYTES),
+    `${files.label}/config.json`,
+  );
+  if (!isObj(config) || !isObj(config.config)) {
+    fail(`expected ${files.label}/config.json to hold a model config ({class_name, config})`);
+  }
+  let kerasVersion: Json = null;
+  if (await files.has('metadata.json')) {
+    const meta = parseJson(await files.read('metadata.json', MAX_JSON_BYTES), 'metadata.json');
+    if (isObj(meta)) kerasVersion = meta.keras_version ?? null;
+  }
+  const topology: Obj = {keras_version: kerasVersion, model_config: dropKeys(config)};
+  // the topology's graph is checked before the weights files are opened
+  checkTopology(topology, Number.MAX_SAFE_INTEGER);
+  const readers = await readKeras3Weights(files);
+  return artifactsOf(topology, readers.map(keras3Weights), options);
+}
+
+/** The files of a `.keras` archive held in memory. */
+export function zipFiles(bytes: Uint8Array, label: string): KerasFiles {
+  const entries = zipEntries(bytes, 'a .keras file (a zip archive)');
+  return {
+    label,
+    has: async (name) => entries.has(name),
+    read: async (name, maxBytes) => {
+      const entry = entries.get(name);
+      if (entry == null) fail(`${label} has no entry '${name}'`);
+      return zipEntryBytes(bytes, entry, maxBytes);
+    },
+  };
+}
+
+/** The converter's artifacts of a tf-keras 2 `.h5` full model. */
+export async function keras2H5Artifacts(
+  bytes: Uint8Array,
+  label: string,
+  options: LoadKerasModelOptions = {},
+): Promise<tf.io.ModelArtifacts> {
+  const reader = await Hdf5Reader.open(bytes, label);
+  const attrs = reader.attrs('/');
+  if (typeof attrs.model_config !== 'string' || !reader.has('/', 'model_weights')) {
+    const weightsOnly = Array.isArray(attrs.layer_names) ? ' (it holds weights only)' : '';
+    fail(
+      `expected ${label} to be a full tf-keras 2 model (a model_config attribute and a ` +
+        `model_weights group), received an HDF5 file with attributes ` +
+        `[${Object.keys(attrs).join(', ')}]${weightsOnly}`,
+    );
+  }
+  const config = parseJson(new TextEncoder().encode(attrs.model_config), `${label} model_config`);
+  const topology: Obj = {
+    keras_version: typeof attrs.keras_version === 'string' ? attrs.keras_version : null,
+    backend: typeof attrs.backend === 'string' ? attrs.backend : null,
+    model_config: config,
+  };
+  checkTopology(topology, Number.MAX_SAFE_INTEGER);
+  return artifactsOf(topology, [keras2Weights(reader)], options);
+}
+
+/**
+ * The converter's artifacts of the bytes of a `.keras` file (a zip archive) or a tf-keras 2 `.h5`
+ * full model (HDF5), told apart by their first bytes.
+ */
+export async function kerasBytesArtifacts(
+  bytes: Uint8Array,
+  label: string,
+  options: LoadKerasModelOptions = {},
+): Promise<tf.io.ModelArtifacts> {
+  if (bytes.length >= 4 && bytes[0] === 0x50 && bytes[1] === 0x4b) {
+    return keras3FilesArtifacts(zipFiles(bytes, label), options);
+  }
+  if (isHdf5(bytes)) return keras2H5Artifacts(bytes, label, options);
+  fail(
+    `expected ${label} to be a .keras file (a zip archive, starting with "PK") or a tf-keras 2 ` +
+      `.h5 model (HDF5, starting with 89 48 44 46), received ${describeStart(bytes)}`,
+  );
+}

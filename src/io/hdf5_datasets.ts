@@ -1,0 +1,225 @@
+/**
+ * Reading the datasets of an HDF5 file held in memory (Keras' `model.weights.h5`, tf-keras 2's
+ * `.h5` models) without trusting it. jsfive (pure JavaScript, imported only when a file is
+ * opened) parses the tree, attributes, shapes and types; the values are copied here straight from
+ * the file's bytes, after checking that the dataset is stored contiguously (as Keras writes it),
+ * in a type tfjs holds, and that every byte it declares lies inside the file: a small file
+ * declaring a 40 GB dataset is refused from its header, before anything is allocated.
+ */
+import type {Dataset, Group, File as H5File} from 'jsfive';
+
+/** A dataset's place in the file and what tfjs makes of it. */
+export interface Hdf5Dataset {
+  path: string;
+  shape: number[];
+  /** The dtype tfjs gets (float64 becomes float32, int64 int32). */
+  dtype: 'float32' | 'int32';
+  /** HDF5's type, e.g. `<f4`. */
+  fileType: string;
+  /** Where the values start in the file, and how many bytes they take there. */
+  offset: number;
+  fileBytes: number;
+  /** Bytes of the values as tfjs holds them (4 per element). */
+  bytes: number;
+}
+
+const SIGNATURE = [0x89, 0x48, 0x44, 0x46, 0x0d, 0x0a, 0x1a, 0x0a];
+const DATA_LAYOUT_MESSAGE = 0x0008;
+const TYPES: Record<string, {dtype: 'float32' | 'int32'; size: number}> = {
+  '<f4': {dtype: 'float32', size: 4},
+  '<f8': {dtype: 'float32', size: 8},
+  '<i4': {dtype: 'int32', size: 4},
+  '<i8': {dtype: 'int32', size: 8},
+};
+
+/**
+ * The file size an HDF5 superblock declares (its end-of-file address; superblock versions 0 to 3,
+ * 8-byte offsets), or null where it cannot be read.
+ */
+function declaredEnd(bytes: Uint8Array): number | null {
+  if (bytes.length < 48) return null;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const version = bytes[8];
+  const at = version === 0 ? 40 : version === 1 ? 44 : version === 2 || version === 3 ? 28 : -1;
+  const offsetSize = version <= 1 ? bytes[13] : bytes[9];
+  if (at < 0 || offsetSize !== 8) return null;
+  const base = version <= 1 ? at - 16 : 12;
+  return (
+    view.getUint32(at, true) + view.getUint32(at + 4, true) * 2 ** 32 + view.getUint32(base, true)
+  );
+}
+
+/** Whether `bytes` start with HDF5's signature. */
+export function isHdf5(bytes: Uint8Array): boolean {
+  return bytes.length >= 8 && SIGNATURE.every((b, i) => bytes[i] === b);
+}
+
+/** An opened HDF5 file: its groups' attributes and its datasets, read on request. */
+export class Hdf5Reader {
+  private constructor(
+    private readonly file: H5File,
+    private readonly GroupClass: typeof Group,
+    readonly bytes: Uint8Array,
+    readonly label: string,
+  ) {}
+
+  /**
+   * Opens `bytes` (parsing only the tree as it is walked). `label` names the file in errors.
+   */
+  static async open(bytes: Uint8Array, label: string): Promise<Hdf5Reader> {
+    if (!isHdf5(bytes)) {
+      const head = Array.from(bytes.subarray(0, 8), (b) => b.toString(16).padStart(2, '0'));
+      throw new Error(
+        `reading ${label}: expected an HDF5 file (starting with 89 48 44 46 0d 0a 1a 0a), ` +
+          `received ${bytes.length} bytes starting with ${head.join(' ') || 'nothing'}`,
+      );
+    }
+    const end = declaredEnd(bytes);
+    if (end != null && end > bytes.length) {
+      throw new Error(
+        `reading ${label}: expected the ${end} bytes its HDF5 superblock declares (end-of-file ` +
+          `address), received ${bytes.length} (the file is truncated)`,
+      );
+    }
+    const jsfive = await import('jsfive');
+    // jsfive reads from an ArrayBuffer of the file alone
+    const own =
+      bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
+        ? (bytes.buffer as ArrayBuffer)
+        : (bytes.slice().buffer as ArrayBuffer);
+    let file: H5File;
+    try {
+      file = new jsfive.File(own, label);
+    } catch (e) {
+      throw new Error(`reading ${label}: not a readable HDF5 file, damaged (${String(e)})`);
+    }
+    return new Hdf5Reader(file, jsfive.Group, new Uint8Array(own), label);
+  }
+
+  private fail(message: string): never {
+    throw new Error(`reading ${this.label}: ${message}`);
+  }
+
+  private node(path: string): Group | Dataset {
+    if (path === '' || path === '/') return this.file;
+    try {
+      return this.file.get(path);
+    } catch (e) {
+      this.fail(`cannot read '${path}' (${String(e)})`);
+    }
+  }
+
+  /** Whether `path` names a group. */
+  isGroup(path: string): boolean {
+    return this.node(path) instanceof this.GroupClass;
+  }
+
+  /** The names below a group, or an error naming what is missing. */
+  keys(path: string): string[] {
+    const n = this.node(path);
+    if (!(n instanceof this.GroupClass)) this.fail(`expected a group at '${path}'`);
+    return n.keys;
+  }
+
+  /** Whether the group `path` holds `name`. */
+  has(path: string, name: string): boolean {
+    return this.keys(path).includes(name);
+  }
+
+  /** A group's (or the file's, for '/') attributes. */
+  attrs(path: string): Record<string, unknown> {
+    try {
+      return this.node(path).attrs;
+    } catch (e) {
+      this.fail(`cannot read the attributes of '${path}' (${(e as Error).message ?? String(e)})`);
+    }
+  }
+
+  /** The paths of every dataset under `root`, depth first, names sorted (as h5py lists them). */
+  datasetPaths(root: string, skip: (path: string) => boolean = () => false): string[] {
+    const out: string[] = [];
+    const stack = [root];
+    while (stack.length > 0) {
+      const at = stack.pop() as string;
+      const children = [...this.keys(at)].sort().reverse();
+      for (const name of children) {
+        const p = at === '/' || at === '' ? name : `${at}/${name}`;
+        if (skip(p)) continue;
+        if (this.isGroup(p)) stack.push(p);
+        else out.unshift(p);
+      }
+    }
+    return out.sort();
+  }
+
+  /** A dataset's shape, type and place, checked against the file before anything is read. */
+  dataset(path: string): Hdf5Dataset {
+    const d = this.node(path);
+    if (d instanceof this.GroupClass) this.fail(`expected a dataset at '${path}', found a group`);
+    const ds = d as Dataset;
+    const shape = ds.shape;
+    if (!Array.isArray(shape) || !shape.every((n) => Number.isSafeInteger(n) && n >= 0)) {
+      this.fail(`dataset '${path}' has an invalid shape ${JSON.stringify(shape)}`);
+    }
+    const fileType = typeof ds.dtype === 'string' ? ds.dtype : JSON.stringify(ds.dtype);
+    const type = TYPES[fileType];
+    if (type == null) {
+      this.fail(
+        `dataset '${path}' holds ${fileType} values; expected little-endian float32, float64, ` +
+          'int32 or int64 (<f4, <f8, <i4, <i8)',
+      );
+    }
+    const elements = shape.reduce((p, n) => p * n, 1);
+    const fileBytes = elements * type.size;
+    const objects = ds._dataobjects;
+    const layoutMessage = objects.find_msg_type(DATA_LAYOUT_MESSAGE)[0];
+    if (layoutMessage == null) this.fail(`dataset '${path}' has no data layout message`);
+    const [, , layout, at] = objects._get_data_message_properties(
+      layoutMessage.get('offset_to_message'),
+    );
+    if (layout !== 1) {
+      this.fail(
+        `dataset '${path}' is stored ${layout === 2 ? 'in chunks (chunked or compressed)' : 'compactly'}; ` +
+          'expected contiguous storage, as Keras writes weights',
+      );
+    }
+    if (at + 8 > this.bytes.length) this.fail(`dataset '${path}' has a truncated layout message`);
+    const view = new DataView(this.bytes.buffer, this.bytes.byteOffset, this.bytes.byteLength);
+    const lo = view.getUint32(at, true);
+    const hi = view.getUint32(at + 4, true);
+    const undefinedAddress = lo === 0xffffffff && hi === 0xffffffff;
+    const offset = undefinedAddress ? 0 : lo + hi * 2 ** 32;
+    if (undefinedAddress ? fileBytes !== 0 : offset + fileBytes > this.bytes.length) {
+      this.fail(
+        `dataset '${path}' declares ${fileBytes} bytes (${JSON.stringify(shape)} ${fileType})` +
+          (undefinedAddress
+            ? ' but stores none'
+            : ` at byte ${offset}, but the file holds ${this.bytes.length} bytes`),
+      );
+    }
+    return {path, shape, dtype: type.dtype, fileType, offset, fileBytes, bytes: elements * 4};
+  }
+
+  /** Copies a dataset's values, as tfjs holds them, into `out` at byte `at`. */
+  copy(ds: Hdf5Dataset, out: Uint8Array, at: number): void {
+    const src = this.bytes.subarray(ds.offset, ds.offset + ds.fileBytes);
+    if (ds.fileType === '<f4' || ds.fileType === '<i4') {
+      out.set(src, at);
+      return;
+    }
+    const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
+    const n = ds.bytes / 4;
+    const target = new DataView(out.buffer, out.byteOffset + at, ds.bytes);
+    for (let i = 0; i < n; i++) {
+      if (ds.fileType === '<f8') {
+        target.setFloat32(i * 4, view.getFloat64(i * 8, true), true);
+      } else {
+        const v = Number(view.getBigInt64(i * 8, true));
+        if (v > 2147483647 || v < -2147483648) {
+          this.fail(`dataset '${ds.path}' holds ${v}, outside int32`);
+        }
+        target.setInt32(i * 4, v, true);
+      }
+    }
+  }
+}
