@@ -143,7 +143,11 @@ for (const backend of ['cpu', 'wasm']) {
       it(`${form} form: predicts exactly what the saved model did, and holds no second copy`, async () => {
         const dir = await saveTo(form === 'tfjs' ? artifacts : await toKeras3Artifacts(artifacts));
         const before = tf.memory();
-        const {result: model, peak} = await peakBufferBytes(() => loadKerasModel(fileSystem(dir)));
+        const handler = fileSystem(dir);
+        const wholeRead = jest.spyOn(handler, 'load');
+        const {result: model, peak} = await peakBufferBytes(() => loadKerasModel(handler));
+        // the weights were streamed: the handler's load(), which reads them whole, never ran
+        expect(wholeRead).not.toHaveBeenCalled();
         const bytes = weightBytes(model);
         expect(bytes).toBe(sourceWeights.reduce((n, w) => n + w.byteLength, 0));
         // the tensor buffers alive at any point of the load are the model's weights, nothing more
