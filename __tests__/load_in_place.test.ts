@@ -282,3 +282,35 @@ describe('zeros build', () => {
     random.dispose();
   });
 });
+
+describe('weights assigned from a tensor, one at a time', () => {
+  beforeAll(() => useBackend('cpu'));
+
+  it('a kernel with a constraint is assigned with it applied, as tfjs loads it', async () => {
+    const x = tf.input({shape: [4]});
+    const dense = tf.layers.dense({units: 3, kernelConstraint: 'nonNeg'});
+    const source = tf.model({inputs: x, outputs: dense.apply(x) as S});
+    const kernel = [
+      [1, -2, 3],
+      [-4, 5, -6],
+      [7, -8, 9],
+      [-1, 2, -3],
+    ];
+    // assigned past the constraint, so that the saved kernel has negative values
+    const unconstrained = tf.tensor2d(kernel);
+    (source.weights[0].read() as tf.Variable).assign(unconstrained);
+    unconstrained.dispose();
+    const dir = tmp();
+    await source.save(fileSystem(dir));
+    source.dispose();
+    const {result: model, peak} = await peakBufferBytes(() => loadKerasModel(fileSystem(dir)));
+    // nonNeg: max(0, w), element by element
+    expect(model.weights[0].read().arraySync()).toEqual(
+      kernel.map((r) => r.map((v) => Math.max(0, v))),
+    );
+    // the kernel's tensor (and its constrained copy) live beside the model for a moment
+    expect(peak).toBeLessThanOrEqual(weightBytes(model) + 2 * 12 * 4);
+    model.dispose();
+    fs.rmSync(dir, {recursive: true});
+  });
+});
