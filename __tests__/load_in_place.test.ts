@@ -13,6 +13,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import {
+  convertKerasArtifacts,
   fileSystem,
   loadKerasModel,
   PositionEmbedding,
@@ -199,6 +200,17 @@ for (const backend of ['cpu', 'wasm']) {
         /do not match .*model.json \(checksum\), and no earlier weights/,
       );
       // the model built for the mismatching weights was disposed: no half-written model remains
+      expect(tf.memory().numTensors).toBe(before.numTensors);
+      expect(tf.memory().numBytes).toBe(before.numBytes);
+    });
+
+    it('convertKerasArtifacts leaves nothing of its throwaway build (tied embedding included)', async () => {
+      const keras3 = await toKeras3Artifacts(artifacts);
+      const before = tf.memory();
+      const converted = await convertKerasArtifacts(keras3);
+      expect(converted.weightSpecs!.map((s) => s.name)).toEqual(
+        artifacts.weightSpecs!.map((s) => s.name),
+      );
       expect(tf.memory().numTensors).toBe(before.numTensors);
       expect(tf.memory().numBytes).toBe(before.numBytes);
     });
