@@ -18,7 +18,9 @@ import {LayersModel, loadLayersModel} from '@tensorflow/tfjs-layers';
 
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
-import {renameKeras3Weights} from './keras3_weights';
+import {modelFolderOf} from '../io/model_folder';
+import {configOrder, hasKeras3Names, renameByModel, renameKeras3Weights} from './keras3_weights';
+import {loadInPlace, memoryStream, numberedNames} from './load_in_place';
 import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
 import {contractOf} from '../layers/engine/contract';
 import {Entry, keywordCall} from './keras_keyword_calls';
@@ -250,12 +252,15 @@ function nestLayerList(x: Json): Json {
 }
 
 /**
- * Rewrites the artifacts of a converted tf-keras 2 or Keras 3 model so tfjs-layers loads them
- * with this package's layers. Pure: works in browsers too.
+ * The topology tfjs-layers builds from a converted model (rewritten), and, for a model with
+ * nested functional models (inlined into the first), the nested form that Keras 3's weight
+ * paths are named from; null when the names come from the first. Checks the graph and the weight
+ * sizes its config implies against what `specs` declare before anything is built.
  */
-export async function convertKerasArtifacts(
-  artifacts: tf.io.ModelArtifacts,
-): Promise<tf.io.ModelArtifacts> {
+export function rewriteKerasTopology(artifacts: tf.io.ModelArtifacts): {
+  topology: Obj;
+  naming: Obj | null;
+} {
   const raw = artifacts.modelTopology;
   if (raw == null || raw instanceof ArrayBuffer)
     fail('expected a JSON model topology (a layers model.json)');
@@ -273,18 +278,34 @@ export async function convertKerasArtifacts(
   // the nested form, where Keras 3's weight paths come from
   const flat = hasNestedFunctional(config) ? (JSON.parse(JSON.stringify(topology)) as Obj) : null;
   rewriteModel(modelConfig, config);
-  const weightSpecs = await renameKeras3Weights(topology, artifacts.weightSpecs ?? []);
-  if (flat == null) return {...artifacts, modelTopology: topology as object, weightSpecs};
+  if (flat == null) return {topology, naming: null};
   const flatModel = (isObj(flat.model_config) ? flat.model_config : flat) as Obj;
   inlineNestedModels(flatModel.config as Obj);
   rewriteModel(flatModel, flatModel.config as Obj);
-  return {...artifacts, modelTopology: flat as object, weightSpecs};
+  return {topology: flat, naming: topology};
+}
+
+/**
+ * Rewrites the artifacts of a converted tf-keras 2 or Keras 3 model so tfjs-layers loads them
+ * with this package's layers. Pure: works in browsers too.
+ */
+export async function convertKerasArtifacts(
+  artifacts: tf.io.ModelArtifacts,
+): Promise<tf.io.ModelArtifacts> {
+  const {topology, naming} = rewriteKerasTopology(artifacts);
+  const weightSpecs = await renameKeras3Weights(naming ?? topology, artifacts.weightSpecs ?? []);
+  return {...artifacts, modelTopology: topology as object, weightSpecs};
 }
 
 /**
  * Loads a model converted from Keras by `tensorflowjs_converter` (tf-keras 2 `--input_format
  * keras`, Keras 3 `--input_format keras_keras`), with MultiHeadAttention, Attention and
  * AdditiveAttention layers.
+ *
+ * The model is built once with zeros and its weights are written into it as they are read (see
+ * load_in_place.ts): a folder read by {@link fileSystem} streams its weights files chunk by
+ * chunk, so loading holds no second copy of the weights; another IOHandler's weights buffer is
+ * written into the model the same way (the buffer and the model: two copies at the peak).
  *
  * ```js
  * const model = await loadKerasModel(fileSystem('converted/'));    // Node
@@ -302,6 +323,24 @@ export async function loadKerasModel(source: string | tf.io.IOHandler): Promise<
     handler = source;
   }
   if (handler.load == null) fail('the IOHandler cannot load');
-  const artifacts = await handler.load();
-  return loadLayersModel(tf.io.fromMemory(await convertKerasArtifacts(artifacts)));
+  const folder = modelFolderOf(handler);
+  const opened = folder == null ? null : await folder.open();
+  let artifacts = opened?.artifacts ?? (await handler.load());
+  const specs = artifacts.weightSpecs;
+  const stream =
+    opened?.stream ?? (artifacts.weightData != null ? memoryStream(artifacts.weightData) : null);
+  if (specs == null || stream == null || (!hasKeras3Names(specs) && numberedNames(specs))) {
+    // no weights (a topology-only folder) or names tfjs matches by position: tfjs' own loader
+    if (opened?.stream != null) artifacts = await handler.load();
+    return loadLayersModel(tf.io.fromMemory(await convertKerasArtifacts(artifacts)));
+  }
+  const {topology, naming} = rewriteKerasTopology(artifacts);
+  // names from the model built for loading, or (nested models) from a throwaway zeros build
+  const named = naming == null ? specs : await renameKeras3Weights(naming, specs);
+  return loadInPlace(
+    {...artifacts, modelTopology: topology as object, weightSpecs: named},
+    stream,
+    // Keras 3 numbers weight paths in the config's layer order (configOrder)
+    naming == null ? (model, named) => renameByModel(model, named, configOrder(topology)) : null,
+  );
 }

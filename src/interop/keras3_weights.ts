@@ -3,10 +3,11 @@
  * from those paths to this package's weight names, layer by layer in model order.
  */
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, LayersModel, LayerVariable, models} from '@tensorflow/tfjs-layers';
+import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
+import {buildZeroModel, disposeAllWeights} from './load_in_place';
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {contractOf, snakeCase} from '../layers/engine/contract';
 import type {JsonObject as Obj} from '../layers/engine/contract';
@@ -27,7 +28,7 @@ function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
  * The order of each model's layers in a Keras config, by model name (nested models too): Keras 3
  * numbers weight paths in that order, which tfjs' `model.layers` (sorted by depth) may not keep.
  */
-function configOrder(topology: Obj): Map<string, string[]> {
+export function configOrder(topology: Obj): Map<string, string[]> {
   const out = new Map<string, string[]>();
   const isO = (x: unknown): x is Obj => x != null && typeof x === 'object' && !Array.isArray(x);
   const stack: Obj[] = [(isO(topology.model_config) ? topology.model_config : topology) as Obj];
@@ -97,40 +98,41 @@ export function keras3Paths(
 }
 
 /**
- * Disposes every weight of a model once, shared layers included (`model.dispose()` keeps the
- * weights of a layer called twice, e.g. a tied embedding, because its count of uses stays above 0).
- */
-function disposeAllWeights(model: LayersModel): void {
-  const seen = new Set<LayerVariable>();
-  const visit = (layer: layers.Layer) => {
-    for (const w of layer.weights) seen.add(w);
-    if (layer instanceof LayersModel) layer.layers.forEach(visit);
-  };
-  visit(model);
-  for (const w of seen) w.dispose();
-}
-
-/**
  * Renames Keras 3 HDF5-path weight names (`layers/<layer>/vars/0`) to tfjs weight names. The
- * names come from a throwaway build of the model, made only after the topology guard has checked
- * the graph and the weight sizes its config implies against the sizes `specs` declare, and
- * disposed weight by weight after.
+ * names come from a throwaway build of the model with every weight zeros (no initializer runs),
+ * made only after the topology guard has checked the graph and the weight sizes its config
+ * implies against the sizes `specs` declare, and disposed weight by weight after. A loader that
+ * builds the model anyway takes the names from its build instead ({@link renameByModel}).
  */
 export async function renameKeras3Weights(
   topology: Obj,
   specs: tf.io.WeightsManifestEntry[],
 ): Promise<tf.io.WeightsManifestEntry[]> {
-  if (!specs.some((s) => s.name.startsWith('layers/'))) return specs;
+  if (!hasKeras3Names(specs)) return specs;
   checkTopology(topology, declaredElements(specs));
-  const model = await models.modelFromJSON({
-    modelTopology: topology as unknown as tf.io.ModelJSON['modelTopology'],
-  } as never);
-  const names = new Map<string, string>();
+  // every weight zero-initialized: no random values are drawn for weights never used
+  const model = await buildZeroModel(topology);
   try {
-    for (const [p, v] of keras3Paths(model, configOrder(topology))) names.set(p, v.originalName);
+    return renameByModel(model, specs, configOrder(topology));
   } finally {
     disposeAllWeights(model);
   }
+}
+
+/** Whether a manifest names its weights by Keras 3 paths (`layers/<layer>/vars/0`). */
+export function hasKeras3Names(specs: tf.io.WeightsManifestEntry[]): boolean {
+  return specs.some((s) => s.name.startsWith('layers/'));
+}
+
+/** Keras 3 path names of `specs` renamed to the names of `model`'s weights. */
+export function renameByModel(
+  model: LayersModel,
+  specs: tf.io.WeightsManifestEntry[],
+  order: Map<string, string[]> = new Map(),
+): tf.io.WeightsManifestEntry[] {
+  if (!hasKeras3Names(specs)) return specs;
+  const names = new Map<string, string>();
+  for (const [p, v] of keras3Paths(model, order)) names.set(p, v.originalName);
   return specs.map((s) => {
     if (s.name.startsWith('optimizer/')) return s;
     const name = names.get(s.name);

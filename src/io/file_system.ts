@@ -10,7 +10,8 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {saveModelFiles} from './atomic_save';
 import {locate, notAModelFolder} from './paths';
-import {checkManifest, readWeights} from './safe_read';
+import {registerModelFolder, FolderWeights} from './model_folder';
+import {checkManifest, planWeights, readWeights, streamWeights} from './safe_read';
 import {checkTopology} from './topology_guard';
 import {declaredElements} from './weight_bytes';
 
@@ -46,7 +47,47 @@ export interface FileSystemHandler extends tf.io.IOHandler {
 export function fileSystem(target: string, options: FileSystemOptions = {}): FileSystemHandler {
   const where = locate(target);
   const {dir, modelJson} = where;
-  return {
+  /** model.json read and checked: its form, the topology guard, the manifest's form. */
+  const readModelJson = async (): Promise<{
+    json: tf.io.ModelJSON;
+    manifest: tf.io.WeightsManifestConfig | null;
+    sha: string | null;
+  }> => {
+    let text: string;
+    try {
+      const st = await fs.promises.stat(modelJson);
+      if (!st.isFile()) throw new Error('not a regular file');
+      text = await fs.promises.readFile(modelJson, 'utf8');
+    } catch (e) {
+      const why = await notAModelFolder(where);
+      if (why !== null) throw new Error(`fileSystem: cannot load ${modelJson}: ${why}`);
+      throw new Error(`fileSystem: cannot read ${modelJson}: ${(e as Error).message}`);
+    }
+    let json: tf.io.ModelJSON & {weightsSha256?: unknown};
+    try {
+      json = JSON.parse(text);
+    } catch (e) {
+      throw new Error(`fileSystem: ${modelJson} is not valid JSON: ${(e as Error).message}`);
+    }
+    if (json == null || typeof json !== 'object' || json.modelTopology == null) {
+      throw new Error(`fileSystem: ${modelJson} has no modelTopology; expected a tfjs model.json`);
+    }
+    if (json.weightsManifest == null) {
+      if (!options.topologyOnly) {
+        throw new Error(
+          `fileSystem: ${modelJson} has no weightsManifest, so the model would load with ` +
+            `random weights; pass {topologyOnly: true} to fileSystem if that is what you want`,
+        );
+      }
+      checkTopology(json.modelTopology, null);
+      return {json, manifest: null, sha: null};
+    }
+    const manifest = checkManifest(json.weightsManifest, modelJson);
+    checkTopology(json.modelTopology, declaredElements(manifest.flatMap((g) => g.weights)));
+    const sha = typeof json.weightsSha256 === 'string' ? json.weightsSha256 : null;
+    return {json, manifest, sha};
+  };
+  const handler: FileSystemHandler = {
     async save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult> {
       if (artifacts.modelTopology instanceof ArrayBuffer) {
         throw new Error(
@@ -79,42 +120,29 @@ export function fileSystem(target: string, options: FileSystemOptions = {}): Fil
     },
 
     async load(): Promise<tf.io.ModelArtifacts> {
-      let text: string;
-      try {
-        const st = await fs.promises.stat(modelJson);
-        if (!st.isFile()) throw new Error('not a regular file');
-        text = await fs.promises.readFile(modelJson, 'utf8');
-      } catch (e) {
-        const why = await notAModelFolder(where);
-        if (why !== null) throw new Error(`fileSystem: cannot load ${modelJson}: ${why}`);
-        throw new Error(`fileSystem: cannot read ${modelJson}: ${(e as Error).message}`);
-      }
-      let json: tf.io.ModelJSON & {weightsSha256?: unknown};
-      try {
-        json = JSON.parse(text);
-      } catch (e) {
-        throw new Error(`fileSystem: ${modelJson} is not valid JSON: ${(e as Error).message}`);
-      }
-      if (json == null || typeof json !== 'object' || json.modelTopology == null) {
-        throw new Error(
-          `fileSystem: ${modelJson} has no modelTopology; expected a tfjs model.json`,
-        );
-      }
-      if (json.weightsManifest == null) {
-        if (!options.topologyOnly) {
-          throw new Error(
-            `fileSystem: ${modelJson} has no weightsManifest, so the model would load with ` +
-              `random weights; pass {topologyOnly: true} to fileSystem if that is what you want`,
-          );
-        }
-        checkTopology(json.modelTopology, null);
+      const {json, manifest, sha} = await readModelJson();
+      if (manifest == null) {
         return tf.io.getModelArtifactsForJSON(json, async () => [[], new ArrayBuffer(0)]);
       }
-      const manifest = checkManifest(json.weightsManifest, modelJson);
-      checkTopology(json.modelTopology, declaredElements(manifest.flatMap((g) => g.weights)));
-      const sha = typeof json.weightsSha256 === 'string' ? json.weightsSha256 : null;
       const {specs, data} = await readWeights(dir, manifest, modelJson, sha);
       return tf.io.getModelArtifactsForJSON(json, async () => [specs, data]);
     },
   };
+  registerModelFolder(handler, {
+    async open(): Promise<FolderWeights> {
+      const {json, manifest, sha} = await readModelJson();
+      if (manifest == null) return {artifacts: await handler.load(), stream: null};
+      const plan = await planWeights(dir, manifest, modelJson);
+      const artifacts = await tf.io.getModelArtifactsForJSON(json, async () => [
+        plan.specs,
+        new ArrayBuffer(0),
+      ]);
+      delete artifacts.weightData;
+      return {
+        artifacts,
+        stream: (open) => streamWeights(dir, plan, modelJson, sha, open),
+      };
+    },
+  });
+  return handler;
 }
