@@ -42,10 +42,10 @@ function randomize(model: tf.LayersModel, seed = 5): tf.LayersModel {
   return model;
 }
 
-/** A small GPT: tied ReversibleEmbedding + PositionEmbedding, pre-norm gelu and post-norm relu blocks. */
-function gpt(): tf.LayersModel {
+/** A small GPT: ReversibleEmbedding (tied) + PositionEmbedding, pre-norm gelu and post-norm relu blocks. */
+function gpt(tieWeights = true): tf.LayersModel {
   const ids = tf.input({shape: [null], dtype: 'int32'});
-  const embedding = new ReversibleEmbedding({inputDim: V, outputDim: D});
+  const embedding = new ReversibleEmbedding({inputDim: V, outputDim: D, tieWeights});
   const tokens = embedding.apply(ids) as S;
   const positions = new PositionEmbedding({sequenceLength: MAX}).apply(tokens) as S;
   let x = tf.layers.add().apply([tokens, positions]) as S;
@@ -121,7 +121,11 @@ function maskedDecoders(): tf.LayersModel {
 }
 
 const MODELS: Array<[string, () => tf.LayersModel]> = [
-  ['GPT: tied ReversibleEmbedding + PositionEmbedding + pre- / post-norm TransformerDecoders', gpt],
+  [
+    'GPT: tied ReversibleEmbedding + PositionEmbedding + pre- / post-norm TransformerDecoders',
+    () => gpt(),
+  ],
+  ['the same GPT with untied logits (reverse_embeddings)', () => gpt(false)],
   [
     'TokenAndPositionEmbedding + MultiHeadAttention, LayerNormalization, Dense, Add',
     () => mhaModel(),

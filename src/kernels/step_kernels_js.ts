@@ -91,149 +91,197 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
     kind: 'js',
     layerNorm(rows, dim, x, gamma, beta, epsilon, out) {
       views();
+      const F = f32;
       for (let r = 0; r < rows; r++) {
         const xo = f(x) + r * dim;
         const oo = f(out) + r * dim;
         let mean = 0;
-        for (let i = 0; i < dim; i++) mean += f32[xo + i];
+        for (let i = 0; i < dim; i++) mean += F[xo + i];
         mean /= dim;
         let variance = 0;
         for (let i = 0; i < dim; i++) {
-          const d = f32[xo + i] - mean;
+          const d = F[xo + i] - mean;
           variance += d * d;
         }
         const inv = 1 / Math.sqrt(variance / dim + epsilon);
         for (let i = 0; i < dim; i++) {
-          let y = (f32[xo + i] - mean) * inv;
-          if (gamma !== 0) y *= f32[f(gamma) + i];
-          if (beta !== 0) y += f32[f(beta) + i];
-          f32[oo + i] = y;
+          let y = (F[xo + i] - mean) * inv;
+          if (gamma !== 0) y *= F[f(gamma) + i];
+          if (beta !== 0) y += F[f(beta) + i];
+          F[oo + i] = y;
         }
       }
     },
     rmsNorm(rows, dim, x, gamma, epsilon, out) {
       views();
+      const F = f32;
       for (let r = 0; r < rows; r++) {
         const xo = f(x) + r * dim;
         const oo = f(out) + r * dim;
         let ms = 0;
-        for (let i = 0; i < dim; i++) ms += f32[xo + i] * f32[xo + i];
+        for (let i = 0; i < dim; i++) ms += F[xo + i] * F[xo + i];
         const inv = 1 / Math.sqrt(ms / dim + epsilon);
         for (let i = 0; i < dim; i++) {
-          f32[oo + i] = f32[xo + i] * inv * (gamma !== 0 ? f32[f(gamma) + i] : 1);
+          F[oo + i] = F[xo + i] * inv * (gamma !== 0 ? F[f(gamma) + i] : 1);
         }
       }
     },
     dense(rows, k, n, x, w, bias, a, out) {
       views();
+      const F = f32;
       const wo = f(w);
       for (let r = 0; r < rows; r++) {
         const oo = f(out) + r * n;
-        const xo = f(x) + r * k;
-        if (bias !== 0) f32.copyWithin(oo, f(bias), f(bias) + n);
-        else f32.fill(0, oo, oo + n);
-        for (let i = 0; i < k; i++) {
-          const xv = f32[xo + i];
-          if (xv === 0) continue;
-          const base = wo + i * n;
-          for (let j = 0; j < n; j++) f32[oo + j] += xv * f32[base + j];
-        }
-        act(n, oo, a);
+        if (bias !== 0) F.copyWithin(oo, f(bias), f(bias) + n);
+        else F.fill(0, oo, oo + n);
       }
+      // four rows per pass over the weight (a prefill's rows), then the rest one by one
+      let r = 0;
+      for (; r + 4 <= rows; r += 4) {
+        const [o0, x0] = [f(out) + r * n, f(x) + r * k];
+        const [o1, o2, o3] = [o0 + n, o0 + 2 * n, o0 + 3 * n];
+        for (let i = 0; i < k; i++) {
+          const [a0, a1, a2, a3] = [F[x0 + i], F[x0 + k + i], F[x0 + 2 * k + i], F[x0 + 3 * k + i]];
+          const base = wo + i * n;
+          for (let j = 0; j < n; j++) {
+            const v = F[base + j];
+            F[o0 + j] += a0 * v;
+            F[o1 + j] += a1 * v;
+            F[o2 + j] += a2 * v;
+            F[o3 + j] += a3 * v;
+          }
+        }
+      }
+      for (; r < rows; r++) {
+        const oo = f(out) + r * n;
+        const xo = f(x) + r * k;
+        // four weight rows per pass over the output row
+        let i = 0;
+        for (; i + 4 <= k; i += 4) {
+          const [a0, a1, a2, a3] = [F[xo + i], F[xo + i + 1], F[xo + i + 2], F[xo + i + 3]];
+          const b0 = wo + i * n;
+          const [b1, b2, b3] = [b0 + n, b0 + 2 * n, b0 + 3 * n];
+          for (let j = 0; j < n; j++) {
+            F[oo + j] += a0 * F[b0 + j] + a1 * F[b1 + j] + a2 * F[b2 + j] + a3 * F[b3 + j];
+          }
+        }
+        for (; i < k; i++) {
+          const xv = F[xo + i];
+          const base = wo + i * n;
+          for (let j = 0; j < n; j++) F[oo + j] += xv * F[base + j];
+        }
+      }
+      for (let q = 0; q < rows; q++) act(n, f(out) + q * n, a);
     },
     denseT(rows, k, n, x, w, out) {
       views();
+      const F = f32;
       for (let r = 0; r < rows; r++) {
         const xo = f(x) + r * k;
         const oo = f(out) + r * n;
         for (let j = 0; j < n; j++) {
           const wo = f(w) + j * k;
           let s = 0;
-          for (let i = 0; i < k; i++) s += f32[xo + i] * f32[wo + i];
-          f32[oo + j] = s;
+          for (let i = 0; i < k; i++) s += F[xo + i] * F[wo + i];
+          F[oo + j] = s;
         }
       }
     },
     quantizeRows(rows, k, x, q, qs) {
       views();
+      const F = f32;
+      const I8 = i8;
       for (let r = 0; r < rows; r++) {
         const xo = f(x) + r * k;
         let max = 0;
-        for (let i = 0; i < k; i++) max = Math.max(max, Math.abs(f32[xo + i]));
+        for (let i = 0; i < k; i++) max = Math.max(max, Math.abs(F[xo + i]));
         const scale = Math.fround(127 / Math.fround(max + 1e-7));
-        f32[f(qs) + r] = scale;
+        F[f(qs) + r] = scale;
         for (let i = 0; i < k; i++) {
-          const v = roundHalfEven(Math.fround(f32[xo + i] * scale));
-          i8[q + r * k + i] = Math.max(-127, Math.min(127, v));
+          const v = roundHalfEven(Math.fround(F[xo + i] * scale));
+          I8[q + r * k + i] = Math.max(-127, Math.min(127, v));
         }
       }
     },
     denseInt8(rows, k, n, q, qs, w, ws, bias, a, out) {
       views();
+      const F = f32;
+      const I8 = i8;
       unscale(rows, n, qs, ws, out, (r, j) => {
         let s = 0;
-        for (let i = 0; i < k; i++) s += i8[q + r * k + i] * i8[w + i * n + j];
+        for (let i = 0; i < k; i++) s += I8[q + r * k + i] * I8[w + i * n + j];
         return s;
       });
       for (let r = 0; r < rows; r++) {
         const oo = f(out) + r * n;
-        if (bias !== 0) for (let j = 0; j < n; j++) f32[oo + j] += f32[f(bias) + j];
+        if (bias !== 0) for (let j = 0; j < n; j++) F[oo + j] += F[f(bias) + j];
         act(n, oo, a);
       }
     },
     denseTInt8(rows, k, n, q, qs, w, ws, out) {
       views();
+      const I8 = i8;
       unscale(rows, n, qs, ws, out, (r, j) => {
         let s = 0;
-        for (let i = 0; i < k; i++) s += i8[q + r * k + i] * i8[w + j * k + i];
+        for (let i = 0; i < k; i++) s += I8[q + r * k + i] * I8[w + j * k + i];
         return s;
       });
     },
     add(n, a, b, out) {
       views();
+      const F = f32;
       const [ao, bo, oo] = [f(a), f(b), f(out)];
-      for (let i = 0; i < n; i++) f32[oo + i] = f32[ao + i] + f32[bo + i];
+      for (let i = 0; i < n; i++) F[oo + i] = F[ao + i] + F[bo + i];
     },
     mul(n, a, b, out) {
       views();
+      const F = f32;
       const [ao, bo, oo] = [f(a), f(b), f(out)];
-      for (let i = 0; i < n; i++) f32[oo + i] = f32[ao + i] * f32[bo + i];
+      for (let i = 0; i < n; i++) F[oo + i] = F[ao + i] * F[bo + i];
     },
     activate(n, x, a, out) {
       views();
-      if (x !== out) f32.copyWithin(f(out), f(x), f(x) + n);
+      const F = f32;
+      if (x !== out) F.copyWithin(f(out), f(x), f(x) + n);
       act(n, f(out), a);
     },
     gather(rows, dim, ids, table, out) {
       views();
+      const F = f32;
+      const I = i32;
       for (let r = 0; r < rows; r++) {
-        const from = f(table) + i32[f(ids) + r] * dim;
-        f32.copyWithin(f(out) + r * dim, from, from + dim);
+        const from = f(table) + I[f(ids) + r] * dim;
+        F.copyWithin(f(out) + r * dim, from, from + dim);
       }
     },
     gatherInt8(rows, dim, ids, table, scale, out) {
       views();
+      const F = f32;
+      const I = i32;
+      const I8 = i8;
       for (let r = 0; r < rows; r++) {
-        const id = i32[f(ids) + r];
-        const s = f32[f(scale) + id];
-        for (let i = 0; i < dim; i++) f32[f(out) + r * dim + i] = i8[table + id * dim + i] / s;
+        const id = I[f(ids) + r];
+        const s = F[f(scale) + id];
+        for (let i = 0; i < dim; i++) F[f(out) + r * dim + i] = I8[table + id * dim + i] / s;
       }
     },
     addPositions(B, t, dim, start, table, out) {
       views();
+      const F = f32;
       for (let b = 0; b < B; b++) {
         for (let i = 0; i < t; i++) {
           const oo = f(out) + (b * t + i) * dim;
           const to = f(table) + (start + i) * dim;
-          for (let j = 0; j < dim; j++) f32[oo + j] += f32[to + j];
+          for (let j = 0; j < dim; j++) F[oo + j] += F[to + j];
         }
       }
     },
     writeCache(B, t, width, maxLength, start, src, cache) {
       views();
+      const F = f32;
       for (let b = 0; b < B; b++) {
         const from = f(src) + b * t * width;
-        f32.copyWithin(f(cache) + (b * maxLength + start) * width, from, from + t * width);
+        F.copyWithin(f(cache) + (b * maxLength + start) * width, from, from + t * width);
       }
     },
     attend(
@@ -253,6 +301,8 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
       out,
     ) {
       views();
+      const F = f32;
+      const U8 = u8;
       const group = heads / kvHeads;
       const width = heads * headDim;
       const kvWidth = kvHeads * headDim;
@@ -267,31 +317,31 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
             const qo = qRow + h * headDim;
             let max = -Infinity;
             for (let j = 0; j <= last; j++) {
-              if (keyMask !== 0 && u8[keyMask + b * maxLength + j] === 0) continue;
+              if (keyMask !== 0 && U8[keyMask + b * maxLength + j] === 0) continue;
               const ko = f(kCache) + (b * maxLength + j) * kvWidth + kvh * headDim;
               let s = 0;
-              for (let d = 0; d < headDim; d++) s += f32[qo + d] * f32[ko + d];
+              for (let d = 0; d < headDim; d++) s += F[qo + d] * F[ko + d];
               s *= scale;
-              f32[w + j] = s;
+              F[w + j] = s;
               if (s > max) max = s;
             }
             let total = 0;
             for (let j = 0; j <= last; j++) {
-              if (keyMask !== 0 && u8[keyMask + b * maxLength + j] === 0) {
-                f32[w + j] = 0;
+              if (keyMask !== 0 && U8[keyMask + b * maxLength + j] === 0) {
+                F[w + j] = 0;
                 continue;
               }
-              const e = Math.exp(f32[w + j] - max);
-              f32[w + j] = e;
+              const e = Math.exp(F[w + j] - max);
+              F[w + j] = e;
               total += e;
             }
             const oo = oRow + h * headDim;
-            f32.fill(0, oo, oo + headDim);
+            F.fill(0, oo, oo + headDim);
             for (let j = 0; j <= last; j++) {
-              const p = f32[w + j] / total;
+              const p = F[w + j] / total;
               if (p === 0) continue;
               const vo = f(vCache) + (b * maxLength + j) * kvWidth + kvh * headDim;
-              for (let d = 0; d < headDim; d++) f32[oo + d] += p * f32[vo + d];
+              for (let d = 0; d < headDim; d++) F[oo + d] += p * F[vo + d];
             }
           }
         }
@@ -299,11 +349,13 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
     },
     argmax(rows, cols, x, out) {
       views();
+      const F = f32;
+      const I = i32;
       for (let r = 0; r < rows; r++) {
         const xo = f(x) + r * cols;
         let best = 0;
-        for (let j = 1; j < cols; j++) if (f32[xo + j] > f32[xo + best]) best = j;
-        i32[f(out) + r] = best;
+        for (let j = 1; j < cols; j++) if (F[xo + j] > F[xo + best]) best = j;
+        I[f(out) + r] = best;
       }
     },
   };
