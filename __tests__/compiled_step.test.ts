@@ -233,10 +233,11 @@ describeBackends('compiled decoding step', (backend) => {
 
       it('gives the greedy tokens of recomputing, through the compiled path, leaving nothing', async () => {
         const prompts = [
-          [1, 2, 3, 4, 0, 0],
+          [1, 0, 3, 4, 0, 0], // a 0 inside a prompt: a masked key of a maskZero model
           [5, 6, 0, 0, 0, 0],
         ];
         let cached!: number[][];
+        const before = lastCompiledRun;
         await expectNoLeak(async () => {
           const out = await generate(model, prompts, {
             maxLength: MAX,
@@ -247,6 +248,7 @@ describeBackends('compiled decoding step', (backend) => {
           out.dispose();
         });
         expect(lastCompileRefusal).toBeNull();
+        expect(lastCompiledRun).not.toBe(before); // this call compiled its step
         expect(lastCompiledRun?.kernels).toBe('js');
         expect(lastCompiledRun?.memory).toBe(backend === 'wasm' ? 'heap' : 'own');
         expect(lastCompiledRun?.counts.live).toBe(0);
