@@ -116,7 +116,7 @@ class CompiledRunner implements DecodeStep {
     const B = lengths.length;
     this.B = B;
     this.chunk = Math.max(1, Math.min(...lengths) - 1);
-    this.kernels = chooseStepKernels(memory.memory);
+    this.kernels = chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
     this.offsets = [];
     for (const v of program.values) {
       this.offsets.push(

@@ -103,7 +103,9 @@ const PAGE = 65536;
 
 function ownMemory(): StepMemory {
   const memory = new WebAssembly.Memory({initial: 1});
-  let top = 16; // offset 0 means "absent" to the kernels
+  // offset 0 means "absent" to the kernels, and the package's SIMD module, which the kernels may
+  // instantiate on this memory, keeps its own data below 1024
+  let top = 1024;
   const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0};
   const weights = new Map<number, number>();
   const alloc = (bytes: number) => {
