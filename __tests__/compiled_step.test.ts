@@ -33,10 +33,10 @@ const MAX = 12;
 type S = tf.SymbolicTensor;
 
 /** Random weights, reproducible: every weight normal(0, 0.5) from its own seed. */
-function randomize(model: tf.LayersModel, seed = 5): tf.LayersModel {
+function randomize(model: tf.LayersModel, seed = 5, std = 0.5): tf.LayersModel {
   const weights = model
     .getWeights()
-    .map((w, i) => tf.randomNormal(w.shape, 0, 0.5, 'float32', seed + i));
+    .map((w, i) => tf.randomNormal(w.shape, 0, std, 'float32', seed + i));
   model.setWeights(weights);
   tf.dispose(weights);
   return model;
@@ -120,6 +120,24 @@ function maskedDecoders(): tf.LayersModel {
   return randomize(tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S}));
 }
 
+/** TokenAndPositionEmbedding with maskZero feeding two causal MultiHeadAttention layers (key and query masks). */
+function maskedMha(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  let x = new TokenAndPositionEmbedding({
+    vocabularySize: V,
+    sequenceLength: MAX,
+    embeddingDim: D,
+    maskZero: true,
+  }).apply(ids) as S;
+  for (let i = 0; i < 2; i++) {
+    x = new MultiHeadAttention({numHeads: 4, keyDim: 4, useCausalMask: true}).apply(x) as S;
+  }
+  // no norm between the layers: smaller weights keep the logits near 1 (not ~100), so that 1e-4
+  // is float32's rounding and not a looser relative bound
+  const model = tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S});
+  return randomize(model, 5, 0.25);
+}
+
 const MODELS: Array<[string, () => tf.LayersModel]> = [
   [
     'GPT: tied ReversibleEmbedding + PositionEmbedding + pre- / post-norm TransformerDecoders',
@@ -132,6 +150,10 @@ const MODELS: Array<[string, () => tf.LayersModel]> = [
   ],
   ['Embedding + PositionEmbedding + GroupQueryAttention, Multiply, Activation', gqaModel],
   ['TokenAndPositionEmbedding (maskZero) + TransformerDecoders', maskedDecoders],
+  [
+    'TokenAndPositionEmbedding (maskZero) + MultiHeadAttention (a query of 0 is recomputed)',
+    maskedMha,
+  ],
 ];
 
 /** Ragged prompts of batch 2 (lengths 4 and 6) and the rest of each row, fixed ids (teacher forcing). */

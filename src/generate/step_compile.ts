@@ -308,6 +308,10 @@ export function compileStep(plan: StepPlan): CompileResult {
     }
   }
 
+  if (plan.input.dtype !== 'int32') {
+    // a float32 ids input goes through the model as floats (e.g. a ReversibleEmbedding reverses)
+    return fail(`the ids input is ${plan.input.dtype}, not int32`);
+  }
   const ids = newValue(1, 'int32');
   const known = new Map<number, StepValue>([[plan.input.id, ids]]);
   let lastCached = -1;
