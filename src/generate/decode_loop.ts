@@ -13,13 +13,28 @@ import {SamplerOptions, sampleNext} from './samplers';
 /**
  * One decoding step (keras-hub's `next`): the logits `[batch, vocab]` that choose the tokens at
  * position `index`, computed from `ids[b][0 .. index - 1]`; `active[b]` says whether row b takes
- * a token there. A step may return null when no row is active (it may still advance its own
- * state, as a cache must). The loop disposes the logits.
+ * a token there. The logits are a tensor (which the loop reads and disposes) or one Float32Array
+ * row per batch row (a compiled step, which computes them without tfjs). A step may return null
+ * when no row is active (it may still advance its own state, as a cache must).
  */
 export interface DecodeStep {
-  next(ids: number[][], index: number, active: readonly boolean[]): tf.Tensor2D | null;
+  next(ids: number[][], index: number, active: readonly boolean[]): StepLogits | null;
   /** Frees what the step holds (caches); called once, when the loop ends or fails. */
   dispose(): void;
+}
+
+/** The logits of one step: a tensor `[batch, vocab]`, or one row per batch row. */
+export type StepLogits = tf.Tensor2D | Float32Array[];
+
+/** The rows of a step's logits (a tensor is read asynchronously, then disposed). */
+async function logitRows(logits: StepLogits): Promise<ArrayLike<number>[]> {
+  if (Array.isArray(logits)) return logits;
+  // read asynchronously: webgpu's synchronous read is unreliable
+  try {
+    return (await logits.array()) as number[][];
+  } finally {
+    logits.dispose();
+  }
 }
 
 /** What the loop needs besides the step. */
@@ -56,16 +71,10 @@ export async function decodeLoop(
       const logits = step.next(ids, t, active);
       if (logits == null) continue;
       if (!active.some(Boolean)) {
-        logits.dispose();
+        if (!Array.isArray(logits)) logits.dispose();
         continue;
       }
-      // read asynchronously: webgpu's synchronous read is unreliable
-      let values: number[][];
-      try {
-        values = (await logits.array()) as number[][];
-      } finally {
-        logits.dispose();
-      }
+      const values = await logitRows(logits);
       for (let b = 0; b < B; b++) {
         if (!active[b]) continue;
         ids[b][t] = sampleNext(values[b], options, rng, `row ${b} at position ${t}`);

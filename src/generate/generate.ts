@@ -20,6 +20,7 @@ import {
   promptLengthsOf,
 } from './generate_checks';
 import {checkModelInputs, modelInputs} from './model_inputs';
+import {compiledStep} from './compiled_step';
 import {planCachedDecoding, PlanResult, StepPlan} from './graph_plan';
 import {GraphStepper} from './graph_step';
 import {checkSampler, SamplerOptions} from './samplers';
@@ -143,7 +144,7 @@ export async function generate(
   } else if (plan.masksZeroIds && !plan.zeroKeysExact) {
     step = untilZeroStep(plan, model, ids, lengths, maxLength, options);
   } else {
-    step = cachedStep(plan, model, lengths, maxLength);
+    step = compiledOrCachedStep(plan, model, ids, lengths, maxLength);
   }
   await decodeLoop(step, ids, {...options, lengths, endIds}, rng);
   return tf.tensor2d(ids, [B, maxLength], 'int32');
@@ -208,6 +209,36 @@ function cachedStep(
     },
     dispose() {
       stepper.dispose();
+      recomputing.dispose();
+    },
+  };
+}
+
+/**
+ * The compiled step (compiled_step.ts) where every planned node compiles on this backend, else
+ * the eager cached step. A step whose newest query sees no key as Keras computes it
+ * (`maskedQuery`) takes its logits from recomputing, as in `cachedStep`; the compiled step still
+ * writes that position into its caches (a key mask of 0 for the id 0).
+ */
+function compiledOrCachedStep(
+  plan: StepPlan,
+  model: LayersModel,
+  ids: readonly (readonly number[])[],
+  lengths: readonly number[],
+  maxLength: number,
+): DecodeStep {
+  const {step: compiled} = compiledStep(plan, ids, lengths, maxLength);
+  if (compiled == null) return cachedStep(plan, model, lengths, maxLength);
+  if (!plan.masksZeroIds) return compiled;
+  const recomputing = recomputingStep(model, lengths);
+  return {
+    next(rows, index, active) {
+      const logits = compiled.next(rows, index, active);
+      const masked = active.some((a, b) => a && maskedQuery(plan, rows[b], index - 1));
+      return masked ? recomputing.next(rows, index, active) : logits;
+    },
+    dispose() {
+      compiled.dispose();
       recomputing.dispose();
     },
   };

@@ -18,6 +18,9 @@
  *   memory and its kernels lose to per-block work on small blocks (at 2048 tokens, 4 heads:
  *   ~56 ms in blocks of 2^21 elements, ~40 ms in blocks of 2^23, peaking at 48 and 144 MiB
  *   against 271 MiB whole); in a wasm heap or a browser tab memory is the scarcer.
+ * - `TFJS_ATTENTION_COMPILED_STEP` (default true): `generate`'s compiled decoding step
+ *   (generate/compiled_step.ts) where the model compiles. Off, cached decoding runs the eager
+ *   stepper (each layer called on the new positions).
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -25,11 +28,13 @@ export const OWN_KERNELS = 'TFJS_ATTENTION_OWN_KERNELS';
 export const BLOCK_ABOVE = 'TFJS_ATTENTION_BLOCK_ABOVE';
 export const BLOCK_TARGET = 'TFJS_ATTENTION_BLOCK_TARGET';
 export const SIMD = 'TFJS_ATTENTION_SIMD';
+export const COMPILED_STEP = 'TFJS_ATTENTION_COMPILED_STEP';
 
 tf.env().registerFlag(OWN_KERNELS, () => true);
 tf.env().registerFlag(BLOCK_ABOVE, () => 2 ** 23);
 tf.env().registerFlag(BLOCK_TARGET, () => -1);
 tf.env().registerFlag(SIMD, () => true);
+tf.env().registerFlag(COMPILED_STEP, () => true);
 
 /** Whether the package's own kernels and product layouts are on. */
 export function ownKernels(): boolean {

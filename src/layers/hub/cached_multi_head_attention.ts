@@ -2,6 +2,7 @@ import {AttendResult, TensorSpec} from '../engine/base_attention';
 import {MultiHeadAttention} from '../attention/multi_head_attention';
 import {LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
+import {compileMultiHead} from '../attention/multi_head_step';
 import {MULTI_HEAD_KERAS3_KEYS, refuseMultiHeadCache} from '../attention/attention_contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -37,12 +38,22 @@ export class CachedMultiHeadAttention<S extends boolean = false> extends MultiHe
       keras2: {refused: HUB_NEEDS_KERAS3},
     },
     // keras-hub's layer ignores the Keras masks of its inputs
-    decoding: multiHeadDecoding(
-      (c) => c.numHeads as number,
-      (c) => c.keyDim as number,
-      refuseMultiHeadCache,
-      false,
-    ),
+    decoding: {
+      ...multiHeadDecoding(
+        (c) => c.numHeads as number,
+        (c) => c.keyDim as number,
+        refuseMultiHeadCache,
+        false,
+      ),
+      compile: (layer, [x], emit) => {
+        const {numHeads, keyDim} = layer as CachedMultiHeadAttention;
+        return compileMultiHead(layer as CachedMultiHeadAttention, x, emit, {
+          heads: numHeads,
+          kvHeads: numHeads,
+          headDim: keyDim,
+        });
+      },
+    },
   };
 
   protected override attend(spec: TensorSpec): AttendResult {

@@ -15,6 +15,7 @@ import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 import {CONFIG_SAMPLE, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
+import {StepActivation} from '../../kernels/step_kernels_api';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link ReversibleEmbedding}. */
@@ -106,7 +107,28 @@ export class ReversibleEmbedding extends layers.Layer {
       implied: impliedProduct('input_dim', 'output_dim'),
     },
     // ids -> [..., D] or, reversed, [..., D] -> [..., V]: each position alone either way
-    decoding: {kind: 'positionWise', check: alwaysPositionWise},
+    decoding: {
+      kind: 'positionWise',
+      check: alwaysPositionWise,
+      // ids: the lookup; hidden states (reverse): the tied logits x · tableᵀ, or x · reverse_embeddings
+      compile: (layer, [x], emit) => {
+        const e = layer as ReversibleEmbedding;
+        if (e.embeddings == null) return {declined: 'it is not built'};
+        if (x.dtype === 'int32') {
+          const table = emit.weight(e.embeddings);
+          return 'declined' in table ? table : [emit.gather(x, table, e.outputDim)];
+        }
+        if (e.logitSoftCap != null) return {declined: 'a logit soft cap does not compile'};
+        const untied = e.reverseEmbeddings;
+        const w = emit.weight(untied ?? e.embeddings);
+        if ('declined' in w) return w;
+        return [
+          untied == null
+            ? emit.denseT(x, w, e.inputDim)
+            : emit.dense(x, w, null, e.inputDim, StepActivation.None),
+        ];
+      },
+    },
     // the forward lookup of ids carries the mask; the reversed call (float input) does not
     makesKerasMask: (config, node) =>
       MASK_ZERO(config, node) && node.inputTensors[0].dtype !== 'float32',

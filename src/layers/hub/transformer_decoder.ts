@@ -6,7 +6,8 @@ import {causalMask, combineMasks} from '../../ops/masking';
 import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, GraphLayer, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import type {StepDecline, StepEmitter, StepValue} from '../engine/step_program';
 import {
   DECODER_DECODING,
   DECODER_ROLES,
@@ -130,9 +131,62 @@ export class TransformerDecoder extends TransformerBlock {
         inputRoles: ['decoderSequence'],
       }),
     weights: TRANSFORMER_WEIGHTS,
-    decoding: DECODER_DECODING,
+    decoding: {
+      ...DECODER_DECODING,
+      compile: (layer, inputs, emit) => TransformerDecoder.compileStep(layer, inputs, emit),
+    },
     makesKerasMask: NO_KERAS_MASK,
   };
+
+  /**
+   * The decoder-only call in a compiled decoding step: causal self-attention with its residual and
+   * norm, then the feed-forward with its residual and norm, pre- or post-norm (`normalizeFirst`);
+   * dropout is the identity at inference.
+   */
+  private static compileStep(
+    layer: GraphLayer,
+    inputs: StepValue[],
+    emit: StepEmitter,
+  ): StepValue[] | StepDecline {
+    const d = layer as TransformerDecoder;
+    if (inputs.length !== 1 || d.hasCrossAttention) {
+      return {declined: 'cross-attention (an encoder sequence) does not compile'};
+    }
+    if (!d.useCausalMask) return {declined: 'it is not causal'};
+    const parts = [
+      d.selfAttention,
+      d.selfAttentionNorm,
+      d.feedforwardIntermediate,
+      d.feedforwardOutput,
+      d.feedforwardNorm,
+    ];
+    if (parts.some((p) => p == null)) return {declined: 'it is not built'};
+    const [attention, attentionNorm, inner, outer, ffNorm] = parts as GraphLayer[];
+    const one = (sub: GraphLayer, x: StepValue[]): StepValue | StepDecline => {
+      const r = emit.layer(sub, x);
+      return 'declined' in r ? {declined: `its ${sub.name}: ${r.declined}`} : r[0];
+    };
+    // x + f(LN(x)) (normalizeFirst) or LN(x + f(x))
+    const residual = (
+      x: StepValue,
+      norm: GraphLayer,
+      f: (y: StepValue) => StepValue | StepDecline,
+    ): StepValue | StepDecline => {
+      const h = d.normalizeFirst ? one(norm, [x]) : x;
+      if ('declined' in h) return h;
+      const y = f(h);
+      if ('declined' in y) return y;
+      const sum = emit.add(y, x);
+      return d.normalizeFirst ? sum : one(norm, [sum]);
+    };
+    const attended = residual(inputs[0], attentionNorm, (h) => one(attention, [h]));
+    if ('declined' in attended) return attended;
+    const out = residual(attended, ffNorm, (h) => {
+      const mid = one(inner, [h]);
+      return 'declined' in mid ? mid : one(outer, [mid]);
+    });
+    return 'declined' in out ? out : [out];
+  }
 
   protected readonly roleNames = DECODER_ROLES;
   protected readonly positionalRoles = 2;

@@ -1,0 +1,267 @@
+/**
+ * The compiled decoding step: a cached-decoding plan compiled into one program of kernel ops
+ * (step_compile.ts), run on flat buffers allocated once per `generate` call in one WebAssembly
+ * memory (step_memory.ts): the activations of batch x the longest chunk, each attention's keys
+ * and values `[B, maxLength, kvHeads * headDim]`, the ids, the key mask `[B, maxLength]` bytes and
+ * the attention's scratch. A step writes the new ids, runs the ops and reads the logits of each
+ * row's last position as Float32Array rows: no tfjs tensor, no tfjs kernel.
+ *
+ * Positions as the eager stepper (graph_step.ts) takes them: before the first step, the prompt
+ * positions `[0, shortest prompt - 1)` in one call (only the ops up to the last attention's: its
+ * logits are not read), then one position per step.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+import {COMPILED_STEP} from '../kernels/flags';
+import type {StepKernels} from '../kernels/step_kernels_api';
+import type {DecodeStep} from './decode_loop';
+import type {StepPlan} from './graph_plan';
+import {compileStep, ProgramOp, StepProgram} from './step_compile';
+import {chooseStepKernels} from './step_kernels_choice';
+import {StepMemory, StepMemoryCounts, stepMemory} from './step_memory';
+
+/** What the last compiled run did (tests and reports read it). */
+export interface CompiledRunReport {
+  /** The kernels' implementation. */
+  kernels: StepKernels['kind'];
+  /** `heap`: tfjs-wasm's heap, weights in place; `own`: a memory of its own, weights copied in. */
+  memory: StepMemory['kind'];
+  /** Program runs (a prefill counts one). */
+  runs: number;
+  /** The ops of the program. */
+  ops: number;
+  /** The weights' offsets in the memory, in the program's order. */
+  weightOffsets: number[];
+  /** The weights' tensors' ids, in the same order. */
+  weightIds: number[];
+  /** The memory's counts (buffers live and allocated, weights copied in). */
+  counts: StepMemoryCounts;
+}
+
+/** The report of the last compiled run, or null before any. */
+export let lastCompiledRun: CompiledRunReport | null = null;
+
+/** Why the last `generate` call that planned a cache did not compile its step, or null when it did. */
+export let lastCompileRefusal: string | null = null;
+
+/** The compiled step of `plan` for these prompts, or the reason there is none. */
+export function compiledStep(
+  plan: StepPlan,
+  ids: readonly (readonly number[])[],
+  lengths: readonly number[],
+  maxLength: number,
+): {step: DecodeStep; reason: null} | {step: null; reason: string} {
+  const made = compile(plan, ids, lengths, maxLength);
+  lastCompileRefusal = made.reason;
+  if (made.step == null) lastCompiledRun = null;
+  return made;
+}
+
+function compile(
+  plan: StepPlan,
+  ids: readonly (readonly number[])[],
+  lengths: readonly number[],
+  maxLength: number,
+): {step: DecodeStep; reason: null} | {step: null; reason: string} {
+  if (!tf.env().getBool(COMPILED_STEP)) {
+    return {step: null, reason: `${COMPILED_STEP} is off`};
+  }
+  if (plan.masksZeroIds && !plan.zeroKeysExact) {
+    return {step: null, reason: 'the mask of the id 0 reaches attention through tfjs layers'};
+  }
+  if (plan.masksZeroIds) {
+    const b = ids.findIndex((r) => r[0] === 0);
+    if (b >= 0) {
+      return {
+        step: null,
+        reason:
+          `row ${b} starts with the id 0, which the model masks: its first queries would see no ` +
+          'key, which the compiled attention does not compute (Keras averages over every key)',
+      };
+    }
+  }
+  const compiled = compileStep(plan);
+  if (compiled.program == null) return {step: null, reason: compiled.reason};
+  const found = stepMemory();
+  if (found.memory == null) return {step: null, reason: found.reason};
+  const memory = found.memory;
+  try {
+    return {step: new CompiledRunner(compiled.program, memory, lengths, maxLength), reason: null};
+  } catch (e) {
+    memory.dispose();
+    throw e;
+  }
+}
+
+/** Runs a program on its buffers. */
+class CompiledRunner implements DecodeStep {
+  private readonly kernels: StepKernels;
+  private readonly B: number;
+  private readonly chunk: number;
+  private readonly offsets: number[];
+  private readonly weights: number[];
+  private readonly caches: Array<[number, number]>;
+  private readonly keyMask: number;
+  private readonly work: number;
+  private readonly report: CompiledRunReport;
+  /** Positions written so far (the next run starts there). */
+  private position = 0;
+
+  constructor(
+    private readonly program: StepProgram,
+    private readonly memory: StepMemory,
+    lengths: readonly number[],
+    private readonly maxLength: number,
+  ) {
+    const B = lengths.length;
+    this.B = B;
+    this.chunk = Math.max(1, Math.min(...lengths) - 1);
+    this.kernels = chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
+    this.offsets = [];
+    for (const v of program.values) {
+      this.offsets.push(
+        v.aliasOf >= 0
+          ? this.offsets[v.aliasOf]
+          : memory.alloc((v.rows === 'all' ? B * this.chunk : B) * v.width * 4),
+      );
+    }
+    this.weights = program.weights.map((t) => memory.weight(t));
+    const cacheBytes = (width: number) => B * maxLength * width * 4;
+    this.caches = program.caches.map((w) => [
+      memory.alloc(cacheBytes(w)),
+      memory.alloc(cacheBytes(w)),
+    ]);
+    this.keyMask = program.usesKeyMask ? memory.alloc(B * maxLength) : 0;
+    this.work = memory.alloc(maxLength * 4);
+    this.report = {
+      kernels: this.kernels.kind,
+      memory: memory.kind,
+      runs: 0,
+      ops: program.ops.length,
+      weightOffsets: this.weights,
+      weightIds: program.weights.map((t) => t.id),
+      counts: memory.counts,
+    };
+    lastCompiledRun = this.report;
+  }
+
+  next(ids: number[][], index: number, active: readonly boolean[]): Float32Array[] {
+    void active; // every row runs, so that the caches hold every position
+    const previous = index - 1;
+    while (this.position < previous) {
+      this.run(ids, this.position, Math.min(this.chunk, previous - this.position), false);
+    }
+    this.run(ids, previous, 1, true);
+    const V = this.program.values[this.program.logits].width;
+    const at = this.offsets[this.program.logits];
+    const logits = new Float32Array(this.memory.memory.buffer, at, this.B * V);
+    return ids.map((_, b) => logits.slice(b * V, (b + 1) * V));
+  }
+
+  /** Runs positions `start .. start + t - 1` (the ops up to the last attention's, unless `full`). */
+  private run(ids: number[][], start: number, t: number, full: boolean): void {
+    if (start !== this.position || start + t > this.maxLength) {
+      throw new Error(
+        `generate: the compiled step expected position ${this.position} (of at most ` +
+          `${this.maxLength}), received positions ${start} to ${start + t - 1}`,
+      );
+    }
+    const {B} = this;
+    const buffer = this.memory.memory.buffer;
+    const idsAt = this.offsets[this.program.ids];
+    const idView = new Int32Array(buffer, idsAt, B * t);
+    const mask =
+      this.keyMask === 0 ? null : new Uint8Array(buffer, this.keyMask, B * this.maxLength);
+    for (let b = 0; b < B; b++) {
+      for (let i = 0; i < t; i++) {
+        const id = ids[b][start + i];
+        idView[b * t + i] = id;
+        if (mask != null) mask[b * this.maxLength + start + i] = id === 0 ? 0 : 1;
+      }
+    }
+    const end = full ? this.program.ops.length : this.program.cachedOps;
+    for (let i = 0; i < end; i++) this.op(this.program.ops[i], start, t);
+    this.position = start + t;
+    this.report.runs++;
+  }
+
+  private op(o: ProgramOp, start: number, t: number): void {
+    const k = this.kernels;
+    const {B} = this;
+    const at = (v: number) => this.offsets[v];
+    const w = (i: number) => (i < 0 ? 0 : this.weights[i]);
+    const rowsOf = (v: number) => (this.program.values[v].rows === 'all' ? B * t : B);
+    switch (o.op) {
+      case 'dense':
+        k.dense(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out));
+        return;
+      case 'denseT':
+        k.denseT(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), at(o.out));
+        return;
+      case 'layerNorm':
+        k.layerNorm(rowsOf(o.x), o.dim, at(o.x), w(o.gamma), w(o.beta), o.epsilon, at(o.out));
+        return;
+      case 'add':
+        k.add(rowsOf(o.a) * o.width, at(o.a), at(o.b), at(o.out));
+        return;
+      case 'mul':
+        k.mul(rowsOf(o.a) * o.width, at(o.a), at(o.b), at(o.out));
+        return;
+      case 'activate':
+        k.activate(rowsOf(o.x) * o.width, at(o.x), o.act, at(o.out));
+        return;
+      case 'gather':
+        k.gather(rowsOf(o.ids), o.dim, at(o.ids), w(o.table), at(o.out));
+        return;
+      case 'positions': {
+        const last = this.program.values[o.like].rows === 'last';
+        const n = rowsOf(o.like) * o.dim;
+        const f32 = new Float32Array(this.memory.memory.buffer);
+        if (o.add) f32.copyWithin(at(o.out) >>> 2, at(o.like) >>> 2, (at(o.like) >>> 2) + n);
+        else f32.fill(0, at(o.out) >>> 2, (at(o.out) >>> 2) + n);
+        const first = o.offset + (last ? start + t - 1 : start);
+        k.addPositions(B, last ? 1 : t, o.dim, first, w(o.table), at(o.out));
+        return;
+      }
+      case 'attention': {
+        const [kCache, vCache] = this.caches[o.cache];
+        const {heads, kvHeads, headDim, scale} = o.heads;
+        const width = kvHeads * headDim;
+        k.writeCache(B, t, width, this.maxLength, start, at(o.k), kCache);
+        k.writeCache(B, t, width, this.maxLength, start, at(o.v), vCache);
+        const mask = o.keyMask ? this.keyMask : 0;
+        k.attend(
+          B,
+          t,
+          heads,
+          kvHeads,
+          headDim,
+          this.maxLength,
+          start,
+          at(o.q),
+          kCache,
+          vCache,
+          mask,
+          scale,
+          this.work,
+          at(o.out),
+        );
+        return;
+      }
+      case 'lastRows': {
+        if (t === 1) return; // the rows are the last ones already (the buffer is shared)
+        const f32 = new Float32Array(this.memory.memory.buffer);
+        const [from, to] = [at(o.x) >>> 2, at(o.out) >>> 2];
+        for (let b = 0; b < B; b++) {
+          const src = from + (b * t + t - 1) * o.width;
+          f32.copyWithin(to + b * o.width, src, src + o.width);
+        }
+        return;
+      }
+    }
+  }
+
+  dispose(): void {
+    this.memory.dispose();
+  }
+}

@@ -1,0 +1,400 @@
+/**
+ * Compiles a cached-decoding plan (graph_plan.ts) into one program of kernel ops
+ * (kernels/step_kernels_api.ts) through the compile rules of its layers' classes (their
+ * contracts' `decoding.compile`; tfjs' built-in layers: layer_rules.ts), or says which node has
+ * no rule or which rule declined. The program is independent of the batch, the step's length
+ * and the memory: the runtime (compiled_step.ts) allocates its values and runs it.
+ *
+ * After the last attention node every op works on the last position of each row only (the
+ * logits are needed there alone): the values still read past that point are cut to those rows.
+ */
+import type * as tf from '@tensorflow/tfjs-core';
+
+import {StepActivation} from '../kernels/step_kernels_api';
+import type {GraphLayer, GraphNode} from '../layers/engine/contract';
+import type {
+  StepAttention,
+  StepDecline,
+  StepEmitter,
+  StepValue,
+  StepWeight,
+  StepWeightSource,
+} from '../layers/engine/step_program';
+import type {StepPlan} from './graph_plan';
+import {decodingOf} from './layer_rules';
+
+/** A value of the program: `all` rows `[B * t, width]`, or the `last` row of each batch row `[B, width]`. */
+export interface ProgramValue extends StepValue {
+  readonly index: number;
+  readonly rows: 'all' | 'last';
+  /** The value whose buffer this one shares (the last rows cut in place), or -1. */
+  readonly aliasOf: number;
+}
+
+interface ProgramWeight extends StepWeight {
+  readonly index: number;
+}
+
+/** One op; value and weight operands are indices. */
+export type ProgramOp =
+  | {
+      op: 'dense';
+      x: number;
+      w: number;
+      bias: number;
+      k: number;
+      n: number;
+      act: StepActivation;
+      out: number;
+    }
+  | {op: 'denseT'; x: number; w: number; k: number; n: number; out: number}
+  | {
+      op: 'layerNorm';
+      x: number;
+      gamma: number;
+      beta: number;
+      epsilon: number;
+      dim: number;
+      out: number;
+    }
+  | {op: 'add' | 'mul'; a: number; b: number; width: number; out: number}
+  | {op: 'activate'; x: number; act: StepActivation; width: number; out: number}
+  | {op: 'gather'; ids: number; table: number; dim: number; out: number}
+  | {
+      op: 'positions';
+      like: number;
+      table: number;
+      dim: number;
+      offset: number;
+      add: boolean;
+      out: number;
+    }
+  | {
+      op: 'attention';
+      q: number;
+      k: number;
+      v: number;
+      heads: StepAttention;
+      cache: number;
+      keyMask: boolean;
+      out: number;
+    }
+  | {op: 'lastRows'; x: number; width: number; out: number};
+
+/** A compiled step. */
+export interface StepProgram {
+  values: ProgramValue[];
+  /** The weights' tensors, in weight-index order (one per distinct tensor). */
+  weights: tf.Tensor[];
+  ops: ProgramOp[];
+  /** The ids value (int32, width 1). */
+  ids: number;
+  /** The logits value (`last` rows, width vocab). */
+  logits: number;
+  /** The number of ops up to the last attention's (a chunk whose logits are dropped runs these). */
+  cachedOps: number;
+  /** Each attention's cache width (kvHeads * headDim), by cache index. */
+  caches: number[];
+  /** Whether an attention reads the key mask (a mask_zero model). */
+  usesKeyMask: boolean;
+}
+
+export type CompileResult = {program: StepProgram; reason: null} | {program: null; reason: string};
+
+const ACTIVATIONS: Record<string, StepActivation> = {
+  linear: StepActivation.None,
+  relu: StepActivation.Relu,
+  gelu: StepActivation.GeluErf,
+  geluApproximate: StepActivation.GeluTanh,
+  gelu_approximate: StepActivation.GeluTanh,
+  swish: StepActivation.Silu,
+  silu: StepActivation.Silu,
+  tanh: StepActivation.Tanh,
+  sigmoid: StepActivation.Sigmoid,
+};
+
+function describe(layer: GraphLayer): string {
+  return `layer '${layer.name}' (${layer.getClassName()})`;
+}
+
+/** Compiles `plan`, or gives the reason it cannot be compiled. */
+export function compileStep(plan: StepPlan): CompileResult {
+  const values: ProgramValue[] = [];
+  const weights: tf.Tensor[] = [];
+  const weightIndex = new Map<number, number>();
+  const ops: ProgramOp[] = [];
+  const caches: number[] = [];
+  let usesKeyMask = false;
+  let nodeKeyMask = false;
+  let lastMode: 'all' | 'last' = 'all';
+
+  const newValue = (width: number, dtype: 'float32' | 'int32' = 'float32', aliasOf = -1) => {
+    const v: ProgramValue = {index: values.length, width, dtype, rows: lastMode, aliasOf};
+    values.push(v);
+    return v;
+  };
+  const val = (v: StepValue): ProgramValue => {
+    const p = v as ProgramValue;
+    if (values[p.index] !== p) throw new Error('a step value of another program');
+    if (p.rows !== lastMode) throw new Error('a value of the positions before the last attention');
+    return p;
+  };
+  const f32 = (v: StepValue, what: string) => {
+    const p = val(v);
+    if (p.dtype !== 'float32') throw new Error(`${what} expects float32 rows, received ${p.dtype}`);
+    return p;
+  };
+  const wt = (w: StepWeight): number => (w as ProgramWeight).index;
+  const need = (w: StepWeight, size: number, what: string) => {
+    if (w.size !== size) {
+      throw new Error(`${what}: expected a weight of ${size} values, received ${w.size}`);
+    }
+  };
+
+  const emit: StepEmitter = {
+    weight(source: StepWeightSource): StepWeight | StepDecline {
+      const t =
+        'read' in source && typeof source.read === 'function'
+          ? source.read()
+          : (source as tf.Tensor);
+      if (t.dtype !== 'float32') {
+        // int8 layers add their rules (gatherInt8, denseInt8, ...) here
+        return {declined: `a weight of dtype ${t.dtype} (only float32 weights compile)`};
+      }
+      let index = weightIndex.get(t.id);
+      if (index == null) {
+        index = weights.length;
+        weights.push(t);
+        weightIndex.set(t.id, index);
+      }
+      const w: ProgramWeight = {index, size: t.size};
+      return w;
+    },
+    activation(name) {
+      if (name == null) return StepActivation.None;
+      return typeof name === 'string' && name in ACTIVATIONS ? ACTIVATIONS[name] : null;
+    },
+    dense(x, kernel, bias, units, act) {
+      const xv = f32(x, 'dense');
+      need(kernel, xv.width * units, 'dense kernel');
+      if (bias != null) need(bias, units, 'dense bias');
+      const out = newValue(units);
+      ops.push({
+        op: 'dense',
+        x: xv.index,
+        w: wt(kernel),
+        bias: bias == null ? -1 : wt(bias),
+        k: xv.width,
+        n: units,
+        act,
+        out: out.index,
+      });
+      return out;
+    },
+    denseT(x, table, rows) {
+      const xv = f32(x, 'denseT');
+      need(table, xv.width * rows, 'denseT table');
+      const out = newValue(rows);
+      ops.push({op: 'denseT', x: xv.index, w: wt(table), k: xv.width, n: rows, out: out.index});
+      return out;
+    },
+    layerNorm(x, gamma, beta, epsilon) {
+      const xv = f32(x, 'layerNorm');
+      if (gamma != null) need(gamma, xv.width, 'layerNorm gamma');
+      if (beta != null) need(beta, xv.width, 'layerNorm beta');
+      const out = newValue(xv.width);
+      ops.push({
+        op: 'layerNorm',
+        x: xv.index,
+        gamma: gamma == null ? -1 : wt(gamma),
+        beta: beta == null ? -1 : wt(beta),
+        epsilon,
+        dim: xv.width,
+        out: out.index,
+      });
+      return out;
+    },
+    add: (a, b) => elementwise('add', a, b),
+    mul: (a, b) => elementwise('mul', a, b),
+    activate(x, act) {
+      const xv = f32(x, 'activate');
+      const out = newValue(xv.width);
+      ops.push({op: 'activate', x: xv.index, act, width: xv.width, out: out.index});
+      return out;
+    },
+    gather(ids, table, dim) {
+      const iv = val(ids);
+      if (iv.dtype !== 'int32')
+        throw new Error(`gather expects the int32 ids, received ${iv.dtype}`);
+      if (table.size % dim !== 0)
+        throw new Error(`gather: a table of ${table.size} values is not rows of ${dim}`);
+      const out = newValue(dim);
+      ops.push({op: 'gather', ids: iv.index, table: wt(table), dim, out: out.index});
+      return out;
+    },
+    positions(like, table, dim, offset, add) {
+      const lv = val(like);
+      if (add && lv.width !== dim)
+        throw new Error(`positions: rows of ${lv.width} plus positions of ${dim}`);
+      if (table.size % dim !== 0)
+        throw new Error(`positions: a table of ${table.size} values is not rows of ${dim}`);
+      const out = newValue(dim);
+      ops.push({
+        op: 'positions',
+        like: lv.index,
+        table: wt(table),
+        dim,
+        offset,
+        add,
+        out: out.index,
+      });
+      return out;
+    },
+    attention(q, k, v, heads) {
+      const [qv, kv, vv] = [f32(q, 'attention'), f32(k, 'attention'), f32(v, 'attention')];
+      const {heads: H, kvHeads, headDim} = heads;
+      if (
+        qv.width !== H * headDim ||
+        kv.width !== kvHeads * headDim ||
+        vv.width !== kvHeads * headDim ||
+        H % kvHeads !== 0
+      ) {
+        throw new Error(
+          `attention: expected queries of ${H} x ${headDim} and keys / values of ${kvHeads} x ${headDim}, ` +
+            `received widths ${qv.width}, ${kv.width}, ${vv.width}`,
+        );
+      }
+      const out = newValue(qv.width);
+      const cache = caches.length;
+      caches.push(kvHeads * headDim);
+      usesKeyMask = usesKeyMask || nodeKeyMask;
+      ops.push({
+        op: 'attention',
+        q: qv.index,
+        k: kv.index,
+        v: vv.index,
+        heads,
+        cache,
+        keyMask: nodeKeyMask,
+        out: out.index,
+      });
+      return out;
+    },
+    layer(layer, inputs) {
+      return compileLayer(layer, inputs, null);
+    },
+  };
+
+  function elementwise(op: 'add' | 'mul', a: StepValue, b: StepValue): StepValue {
+    const [av, bv] = [f32(a, op), f32(b, op)];
+    if (av.width !== bv.width) throw new Error(`${op}: widths ${av.width} and ${bv.width} differ`);
+    const out = newValue(av.width);
+    ops.push({op, a: av.index, b: bv.index, width: av.width, out: out.index});
+    return out;
+  }
+
+  function compileLayer(
+    layer: GraphLayer,
+    inputs: StepValue[],
+    node: GraphNode | null,
+  ): StepValue[] | StepDecline {
+    const rule = decodingOf(layer.getClassName());
+    const compile = rule != null && rule.kind !== 'refused' ? rule.compile : undefined;
+    if (compile == null) return {declined: 'its class has no compile rule'};
+    try {
+      return compile(layer, inputs, emit, node);
+    } catch (e) {
+      return {declined: (e as Error).message};
+    }
+  }
+
+  if (plan.input.dtype !== 'int32') {
+    // a float32 ids input goes through the model as floats (e.g. a ReversibleEmbedding reverses)
+    return fail(`the ids input is ${plan.input.dtype}, not int32`);
+  }
+  const ids = newValue(1, 'int32');
+  const known = new Map<number, StepValue>([[plan.input.id, ids]]);
+  let lastCached = -1;
+  plan.nodes.forEach((p, i) => {
+    if (p.kind === 'cached') lastCached = i;
+  });
+  let cachedOps = 0;
+  for (let i = 0; i < plan.nodes.length; i++) {
+    const p = plan.nodes[i];
+    if (i === lastCached + 1) {
+      // the last rows of the values read from here on
+      cachedOps = ops.length;
+      const later = new Set<number>();
+      for (const q of plan.nodes.slice(i)) for (const x of q.node.inputTensors) later.add(x.id);
+      later.add(plan.output.id);
+      lastMode = 'last';
+      for (const [id, v] of known) {
+        if (!later.has(id)) continue;
+        const pv = v as ProgramValue;
+        const out = newValue(pv.width, pv.dtype, pv.index);
+        ops.push({op: 'lastRows', x: pv.index, width: pv.width, out: out.index});
+        known.set(id, out);
+      }
+    }
+    for (const t of [...p.node.inputTensors, ...p.node.outputTensors]) {
+      if (t === plan.padding) continue;
+      if (t.rank !== 3 && t !== plan.input) {
+        return fail(
+          `${describe(p.layer)}: a value of rank ${t.rank} (only [batch, T, features] compiles)`,
+        );
+      }
+    }
+    const inputs = p.node.inputTensors
+      .filter((x) => x !== plan.padding)
+      .map((x) => known.get(x.id));
+    if (inputs.some((x) => x == null))
+      return fail(`${describe(p.layer)}: an input the step does not know`);
+    nodeKeyMask = plan.masksZeroIds && p.cache?.entry.readsKerasMasks === true;
+    const result = compileLayer(p.layer, inputs as StepValue[], p.node);
+    if ('declined' in result) return fail(`${describe(p.layer)}: ${result.declined}`);
+    if (result.length !== p.node.outputTensors.length) {
+      return fail(
+        `${describe(p.layer)}: its rule gave ${result.length} outputs, the node has ${p.node.outputTensors.length}`,
+      );
+    }
+    for (const [j, t] of p.node.outputTensors.entries()) {
+      const width = t.shape[2];
+      if (result[j].width !== width) {
+        return fail(
+          `${describe(p.layer)}: its rule gave rows of ${result[j].width} for an output of width ${width}`,
+        );
+      }
+      known.set(t.id, result[j]);
+    }
+  }
+  if (lastCached === plan.nodes.length - 1) {
+    // the logits come from the last attention itself: cut them after it
+    cachedOps = ops.length;
+    lastMode = 'last';
+    const v = known.get(plan.output.id) as ProgramValue;
+    const out = newValue(v.width, v.dtype, v.index);
+    ops.push({op: 'lastRows', x: v.index, width: v.width, out: out.index});
+    known.set(plan.output.id, out);
+  }
+  const logits = known.get(plan.output.id) as ProgramValue | undefined;
+  if (logits == null || logits.rows !== 'last' || logits.dtype !== 'float32') {
+    return fail('the logits are not a float32 value of the step');
+  }
+  return {
+    program: {
+      values,
+      weights,
+      ops,
+      ids: ids.index,
+      logits: logits.index,
+      cachedOps,
+      caches,
+      usesKeyMask,
+    },
+    reason: null,
+  };
+}
+
+function fail(reason: string): CompileResult {
+  return {program: null, reason};
+}

@@ -1,0 +1,139 @@
+/**
+ * The memory of a compiled decoding step: on tfjs' wasm backend the backend's own heap (buffers
+ * from its `_malloc`, freed with its `_free`; weights read in place at their tensors' offsets),
+ * on tfjs' cpu and tensorflow backends a WebAssembly.Memory of its own (buffers from a bump
+ * allocator, each weight copied in once per run). Other backends (webgl, webgpu) have none: their
+ * weights live on the GPU, and `generate` keeps the eager stepper there.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+/** The parts of tfjs' wasm backend (BackendWasm) used here. */
+interface WasmBackend {
+  dataIdMap: {get(dataId: tf.DataId): {memoryOffset: number} | undefined};
+  wasm: {
+    _malloc(bytes: number): number;
+    _free(offset: number): void;
+    asm?: Record<string, unknown>;
+    wasmExports?: Record<string, unknown>;
+  };
+}
+
+/** What a run's memory has done (tests, reports). */
+export interface StepMemoryCounts {
+  /** Buffers allocated and not freed yet. */
+  live: number;
+  /** Buffers allocated in all. */
+  allocated: number;
+  /** Weights copied into the memory (0 on wasm, where weights are read in place). */
+  uploads: number;
+}
+
+/** A run's memory. */
+export interface StepMemory {
+  readonly memory: WebAssembly.Memory;
+  /** `heap`: tfjs-wasm's; `own`: a memory of its own. */
+  readonly kind: 'heap' | 'own';
+  /** A zeroed 16-aligned buffer of `bytes` (never at offset 0). */
+  alloc(bytes: number): number;
+  /** Where a float32 weight's values are (read in place, or copied in). */
+  weight(t: tf.Tensor): number;
+  readonly counts: StepMemoryCounts;
+  /** Frees every buffer. */
+  dispose(): void;
+}
+
+/** The step's memory on the current backend, or why there is none. */
+export function stepMemory(): {memory: StepMemory; reason: null} | {memory: null; reason: string} {
+  const name = tf.getBackend();
+  if (name === 'wasm') {
+    const heap = wasmHeapMemory(tf.backend() as unknown as WasmBackend);
+    return heap == null
+      ? {memory: null, reason: "tfjs-wasm's heap is not reachable (a shared or unknown build)"}
+      : {memory: heap, reason: null};
+  }
+  if (name === 'cpu' || name === 'tensorflow') return {memory: ownMemory(), reason: null};
+  return {
+    memory: null,
+    reason: `the ${name} backend keeps its weights on the GPU (the compiled step runs on cpu, wasm and tensorflow)`,
+  };
+}
+
+function memoryOf(backend: WasmBackend): WebAssembly.Memory | null {
+  const exports = backend.wasm?.asm ?? backend.wasm?.wasmExports;
+  const m = exports?.memory;
+  return m instanceof WebAssembly.Memory ? m : null;
+}
+
+function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
+  const memory = memoryOf(backend);
+  if (memory == null || typeof backend.wasm?._malloc !== 'function') return null;
+  const taken = new Set<number>();
+  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0};
+  return {
+    memory,
+    kind: 'heap',
+    counts,
+    alloc(bytes) {
+      const raw = backend.wasm._malloc(bytes + 16) >>> 0;
+      if (raw === 0) throw new Error(`generate: the wasm heap has no ${bytes} bytes left`);
+      taken.add(raw);
+      counts.live++;
+      counts.allocated++;
+      const at = (raw + 15) & ~15;
+      new Uint8Array(memory.buffer, at, bytes).fill(0);
+      return at;
+    },
+    weight(t) {
+      const data = backend.dataIdMap.get(t.dataId);
+      if (data == null)
+        throw new Error(`generate: a weight (tensor ${t.id}) is not on the wasm backend`);
+      return data.memoryOffset;
+    },
+    dispose() {
+      for (const raw of taken) {
+        backend.wasm._free(raw);
+        counts.live--;
+      }
+      taken.clear();
+    },
+  };
+}
+
+const PAGE = 65536;
+
+function ownMemory(): StepMemory {
+  const memory = new WebAssembly.Memory({initial: 1});
+  // offset 0 means "absent" to the kernels, and the package's SIMD module, which the kernels may
+  // instantiate on this memory, keeps its own data below 1024
+  let top = 1024;
+  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0};
+  const weights = new Map<number, number>();
+  const alloc = (bytes: number) => {
+    const at = top;
+    top = (top + bytes + 15) & ~15;
+    const pages = Math.ceil(top / PAGE) - memory.buffer.byteLength / PAGE;
+    if (pages > 0) memory.grow(pages);
+    counts.live++;
+    counts.allocated++;
+    return at; // a fresh memory is zeroed
+  };
+  return {
+    memory,
+    kind: 'own',
+    counts,
+    alloc,
+    weight(t) {
+      const known = weights.get(t.id);
+      if (known != null) return known;
+      const at = alloc(t.size * 4);
+      new Float32Array(memory.buffer, at, t.size).set(t.dataSync() as Float32Array);
+      counts.uploads++;
+      weights.set(t.id, at);
+      return at;
+    },
+    dispose() {
+      counts.live = 0; // the memory goes with its last reference
+      weights.clear();
+    },
+  };
+}

@@ -1,0 +1,83 @@
+/**
+ * The compile rule of the multi-head layers (MultiHeadAttention, keras-hub's
+ * CachedMultiHeadAttention, GroupQueryAttention) for the compiled decoding step
+ * (engine/step_program.ts): causal self-attention on one input `[batch, T, D]`, whose projections
+ * are plain products (`abc,cde->abde`: kernels `[D, heads, headDim]`, read as `[D, heads *
+ * headDim]`; the output `abcd,cde->abe`: `[heads, headDim, D']`, read as `[heads * headDim, D']`).
+ * Gated attention and a sliding window are declined.
+ */
+import {StepActivation} from '../../kernels/step_kernels_api';
+import type {EinsumDense} from '../core/einsum_dense';
+import type {StepDecline, StepEmitter, StepValue} from '../engine/step_program';
+import type {MultiHeadBase} from './multi_head_base';
+
+/** Query, key / value heads and the head size of a multi-head layer. */
+export interface StepHeads {
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+/** Whether `equation` contracts the last axis of a 3-D input into trailing kernel axes. */
+function projectsIn(equation: string): boolean {
+  const m = /^(\w)(\w)(\w),(\w)(\w)(\w)->(\w{4})$/.exec(equation.replace(/\s/g, ''));
+  return m != null && m[3] === m[4] && m[7] === m[1] + m[2] + m[5] + m[6];
+}
+
+/** Whether `equation` contracts the two head axes of a 4-D input into the kernel's last axis. */
+function projectsOut(equation: string): boolean {
+  const m = /^(\w)(\w)(\w)(\w),(\w)(\w)(\w)->(\w{3})$/.exec(equation.replace(/\s/g, ''));
+  return m != null && m[3] === m[5] && m[4] === m[6] && m[8] === m[1] + m[2] + m[7];
+}
+
+/** The ops of one call of a multi-head layer on `x` (see the file's notes). */
+export function compileMultiHead(
+  layer: MultiHeadBase,
+  x: StepValue,
+  emit: StepEmitter,
+  {heads, kvHeads, headDim}: StepHeads,
+): StepValue[] | StepDecline {
+  if (layer.useGate) return {declined: 'gated attention (useGate) does not compile'};
+  if (layer.slidingWindow != null) {
+    return {declined: `a sliding window (${layer.slidingWindow}) does not compile`};
+  }
+  const d = layer.dense;
+  const parts: Array<[string, EinsumDense | undefined, number[], (e: string) => boolean]> = [
+    ['query', d.query, [x.width, heads, headDim], projectsIn],
+    ['key', d.key, [x.width, kvHeads, headDim], projectsIn],
+    ['value', d.value, [x.width, kvHeads, headDim], projectsIn],
+    ['attention_output', d.attention_output, [heads, headDim, -1], projectsOut],
+  ];
+  const out: StepValue[] = [];
+  for (const [name, dense, shape, fits] of parts) {
+    if (dense?.kernel == null) return {declined: `its ${name} projection is not built`};
+    const kernelShape = dense.kernel.shape as number[];
+    if (
+      !fits(dense.equation) ||
+      kernelShape.length !== 3 ||
+      !shape.every((s, i) => s < 0 || s === kernelShape[i])
+    ) {
+      return {
+        declined:
+          `its ${name} projection '${dense.equation}' with kernel [${kernelShape.join(', ')}] ` +
+          `is not a product with a [${shape.map((s) => (s < 0 ? 'D' : s)).join(', ')}] kernel`,
+      };
+    }
+    const act = emit.activation(dense.getConfig().activation);
+    if (act !== StepActivation.None) return {declined: `its ${name} projection has an activation`};
+    const kernel = emit.weight(dense.kernel);
+    const bias = dense.bias == null ? null : emit.weight(dense.bias);
+    if ('declined' in kernel) return kernel;
+    if (bias != null && 'declined' in bias) return bias;
+    const input = name === 'attention_output' ? out[3] : x;
+    const units = kernelShape[1] * kernelShape[2];
+    out.push(
+      emit.dense(input, kernel, bias, name === 'attention_output' ? kernelShape[2] : units, act),
+    );
+    if (name === 'value') {
+      const scale = 1 / Math.sqrt(headDim);
+      out.push(emit.attention(out[0], out[1], out[2], {heads, kvHeads, headDim, scale}));
+    }
+  }
+  return [out[4]];
+}
