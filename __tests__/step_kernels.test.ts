@@ -345,19 +345,36 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
   }
 
   it('int8 sums beyond float32 integers (|sum| > 2^24) stay exact until the conversion', () => {
-    // k 1100 of +-127 * +-127 with one sign: |sum| = 1100 * 16129 = 17741900 > 2^24, odd values
-    const [rows, k, n] = [3, 1100, 21];
+    // q 127 (row r's first -127 + r), w 127 on even and 126 on odd inner indices (a column's sign
+    // alternating): each pair of products is odd, |sum| ~ 1101 / 2 * 32131 > 2^24, where float32
+    // holds only even integers; k odd for the tail
+    const [rows, k, n] = [3, 1101, 21];
     const qv = new Int8Array(rows * k).fill(127);
-    const wv = new Int8Array(k * n).fill(127);
-    for (let j = 0; j < n; j++) wv[j] = j % 2 === 0 ? 126 : -127; // sums differ by column
     for (let r = 0; r < rows; r++) qv[r * k] = -127 + r;
+    const wv = new Int8Array(k * n);
+    for (let p = 0; p < k; p++) {
+      for (let j = 0; j < n; j++)
+        wv[p * n + j] = (p % 2 === 0 ? 127 : 126) * (j % 3 === 0 ? -1 : 1);
+    }
     const qsv = new Float32Array(rows).fill(1);
     const wsv = new Float32Array(n).fill(1);
     const out = A.out(rows * n);
     K.denseInt8(rows, k, n, A.i8(qv), A.f32(qsv), A.i8(wv), A.f32(wsv), 0, 0, out);
     const want = int8ProductRef(qv, qsv, wv, wsv, rows, k, n, false);
     expect(A.readF32(out, rows * n)).toEqual(want);
-    expect(Math.abs(want[1])).toBeGreaterThan(2 ** 24);
+    expect(Math.abs(want[0])).toBeGreaterThan(2 ** 24);
+    // the case tells the two apart: the same sum accumulated in float32 pair by pair is off
+    let inF32 = 0;
+    for (let p = 0; p + 1 < k; p += 2) {
+      inF32 = f(inF32 + (qv[p] * wv[p * n] + qv[p + 1] * wv[(p + 1) * n]));
+    }
+    inF32 = f(inF32 + qv[k - 1] * wv[(k - 1) * n]);
+    expect(inF32).not.toBe(want[0]);
+    // and the tied logits on the same values as a [n, k] table
+    const wt = new Int8Array(n * k);
+    for (let p = 0; p < k; p++) for (let j = 0; j < n; j++) wt[j * k + p] = wv[p * n + j];
+    K.denseTInt8(rows, k, n, A.i8(qv), A.f32(qsv), A.i8(wt), A.f32(wsv), out);
+    expect(A.readF32(out, rows * n)).toEqual(want);
   });
 
   it('denseInt8 applies the activation after the bias', () => {
@@ -466,14 +483,17 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
     expect(scales).toEqual(quantizeRef(xv, 3, k).qs);
   });
 
-  it('layerNorm / rmsNorm = float64 loops (1e-6 relative), with and without gamma / beta, in place', () => {
-    for (const [rows, dim] of [
-      [1, 1],
-      [3, 7],
-      [17, 45],
-      [2, 771],
+  it("layerNorm (tfjs' float32 mean and variance) / rmsNorm = float64 loops (1e-6 relative), with and without gamma / beta, in place", () => {
+    // [rows, dim, mean]: a mean of 300 against a spread of +-7 (float32's E[x^2] - mean^2 loses
+    // the variance there; so does a float32 sum of 768 values near 300 the mean, to ~1e-4)
+    for (const [rows, dim, offset] of [
+      [1, 1, 3],
+      [3, 7, 3],
+      [17, 45, 3],
+      [2, 771, 3],
+      [4, 768, 300],
     ]) {
-      const xv = Float32Array.from(values(rows * dim, dim), (v, i) => 3 + v * (1 + (i % 7)));
+      const xv = Float32Array.from(values(rows * dim, dim), (v, i) => offset + v * (1 + (i % 7)));
       const g = values(dim, dim + 1);
       const be = values(dim, dim + 2);
       const eps = 1e-5;
@@ -481,8 +501,9 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
         const out = new Float64Array(rows * dim);
         for (let r = 0; r < rows; r++) {
           const row = xv.subarray(r * dim, (r + 1) * dim);
-          const mean = row.reduce((a, x) => a + x, 0) / dim;
-          const variance = row.reduce((a, x) => a + (x - mean) ** 2, 0) / dim;
+          // tfjs' moments: float32 tensors between its ops (mean, x - mean, its square, mean)
+          const mean = f(row.reduce((a, x) => a + x, 0) / dim);
+          const variance = f(row.reduce((a, x) => a + f(f(x - mean) ** 2), 0) / dim);
           for (let j = 0; j < dim; j++) {
             out[r * dim + j] =
               ((row[j] - mean) / Math.sqrt(variance + f(eps))) * (gamma ? g[j] : 1) +
@@ -512,6 +533,25 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
       K.layerNorm(rows, dim, x, go, bo, eps, x); // in place
       expect(relError(A.readF32(x, rows * dim), ln(true, true))).toBeLessThan(1e-6);
     }
+  });
+
+  it("layerNorm = tfjs' LayerNormalization (1e-6 relative) on the current backend", () => {
+    const [rows, dim] = [5, 771];
+    const xv = Float32Array.from(values(rows * dim, 90), (v, i) => 0.5 + v * (1 + (i % 5)));
+    const g = values(dim, 91);
+    const be = values(dim, 92);
+    const layer = tf.layers.layerNormalization({axis: -1, epsilon: 1e-3});
+    layer.build([null, dim]);
+    const [gt, bt] = [tf.tensor1d(g), tf.tensor1d(be)];
+    layer.setWeights([gt, bt]);
+    const xt = tf.tensor2d(xv, [rows, dim]);
+    const yt = layer.apply(xt) as tf.Tensor;
+    const want = yt.dataSync();
+    tf.dispose([gt, bt, xt, yt]);
+    layer.weights.forEach((w) => w.dispose());
+    const out = A.out(rows * dim);
+    K.layerNorm(rows, dim, A.f32(xv), A.f32(g), A.f32(be), 1e-3, out);
+    expect(relError(A.readF32(out, rows * dim), want)).toBeLessThan(1e-6);
   });
 
   it('gather, gatherInt8 (Keras: float32(q) / scale), addPositions, writeCache, add, mul: equal', () => {
@@ -605,7 +645,12 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
       const kv = values(B * maxLength * kvw, 51 + headDim);
       const vv = values(B * maxLength * kvw, 52 + headDim);
       if (c.qScale) {
-        for (let i = 0; i < kv.length; i++) kv[i] = Math.sign(qv[i % (heads * headDim)]) || 1;
+        // keys along the queries' signs, a little shorter at each later position: scores near
+        // 600, a few apart (softmax neither uniform nor one-hot)
+        for (let i = 0; i < kv.length; i++) {
+          const pos = Math.floor(i / kvw) % maxLength;
+          kv[i] = (Math.sign(qv[i % (heads * headDim)]) || 1) * (1 - 0.005 * pos);
+        }
       }
       const mask = c.mask ? new Uint8Array(B * maxLength).fill(1) : null;
       if (mask) {
