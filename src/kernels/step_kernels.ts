@@ -1,0 +1,165 @@
+/**
+ * The WebAssembly SIMD implementation of {@link StepKernels} (wasm/step_kernels.ts, compiled by
+ * scripts/build_wasm.mjs and embedded as base64 in ./step_kernels_binary). Like the layers'
+ * module (./wasm_kernels) it imports its memory and has no data, start function or allocator,
+ * so one compiled module runs on any memory: tfjs-wasm's heap, where the weights already are
+ * (`stepKernelsOn(memory)` with the heap of `wasmHeap`'s backend), or a memory of the caller's
+ * own (`new WebAssembly.Memory(...)`, arrays placed from {@link stepKernelsHeapBase} on) on tfjs'
+ * cpu backend and tfjs-node.
+ *
+ * The module is larger than 4 KB, so it is compiled asynchronously (Chromium refuses synchronous
+ * compiles above 4 KB on the main thread), once, on the first {@link stepKernelsReady}. Loading
+ * never throws and never leaves a rejected promise: where WebAssembly or its SIMD instructions are
+ * missing, or the compile fails, it resolves to false and {@link stepKernelsFailure} says why.
+ * TFJS_ATTENTION_SIMD (src/kernels/flags.ts) off makes it as if the module had not loaded.
+ */
+import {simdAllowed} from './flags';
+import {STEP_KERNELS_WASM_BASE64} from './step_kernels_binary';
+import type {StepActivation, StepKernels} from './step_kernels_api';
+
+/** The module's exports: the kernels of {@link StepKernels} with the same arguments. */
+interface Exports {
+  heapBase(): number;
+  layerNorm(...args: Parameters<StepKernels['layerNorm']>): void;
+  rmsNorm(...args: Parameters<StepKernels['rmsNorm']>): void;
+  dense(...args: Parameters<StepKernels['dense']>): void;
+  denseT(...args: Parameters<StepKernels['denseT']>): void;
+  quantizeRows(...args: Parameters<StepKernels['quantizeRows']>): void;
+  denseInt8(...args: Parameters<StepKernels['denseInt8']>): void;
+  denseTInt8(...args: Parameters<StepKernels['denseTInt8']>): void;
+  add(...args: Parameters<StepKernels['add']>): void;
+  mul(...args: Parameters<StepKernels['mul']>): void;
+  activate(n: number, x: number, act: StepActivation, out: number): void;
+  gather(...args: Parameters<StepKernels['gather']>): void;
+  gatherInt8(...args: Parameters<StepKernels['gatherInt8']>): void;
+  addPositions(...args: Parameters<StepKernels['addPositions']>): void;
+  writeCache(...args: Parameters<StepKernels['writeCache']>): void;
+  attend(...args: Parameters<StepKernels['attend']>): void;
+  argmax(...args: Parameters<StepKernels['argmax']>): void;
+}
+
+let compiled: WebAssembly.Module | null = null;
+let heapBase = 0;
+let failure: string | null = null;
+let loading: Promise<boolean> | null = null;
+
+function reason(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}
+
+function decode(base64: string): Uint8Array<ArrayBuffer> {
+  const bin = atob(base64);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return bytes;
+}
+
+function instanceOn(module: WebAssembly.Module, memory: WebAssembly.Memory): Exports {
+  return new WebAssembly.Instance(module, {env: {memory}}).exports as unknown as Exports;
+}
+
+/** Compiles the module (asynchronously) and reads its heap base; never throws or rejects. */
+function load(): Promise<boolean> {
+  try {
+    if (typeof WebAssembly !== 'object' || typeof atob !== 'function') {
+      failure = 'WebAssembly is not available';
+      return Promise.resolve(false);
+    }
+    const bytes = decode(STEP_KERNELS_WASM_BASE64);
+    if (!WebAssembly.validate(bytes)) {
+      failure = 'WebAssembly SIMD is not supported here';
+      return Promise.resolve(false);
+    }
+    return WebAssembly.compile(bytes)
+      .then(
+        (module) => {
+          try {
+            heapBase = instanceOn(module, new WebAssembly.Memory({initial: 1})).heapBase();
+            compiled = module;
+            return true;
+          } catch (e) {
+            failure = `the decoding step's module could not be instantiated (${reason(e)})`;
+            return false;
+          }
+        },
+        (e: unknown) => {
+          failure = `the decoding step's module could not be compiled (${reason(e)})`;
+          return false;
+        },
+      )
+      .catch(() => false);
+  } catch (e) {
+    failure = `the decoding step's module could not be loaded (${reason(e)})`;
+    return Promise.resolve(false);
+  }
+}
+
+/**
+ * Compiles the decoding step's SIMD module (once; later calls share the result) and resolves to
+ * whether it is usable: false where WebAssembly SIMD is missing, the compile failed
+ * ({@link stepKernelsFailure} says why) or TFJS_ATTENTION_SIMD is off. Never rejects.
+ */
+export function stepKernelsReady(): Promise<boolean> {
+  loading ??= load();
+  return loading.then((ok) => ok && simdAllowed());
+}
+
+/** Why the decoding step's module is not usable, or null when it loaded or has not been asked for. */
+export function stepKernelsFailure(): string | null {
+  if (compiled != null && !simdAllowed()) return 'TFJS_ATTENTION_SIMD is off';
+  return failure;
+}
+
+/**
+ * The first byte offset a caller may use on a memory of its own (the module keeps no data, so
+ * this is its stack-free heap base, 16-aligned); 0 before {@link stepKernelsReady} resolved true.
+ */
+export function stepKernelsHeapBase(): number {
+  return heapBase;
+}
+
+/**
+ * A memory of the caller's own for the kernels, with at least `bytes` usable bytes from
+ * {@link stepKernelsHeapBase} on (tfjs' cpu backend and tfjs-node, where there is no wasm heap).
+ * It grows with `memory.grow`; the kernels see the grown memory.
+ */
+export function stepKernelsMemory(bytes: number): WebAssembly.Memory {
+  const pages = Math.max(1, Math.ceil((heapBase + Math.max(0, bytes)) / 65536));
+  return new WebAssembly.Memory({initial: pages});
+}
+
+/**
+ * The SIMD kernels on `memory` (tfjs-wasm's heap or a memory of the caller's own): every offset
+ * given to them is a byte offset in `memory`. Null when the module has not loaded (await
+ * {@link stepKernelsReady} first), TFJS_ATTENTION_SIMD is off, or the memory cannot be imported
+ * (a shared memory, as tfjs-wasm's threaded build has).
+ */
+export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
+  if (compiled == null || !simdAllowed()) return null;
+  let x: Exports;
+  try {
+    x = instanceOn(compiled, memory);
+  } catch {
+    return null;
+  }
+  return {
+    memory,
+    kind: 'simd',
+    layerNorm: x.layerNorm,
+    rmsNorm: x.rmsNorm,
+    dense: x.dense,
+    denseT: x.denseT,
+    quantizeRows: x.quantizeRows,
+    denseInt8: x.denseInt8,
+    denseTInt8: x.denseTInt8,
+    add: x.add,
+    mul: x.mul,
+    activate: x.activate,
+    gather: x.gather,
+    gatherInt8: x.gatherInt8,
+    addPositions: x.addPositions,
+    writeCache: x.writeCache,
+    attend: x.attend,
+    argmax: x.argmax,
+  };
+}

@@ -1,0 +1,1178 @@
+// WebAssembly SIMD kernels of a compiled decoding step, in AssemblyScript (compiled by
+// scripts/build_wasm.mjs into src/kernels/step_kernels_binary.ts). The interface, with every
+// argument's meaning, is src/kernels/step_kernels_api.ts (`StepKernels`). As in wasm/kernels.ts
+// the memory is imported and the module has no data, no start function and no allocator: the
+// caller places every array (tfjs-wasm's heap, where the weights already are, or a memory of the
+// package's own from heapBase() on) and passes byte offsets. Weight offsets of 0 mean "absent".
+//
+// Products are tuned for few rows against large weights: one row (a decoding step) streams the
+// weight once, sequentially, accumulating into the output row (which stays in L1); more rows (a
+// prompt's prefill) run a 4 x 8 register tile over blocks of KC inner indices, so each weight
+// block is read from memory once and reused from cache by every row block.
+
+/** Inner-dimension block of the tiled product: a [KC, 8] weight tile (8 KB) stays in L1. */
+const KC: i32 = 256;
+
+/** First free byte after the module's static data, 16-aligned. */
+export function heapBase(): usize {
+  return (__heap_base + 15) & ~(<usize>15);
+}
+
+// ---------------------------------------------------------------------------------------------
+// scalar math in float64 (activations): no tables, so no data segment
+
+// e^x for |x| <= 700: x = n ln2 + r, |r| <= ln2 / 2, a degree-13 Taylor polynomial of e^r
+// (truncation < 1e-17), times 2^n built from its exponent bits.
+function exp64(x: f64): f64 {
+  if (x > 700) x = 700;
+  if (x < -700) return 0;
+  const n = Math.floor(x * 1.4426950408889634 + 0.5);
+  const r = x - n * 0.6931471803691238 - n * 1.9082149292705877e-10;
+  let p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  return p * reinterpret<f64>((<i64>(<i32>n + 1023)) << 52);
+}
+
+// erf(x): the Maclaurin series for |x| < 1 (exact to double rounding), else 1 - erfc(|x|) with
+// Numerical Recipes' Chebyshev erfc (relative error < 1.2e-7 of erfc <= 0.16: under 2e-8).
+function erf64(x: f64): f64 {
+  const a = Math.abs(x);
+  if (a < 1) {
+    const x2 = x * x;
+    let term = x;
+    let sum = x;
+    for (let i = 1; i < 24; i++) {
+      term *= -x2 / <f64>i;
+      sum += term / <f64>(2 * i + 1);
+    }
+    return sum * 1.1283791670955126;
+  }
+  const t = 1 / (1 + 0.5 * a);
+  const erfc =
+    t *
+    exp64(
+      -a * a -
+        1.26551223 +
+        t *
+          (1.00002368 +
+            t *
+              (0.37409196 +
+                t *
+                  (0.09678418 +
+                    t *
+                      (-0.18628806 +
+                        t *
+                          (0.27886807 +
+                            t *
+                              (-1.13520398 +
+                                t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
+    );
+  return x < 0 ? erfc - 1 : 1 - erfc;
+}
+
+function tanh64(x: f64): f64 {
+  const a = Math.abs(x);
+  if (a > 20) return x < 0 ? -1 : 1;
+  if (a < 1e-4) return x - (x * x * x) / 3;
+  const e = exp64(2 * a);
+  const t = (e - 1) / (e + 1);
+  return x < 0 ? -t : t;
+}
+
+function act1(v: f32, act: i32): f32 {
+  const x = <f64>v;
+  switch (act) {
+    case 1:
+      return v > 0 ? v : 0;
+    case 2:
+      return <f32>(0.5 * x * (1 + erf64(x * 0.7071067811865476)));
+    case 3:
+      return <f32>(0.5 * x * (1 + tanh64(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+    case 4:
+      return <f32>(x / (1 + exp64(-x)));
+    case 5:
+      return <f32>tanh64(x);
+    case 6:
+      return <f32>(1 / (1 + exp64(-x)));
+  }
+  return v;
+}
+
+/** `out = act(x)` over n values (codes of `StepActivation`); out may alias x. */
+export function activate(n: i32, x: usize, act: i32, out: usize): void {
+  if (act == 0) {
+    if (x != out) memory.copy(out, x, <usize>n * 4);
+    return;
+  }
+  let i = 0;
+  if (act == 1) {
+    const zero = f32x4.splat(0);
+    for (; i + 4 <= n; i += 4) {
+      const o = <usize>i * 4;
+      v128.store(out + o, f32x4.max(v128.load(x + o), zero));
+    }
+  }
+  for (; i < n; i++) {
+    const o = <usize>i * 4;
+    store<f32>(out + o, act1(load<f32>(x + o), act));
+  }
+}
+
+// exp(x) for x <= 0 in f32x4 (softmax after subtracting the max): Cephes' expf polynomial, 0 below
+// -87 (so -Infinity, a masked key, gives exactly 0); NaN stays NaN.
+function expNeg4(x: v128): v128 {
+  const tiny = f32x4.lt(x, f32x4.splat(-87.0));
+  const n = f32x4.floor(
+    f32x4.add(f32x4.mul(x, f32x4.splat(1.44269504088896341)), f32x4.splat(0.5)),
+  );
+  let r = f32x4.sub(x, f32x4.mul(n, f32x4.splat(0.693359375)));
+  r = f32x4.sub(r, f32x4.mul(n, f32x4.splat(-2.1219444e-4)));
+  const z = f32x4.mul(r, r);
+  let y = f32x4.splat(1.98756915e-4);
+  y = f32x4.add(f32x4.mul(y, r), f32x4.splat(1.3981999507e-3));
+  y = f32x4.add(f32x4.mul(y, r), f32x4.splat(8.3334519073e-3));
+  y = f32x4.add(f32x4.mul(y, r), f32x4.splat(4.1665795894e-2));
+  y = f32x4.add(f32x4.mul(y, r), f32x4.splat(1.6666665459e-1));
+  y = f32x4.add(f32x4.mul(y, r), f32x4.splat(5.0000001201e-1));
+  y = f32x4.add(f32x4.add(f32x4.mul(y, z), r), f32x4.splat(1.0));
+  const pow2n = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  return v128.andnot(f32x4.mul(y, pow2n), tiny);
+}
+
+function expNeg1(x: f32): f32 {
+  return f32x4.extract_lane(expNeg4(f32x4.splat(x)), 0);
+}
+
+function hsum(v: v128): f32 {
+  return (
+    f32x4.extract_lane(v, 0) +
+    f32x4.extract_lane(v, 1) +
+    (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3))
+  );
+}
+
+function hsumI(v: v128): i32 {
+  return (
+    i32x4.extract_lane(v, 0) +
+    i32x4.extract_lane(v, 1) +
+    i32x4.extract_lane(v, 2) +
+    i32x4.extract_lane(v, 3)
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// elementwise
+
+/** `out = a + b` over n values; out may alias a or b. */
+export function add(n: i32, a: usize, b: usize, out: usize): void {
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = <usize>i * 4;
+    v128.store(out + o, f32x4.add(v128.load(a + o), v128.load(b + o)));
+  }
+  for (; i < n; i++) {
+    const o = <usize>i * 4;
+    store<f32>(out + o, load<f32>(a + o) + load<f32>(b + o));
+  }
+}
+
+/** `out = a * b` over n values; out may alias a or b. */
+export function mul(n: i32, a: usize, b: usize, out: usize): void {
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = <usize>i * 4;
+    v128.store(out + o, f32x4.mul(v128.load(a + o), v128.load(b + o)));
+  }
+  for (; i < n; i++) {
+    const o = <usize>i * 4;
+    store<f32>(out + o, load<f32>(a + o) * load<f32>(b + o));
+  }
+}
+
+// bias (0: none) added to each of `rows` rows of n, then the activation
+function finish(rows: i32, n: i32, bias: usize, act: i32, out: usize): void {
+  if (bias != 0) {
+    for (let r = 0; r < rows; r++) add(n, out + <usize>(r * n) * 4, bias, out + <usize>(r * n) * 4);
+  }
+  if (act != 0) activate(rows * n, out, act, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// float32 products
+
+// out[n] = x[k] · w[k, n] for one row: w streamed once, row by row (four at a time), into the
+// output row (in L1). Sums in the order of a plain loop over k.
+function gemvRow(k: i32, n: i32, x: usize, w: usize, out: usize): void {
+  memory.fill(out, 0, <usize>n * 4);
+  const ld = <usize>n * 4;
+  const end = <usize>(n & ~7) * 4;
+  const end4 = <usize>(n & ~3) * 4;
+  const all = <usize>n * 4;
+  let p = 0;
+  for (; p + 4 <= k; p += 4) {
+    const xp = x + <usize>p * 4;
+    const x0 = v128.load32_splat(xp);
+    const x1 = v128.load32_splat(xp, 4);
+    const x2 = v128.load32_splat(xp, 8);
+    const x3 = v128.load32_splat(xp, 12);
+    const w0 = w + <usize>p * ld;
+    const w1 = w0 + ld;
+    const w2 = w1 + ld;
+    const w3 = w2 + ld;
+    let j: usize = 0;
+    for (; j < end; j += 32) {
+      let o0 = v128.load(out + j);
+      let o1 = v128.load(out + j, 16);
+      o0 = f32x4.add(o0, f32x4.mul(x0, v128.load(w0 + j)));
+      o1 = f32x4.add(o1, f32x4.mul(x0, v128.load(w0 + j, 16)));
+      o0 = f32x4.add(o0, f32x4.mul(x1, v128.load(w1 + j)));
+      o1 = f32x4.add(o1, f32x4.mul(x1, v128.load(w1 + j, 16)));
+      o0 = f32x4.add(o0, f32x4.mul(x2, v128.load(w2 + j)));
+      o1 = f32x4.add(o1, f32x4.mul(x2, v128.load(w2 + j, 16)));
+      o0 = f32x4.add(o0, f32x4.mul(x3, v128.load(w3 + j)));
+      o1 = f32x4.add(o1, f32x4.mul(x3, v128.load(w3 + j, 16)));
+      v128.store(out + j, o0);
+      v128.store(out + j, o1, 16);
+    }
+    for (; j < end4; j += 16) {
+      let o = v128.load(out + j);
+      o = f32x4.add(o, f32x4.mul(x0, v128.load(w0 + j)));
+      o = f32x4.add(o, f32x4.mul(x1, v128.load(w1 + j)));
+      o = f32x4.add(o, f32x4.mul(x2, v128.load(w2 + j)));
+      o = f32x4.add(o, f32x4.mul(x3, v128.load(w3 + j)));
+      v128.store(out + j, o);
+    }
+    const s0 = f32x4.extract_lane(x0, 0);
+    const s1 = f32x4.extract_lane(x1, 0);
+    const s2 = f32x4.extract_lane(x2, 0);
+    const s3 = f32x4.extract_lane(x3, 0);
+    for (; j < all; j += 4) {
+      let o = load<f32>(out + j);
+      o += s0 * load<f32>(w0 + j);
+      o += s1 * load<f32>(w1 + j);
+      o += s2 * load<f32>(w2 + j);
+      o += s3 * load<f32>(w3 + j);
+      store<f32>(out + j, o);
+    }
+  }
+  for (; p < k; p++) {
+    const s = load<f32>(x + <usize>p * 4);
+    const xs = f32x4.splat(s);
+    const w0 = w + <usize>p * ld;
+    let j: usize = 0;
+    for (; j < end4; j += 16) {
+      v128.store(out + j, f32x4.add(v128.load(out + j), f32x4.mul(xs, v128.load(w0 + j))));
+    }
+    for (; j < all; j += 4) store<f32>(out + j, load<f32>(out + j) + s * load<f32>(w0 + j));
+  }
+}
+
+// out[rows, n] = x[rows, k] · w[k, n] for rows >= 2: 4 x 8 register tiles over KC-blocks of k
+// (the [KC, 8] weight tile stays in L1 across the row blocks; a row block past the last row
+// repeats the last row and stores nothing for it); columns past the last multiple of 8 by a
+// plain loop.
+function gemmTiled(rows: i32, k: i32, n: i32, x: usize, w: usize, out: usize): void {
+  const ld = <usize>n * 4;
+  const ldx = <usize>k * 4;
+  const n8 = n & ~7;
+  for (let p0 = 0; p0 < k; p0 += KC) {
+    const kc = min(KC, k - p0);
+    const first = p0 == 0;
+    for (let j0 = 0; j0 < n8; j0 += 8) {
+      const wt = w + <usize>p0 * ld + <usize>j0 * 4;
+      for (let i0 = 0; i0 < rows; i0 += 4) {
+        const last = rows - 1;
+        const r0 = x + <usize>i0 * ldx + <usize>p0 * 4;
+        const r1 = x + <usize>min(i0 + 1, last) * ldx + <usize>p0 * 4;
+        const r2 = x + <usize>min(i0 + 2, last) * ldx + <usize>p0 * 4;
+        const r3 = x + <usize>min(i0 + 3, last) * ldx + <usize>p0 * 4;
+        let c00 = f32x4.splat(0),
+          c01 = f32x4.splat(0);
+        let c10 = f32x4.splat(0),
+          c11 = f32x4.splat(0);
+        let c20 = f32x4.splat(0),
+          c21 = f32x4.splat(0);
+        let c30 = f32x4.splat(0),
+          c31 = f32x4.splat(0);
+        let wp = wt;
+        for (let p = 0; p < kc; p++) {
+          const b0 = v128.load(wp);
+          const b1 = v128.load(wp, 16);
+          const o = <usize>p * 4;
+          const a0 = v128.load32_splat(r0 + o);
+          c00 = f32x4.add(c00, f32x4.mul(a0, b0));
+          c01 = f32x4.add(c01, f32x4.mul(a0, b1));
+          const a1 = v128.load32_splat(r1 + o);
+          c10 = f32x4.add(c10, f32x4.mul(a1, b0));
+          c11 = f32x4.add(c11, f32x4.mul(a1, b1));
+          const a2 = v128.load32_splat(r2 + o);
+          c20 = f32x4.add(c20, f32x4.mul(a2, b0));
+          c21 = f32x4.add(c21, f32x4.mul(a2, b1));
+          const a3 = v128.load32_splat(r3 + o);
+          c30 = f32x4.add(c30, f32x4.mul(a3, b0));
+          c31 = f32x4.add(c31, f32x4.mul(a3, b1));
+          wp += ld;
+        }
+        const c0 = out + <usize>i0 * ld + <usize>j0 * 4;
+        if (!first) {
+          c00 = f32x4.add(c00, v128.load(c0));
+          c01 = f32x4.add(c01, v128.load(c0, 16));
+        }
+        v128.store(c0, c00);
+        v128.store(c0, c01, 16);
+        if (i0 + 1 > last) continue;
+        const c1 = c0 + ld;
+        if (!first) {
+          c10 = f32x4.add(c10, v128.load(c1));
+          c11 = f32x4.add(c11, v128.load(c1, 16));
+        }
+        v128.store(c1, c10);
+        v128.store(c1, c11, 16);
+        if (i0 + 2 > last) continue;
+        const c2 = c1 + ld;
+        if (!first) {
+          c20 = f32x4.add(c20, v128.load(c2));
+          c21 = f32x4.add(c21, v128.load(c2, 16));
+        }
+        v128.store(c2, c20);
+        v128.store(c2, c21, 16);
+        if (i0 + 3 > last) continue;
+        const c3 = c2 + ld;
+        if (!first) {
+          c30 = f32x4.add(c30, v128.load(c3));
+          c31 = f32x4.add(c31, v128.load(c3, 16));
+        }
+        v128.store(c3, c30);
+        v128.store(c3, c31, 16);
+      }
+    }
+  }
+  for (let j = n8; j < n; j++) {
+    for (let r = 0; r < rows; r++) {
+      let s: f32 = 0;
+      const xr = x + <usize>r * ldx;
+      for (let p = 0; p < k; p++)
+        s += load<f32>(xr + <usize>p * 4) * load<f32>(w + <usize>p * ld + <usize>j * 4);
+      store<f32>(out + <usize>r * ld + <usize>j * 4, s);
+    }
+  }
+}
+
+/** `out [rows, n] = act(x [rows, k] · w [k, n] + bias [n])`; bias 0 = none. */
+export function dense(
+  rows: i32,
+  k: i32,
+  n: i32,
+  x: usize,
+  w: usize,
+  bias: usize,
+  act: i32,
+  out: usize,
+): void {
+  if (rows <= 0 || n <= 0) return;
+  if (k <= 0) memory.fill(out, 0, <usize>(rows * n) * 4);
+  else if (rows == 1) gemvRow(k, n, x, w, out);
+  else gemmTiled(rows, k, n, x, w, out);
+  finish(rows, n, bias, act, out);
+}
+
+// dot products of x[k] with four rows of w (stride ldw bytes) into out[0..3]
+function dot4(k: i32, x: usize, w: usize, ldw: usize, out: usize): void {
+  const k4 = <usize>(k & ~3) * 4;
+  const w1 = w + ldw;
+  const w2 = w1 + ldw;
+  const w3 = w2 + ldw;
+  let a0 = f32x4.splat(0),
+    a1 = f32x4.splat(0),
+    a2 = f32x4.splat(0),
+    a3 = f32x4.splat(0);
+  let p: usize = 0;
+  for (; p < k4; p += 16) {
+    const xv = v128.load(x + p);
+    a0 = f32x4.add(a0, f32x4.mul(xv, v128.load(w + p)));
+    a1 = f32x4.add(a1, f32x4.mul(xv, v128.load(w1 + p)));
+    a2 = f32x4.add(a2, f32x4.mul(xv, v128.load(w2 + p)));
+    a3 = f32x4.add(a3, f32x4.mul(xv, v128.load(w3 + p)));
+  }
+  let s0 = hsum(a0),
+    s1 = hsum(a1),
+    s2 = hsum(a2),
+    s3 = hsum(a3);
+  const all = <usize>k * 4;
+  for (; p < all; p += 4) {
+    const xs = load<f32>(x + p);
+    s0 += xs * load<f32>(w + p);
+    s1 += xs * load<f32>(w1 + p);
+    s2 += xs * load<f32>(w2 + p);
+    s3 += xs * load<f32>(w3 + p);
+  }
+  store<f32>(out, s0);
+  store<f32>(out, s1, 4);
+  store<f32>(out, s2, 8);
+  store<f32>(out, s3, 12);
+}
+
+// two rows of x against four rows of w: out rows (stride ldo bytes), columns 0..3
+function dot2x4(k: i32, x: usize, ldx: usize, w: usize, ldw: usize, out: usize, ldo: usize): void {
+  const k4 = <usize>(k & ~3) * 4;
+  const x1 = x + ldx;
+  const w1 = w + ldw;
+  const w2 = w1 + ldw;
+  const w3 = w2 + ldw;
+  let a0 = f32x4.splat(0),
+    a1 = f32x4.splat(0),
+    a2 = f32x4.splat(0),
+    a3 = f32x4.splat(0);
+  let b0 = f32x4.splat(0),
+    b1 = f32x4.splat(0),
+    b2 = f32x4.splat(0),
+    b3 = f32x4.splat(0);
+  let p: usize = 0;
+  for (; p < k4; p += 16) {
+    const xa = v128.load(x + p);
+    const xb = v128.load(x1 + p);
+    const v0 = v128.load(w + p);
+    a0 = f32x4.add(a0, f32x4.mul(xa, v0));
+    b0 = f32x4.add(b0, f32x4.mul(xb, v0));
+    const v1 = v128.load(w1 + p);
+    a1 = f32x4.add(a1, f32x4.mul(xa, v1));
+    b1 = f32x4.add(b1, f32x4.mul(xb, v1));
+    const v2 = v128.load(w2 + p);
+    a2 = f32x4.add(a2, f32x4.mul(xa, v2));
+    b2 = f32x4.add(b2, f32x4.mul(xb, v2));
+    const v3 = v128.load(w3 + p);
+    a3 = f32x4.add(a3, f32x4.mul(xa, v3));
+    b3 = f32x4.add(b3, f32x4.mul(xb, v3));
+  }
+  let s0 = hsum(a0),
+    s1 = hsum(a1),
+    s2 = hsum(a2),
+    s3 = hsum(a3);
+  let t0 = hsum(b0),
+    t1 = hsum(b1),
+    t2 = hsum(b2),
+    t3 = hsum(b3);
+  const all = <usize>k * 4;
+  for (; p < all; p += 4) {
+    const xs = load<f32>(x + p);
+    const ys = load<f32>(x1 + p);
+    const u0 = load<f32>(w + p);
+    const u1 = load<f32>(w1 + p);
+    const u2 = load<f32>(w2 + p);
+    const u3 = load<f32>(w3 + p);
+    s0 += xs * u0;
+    s1 += xs * u1;
+    s2 += xs * u2;
+    s3 += xs * u3;
+    t0 += ys * u0;
+    t1 += ys * u1;
+    t2 += ys * u2;
+    t3 += ys * u3;
+  }
+  store<f32>(out, s0);
+  store<f32>(out, s1, 4);
+  store<f32>(out, s2, 8);
+  store<f32>(out, s3, 12);
+  const o1 = out + ldo;
+  store<f32>(o1, t0);
+  store<f32>(o1, t1, 4);
+  store<f32>(o1, t2, 8);
+  store<f32>(o1, t3, 12);
+}
+
+function dot1(k: i32, x: usize, w: usize): f32 {
+  const k4 = <usize>(k & ~3) * 4;
+  let a = f32x4.splat(0);
+  let p: usize = 0;
+  for (; p < k4; p += 16) a = f32x4.add(a, f32x4.mul(v128.load(x + p), v128.load(w + p)));
+  let s = hsum(a);
+  const all = <usize>k * 4;
+  for (; p < all; p += 4) s += load<f32>(x + p) * load<f32>(w + p);
+  return s;
+}
+
+/**
+ * `out [rows, n] = x [rows, k] · wᵀ` with w `[n, k]`: four rows of w at a time (in L1 while every
+ * row of x passes, two rows of x at a time), so w is read from memory once.
+ */
+export function denseT(rows: i32, k: i32, n: i32, x: usize, w: usize, out: usize): void {
+  const ldx = <usize>k * 4;
+  const ldo = <usize>n * 4;
+  const n4 = n & ~3;
+  const rows2 = rows & ~1;
+  for (let j = 0; j < n4; j += 4) {
+    const wj = w + <usize>j * ldx;
+    let r = 0;
+    for (; r < rows2; r += 2) {
+      dot2x4(k, x + <usize>r * ldx, ldx, wj, ldx, out + <usize>r * ldo + <usize>j * 4, ldo);
+    }
+    if (r < rows) dot4(k, x + <usize>r * ldx, wj, ldx, out + <usize>r * ldo + <usize>j * 4);
+  }
+  for (let j = n4; j < n; j++) {
+    for (let r = 0; r < rows; r++) {
+      store<f32>(
+        out + <usize>r * ldo + <usize>j * 4,
+        dot1(k, x + <usize>r * ldx, w + <usize>j * ldx),
+      );
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// int8 (Keras 3's quantization)
+
+/**
+ * Keras' abs_max_quantize per row, in float32: `qs[r] = 127 / (max |x[r, :]| + 1e-7)`,
+ * `q = clip(round_half_even(x * qs[r]), -127, 127)` as int8.
+ */
+export function quantizeRows(rows: i32, k: i32, x: usize, q: usize, qs: usize): void {
+  const lo = f32x4.splat(-127);
+  const hi = f32x4.splat(127);
+  for (let r = 0; r < rows; r++) {
+    const xr = x + <usize>(r * k) * 4;
+    const qr = q + <usize>(r * k);
+    let mv = f32x4.splat(0);
+    let j = 0;
+    for (; j + 4 <= k; j += 4) mv = f32x4.max(mv, f32x4.abs(v128.load(xr + <usize>j * 4)));
+    let m = max(
+      max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)),
+      max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)),
+    );
+    for (; j < k; j++) m = max(m, abs<f32>(load<f32>(xr + <usize>j * 4)));
+    const s: f32 = <f32>127 / (m + <f32>1e-7);
+    store<f32>(qs + <usize>r * 4, s);
+    const sv = f32x4.splat(s);
+    j = 0;
+    for (; j + 16 <= k; j += 16) {
+      const o = xr + <usize>j * 4;
+      const v0 = i32x4.trunc_sat_f32x4_s(
+        f32x4.min(f32x4.max(f32x4.nearest(f32x4.mul(v128.load(o), sv)), lo), hi),
+      );
+      const v1 = i32x4.trunc_sat_f32x4_s(
+        f32x4.min(f32x4.max(f32x4.nearest(f32x4.mul(v128.load(o, 16), sv)), lo), hi),
+      );
+      const v2 = i32x4.trunc_sat_f32x4_s(
+        f32x4.min(f32x4.max(f32x4.nearest(f32x4.mul(v128.load(o, 32), sv)), lo), hi),
+      );
+      const v3 = i32x4.trunc_sat_f32x4_s(
+        f32x4.min(f32x4.max(f32x4.nearest(f32x4.mul(v128.load(o, 48), sv)), lo), hi),
+      );
+      v128.store(
+        qr + <usize>j,
+        i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(v0, v1), i16x8.narrow_i32x4_s(v2, v3)),
+      );
+    }
+    for (; j < k; j++) {
+      const v = min(max(nearest<f32>(load<f32>(xr + <usize>j * 4) * s), <f32>-127), <f32>127);
+      store<i8>(qr + <usize>j, <i8>(<i32>v));
+    }
+  }
+}
+
+// int32 sums, in out (as i32 [n]) of one or two rows of q against w int8 [k, n]: two inner indices
+// at a time, w's two rows interleaved byte by byte and widened to i16 pairs, i32x4.dot_i16x8_s
+// with the pair (q[p], q[p + 1]) of each row.
+function sumsInt8(
+  two: bool,
+  k: i32,
+  n: i32,
+  qa: usize,
+  qb: usize,
+  w: usize,
+  oa: usize,
+  ob: usize,
+): void {
+  memory.fill(oa, 0, <usize>n * 4);
+  if (two) memory.fill(ob, 0, <usize>n * 4);
+  const ld = <usize>n;
+  const n16 = <usize>(n & ~15);
+  const nAll = <usize>n;
+  let p = 0;
+  for (; p + 2 <= k; p += 2) {
+    const wa = w + <usize>p * ld;
+    const wb = wa + ld;
+    const a0 = <i32>load<i8>(qa + <usize>p);
+    const a1 = <i32>load<i8>(qa + <usize>p + 1);
+    const pa = i32x4.splat((a0 & 0xffff) | (a1 << 16));
+    let j: usize = 0;
+    if (two) {
+      const b0 = <i32>load<i8>(qb + <usize>p);
+      const b1 = <i32>load<i8>(qb + <usize>p + 1);
+      const pb = i32x4.splat((b0 & 0xffff) | (b1 << 16));
+      for (; j < n16; j += 16) {
+        const x = v128.load(wa + j);
+        const y = v128.load(wb + j);
+        const lo = i8x16.shuffle(x, y, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const hi = i8x16.shuffle(
+          x,
+          y,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const l0 = i16x8.extend_low_i8x16_s(lo);
+        const l1 = i16x8.extend_high_i8x16_s(lo);
+        const h0 = i16x8.extend_low_i8x16_s(hi);
+        const h1 = i16x8.extend_high_i8x16_s(hi);
+        const o = oa + j * 4;
+        v128.store(o, i32x4.add(v128.load(o), i32x4.dot_i16x8_s(l0, pa)));
+        v128.store(o, i32x4.add(v128.load(o, 16), i32x4.dot_i16x8_s(l1, pa)), 16);
+        v128.store(o, i32x4.add(v128.load(o, 32), i32x4.dot_i16x8_s(h0, pa)), 32);
+        v128.store(o, i32x4.add(v128.load(o, 48), i32x4.dot_i16x8_s(h1, pa)), 48);
+        const u = ob + j * 4;
+        v128.store(u, i32x4.add(v128.load(u), i32x4.dot_i16x8_s(l0, pb)));
+        v128.store(u, i32x4.add(v128.load(u, 16), i32x4.dot_i16x8_s(l1, pb)), 16);
+        v128.store(u, i32x4.add(v128.load(u, 32), i32x4.dot_i16x8_s(h0, pb)), 32);
+        v128.store(u, i32x4.add(v128.load(u, 48), i32x4.dot_i16x8_s(h1, pb)), 48);
+      }
+      for (; j < nAll; j++) {
+        const u0 = <i32>load<i8>(wa + j);
+        const u1 = <i32>load<i8>(wb + j);
+        store<i32>(oa + j * 4, load<i32>(oa + j * 4) + a0 * u0 + a1 * u1);
+        store<i32>(ob + j * 4, load<i32>(ob + j * 4) + b0 * u0 + b1 * u1);
+      }
+    } else {
+      for (; j < n16; j += 16) {
+        const x = v128.load(wa + j);
+        const y = v128.load(wb + j);
+        const lo = i8x16.shuffle(x, y, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const hi = i8x16.shuffle(
+          x,
+          y,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const o = oa + j * 4;
+        v128.store(o, i32x4.add(v128.load(o), i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), pa)));
+        v128.store(
+          o,
+          i32x4.add(v128.load(o, 16), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), pa)),
+          16,
+        );
+        v128.store(
+          o,
+          i32x4.add(v128.load(o, 32), i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), pa)),
+          32,
+        );
+        v128.store(
+          o,
+          i32x4.add(v128.load(o, 48), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), pa)),
+          48,
+        );
+      }
+      for (; j < nAll; j++) {
+        store<i32>(
+          oa + j * 4,
+          load<i32>(oa + j * 4) + a0 * <i32>load<i8>(wa + j) + a1 * <i32>load<i8>(wb + j),
+        );
+      }
+    }
+  }
+  if (p < k) {
+    const wa = w + <usize>p * ld;
+    const a0 = <i32>load<i8>(qa + <usize>p);
+    const b0 = two ? <i32>load<i8>(qb + <usize>p) : 0;
+    for (let j: usize = 0; j < nAll; j++) {
+      const u = <i32>load<i8>(wa + j);
+      store<i32>(oa + j * 4, load<i32>(oa + j * 4) + a0 * u);
+      if (two) store<i32>(ob + j * 4, load<i32>(ob + j * 4) + b0 * u);
+    }
+  }
+}
+
+// out (i32 sums in place) = f32(sum) / (qs * ws[j]) for one row of n
+function descale(n: i32, s: f32, ws: usize, out: usize): void {
+  const sv = f32x4.splat(s);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const o = out + <usize>j * 4;
+    v128.store(
+      o,
+      f32x4.div(f32x4.convert_i32x4_s(v128.load(o)), f32x4.mul(sv, v128.load(ws + <usize>j * 4))),
+    );
+  }
+  for (; j < n; j++) {
+    const o = out + <usize>j * 4;
+    store<f32>(o, <f32>load<i32>(o) / (s * load<f32>(ws + <usize>j * 4)));
+  }
+}
+
+/**
+ * Keras 3's int8 Dense: `out[r, j] = act(f32(Σ_p q[r, p] w[p, j]) / (qs[r] * ws[j]) + bias[j])`,
+ * the sums exact in int32 (accumulated in `out`, then converted in place).
+ */
+export function denseInt8(
+  rows: i32,
+  k: i32,
+  n: i32,
+  q: usize,
+  qs: usize,
+  w: usize,
+  ws: usize,
+  bias: usize,
+  act: i32,
+  out: usize,
+): void {
+  const ldo = <usize>n * 4;
+  let r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    const qa = q + <usize>(r * k);
+    sumsInt8(true, k, n, qa, qa + <usize>k, w, out + <usize>r * ldo, out + <usize>(r + 1) * ldo);
+  }
+  if (r < rows) sumsInt8(false, k, n, q + <usize>(r * k), 0, w, out + <usize>r * ldo, 0);
+  for (r = 0; r < rows; r++) descale(n, load<f32>(qs + <usize>r * 4), ws, out + <usize>r * ldo);
+  finish(rows, n, bias, act, out);
+}
+
+// Σ_p q[p] w[p] over int8 rows of k: 16 at a time, widened to i16, i32x4.dot_i16x8_s
+function dotInt8(k: i32, q: usize, w: usize): i32 {
+  let acc = i32x4.splat(0);
+  let p = 0;
+  for (; p + 16 <= k; p += 16) {
+    const a = v128.load(q + <usize>p);
+    const b = v128.load(w + <usize>p);
+    acc = i32x4.add(
+      acc,
+      i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(a), i16x8.extend_low_i8x16_s(b)),
+    );
+    acc = i32x4.add(
+      acc,
+      i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(a), i16x8.extend_high_i8x16_s(b)),
+    );
+  }
+  let s = hsumI(acc);
+  for (; p < k; p++) s += <i32>load<i8>(q + <usize>p) * <i32>load<i8>(w + <usize>p);
+  return s;
+}
+
+// four rows of w int8 (stride k) against one row of q: sums into out[0..3] (i32)
+function dotInt8x4(k: i32, q: usize, w: usize, out: usize): void {
+  const ld = <usize>k;
+  const w1 = w + ld;
+  const w2 = w1 + ld;
+  const w3 = w2 + ld;
+  let c0 = i32x4.splat(0),
+    c1 = i32x4.splat(0),
+    c2 = i32x4.splat(0),
+    c3 = i32x4.splat(0);
+  let p = 0;
+  for (; p + 16 <= k; p += 16) {
+    const o = <usize>p;
+    const a = v128.load(q + o);
+    const al = i16x8.extend_low_i8x16_s(a);
+    const ah = i16x8.extend_high_i8x16_s(a);
+    const b0 = v128.load(w + o);
+    c0 = i32x4.add(c0, i32x4.dot_i16x8_s(al, i16x8.extend_low_i8x16_s(b0)));
+    c0 = i32x4.add(c0, i32x4.dot_i16x8_s(ah, i16x8.extend_high_i8x16_s(b0)));
+    const b1 = v128.load(w1 + o);
+    c1 = i32x4.add(c1, i32x4.dot_i16x8_s(al, i16x8.extend_low_i8x16_s(b1)));
+    c1 = i32x4.add(c1, i32x4.dot_i16x8_s(ah, i16x8.extend_high_i8x16_s(b1)));
+    const b2 = v128.load(w2 + o);
+    c2 = i32x4.add(c2, i32x4.dot_i16x8_s(al, i16x8.extend_low_i8x16_s(b2)));
+    c2 = i32x4.add(c2, i32x4.dot_i16x8_s(ah, i16x8.extend_high_i8x16_s(b2)));
+    const b3 = v128.load(w3 + o);
+    c3 = i32x4.add(c3, i32x4.dot_i16x8_s(al, i16x8.extend_low_i8x16_s(b3)));
+    c3 = i32x4.add(c3, i32x4.dot_i16x8_s(ah, i16x8.extend_high_i8x16_s(b3)));
+  }
+  let s0 = hsumI(c0),
+    s1 = hsumI(c1),
+    s2 = hsumI(c2),
+    s3 = hsumI(c3);
+  for (; p < k; p++) {
+    const a = <i32>load<i8>(q + <usize>p);
+    s0 += a * <i32>load<i8>(w + <usize>p);
+    s1 += a * <i32>load<i8>(w1 + <usize>p);
+    s2 += a * <i32>load<i8>(w2 + <usize>p);
+    s3 += a * <i32>load<i8>(w3 + <usize>p);
+  }
+  store<i32>(out, s0);
+  store<i32>(out, s1, 4);
+  store<i32>(out, s2, 8);
+  store<i32>(out, s3, 12);
+}
+
+/** The int8 tied logits: `out[r, j] = f32(Σ_p q[r, p] w[j, p]) / (qs[r] * ws[j])`, w int8 [n, k]. */
+export function denseTInt8(
+  rows: i32,
+  k: i32,
+  n: i32,
+  q: usize,
+  qs: usize,
+  w: usize,
+  ws: usize,
+  out: usize,
+): void {
+  const ldo = <usize>n * 4;
+  const n4 = n & ~3;
+  for (let j = 0; j < n4; j += 4) {
+    const wj = w + <usize>j * <usize>k;
+    for (let r = 0; r < rows; r++) {
+      dotInt8x4(k, q + <usize>(r * k), wj, out + <usize>r * ldo + <usize>j * 4);
+    }
+  }
+  for (let j = n4; j < n; j++) {
+    for (let r = 0; r < rows; r++) {
+      store<i32>(
+        out + <usize>r * ldo + <usize>j * 4,
+        dotInt8(k, q + <usize>(r * k), w + <usize>j * <usize>k),
+      );
+    }
+  }
+  for (let r = 0; r < rows; r++) descale(n, load<f32>(qs + <usize>r * 4), ws, out + <usize>r * ldo);
+}
+
+// ---------------------------------------------------------------------------------------------
+// normalization
+
+// The sums of the norms in float64 (as tfjs' cpu backend sums float32 values in JavaScript
+// numbers): the mean stays exact to float32 even where it is large against the spread.
+function sumOf(dim: i32, x: usize): f64 {
+  let a = f64x2.splat(0),
+    b = f64x2.splat(0);
+  let j = 0;
+  for (; j + 4 <= dim; j += 4) {
+    const v = v128.load(x + <usize>j * 4);
+    a = f64x2.add(a, f64x2.promote_low_f32x4(v));
+    b = f64x2.add(b, f64x2.promote_low_f32x4(i64x2.shuffle(v, v, 1, 0)));
+  }
+  let s = f64x2.extract_lane(a, 0) + f64x2.extract_lane(a, 1);
+  s += f64x2.extract_lane(b, 0) + f64x2.extract_lane(b, 1);
+  for (; j < dim; j++) s += <f64>load<f32>(x + <usize>j * 4);
+  return s;
+}
+
+// Σ (x - c)^2 over dim values: each square in float32 (tfjs' square of x - mean), summed in
+// float64
+function squaresOf(dim: i32, x: usize, c: f32): f64 {
+  const cv = f32x4.splat(c);
+  let a = f64x2.splat(0),
+    b = f64x2.splat(0);
+  let j = 0;
+  for (; j + 4 <= dim; j += 4) {
+    const d = f32x4.sub(v128.load(x + <usize>j * 4), cv);
+    const sq = f32x4.mul(d, d);
+    a = f64x2.add(a, f64x2.promote_low_f32x4(sq));
+    b = f64x2.add(b, f64x2.promote_low_f32x4(i64x2.shuffle(sq, sq, 1, 0)));
+  }
+  let s = f64x2.extract_lane(a, 0) + f64x2.extract_lane(a, 1);
+  s += f64x2.extract_lane(b, 0) + f64x2.extract_lane(b, 1);
+  for (; j < dim; j++) {
+    const d = load<f32>(x + <usize>j * 4) - c;
+    s += <f64>(d * d);
+  }
+  return s;
+}
+
+// out = (x - c) * inv * gamma + beta over dim values (gamma / beta 0: absent)
+function normalize(
+  dim: i32,
+  x: usize,
+  c: f32,
+  inv: f32,
+  gamma: usize,
+  beta: usize,
+  out: usize,
+): void {
+  const cv = f32x4.splat(c);
+  const iv = f32x4.splat(inv);
+  let j = 0;
+  for (; j + 4 <= dim; j += 4) {
+    const o = <usize>j * 4;
+    let v = f32x4.mul(f32x4.sub(v128.load(x + o), cv), iv);
+    if (gamma != 0) v = f32x4.mul(v, v128.load(gamma + o));
+    if (beta != 0) v = f32x4.add(v, v128.load(beta + o));
+    v128.store(out + o, v);
+  }
+  for (; j < dim; j++) {
+    const o = <usize>j * 4;
+    let v = (load<f32>(x + o) - c) * inv;
+    if (gamma != 0) v *= load<f32>(gamma + o);
+    if (beta != 0) v += load<f32>(beta + o);
+    store<f32>(out + o, v);
+  }
+}
+
+/**
+ * Layer normalization over the last axis, as tfjs' LayerNormalization: two passes (the mean, then
+ * the biased variance of x - mean, each square in float32), sums in float64; out may alias x.
+ */
+export function layerNorm(
+  rows: i32,
+  dim: i32,
+  x: usize,
+  gamma: usize,
+  beta: usize,
+  epsilon: f32,
+  out: usize,
+): void {
+  const d = <f64>dim;
+  for (let r = 0; r < rows; r++) {
+    const xr = x + <usize>(r * dim) * 4;
+    const mean = <f32>(sumOf(dim, xr) / d);
+    const variance = <f32>(squaresOf(dim, xr, mean) / d);
+    const inv = <f32>1 / sqrt<f32>(variance + epsilon);
+    normalize(dim, xr, mean, inv, gamma, beta, out + <usize>(r * dim) * 4);
+  }
+}
+
+/** RMS normalization: `out = x / sqrt(mean(x^2) + epsilon) * gamma`; out may alias x. */
+export function rmsNorm(
+  rows: i32,
+  dim: i32,
+  x: usize,
+  gamma: usize,
+  epsilon: f32,
+  out: usize,
+): void {
+  const d = <f64>dim;
+  for (let r = 0; r < rows; r++) {
+    const xr = x + <usize>(r * dim) * 4;
+    const inv = <f32>1 / sqrt<f32>(<f32>(squaresOf(dim, xr, 0) / d) + epsilon);
+    normalize(dim, xr, 0, inv, gamma, 0, out + <usize>(r * dim) * 4);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// embeddings and the cache
+
+/** `out[r, :] = table[ids[r], :]`; ids int32. */
+export function gather(rows: i32, dim: i32, ids: usize, table: usize, out: usize): void {
+  const bytes = <usize>dim * 4;
+  for (let r = 0; r < rows; r++) {
+    const id = <usize>load<i32>(ids + <usize>r * 4);
+    memory.copy(out + <usize>r * bytes, table + id * bytes, bytes);
+  }
+}
+
+/** Keras 3's int8 Embedding: `out[r, :] = f32(table[ids[r], :]) / scale[ids[r]]`, table int8. */
+export function gatherInt8(
+  rows: i32,
+  dim: i32,
+  ids: usize,
+  table: usize,
+  scale: usize,
+  out: usize,
+): void {
+  for (let r = 0; r < rows; r++) {
+    const id = <usize>load<i32>(ids + <usize>r * 4);
+    const src = table + id * <usize>dim;
+    const dst = out + <usize>(r * dim) * 4;
+    const s = load<f32>(scale + id * 4);
+    const sv = f32x4.splat(s);
+    let j = 0;
+    for (; j + 16 <= dim; j += 16) {
+      const b = v128.load(src + <usize>j);
+      const l = i16x8.extend_low_i8x16_s(b);
+      const h = i16x8.extend_high_i8x16_s(b);
+      const o = dst + <usize>j * 4;
+      v128.store(o, f32x4.div(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(l)), sv));
+      v128.store(o, f32x4.div(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(l)), sv), 16);
+      v128.store(o, f32x4.div(f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(h)), sv), 32);
+      v128.store(o, f32x4.div(f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(h)), sv), 48);
+    }
+    for (; j < dim; j++) {
+      store<f32>(dst + <usize>j * 4, <f32>load<i8>(src + <usize>j) / s);
+    }
+  }
+}
+
+/** In place: `out[b * t + i, :] += table[start + i, :]` for each batch row b. */
+export function addPositions(B: i32, t: i32, dim: i32, start: i32, table: usize, out: usize): void {
+  const bytes = <usize>dim * 4;
+  for (let b = 0; b < B; b++) {
+    for (let i = 0; i < t; i++) {
+      const o = out + <usize>(b * t + i) * bytes;
+      add(dim, o, table + <usize>(start + i) * bytes, o);
+    }
+  }
+}
+
+/** Copies `src [B * t, width]` into `cache [B, maxLength, width]` at positions start .. start + t - 1. */
+export function writeCache(
+  B: i32,
+  t: i32,
+  width: i32,
+  maxLength: i32,
+  start: i32,
+  src: usize,
+  cache: usize,
+): void {
+  const row = <usize>width * 4;
+  for (let b = 0; b < B; b++) {
+    memory.copy(
+      cache + (<usize>b * <usize>maxLength + <usize>start) * row,
+      src + <usize>(b * t) * row,
+      <usize>t * row,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// attention over the cache
+
+/**
+ * Causal attention of t new queries per batch row over the cache (see StepKernels.attend): per
+ * query head the scores `scale * q · k` of positions 0 .. start + i (a masked key: -Infinity),
+ * their softmax after subtracting the largest (a masked key's weight is exactly 0), and the
+ * weighted sum of the values. `work`: maxLength floats.
+ */
+export function attend(
+  B: i32,
+  t: i32,
+  heads: i32,
+  kvHeads: i32,
+  headDim: i32,
+  maxLength: i32,
+  start: i32,
+  q: usize,
+  kCache: usize,
+  vCache: usize,
+  keyMask: usize,
+  scale: f32,
+  work: usize,
+  out: usize,
+): void {
+  const group = heads / kvHeads;
+  const kvRow = <usize>(kvHeads * headDim) * 4;
+  const qRow = <usize>(heads * headDim) * 4;
+  const hBytes = <usize>headDim * 4;
+  const hd4 = <usize>(headDim & ~3) * 4;
+  for (let b = 0; b < B; b++) {
+    const kb = kCache + <usize>b * <usize>maxLength * kvRow;
+    const vb = vCache + <usize>b * <usize>maxLength * kvRow;
+    const mb = keyMask + <usize>b * <usize>maxLength;
+    for (let i = 0; i < t; i++) {
+      const count = start + i + 1;
+      const qr = q + <usize>(b * t + i) * qRow;
+      const or = out + <usize>(b * t + i) * qRow;
+      for (let h = 0; h < heads; h++) {
+        const kvOff = <usize>(h / group) * hBytes;
+        const qh = qr + <usize>h * hBytes;
+        // scores
+        let m: f32 = -Infinity;
+        for (let pos = 0; pos < count; pos++) {
+          let s: f32 = -Infinity;
+          if (keyMask == 0 || load<u8>(mb + <usize>pos) != 0) {
+            const kp = kb + <usize>pos * kvRow + kvOff;
+            let a = f32x4.splat(0);
+            let d: usize = 0;
+            for (; d < hd4; d += 16)
+              a = f32x4.add(a, f32x4.mul(v128.load(qh + d), v128.load(kp + d)));
+            let dot = hsum(a);
+            for (; d < hBytes; d += 4) dot += load<f32>(qh + d) * load<f32>(kp + d);
+            s = scale * dot;
+            m = max(m, s);
+          }
+          store<f32>(work + <usize>pos * 4, s);
+        }
+        // exp(s - max), masked keys exactly 0
+        const mv = f32x4.splat(m);
+        let sv = f32x4.splat(0);
+        let pos = 0;
+        for (; pos + 4 <= count; pos += 4) {
+          const o = work + <usize>pos * 4;
+          const e = expNeg4(f32x4.sub(v128.load(o), mv));
+          v128.store(o, e);
+          sv = f32x4.add(sv, e);
+        }
+        let sum = hsum(sv);
+        for (; pos < count; pos++) {
+          const o = work + <usize>pos * 4;
+          const e = expNeg1(load<f32>(o) - m);
+          store<f32>(o, e);
+          sum += e;
+        }
+        // weights · values
+        const oh = or + <usize>h * hBytes;
+        memory.fill(oh, 0, hBytes);
+        for (pos = 0; pos < count; pos++) {
+          if (keyMask != 0 && load<u8>(mb + <usize>pos) == 0) continue;
+          const wgt = load<f32>(work + <usize>pos * 4) / sum;
+          const wv = f32x4.splat(wgt);
+          const vp = vb + <usize>pos * kvRow + kvOff;
+          let d: usize = 0;
+          for (; d < hd4; d += 16) {
+            v128.store(oh + d, f32x4.add(v128.load(oh + d), f32x4.mul(wv, v128.load(vp + d))));
+          }
+          for (; d < hBytes; d += 4)
+            store<f32>(oh + d, load<f32>(oh + d) + wgt * load<f32>(vp + d));
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** `out[r]` (int32) = the first index of the largest of `x[r, :]` (NaN never wins). */
+export function argmax(rows: i32, cols: i32, x: usize, out: usize): void {
+  for (let r = 0; r < rows; r++) {
+    const xr = x + <usize>(r * cols) * 4;
+    // the largest value (f32x4.max would let NaN win: pmax keeps the first unless the second is
+    // larger, so NaN lanes are skipped)
+    let mv = f32x4.splat(-Infinity);
+    let j = 0;
+    for (; j + 4 <= cols; j += 4) mv = f32x4.pmax(mv, v128.load(xr + <usize>j * 4));
+    let m = f32x4.extract_lane(mv, 0);
+    if (f32x4.extract_lane(mv, 1) > m) m = f32x4.extract_lane(mv, 1);
+    if (f32x4.extract_lane(mv, 2) > m) m = f32x4.extract_lane(mv, 2);
+    if (f32x4.extract_lane(mv, 3) > m) m = f32x4.extract_lane(mv, 3);
+    for (; j < cols; j++) {
+      const v = load<f32>(xr + <usize>j * 4);
+      if (v > m) m = v;
+    }
+    // its first index
+    let at = 0;
+    const target = f32x4.splat(m);
+    j = 0;
+    for (; j + 4 <= cols; j += 4) {
+      if (v128.any_true(f32x4.eq(v128.load(xr + <usize>j * 4), target))) break;
+    }
+    for (; j < cols; j++) {
+      if (load<f32>(xr + <usize>j * 4) == m) {
+        at = j;
+        break;
+      }
+    }
+    store<i32>(out + <usize>r * 4, at);
+  }
+}
