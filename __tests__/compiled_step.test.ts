@@ -253,36 +253,41 @@ describeBackends('compiled decoding step', (backend) => {
         expect(lastCompiledRun?.counts.live).toBe(0); // every buffer freed
       });
 
-      it('gives the greedy tokens of recomputing, through the compiled path, leaving nothing', async () => {
-        const prompts = [
-          [1, 0, 3, 4, 0, 0], // a 0 inside a prompt: a masked key of a maskZero model
-          [5, 6, 0, 0, 0, 0],
-        ];
-        let cached!: number[][];
-        const before = lastCompiledRun;
-        await expectNoLeak(async () => {
-          const out = await generate(model, prompts, {
+      for (const kernels of ['simd', 'js'] as const) {
+        it(`gives the greedy tokens of recomputing, through the compiled path (${kernels} kernels), leaving nothing`, async () => {
+          // the SIMD module of the whole step, or (TFJS_ATTENTION_SIMD off) the JavaScript loops
+          tf.env().set('TFJS_ATTENTION_SIMD', kernels === 'simd');
+          const prompts = [
+            [1, 0, 3, 4, 0, 0], // a 0 inside a prompt: a masked key of a maskZero model
+            [5, 6, 0, 0, 0, 0],
+          ];
+          let cached!: number[][];
+          const before = lastCompiledRun;
+          await expectNoLeak(async () => {
+            const out = await generate(model, prompts, {
+              maxLength: MAX,
+              promptLengths: [4, 2],
+              useCache: true,
+            });
+            cached = (await out.array()) as number[][];
+            out.dispose();
+          });
+          expect(lastCompileRefusal).toBeNull();
+          expect(lastCompiledRun).not.toBe(before); // this call compiled its step
+          expect(lastCompiledRun?.kernels).toBe(kernels);
+          expect(lastCompiledRun?.memory).toBe(backend === 'wasm' ? 'heap' : 'own');
+          expect(lastCompiledRun?.counts.live).toBe(0);
+          expect(lastCompiledRun?.counts.allocated).toBeGreaterThan(0);
+          const again = await generate(model, prompts, {
             maxLength: MAX,
             promptLengths: [4, 2],
-            useCache: true,
+            useCache: false,
           });
-          cached = (await out.array()) as number[][];
-          out.dispose();
+          expect(await again.array()).toEqual(cached);
+          again.dispose();
+          tf.env().set('TFJS_ATTENTION_SIMD', true);
         });
-        expect(lastCompileRefusal).toBeNull();
-        expect(lastCompiledRun).not.toBe(before); // this call compiled its step
-        expect(lastCompiledRun?.kernels).toBe('js');
-        expect(lastCompiledRun?.memory).toBe(backend === 'wasm' ? 'heap' : 'own');
-        expect(lastCompiledRun?.counts.live).toBe(0);
-        expect(lastCompiledRun?.counts.allocated).toBeGreaterThan(0);
-        const again = await generate(model, prompts, {
-          maxLength: MAX,
-          promptLengths: [4, 2],
-          useCache: false,
-        });
-        expect(await again.array()).toEqual(cached);
-        again.dispose();
-      });
+      }
     });
   }
 

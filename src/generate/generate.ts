@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
+import {stepKernelsReady} from '../kernels/step_kernels';
 import {mulberry32} from '../ops/random';
 import {DecodeStep, decodeLoop} from './decode_loop';
 import {
@@ -144,6 +145,7 @@ export async function generate(
   } else if (plan.masksZeroIds && !plan.zeroKeysExact) {
     step = untilZeroStep(plan, model, ids, lengths, maxLength, options);
   } else {
+    await stepKernelsReady(); // the compiled step's SIMD kernels, where they load (never rejects)
     step = compiledOrCachedStep(plan, model, ids, lengths, maxLength);
   }
   await decodeLoop(step, ids, {...options, lengths, endIds}, rng);

@@ -1,11 +1,13 @@
 /**
  * Which implementation of the compiled step's kernels (kernels/step_kernels_api.ts) runs: the one
- * place that chooses. The WebAssembly SIMD implementation of the whole interface, once it lands,
- * is preferred here (`stepKernelsOn(memory) ?? ...`). Until then: the plain-JavaScript loops,
- * with the products of several rows (a prefill's) handed to the package's SIMD sgemm
- * (kernels/wasm_kernels.ts) on the same memory where that module loaded.
+ * place that chooses. The package's WebAssembly SIMD module of the whole interface
+ * (kernels/step_kernels.ts) where it loaded (`generate` awaits `stepKernelsReady()` first) and
+ * TFJS_ATTENTION_SIMD allows it; else the plain-JavaScript loops, with the products of several
+ * rows (a prefill's) handed to the package's SIMD sgemm (kernels/wasm_kernels.ts) on the same
+ * memory where that module loaded.
  */
 import {StepActivation, StepKernels} from '../kernels/step_kernels_api';
+import {stepKernelsOn} from '../kernels/step_kernels';
 import {jsStepKernels} from '../kernels/step_kernels_js';
 import {kernelsOnMemory} from '../kernels/wasm_kernels';
 
@@ -17,6 +19,8 @@ export function chooseStepKernels(
   memory: WebAssembly.Memory,
   alloc: (bytes: number) => number,
 ): StepKernels {
+  const whole = stepKernelsOn(memory);
+  if (whole != null) return whole;
   const js = jsStepKernels(memory);
   const simd = kernelsOnMemory(memory);
   if (simd == null) return js;

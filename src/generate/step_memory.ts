@@ -7,6 +7,8 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
+import {stepKernelsHeapBase} from '../kernels/step_kernels';
+
 /** The parts of tfjs' wasm backend (BackendWasm) used here. */
 interface WasmBackend {
   dataIdMap: {get(dataId: tf.DataId): {memoryOffset: number} | undefined};
@@ -103,9 +105,9 @@ const PAGE = 65536;
 
 function ownMemory(): StepMemory {
   const memory = new WebAssembly.Memory({initial: 1});
-  // offset 0 means "absent" to the kernels, and the package's SIMD module, which the kernels may
-  // instantiate on this memory, keeps its own data below 1024
-  let top = 1024;
+  // offset 0 means "absent" to the kernels, and the package's SIMD modules, which the kernels may
+  // instantiate on this memory, keep their own data below 1024 / below the step module's base
+  let top = Math.max(1024, stepKernelsHeapBase());
   const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0};
   const weights = new Map<number, number>();
   const alloc = (bytes: number) => {
