@@ -101,7 +101,13 @@ function load(): Promise<boolean> {
  */
 export function stepKernelsReady(): Promise<boolean> {
   loading ??= load();
-  return loading.then((ok) => ok && simdAllowed());
+  return loading.then((ok) => {
+    try {
+      return ok && simdAllowed();
+    } catch {
+      return false; // tfjs' flags unreadable: as if the module had not loaded
+    }
+  });
 }
 
 /** Why the decoding step's module is not usable, or null when it loaded or has not been asked for. */
