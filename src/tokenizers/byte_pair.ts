@@ -13,34 +13,27 @@ import type {Tokenizer} from './tokenizer';
  */
 const WS = '\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 
-/** The split regexes of the models, by name. */
-export const SPLIT_PATTERNS = {
-  /** GPT-2's (OpenAI's encoder.py; keras-hub emulates it in its tf.data path). */
-  gpt2:
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" +
-    WS +
-    '\\p{L}\\p{N}]+|[' +
-    WS +
-    ']+(?![^' +
-    WS +
-    '])|[' +
-    WS +
-    ']+',
-  /** Llama 3's (tiktoken's cl100k form); `(?i:...)` spelled out, as JavaScript before ES2025 lacks it. */
-  llama3:
+/** The names of the models' split regexes ({@link splitPatternSource}). */
+export type SplitPatternName = 'gpt2' | 'llama3';
+
+/**
+ * The source of a model's split regex (`u` flag). `gpt2`: GPT-2's (OpenAI's encoder.py; keras-hub
+ * emulates it in its tf.data path). `llama3`: Llama 3's (tiktoken's cl100k form), its `(?i:...)`
+ * spelled out, as JavaScript before ES2025 lacks it. Built in a function so that bundlers drop it
+ * for code that never tokenizes.
+ */
+export function splitPatternSource(name: SplitPatternName): string {
+  const s = `[${WS}]`;
+  const notS = `[^${WS}]`;
+  const other = `[^${WS}\\p{L}\\p{N}]`;
+  if (name === 'gpt2') {
+    return `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?${other}+|${s}+(?!${notS})|${s}+`;
+  }
+  return (
     "'[sS\\u017f]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" +
-    '\\p{N}{1,3}| ?[^' +
-    WS +
-    '\\p{L}\\p{N}]+[\\r\\n]*|[' +
-    WS +
-    ']*[\\r\\n]+|[' +
-    WS +
-    ']+(?![^' +
-    WS +
-    '])|[' +
-    WS +
-    ']+',
-} as const;
+    `\\p{N}{1,3}| ?${other}+[\\r\\n]*|${s}*[\\r\\n]+|${s}+(?!${notS})|${s}+`
+  );
+}
 
 /** Options of {@link BytePairTokenizer}. */
 export interface BytePairTokenizerOptions {
@@ -48,8 +41,8 @@ export interface BytePairTokenizerOptions {
   vocabulary: Record<string, number> | ReadonlyMap<string, number>;
   /** Merge rules `"a b"`, highest priority first (the lines of `merges.txt`). */
   merges: readonly string[];
-  /** The split regex: a name of {@link SPLIT_PATTERNS} or a pattern source (`u` flag). Default `gpt2`. */
-  splitPattern?: keyof typeof SPLIT_PATTERNS | string;
+  /** The split regex: `gpt2`, `llama3` ({@link splitPatternSource}) or a pattern source (`u` flag). Default `gpt2`. */
+  splitPattern?: SplitPatternName | string;
   /** Strings never split nor merged, each one id (keras-hub's `unsplittable_tokens`). */
   unsplittableTokens?: readonly string[];
   /** Prepend a space to the text before splitting (keras-hub's `add_prefix_space`). Default false. */
@@ -101,12 +94,12 @@ export class BytePairTokenizer implements Tokenizer {
     this.ranks = toRanks(options.merges, this.vocabulary, name);
     const pattern = options.splitPattern ?? 'gpt2';
     this.splitPattern =
-      pattern in SPLIT_PATTERNS ? SPLIT_PATTERNS[pattern as keyof typeof SPLIT_PATTERNS] : pattern;
+      pattern === 'gpt2' || pattern === 'llama3' ? splitPatternSource(pattern) : pattern;
     try {
       this.splitter = new RegExp(this.splitPattern, 'gu');
     } catch (e) {
       throw new Error(
-        `${name}: splitPattern must be a name (${Object.keys(SPLIT_PATTERNS).join(', ')}) or a ` +
+        `${name}: splitPattern must be gpt2, llama3 or a ` +
           `valid regular expression; received ${JSON.stringify(pattern)} (${(e as Error).message}).`,
       );
     }

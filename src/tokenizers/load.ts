@@ -17,7 +17,7 @@ export interface LoadTokenizerOptions {
 }
 
 /** The default of {@link LoadTokenizerOptions.maxFileBytes}: 64 MiB (Llama 3's vocabulary.json is ~9 MB). */
-export const DEFAULT_MAX_TOKENIZER_FILE_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_MAX_TOKENIZER_FILE_BYTES = 67108864;
 
 /** The keras-hub tokenizer classes {@link loadTokenizer} reads, and the assets each one names. */
 export const TOKENIZER_ASSETS: Readonly<Record<string, readonly string[]>> = {
@@ -207,11 +207,9 @@ async function readAssets(json: unknown, read: ReadText): Promise<Record<string,
 }
 
 /** Python's `str.isspace` characters at the end of a line (`rstrip()` removes them). */
-const PYTHON_TRAILING_SPACE = new RegExp(
-  // eslint-disable-next-line no-control-regex -- str.isspace() holds U+001C..U+001F
-  '[\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+$',
-  'u',
-);
+// eslint-disable-next-line no-control-regex -- str.isspace() holds U+001C..U+001F
+const PYTHON_TRAILING_SPACE =
+  /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/u;
 
 /** The lines of a text file as Python's `[line.rstrip() for line in file]` gives them. */
 function pythonLines(text: string): string[] {
