@@ -117,6 +117,12 @@ describe('byte-level BPE: ids of every fixture text', () => {
     expect(d[2].decoded).toBe('\ufffd\ufffd');
     expect(d[3].decoded).toBe('\ufffd語');
   });
+
+  test('a leading byte order mark survives encode and decode (Python keeps it too)', () => {
+    for (const name of BPE) {
+      expect(tokenizer(name).decode(tokenizer(name).encode('\ufeffhi'))).toBe('\ufeffhi');
+    }
+  });
 });
 
 describe('byte-level BPE: special tokens and splitting', () => {
