@@ -41,7 +41,7 @@ export interface BytePairTokenizerOptions {
   vocabulary: Record<string, number> | ReadonlyMap<string, number>;
   /** Merge rules `"a b"`, highest priority first (the lines of `merges.txt`). */
   merges: readonly string[];
-  /** The split regex: `gpt2`, `llama3` ({@link splitPatternSource}) or a pattern source (`u` flag). Default `gpt2`. */
+  /** The split regex: `gpt2`, `llama3` (`splitPatternSource`) or a pattern source (`u` flag). Default `gpt2`. */
   splitPattern?: SplitPatternName | string;
   /** Strings never split nor merged, each one id (keras-hub's `unsplittable_tokens`). */
   unsplittableTokens?: readonly string[];
@@ -52,7 +52,18 @@ export interface BytePairTokenizerOptions {
 /** How many split pieces are remembered (keras-hub keeps a cache of merged words too). */
 const CACHE_LIMIT = 65536;
 
-/** Byte-level BPE with keras-hub's assets: `vocabulary.json` and `merges.txt`. */
+/**
+ * Byte-level BPE with keras-hub's assets: `vocabulary.json` and `merges.txt`.
+ *
+ * @example
+ * ```js
+ * // keras-hub's BytePairTokenizer docstring
+ * const merges = ['b u', 't t', 'e r', 'bu tt', 'butt er', 'f l', 'fl y'];
+ * const tokens = [...new Set(merges.flatMap((m) => [...m.split(' '), m.replace(' ', '')]))].sort();
+ * const vocabulary = Object.fromEntries(tokens.map((t, i) => [t, i]));
+ * new BytePairTokenizer({vocabulary, merges}).encode('butterfly'); // [3, 8]
+ * ```
+ */
 export class BytePairTokenizer implements Tokenizer {
   /** The name errors start with (a literal: minified bundles rename classes). */
   protected readonly owner: string;
@@ -62,6 +73,7 @@ export class BytePairTokenizer implements Tokenizer {
   padTokenId?: number;
   /** keras-hub's `unsplittable_tokens`. */
   readonly unsplittableTokens: readonly string[];
+  /** keras-hub's `add_prefix_space`: a space is put before the text. */
   readonly addPrefixSpace: boolean;
   /** The split regex's source. */
   readonly splitPattern: string;
@@ -219,7 +231,15 @@ export class BytePairTokenizer implements Tokenizer {
   }
 }
 
-/** GPT-2's tokenizer (keras-hub's GPT2Tokenizer): `<|endoftext|>` is start, end and unsplittable. */
+/**
+ * GPT-2's tokenizer (keras-hub's GPT2Tokenizer): `<|endoftext|>` is start, end and unsplittable.
+ *
+ * @example
+ * ```js
+ * const tokenizer = await loadTokenizer('presets/gpt2'); // a keras-hub preset folder
+ * tokenizer.encode('Hello world<|endoftext|>');
+ * ```
+ */
 export class GPT2Tokenizer extends BytePairTokenizer {
   constructor(options: BytePairTokenizerOptions) {
     super(
@@ -250,6 +270,12 @@ export interface Llama3TokenizerOptions extends BytePairTokenizerOptions {
 /**
  * Llama 3's tokenizer (keras-hub's Llama3Tokenizer): `<|begin_of_text|>` starts,
  * `<|end_of_text|>` ends (and `<|eot_id|>` with it), all of them and the header tokens unsplittable.
+ *
+ * @example
+ * ```js
+ * const tokenizer = await loadTokenizer('presets/llama3'); // a keras-hub preset folder
+ * tokenizer.encode('<|begin_of_text|>Hi!<|eot_id|>');
+ * ```
  */
 export class Llama3Tokenizer extends BytePairTokenizer {
   /** keras-hub's special tokens of this tokenizer, in its order. */

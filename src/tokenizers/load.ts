@@ -207,8 +207,8 @@ async function readAssets(json: unknown, read: ReadText): Promise<Record<string,
 }
 
 /** Python's `str.isspace` characters at the end of a line (`rstrip()` removes them). */
-// eslint-disable-next-line no-control-regex -- str.isspace() holds U+001C..U+001F
 const PYTHON_TRAILING_SPACE =
+  // eslint-disable-next-line no-control-regex -- str.isspace() holds U+001C..U+001F
   /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/u;
 
 /** The lines of a text file as Python's `[line.rstrip() for line in file]` gives them. */

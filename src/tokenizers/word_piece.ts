@@ -42,21 +42,37 @@ export interface WordPieceTokenizerOptions {
   specialTokensInStrings?: boolean;
 }
 
-/** keras-hub's WordPieceTokenizer with its asset `vocabulary.txt`. */
+/**
+ * keras-hub's WordPieceTokenizer with its asset `vocabulary.txt`.
+ *
+ * @example
+ * ```js
+ * const vocabulary = ['[UNK]', 'the', 'qu', '##ick', 'br', '##own', 'fox', '.'];
+ * const tokenizer = new WordPieceTokenizer({vocabulary, lowercase: true});
+ * tokenizer.encode('The quick brown fox.'); // [1, 2, 3, 4, 5, 6, 7]
+ * ```
+ */
 export class WordPieceTokenizer implements Tokenizer {
   protected readonly owner: string;
   readonly vocabularySize: number;
   startTokenId?: number;
   endTokenId?: number;
   padTokenId?: number;
+  /** keras-hub's `lowercase`. */
   readonly lowercase: boolean;
+  /** keras-hub's `strip_accents`. */
   readonly stripAccents: boolean;
+  /** keras-hub's `split`. */
   readonly splitWords: boolean;
+  /** keras-hub's `split_on_cjk`. */
   readonly splitOnCjk: boolean;
+  /** keras-hub's `suffix_indicator`. */
   readonly suffixIndicator: string;
+  /** keras-hub's `oov_token`. */
   readonly oovToken: string;
   /** The special tokens of the class and of the options (kept whole when in strings). */
   readonly specialTokens: readonly string[];
+  /** keras-hub's `special_tokens_in_strings`. */
   readonly specialTokensInStrings: boolean;
   private readonly vocabulary: readonly string[];
   private readonly ids: Map<string, number>;
@@ -206,7 +222,15 @@ export class WordPieceTokenizer implements Tokenizer {
   }
 }
 
-/** keras-hub's BertTokenizer: `[CLS]` starts, `[SEP]` ends, `[PAD]` pads, `[MASK]` masks. */
+/**
+ * keras-hub's BertTokenizer: `[CLS]` starts, `[SEP]` ends, `[PAD]` pads, `[MASK]` masks.
+ *
+ * @example
+ * ```js
+ * const tokenizer = await loadTokenizer('presets/bert'); // a keras-hub preset folder
+ * [tokenizer.startTokenId, ...tokenizer.encode('Hello world'), tokenizer.endTokenId];
+ * ```
+ */
 export class BertTokenizer extends WordPieceTokenizer {
   /** The id of `[MASK]`. */
   readonly maskTokenId: number;
