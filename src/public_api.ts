@@ -111,3 +111,20 @@ export type {TorchStateDict} from './interop/torch';
 
 export {attentionHeatmapSvg} from './viz/heatmap';
 export type {HeatmapInput, HeatmapOptions} from './viz/heatmap';
+
+export {
+  BertTokenizer,
+  BytePairTokenizer,
+  GPT2Tokenizer,
+  Llama3Tokenizer,
+  loadTokenizer,
+  tokenizerFromPreset,
+  WordPieceTokenizer,
+} from './tokenizers';
+export type {
+  BytePairTokenizerOptions,
+  Llama3TokenizerOptions,
+  LoadTokenizerOptions,
+  Tokenizer,
+  WordPieceTokenizerOptions,
+} from './tokenizers';

@@ -1,0 +1,376 @@
+/**
+ * Byte-level BPE as keras-hub's BytePairTokenizer (GPT2Tokenizer, Llama3Tokenizer): special
+ * tokens kept whole, the text split with the model's regex, each piece's UTF-8 bytes mapped to
+ * GPT-2's byte alphabet and merged by rank, the merged symbols looked up in the vocabulary.
+ */
+import {byteTables, utf8Bytes, utf8Lossy} from './byte_level';
+import {checkIds, requireToken} from './tokenizer';
+import type {Tokenizer} from './tokenizer';
+
+/**
+ * Unicode White_Space, the `\s` of Oniguruma (Hugging Face's tokenizers): JavaScript's `\s`
+ * lacks U+0085 and adds U+FEFF, so the patterns spell the class out.
+ */
+const WS = '\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+
+/** The names of the models' split regexes ({@link splitPatternSource}). */
+export type SplitPatternName = 'gpt2' | 'llama3';
+
+/**
+ * The source of a model's split regex (`u` flag). `gpt2`: GPT-2's (OpenAI's encoder.py; keras-hub
+ * emulates it in its tf.data path). `llama3`: Llama 3's (tiktoken's cl100k form), its `(?i:...)`
+ * spelled out, as JavaScript before ES2025 lacks it. Built in a function so that bundlers drop it
+ * for code that never tokenizes.
+ */
+export function splitPatternSource(name: SplitPatternName): string {
+  const s = `[${WS}]`;
+  const notS = `[^${WS}]`;
+  const other = `[^${WS}\\p{L}\\p{N}]`;
+  if (name === 'gpt2') {
+    return `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?${other}+|${s}+(?!${notS})|${s}+`;
+  }
+  return (
+    "'[sS\\u017f]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" +
+    `\\p{N}{1,3}| ?${other}+[\\r\\n]*|${s}*[\\r\\n]+|${s}+(?!${notS})|${s}+`
+  );
+}
+
+/** Options of {@link BytePairTokenizer}. */
+export interface BytePairTokenizerOptions {
+  /** Token -> id (the content of keras-hub's `vocabulary.json`). */
+  vocabulary: Record<string, number> | ReadonlyMap<string, number>;
+  /** Merge rules `"a b"`, highest priority first (the lines of `merges.txt`). */
+  merges: readonly string[];
+  /** The split regex: `gpt2`, `llama3` (`splitPatternSource`) or a pattern source (`u` flag). Default `gpt2`. */
+  splitPattern?: SplitPatternName | string;
+  /** Strings never split nor merged, each one id (keras-hub's `unsplittable_tokens`). */
+  unsplittableTokens?: readonly string[];
+  /** Prepend a space to the text before splitting (keras-hub's `add_prefix_space`). Default false. */
+  addPrefixSpace?: boolean;
+}
+
+/** How many split pieces are remembered (keras-hub keeps a cache of merged words too). */
+const CACHE_LIMIT = 65536;
+
+/**
+ * Byte-level BPE with keras-hub's assets: `vocabulary.json` and `merges.txt`.
+ *
+ * @example
+ * ```js
+ * // keras-hub's BytePairTokenizer docstring
+ * const merges = ['b u', 't t', 'e r', 'bu tt', 'butt er', 'f l', 'fl y'];
+ * const tokens = [...new Set(merges.flatMap((m) => [...m.split(' '), m.replace(' ', '')]))].sort();
+ * const vocabulary = Object.fromEntries(tokens.map((t, i) => [t, i]));
+ * new BytePairTokenizer({vocabulary, merges}).encode('butterfly'); // [3, 8]
+ * ```
+ */
+export class BytePairTokenizer implements Tokenizer {
+  /** The name errors start with (a literal: minified bundles rename classes). */
+  protected readonly owner: string;
+  readonly vocabularySize: number;
+  startTokenId?: number;
+  endTokenId?: number;
+  padTokenId?: number;
+  /** keras-hub's `unsplittable_tokens`. */
+  readonly unsplittableTokens: readonly string[];
+  /** keras-hub's `add_prefix_space`: a space is put before the text. */
+  readonly addPrefixSpace: boolean;
+  /** The split regex's source. */
+  readonly splitPattern: string;
+  private readonly vocabulary: ReadonlyMap<string, number>;
+  private readonly tokens: Map<number, string>;
+  private readonly ranks: Map<string, number>;
+  private readonly splitter: RegExp;
+  private readonly specialSplitter: RegExp | undefined;
+  private readonly cache = new Map<string, number[]>();
+
+  /** The id of a special token this tokenizer needs, or an error naming it. */
+  protected special(token: string): number {
+    return requireToken(this.vocabulary, token, this.owner);
+  }
+
+  constructor(options: BytePairTokenizerOptions, owner = 'BytePairTokenizer') {
+    const name = owner;
+    this.owner = owner;
+    if (options === null || typeof options !== 'object') {
+      throw new Error(
+        `${name}: expected options {vocabulary, merges}, received ${String(options)}.`,
+      );
+    }
+    this.vocabulary = toVocabularyMap(options.vocabulary, name);
+    this.vocabularySize = this.vocabulary.size;
+    this.tokens = new Map();
+    for (const [token, id] of this.vocabulary) {
+      if (!this.tokens.has(id)) this.tokens.set(id, token);
+    }
+    this.ranks = toRanks(options.merges, this.vocabulary, name);
+    const pattern = options.splitPattern ?? 'gpt2';
+    this.splitPattern =
+      pattern === 'gpt2' || pattern === 'llama3' ? splitPatternSource(pattern) : pattern;
+    try {
+      this.splitter = new RegExp(this.splitPattern, 'gu');
+    } catch (e) {
+      throw new Error(
+        `${name}: splitPattern must be gpt2, llama3 or a ` +
+          `valid regular expression; received ${JSON.stringify(pattern)} (${(e as Error).message}).`,
+      );
+    }
+    this.unsplittableTokens = [...(options.unsplittableTokens ?? [])];
+    for (const token of this.unsplittableTokens) requireToken(this.vocabulary, token, name);
+    this.specialSplitter = alternation(this.unsplittableTokens);
+    this.addPrefixSpace = options.addPrefixSpace ?? false;
+  }
+
+  tokenToId(token: string): number | undefined {
+    return this.vocabulary.get(token);
+  }
+
+  idToToken(id: number): string | undefined {
+    return this.tokens.get(id);
+  }
+
+  encode(text: string): number[] {
+    if (typeof text !== 'string') {
+      throw new Error(`${this.owner}.encode: expected a string, received ${typeof text}.`);
+    }
+    const input = this.addPrefixSpace ? ' ' + text : text;
+    const ids: number[] = [];
+    const special = this.specialSplitter;
+    if (special === undefined) {
+      this.encodeOrdinary(input, ids);
+      return ids;
+    }
+    special.lastIndex = 0;
+    let position = 0;
+    for (const match of input.matchAll(special)) {
+      const start = match.index ?? 0;
+      if (start > position) this.encodeOrdinary(input.slice(position, start), ids);
+      ids.push(this.vocabulary.get(match[0]) as number);
+      position = start + match[0].length;
+    }
+    if (position < input.length) this.encodeOrdinary(input.slice(position), ids);
+    return ids;
+  }
+
+  decode(ids: number[]): string {
+    checkIds(ids, Number.MAX_SAFE_INTEGER + 1, this.owner);
+    const {charToByte} = byteTables();
+    const bytes: number[] = [];
+    for (let i = 0; i < ids.length; i++) {
+      const token = this.tokens.get(ids[i]);
+      if (token === undefined) {
+        throw new Error(
+          `${this.owner}.decode: token id ${ids[i]} at position ${i} is not in the vocabulary ` +
+            `(${this.vocabularySize} entries).`,
+        );
+      }
+      for (const char of token) {
+        // keras-hub's tf.data detokenize drops a character outside the byte alphabet.
+        const byte = charToByte.get(char);
+        if (byte !== undefined) bytes.push(byte);
+      }
+    }
+    return utf8Lossy(Uint8Array.from(bytes));
+  }
+
+  /** The split pieces of text without special tokens (exposed for tests and docs). */
+  split(text: string): string[] {
+    const pieces: string[] = [];
+    let position = 0;
+    this.splitter.lastIndex = 0;
+    for (const match of text.matchAll(this.splitter)) {
+      const start = match.index ?? 0;
+      if (start > position) pieces.push(text.slice(position, start));
+      if (match[0].length > 0) pieces.push(match[0]);
+      position = start + match[0].length;
+    }
+    if (position < text.length) pieces.push(text.slice(position));
+    return pieces;
+  }
+
+  private encodeOrdinary(text: string, out: number[]): void {
+    for (const piece of this.split(text)) {
+      let ids = this.cache.get(piece);
+      if (ids === undefined) {
+        ids = this.mergePiece(piece);
+        if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
+        this.cache.set(piece, ids);
+      }
+      for (const id of ids) out.push(id);
+    }
+  }
+
+  /** BPE of one piece: repeatedly merges the leftmost adjacent pair of lowest rank. */
+  private mergePiece(piece: string): number[] {
+    const {byteToChar} = byteTables();
+    const symbols: string[] = [];
+    for (const b of utf8Bytes(piece)) symbols.push(byteToChar[b]);
+    for (;;) {
+      let best = Infinity;
+      let at = -1;
+      for (let i = 0; i + 1 < symbols.length; i++) {
+        const rank = this.ranks.get(symbols[i] + ' ' + symbols[i + 1]);
+        if (rank !== undefined && rank < best) {
+          best = rank;
+          at = i;
+        }
+      }
+      if (at < 0) break;
+      symbols.splice(at, 2, symbols[at] + symbols[at + 1]);
+    }
+    return symbols.map((symbol) => {
+      const id = this.vocabulary.get(symbol);
+      if (id === undefined) {
+        throw new Error(
+          `${this.owner}.encode: the symbol ${JSON.stringify(symbol)} of ${JSON.stringify(piece)} ` +
+            'is not in the vocabulary (a byte-level vocabulary holds all 256 byte symbols).',
+        );
+      }
+      return id;
+    });
+  }
+}
+
+/**
+ * GPT-2's tokenizer (keras-hub's GPT2Tokenizer): `<|endoftext|>` is start, end and unsplittable.
+ *
+ * @example
+ * ```js
+ * const tokenizer = await loadTokenizer('presets/gpt2'); // a keras-hub preset folder
+ * tokenizer.encode('Hello world<|endoftext|>');
+ * ```
+ */
+export class GPT2Tokenizer extends BytePairTokenizer {
+  constructor(options: BytePairTokenizerOptions) {
+    super(
+      {
+        splitPattern: 'gpt2',
+        ...options,
+        unsplittableTokens: options.unsplittableTokens ?? ['<|endoftext|>'],
+      },
+      'GPT2Tokenizer',
+    );
+    const eos = this.special('<|endoftext|>');
+    this.startTokenId = eos;
+    this.endTokenId = eos;
+    this.padTokenId = 0;
+  }
+}
+
+/** Options of {@link Llama3Tokenizer}: keras-hub's arguments. */
+export interface Llama3TokenizerOptions extends BytePairTokenizerOptions {
+  /** Default `<|begin_of_text|>`. */
+  bosToken?: string;
+  /** Default `<|end_of_text|>`. */
+  eosToken?: string;
+  /** Default `<|start_header_id|>`, `<|end_header_id|>`. */
+  miscSpecialTokens?: readonly string[];
+}
+
+/**
+ * Llama 3's tokenizer (keras-hub's Llama3Tokenizer): `<|begin_of_text|>` starts,
+ * `<|end_of_text|>` ends (and `<|eot_id|>` with it), all of them and the header tokens unsplittable.
+ *
+ * @example
+ * ```js
+ * const tokenizer = await loadTokenizer('presets/llama3'); // a keras-hub preset folder
+ * tokenizer.encode('<|begin_of_text|>Hi!<|eot_id|>');
+ * ```
+ */
+export class Llama3Tokenizer extends BytePairTokenizer {
+  /** keras-hub's special tokens of this tokenizer, in its order. */
+  readonly specialTokens: readonly string[];
+
+  constructor(options: Llama3TokenizerOptions) {
+    const specials = llama3Specials(options);
+    super(
+      {
+        splitPattern: 'llama3',
+        ...options,
+        unsplittableTokens: options.unsplittableTokens ?? specials,
+      },
+      'Llama3Tokenizer',
+    );
+    this.specialTokens = specials;
+    for (const token of specials) this.special(token);
+    this.startTokenId = this.special(options.bosToken ?? '<|begin_of_text|>');
+    this.endTokenId = this.special(options.eosToken ?? '<|end_of_text|>');
+    this.padTokenId = 0;
+  }
+}
+
+function llama3Specials(options: Llama3TokenizerOptions): string[] {
+  const bos = options.bosToken ?? '<|begin_of_text|>';
+  const eos = options.eosToken ?? '<|end_of_text|>';
+  const misc = (options.miscSpecialTokens ?? ['<|start_header_id|>', '<|end_header_id|>']).filter(
+    (t) => t !== bos && t !== eos,
+  );
+  const specials = [bos, eos, ...misc];
+  if (eos === '<|end_of_text|>') specials.push('<|eot_id|>');
+  return [...new Set(specials)];
+}
+
+function toVocabularyMap(
+  vocabulary: Record<string, number> | ReadonlyMap<string, number>,
+  owner: string,
+): ReadonlyMap<string, number> {
+  if (vocabulary === null || typeof vocabulary !== 'object' || Array.isArray(vocabulary)) {
+    throw new Error(
+      `${owner}: vocabulary must map token strings to ids (the object of vocabulary.json); ` +
+        `received ${Array.isArray(vocabulary) ? 'an array' : String(vocabulary)}.`,
+    );
+  }
+  const entries =
+    vocabulary instanceof Map
+      ? [...(vocabulary as ReadonlyMap<string, number>).entries()]
+      : Object.entries(vocabulary);
+  const map = new Map<string, number>();
+  for (const [token, id] of entries) {
+    if (!Number.isInteger(id) || id < 0) {
+      throw new Error(
+        `${owner}: vocabulary ids must be whole numbers >= 0; ${JSON.stringify(token)} has ` +
+          `${JSON.stringify(id)}.`,
+      );
+    }
+    map.set(token, id);
+  }
+  if (map.size === 0)
+    throw new Error(`${owner}: the vocabulary is empty; expected token -> id entries.`);
+  return map;
+}
+
+function toRanks(
+  merges: readonly string[],
+  vocabulary: ReadonlyMap<string, number>,
+  owner: string,
+): Map<string, number> {
+  if (!Array.isArray(merges)) {
+    throw new Error(`${owner}: merges must be an array of "a b" rules; received ${typeof merges}.`);
+  }
+  const ranks = new Map<string, number>();
+  merges.forEach((merge, i) => {
+    if (typeof merge !== 'string' || merge.trimStart().startsWith('#version:')) return;
+    const parts = merge.split(' ');
+    if (parts.length !== 2 || parts[0] === '' || parts[1] === '') {
+      throw new Error(
+        `${owner}: merge rule ${i + 1} must be two tokens separated by one space; ` +
+          `received ${JSON.stringify(merge)}.`,
+      );
+    }
+    if (!vocabulary.has(parts[0]) || !vocabulary.has(parts[1])) {
+      throw new Error(
+        `${owner}: merge rule '${merge}' contains token '${parts[0]}' or '${parts[1]}' that is ` +
+          'not in the vocabulary.',
+      );
+    }
+    if (!ranks.has(merge)) ranks.set(merge, i);
+  });
+  return ranks;
+}
+
+/** One regex matching any of the strings, longest first (so a token's prefix never wins). */
+function alternation(strings: readonly string[]): RegExp | undefined {
+  if (strings.length === 0) return undefined;
+  const sorted = [...strings].sort((a, b) => b.length - a.length);
+  return new RegExp(sorted.map((s) => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&')).join('|'), 'gu');
+}

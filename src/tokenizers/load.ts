@@ -1,0 +1,325 @@
+/**
+ * `loadTokenizer(source)`: a keras-hub preset folder (a path in Node, a URL anywhere) read as
+ * keras-hub's `Tokenizer.from_preset` reads it: `tokenizer.json` (class name and config), then
+ * only the assets that class names under `assets/<config_file stem>/`. Sizes are checked before
+ * a file is read (a declared Content-Length, or the bytes as they stream in).
+ */
+import {BytePairTokenizer, GPT2Tokenizer, Llama3Tokenizer} from './byte_pair';
+import type {Tokenizer} from './tokenizer';
+import {BertTokenizer, WordPieceTokenizer} from './word_piece';
+
+/** Options of {@link loadTokenizer}. */
+export interface LoadTokenizerOptions {
+  /** The most bytes one file may have (tokenizer.json or an asset). Default 64 MiB. */
+  maxFileBytes?: number;
+  /** The fetch used for URLs. Default the global `fetch`. */
+  fetch?: (url: string) => Promise<Response>;
+}
+
+/** The default of {@link LoadTokenizerOptions.maxFileBytes}: 64 MiB (Llama 3's vocabulary.json is ~9 MB). */
+export const DEFAULT_MAX_TOKENIZER_FILE_BYTES = 67108864;
+
+/** The keras-hub tokenizer classes {@link loadTokenizer} reads, and the assets each one names. */
+export const TOKENIZER_ASSETS: Readonly<Record<string, readonly string[]>> = {
+  GPT2Tokenizer: ['vocabulary.json', 'merges.txt'],
+  Llama3Tokenizer: ['vocabulary.json', 'merges.txt'],
+  BytePairTokenizer: ['vocabulary.json', 'merges.txt'],
+  BertTokenizer: ['vocabulary.txt'],
+  WordPieceTokenizer: ['vocabulary.txt'],
+};
+
+type ReadText = (name: string) => Promise<string>;
+
+/**
+ * Loads the tokenizer of a keras-hub preset: `source` is the preset folder (a path in Node, or
+ * an `http(s)://` URL read with fetch). Reads `tokenizer.json` and the assets its class names.
+ *
+ * ```js
+ * const tokenizer = await loadTokenizer('fixtures/tokenizers/gpt2');
+ * tokenizer.encode('Hello world');
+ * ```
+ */
+export async function loadTokenizer(
+  source: string | URL,
+  options: LoadTokenizerOptions = {},
+): Promise<Tokenizer> {
+  const limit = options.maxFileBytes ?? DEFAULT_MAX_TOKENIZER_FILE_BYTES;
+  if (!(Number.isInteger(limit) && limit > 0)) {
+    throw new Error(
+      `loadTokenizer: maxFileBytes must be a whole number > 0, received ${String(limit)}.`,
+    );
+  }
+  const where = String(source);
+  let read: ReadText;
+  if (/^https?:\/\//i.test(where)) {
+    const fetcher = options.fetch ?? (typeof fetch === 'function' ? fetch : undefined);
+    if (fetcher === undefined) {
+      throw new Error(
+        `loadTokenizer: ${where} is a URL but there is no fetch; pass options.fetch.`,
+      );
+    }
+    read = urlReader(where, fetcher, limit);
+  } else if (
+    /^[a-z][a-z0-9+.-]*:/i.test(where) &&
+    !/^file:/i.test(where) &&
+    !/^[a-z]:[\\/]/i.test(where)
+  ) {
+    throw new Error(
+      `loadTokenizer: source must be a folder path or an http(s) URL, received ${JSON.stringify(where)}.`,
+    );
+  } else {
+    const path = /^file:/i.test(where) ? decodeURIComponent(new URL(where).pathname) : where;
+    read = await fileReader(path, limit);
+  }
+  const configText = await read('tokenizer.json');
+  const config = parseJson(configText, 'tokenizer.json');
+  return tokenizerFromPreset(config, await readAssets(config, read));
+}
+
+/**
+ * Builds a tokenizer from a parsed `tokenizer.json` and the text of its assets (file name ->
+ * content), without reading files: for the browser, bundles and tests.
+ */
+export function tokenizerFromPreset(
+  tokenizerJson: unknown,
+  assets: Readonly<Record<string, string>>,
+): Tokenizer {
+  const {className, config} = classAndConfig(tokenizerJson);
+  const asset = (name: string): string => {
+    const text = assets[name];
+    if (typeof text !== 'string') {
+      throw new Error(
+        `loadTokenizer: ${className} needs the asset ${name}; it is missing ` +
+          `(received assets: ${Object.keys(assets).join(', ') || 'none'}).`,
+      );
+    }
+    return text;
+  };
+  const strings = (key: string): string[] | undefined => {
+    const value = config[key];
+    if (value === undefined || value === null) return undefined;
+    if (!Array.isArray(value) || value.some((v) => typeof v !== 'string')) {
+      throw new Error(
+        `loadTokenizer: tokenizer.json's config.${key} must be a list of strings, received ` +
+          `${JSON.stringify(value)}.`,
+      );
+    }
+    return value as string[];
+  };
+  const flag = (key: string, fallback: boolean): boolean => {
+    const value = config[key];
+    if (value === undefined || value === null) return fallback;
+    if (typeof value !== 'boolean') {
+      throw new Error(
+        `loadTokenizer: tokenizer.json's config.${key} must be true or false, received ` +
+          `${JSON.stringify(value)}.`,
+      );
+    }
+    return value;
+  };
+  const text = (key: string, fallback: string): string => {
+    const value = config[key];
+    if (value === undefined || value === null) return fallback;
+    if (typeof value !== 'string') {
+      throw new Error(
+        `loadTokenizer: tokenizer.json's config.${key} must be a string, received ${JSON.stringify(value)}.`,
+      );
+    }
+    return value;
+  };
+  switch (className) {
+    case 'GPT2Tokenizer':
+    case 'Llama3Tokenizer':
+    case 'BytePairTokenizer': {
+      const vocabulary = parseJson(asset('vocabulary.json'), 'vocabulary.json');
+      if (vocabulary === null || typeof vocabulary !== 'object' || Array.isArray(vocabulary)) {
+        throw new Error(
+          'loadTokenizer: vocabulary.json must hold an object of token -> id, received ' +
+            `${Array.isArray(vocabulary) ? 'an array' : typeof vocabulary}.`,
+        );
+      }
+      const options = {
+        vocabulary: vocabulary as Record<string, number>,
+        merges: pythonLines(asset('merges.txt')),
+        unsplittableTokens: strings('unsplittable_tokens'),
+        addPrefixSpace: flag('add_prefix_space', false),
+      };
+      if (className === 'GPT2Tokenizer') return new GPT2Tokenizer(options);
+      if (className === 'Llama3Tokenizer') return new Llama3Tokenizer(options);
+      return new BytePairTokenizer(options);
+    }
+    default: {
+      const options = {
+        vocabulary: pythonLines(asset('vocabulary.txt')),
+        lowercase: flag('lowercase', false),
+        stripAccents: flag('strip_accents', false),
+        split: flag('split', true),
+        splitOnCjk: flag('split_on_cjk', true),
+        suffixIndicator: text('suffix_indicator', '##'),
+        oovToken: text('oov_token', '[UNK]'),
+        specialTokens: strings('special_tokens'),
+        specialTokensInStrings: flag('special_tokens_in_strings', false),
+      };
+      if (className === 'BertTokenizer') return new BertTokenizer(options);
+      return new WordPieceTokenizer(options);
+    }
+  }
+}
+
+function classAndConfig(json: unknown): {className: string; config: Record<string, unknown>} {
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new Error(
+      'loadTokenizer: tokenizer.json must hold an object {class_name, config}, received ' +
+        `${Array.isArray(json) ? 'an array' : typeof json}.`,
+    );
+  }
+  const {class_name: className, config} = json as {class_name?: unknown; config?: unknown};
+  if (typeof className !== 'string' || !(className in TOKENIZER_ASSETS)) {
+    throw new Error(
+      `loadTokenizer: tokenizer.json's class_name must be one of ${Object.keys(TOKENIZER_ASSETS).join(', ')}; ` +
+        `received ${JSON.stringify(className)}.`,
+    );
+  }
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+    throw new Error(
+      `loadTokenizer: tokenizer.json's config must be an object, received ${typeof config}.`,
+    );
+  }
+  return {className, config: config as Record<string, unknown>};
+}
+
+/** Reads the assets of the class, and only those, from `assets/<config_file stem>/`. */
+async function readAssets(json: unknown, read: ReadText): Promise<Record<string, string>> {
+  const {className, config} = classAndConfig(json);
+  const configFile = config.config_file ?? 'tokenizer.json';
+  const stem = typeof configFile === 'string' ? configFile.split('.')[0] : '';
+  if (!/^[A-Za-z0-9_-]+$/.test(stem)) {
+    throw new Error(
+      `loadTokenizer: tokenizer.json's config.config_file must be a plain file name such as ` +
+        `"tokenizer.json", received ${JSON.stringify(configFile)}.`,
+    );
+  }
+  const assets: Record<string, string> = {};
+  for (const name of TOKENIZER_ASSETS[className]) {
+    assets[name] = await read(`assets/${stem}/${name}`);
+  }
+  return assets;
+}
+
+/** Python's `str.isspace` characters at the end of a line (`rstrip()` removes them). */
+const PYTHON_TRAILING_SPACE =
+  // eslint-disable-next-line no-control-regex -- str.isspace() holds U+001C..U+001F
+  /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/u;
+
+/** The lines of a text file as Python's `[line.rstrip() for line in file]` gives them. */
+function pythonLines(text: string): string[] {
+  const lines = text.split(/\r\n|\r|\n/);
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  return lines.map((line) => line.replace(PYTHON_TRAILING_SPACE, ''));
+}
+
+function parseJson(text: string, name: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new Error(`loadTokenizer: ${name} is not valid JSON (${(e as Error).message}).`);
+  }
+}
+
+function utf8Strict(bytes: Uint8Array, name: string): string {
+  try {
+    return new TextDecoder('utf-8', {fatal: true}).decode(bytes);
+  } catch {
+    throw new Error(`loadTokenizer: ${name} is not valid UTF-8.`);
+  }
+}
+
+function tooLarge(name: string, size: number, limit: number): Error {
+  return new Error(
+    `loadTokenizer: ${name} has ${size} bytes, over the limit of ${limit} bytes ` +
+      '(options.maxFileBytes); refused before reading it.',
+  );
+}
+
+interface NodeFs {
+  promises: {
+    stat(path: string): Promise<{size: number; isFile(): boolean}>;
+    readFile(path: string): Promise<Uint8Array>;
+  };
+}
+
+async function fileReader(folder: string, limit: number): Promise<ReadText> {
+  // A module name in a variable: bundlers for the browser leave it alone.
+  const moduleName = 'fs';
+  let fs: NodeFs;
+  try {
+    fs = (await import(moduleName)) as NodeFs;
+  } catch {
+    throw new Error(
+      `loadTokenizer: reading the folder ${JSON.stringify(folder)} needs Node's fs; in the ` +
+        'browser pass an http(s) URL or use tokenizerFromPreset.',
+    );
+  }
+  const base = folder.replace(/[\\/]+$/, '');
+  return async (name) => {
+    const path = `${base}/${name}`;
+    let stat: {size: number; isFile(): boolean};
+    try {
+      stat = await fs.promises.stat(path);
+    } catch {
+      throw new Error(`loadTokenizer: missing file ${name} (expected at ${path}).`);
+    }
+    if (!stat.isFile()) throw new Error(`loadTokenizer: ${name} is not a file (at ${path}).`);
+    if (stat.size > limit) throw tooLarge(name, stat.size, limit);
+    const bytes = await fs.promises.readFile(path);
+    if (bytes.length > limit) throw tooLarge(name, bytes.length, limit);
+    return utf8Strict(bytes, name);
+  };
+}
+
+function urlReader(
+  base: string,
+  fetcher: (url: string) => Promise<Response>,
+  limit: number,
+): ReadText {
+  const root = base.endsWith('/') ? base : base + '/';
+  return async (name) => {
+    const url = new URL(name, root).toString();
+    const response = await fetcher(url);
+    if (!response.ok) {
+      throw new Error(
+        response.status === 404
+          ? `loadTokenizer: missing file ${name} (${url} answered 404).`
+          : `loadTokenizer: fetching ${name} failed (${url} answered ${response.status}).`,
+      );
+    }
+    const declared = Number(response.headers.get('content-length'));
+    if (Number.isFinite(declared) && declared > limit) throw tooLarge(name, declared, limit);
+    const body = response.body;
+    if (body === null) {
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      if (bytes.length > limit) throw tooLarge(name, bytes.length, limit);
+      return utf8Strict(bytes, name);
+    }
+    const reader = body.getReader();
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    for (;;) {
+      const {done, value} = await reader.read();
+      if (done) break;
+      total += value.length;
+      if (total > limit) {
+        await reader.cancel();
+        throw tooLarge(name, total, limit);
+      }
+      chunks.push(value);
+    }
+    const bytes = new Uint8Array(total);
+    let offset = 0;
+    for (const chunk of chunks) {
+      bytes.set(chunk, offset);
+      offset += chunk.length;
+    }
+    return utf8Strict(bytes, name);
+  };
+}
