@@ -75,6 +75,17 @@ describeBackends('Keras 3 int8 models', (backend) => {
     });
   }
 
+  for (const name of CASES) {
+    it(`${name}: the int8 model Keras wrote, loaded, predicts Keras' int8 outputs`, async () => {
+      const fixture = io(name);
+      const q = await loadKerasModel(path.join(DIR, name, 'int8', 'model.json'));
+      const d = diff(q, fixture, 'int8_outputs');
+      console.log(`int8 ${name} [${backend}]: loaded Keras int8 vs Keras int8, max |diff| ${d}`);
+      expect(d).toBeLessThan(TOL);
+      q.dispose();
+    });
+  }
+
   it('decoder_lm: greedy tokens of the quantized model', async () => {
     const fixture = io('decoder_lm');
     const g = fixture.generate as NonNullable<Io['generate']>;

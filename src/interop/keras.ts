@@ -19,6 +19,7 @@ import {LayersModel, loadLayersModel} from '@tensorflow/tfjs-layers';
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
 import {renameKeras3Weights} from './keras3_weights';
+import {rewriteInt8} from './keras_int8';
 import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
 import {contractOf} from '../layers/engine/contract';
 import {Entry, keywordCall} from './keras_keyword_calls';
@@ -266,9 +267,12 @@ export async function convertKerasArtifacts(
   }
   // nested functional models are inlined (see keras_inline.ts); their weights are named from
   // the nested form, where Keras 3's weight paths come from
+  // Keras 3 int8 layers (QuantizedDTypePolicy) and their int8 weights
+  const int8 = rewriteInt8(modelConfig, artifacts, artifacts.weightSpecs ?? []);
+  artifacts = int8.artifacts;
   const flat = hasNestedFunctional(config) ? (JSON.parse(JSON.stringify(topology)) as Obj) : null;
   rewriteModel(modelConfig, config);
-  const weightSpecs = await renameKeras3Weights(topology, artifacts.weightSpecs ?? []);
+  const weightSpecs = await renameKeras3Weights(topology, int8.specs);
   if (flat == null) return {...artifacts, modelTopology: topology as object, weightSpecs};
   const flatModel = (isObj(flat.model_config) ? flat.model_config : flat) as Obj;
   inlineNestedModels(flatModel.config as Obj);

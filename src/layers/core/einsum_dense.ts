@@ -229,7 +229,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
             'float32',
             this.projection.biasInitializer,
             undefined,
-            true,
+            false, // int8 layers are for inference; their weights keep Keras' order this way
           );
     this.kernelScale = this.addWeight(
       'kernel_scale',

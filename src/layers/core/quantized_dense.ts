@@ -45,6 +45,8 @@ const KEPT = ['name', 'trainable', 'units', 'activation', 'useBias', 'batchInput
  *   float32 tensor (tfjs has no int8 dtype; float32 products of them are exact, see `int8MatMul`);
  *   not trainable. Read it with `layer.kernel.read()`.
  * - `bias` `[units]` float32 (when `useBias`).
+ * None of them trains: the int8 layers are for inference (Keras trains the bias; this package
+ * keeps every weight non-trainable, which also keeps tfjs' weight order Keras' order).
  * - `kernel_scale` `[units]` float32, one per output channel: `float kernel ≈ kernel / kernelScale`
  *   (`layer.kernelScale.read()`); not trainable.
  */
@@ -55,6 +57,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
   static readonly contract: LayerContract = {
     keras: {
       keras3: {
+        pathPrefix: 'dense', // Keras' class is Dense
         keys: [
           'units',
           'activation',
@@ -141,7 +144,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       false,
     );
     this.bias = this.useBias
-      ? this.addWeight('bias', [this.units], 'float32', initializers.zeros())
+      ? this.addWeight('bias', [this.units], 'float32', initializers.zeros(), undefined, false)
       : null;
     this.kernelScale = this.addWeight(
       'kernel_scale',

@@ -52,6 +52,7 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
   static readonly contract: LayerContract = {
     keras: {
       keras3: {
+        pathPrefix: 'embedding', // Keras' class is Embedding
         keys: [
           'input_dim',
           'output_dim',
