@@ -9,11 +9,13 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {
+  convertKerasArtifacts,
   EinsumDense,
   GroupQueryAttention,
   QuantizedDense,
   quantize,
   ReversibleEmbedding,
+  toKeras3Artifacts,
   TransformerEncoder,
 } from '../src/index';
 import {describeBackends} from './helpers/backends';
@@ -203,6 +205,63 @@ describeBackends('int8 layers', () => {
     expect(Array.from(y2.dataSync())).toEqual(Array.from(y.dataSync()));
     tf.dispose([ids, y, y2, yFloat]);
     loaded.dispose();
+    q.dispose();
+    model.dispose();
+  });
+
+  it('Keras 3 export: kernel int8 (int32 in the manifest), kernel_scale, QuantizedDTypePolicy; read back exactly', async () => {
+    const model = buildModel();
+    const q = quantize(model, 'int8');
+    const artifacts = await toKeras3Artifacts(await saveToMemory(q));
+    const specs = new Map((artifacts.weightSpecs ?? []).map((w) => [w.name, w]));
+    const spec = (n: string) => {
+      const w = specs.get(n);
+      return w == null ? undefined : [w.dtype, w.shape];
+    };
+    // Dense: kernel, bias, kernel_scale as Keras 3 numbers them
+    expect(spec('layers/dense/vars/0')).toEqual(['int32', [6, 7]]);
+    expect(spec('layers/dense/vars/1')).toEqual(['float32', [7]]);
+    expect(spec('layers/dense/vars/2')).toEqual(['float32', [7]]);
+    expect(spec('layers/embedding/vars/0')).toEqual(['int32', [30, 8]]);
+    expect(spec('layers/embedding/vars/1')).toEqual(['float32', [30]]);
+    expect(spec('layers/einsum_dense/vars/2')).toEqual(['float32', [1, 1, 2, 3]]);
+    expect(spec('layers/grouped_query_attention/_query_dense/vars/0')).toEqual([
+      'int32',
+      [8, 4, 4],
+    ]);
+    expect(spec('layers/grouped_query_attention/_query_dense/vars/2')).toEqual([
+      'float32',
+      [1, 1, 4, 4],
+    ]);
+    expect(spec('layers/transformer_encoder/_feedforward_output_dense/vars/2')).toEqual([
+      'float32',
+      [8],
+    ]);
+    const layers = (
+      artifacts.modelTopology as {
+        config: {layers: Array<{class_name: string; config: {dtype: unknown}}>};
+      }
+    ).config.layers;
+    const policy = {
+      module: 'keras.dtype_policies',
+      class_name: 'QuantizedDTypePolicy',
+      config: {mode: 'int8', source_name: 'float32'},
+      registered_name: null,
+    };
+    const byClass = (c: string) =>
+      layers.filter((l) => l.class_name === c).map((l) => l.config.dtype);
+    expect(byClass('Dense')).toEqual([policy]);
+    expect(byClass('Embedding')).toEqual([policy]);
+    expect(byClass('EinsumDense')).toEqual([policy]);
+    // a composite layer keeps a float policy, as Keras 3.15 writes it (its sublayers are int8)
+    expect(byClass('TransformerEncoder')).not.toContainEqual(policy);
+    // the loader reads the export back: the same predictions, exactly
+    const back = await tf.loadLayersModel(tf.io.fromMemory(await convertKerasArtifacts(artifacts)));
+    const ids = tf.tensor2d([[1, 5, 9, 0, 29]], [1, 5], 'int32');
+    const [y, y2] = [q.predict(ids) as tf.Tensor, back.predict(ids) as tf.Tensor];
+    expect(Array.from(y2.dataSync())).toEqual(Array.from(y.dataSync()));
+    tf.dispose([ids, y, y2]);
+    back.dispose();
     q.dispose();
     model.dispose();
   });
