@@ -49,9 +49,23 @@ const KEPT = ['name', 'trainable', 'units', 'activation', 'useBias', 'batchInput
  * keeps every weight non-trainable, which also keeps tfjs' weight order Keras' order).
  * - `kernel_scale` `[units]` float32, one per output channel: `float kernel ≈ kernel / kernelScale`
  *   (`layer.kernelScale.read()`); not trainable.
+ *
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {quantize} from 'tfjs-attention';
+ *
+ * const x = tf.input({shape: [16]});
+ * const model = tf.model({inputs: x, outputs: tf.layers.dense({units: 4}).apply(x) as tf.SymbolicTensor});
+ * const int8 = quantize(model, 'int8'); // its Dense is now a QuantizedDense
+ * const y = int8.predict(tf.ones([2, 16])) as tf.Tensor; // [2, 4]
+ * ```
  */
 export class QuantizedDense extends layers.Layer implements Int8Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'QuantizedDense';
   /** What the package knows about this class (contract.ts). */
   static readonly contract: LayerContract = {

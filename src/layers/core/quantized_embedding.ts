@@ -44,9 +44,23 @@ const KEPT = [
  *   a float32 tensor (`layer.embeddings.read()`); not trainable.
  * - `embeddings_scale` `[inputDim]` float32, one per row: `float row ≈ row / scale`
  *   (`layer.embeddingsScale.read()`); not trainable.
+ *
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {quantize} from 'tfjs-attention';
+ *
+ * const ids = tf.input({shape: [5], dtype: 'int32'});
+ * const rows = tf.layers.embedding({inputDim: 50, outputDim: 8}).apply(ids) as tf.SymbolicTensor;
+ * const int8 = quantize(tf.model({inputs: ids, outputs: rows}), 'int8'); // a QuantizedEmbedding
+ * const y = int8.predict(tf.zeros([1, 5], 'int32')) as tf.Tensor; // [1, 5, 8]
+ * ```
  */
 export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
-  /** @nocollapse */
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
   static readonly className = 'QuantizedEmbedding';
   /** What the package knows about this class (contract.ts). */
   static readonly contract: LayerContract = {
