@@ -46,6 +46,8 @@ describe('doc comment examples', () => {
         'GroupQueryAttention',
         'MultiHeadAttention',
         'PositionEmbedding',
+        'QuantizedDense',
+        'QuantizedEmbedding',
         'ReversibleEmbedding',
         'RotaryEmbedding',
         'SinePositionEncoding',

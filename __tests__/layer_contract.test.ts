@@ -219,6 +219,8 @@ describe("the package's contracts", () => {
       'TransformerEncoder',
       'TransformerDecoder',
       'GetItem',
+      'QuantizedDense',
+      'QuantizedEmbedding',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -246,6 +248,8 @@ describe("the package's contracts", () => {
       TransformerEncoder: 'refused',
       TransformerDecoder: 'cached',
       GetItem: 'refused',
+      QuantizedDense: 'positionWise',
+      QuantizedEmbedding: 'positionWise',
     });
   });
 
@@ -276,6 +280,8 @@ describe("the package's contracts", () => {
       TransformerEncoder: ['keras_hub', 'refused'],
       TransformerDecoder: ['keras_hub', 'refused'],
       GetItem: ['keras.src.ops.numpy', 'refused'],
+      QuantizedDense: ['keras.layers', 'refused'],
+      QuantizedEmbedding: ['keras.layers', 'refused'],
     });
   });
 

@@ -37,6 +37,11 @@ export type {
 } from './layers/hub/transformer_decoder';
 export type {TransformerBlockArgs} from './layers/hub/transformer_block_args';
 export {GetItem} from './layers/core/get_item';
+export {quantize} from './layers/core/quantize_model';
+export {QuantizedDense} from './layers/core/quantized_dense';
+export type {QuantizedDenseArgs} from './layers/core/quantized_dense';
+export {QuantizedEmbedding} from './layers/core/quantized_embedding';
+export type {QuantizedEmbeddingArgs} from './layers/core/quantized_embedding';
 export type {GetItemArgs, IndexItem} from './layers/core/get_item';
 export type {EinsumDenseArgs} from './layers/core/einsum_dense';
 export type {TokenAndPositionEmbeddingArgs} from './layers/hub/token_and_position_embedding';

@@ -20,6 +20,7 @@ import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
 import {modelFolderOf} from '../io/model_folder';
 import {configOrder, hasKeras3Names, renameByModel, renameKeras3Weights} from './keras3_weights';
+import {rewriteInt8} from './keras_int8';
 import {loadInPlace, memoryStream, numberedNames} from './load_in_place';
 import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
 import {contractOf} from '../layers/engine/contract';
@@ -260,6 +261,8 @@ function nestLayerList(x: Json): Json {
 export function rewriteKerasTopology(artifacts: tf.io.ModelArtifacts): {
   topology: Obj;
   naming: Obj | null;
+  /** The artifacts with Keras 3 int8 weights as float32 values (keras_int8.ts). */
+  artifacts: tf.io.ModelArtifacts;
 } {
   const raw = artifacts.modelTopology;
   if (raw == null || raw instanceof ArrayBuffer)
@@ -274,15 +277,18 @@ export function rewriteKerasTopology(artifacts: tf.io.ModelArtifacts): {
   if (!isObj(config) || !Array.isArray(config.layers)) {
     fail('the topology has no layer list (model_config.config.layers)');
   }
+  // Keras 3 int8 layers (QuantizedDTypePolicy) and their int8 weights (as float32 values)
+  const int8 = rewriteInt8(modelConfig, artifacts, artifacts.weightSpecs ?? []);
+  const converted = {...int8.artifacts, weightSpecs: int8.specs};
   // nested functional models are inlined (see keras_inline.ts); their weights are named from
   // the nested form, where Keras 3's weight paths come from
   const flat = hasNestedFunctional(config) ? (JSON.parse(JSON.stringify(topology)) as Obj) : null;
   rewriteModel(modelConfig, config);
-  if (flat == null) return {topology, naming: null};
+  if (flat == null) return {topology, naming: null, artifacts: converted};
   const flatModel = (isObj(flat.model_config) ? flat.model_config : flat) as Obj;
   inlineNestedModels(flatModel.config as Obj);
   rewriteModel(flatModel, flatModel.config as Obj);
-  return {topology: flat, naming: topology};
+  return {topology: flat, naming: topology, artifacts: converted};
 }
 
 /**
@@ -292,9 +298,9 @@ export function rewriteKerasTopology(artifacts: tf.io.ModelArtifacts): {
 export async function convertKerasArtifacts(
   artifacts: tf.io.ModelArtifacts,
 ): Promise<tf.io.ModelArtifacts> {
-  const {topology, naming} = rewriteKerasTopology(artifacts);
-  const weightSpecs = await renameKeras3Weights(naming ?? topology, artifacts.weightSpecs ?? []);
-  return {...artifacts, modelTopology: topology as object, weightSpecs};
+  const {topology, naming, artifacts: converted} = rewriteKerasTopology(artifacts);
+  const weightSpecs = await renameKeras3Weights(naming ?? topology, converted.weightSpecs ?? []);
+  return {...converted, modelTopology: topology as object, weightSpecs};
 }
 
 /**
@@ -329,8 +335,10 @@ export async function loadKerasModel(source: string | tf.io.IOHandler): Promise<
   const specs = artifacts.weightSpecs;
   const stream =
     opened?.stream ?? (artifacts.weightData != null ? memoryStream(artifacts.weightData) : null);
-  if (specs == null || stream == null || (!hasKeras3Names(specs) && numberedNames(specs))) {
-    // no weights (a topology-only folder) or names tfjs matches by position: tfjs' own loader
+  const int8 = specs?.some((s) => s.dtype === 'int32' && s.name.startsWith('layers/')) === true;
+  if (specs == null || stream == null || int8 || (!hasKeras3Names(specs) && numberedNames(specs))) {
+    // no weights (a topology-only folder), names tfjs matches by position, or Keras 3 int8
+    // weights (converted to float32 values as a whole, keras_int8.ts): tfjs' own loader
     if (opened?.stream != null) artifacts = await handler.load();
     return loadLayersModel(tf.io.fromMemory(await convertKerasArtifacts(artifacts)));
   }

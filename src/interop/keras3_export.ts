@@ -9,8 +9,12 @@
  * what Keras 3 cannot express (DotProductAttention, the d2l AdditiveAttention) is refused with
  * an error naming what to use instead.
  */
-import type * as tf from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import {LayersModel, models, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {layers as tfLayers} from '@tensorflow/tfjs-layers';
+
+import {CompositeLayer} from '../layers/engine/composite_layer';
+import {isInt8Layer, KERAS_INT8_POLICY} from '../layers/core/quantization';
 
 import {contractOf, KerasCall, snakeCase} from '../layers/engine/contract';
 import type {Keras3Class} from '../layers/engine/contract';
@@ -78,11 +82,21 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
   const call = kerasCall(cls);
   const out: Obj = {};
   for (const [k, v] of Object.entries(config)) {
+    if (k === 'quantization_mode') {
+      // Keras 3 writes an int8 layer's dtype as a QuantizedDTypePolicy; a composite layer keeps
+      // its float policy (Keras 3.15 quantizes its sublayers only)
+      if (v === 'int8' && !(contractOf(cls)?.quantization == null))
+        out.dtype = {...KERAS_INT8_POLICY};
+      continue;
+    }
     if (CALL_OPTIONS.includes(k)) {
       if (v === true) callKwargs[k] = true;
       continue;
     }
     if (DERIVED.includes(k)) continue;
+    if (k === 'dtype' && out.dtype != null) continue;
+    // tfjs' Embedding writes its input shape; a functional Keras model has it on its InputLayer
+    if (k === 'batch_input_shape' && contractOf(cls)?.quantization?.kind === 'replaces') continue;
     if (spec == null || COMMON.includes(k) || spec.keys.includes(k)) {
       // an indexing operation's index goes to its node
       if (!(call.kind === 'indexing' && k !== 'name')) out[k] = v;
@@ -278,9 +292,12 @@ export async function toKeras3Artifacts(
         return node as Json;
       });
       const spec = keras3Class(cls);
+      const q = contractOf(cls)?.quantization;
+      if (q?.kind === 'replaces') kerasConfig.dtype = {...KERAS_INT8_POLICY};
       out.push({
         module: spec?.pkg ?? spec?.module ?? 'keras.layers',
-        class_name: cls,
+        // the int8 form of a Keras class (QuantizedDense) is that class with an int8 policy
+        class_name: q?.kind === 'replaces' ? q.className : cls,
         config: kerasConfig,
         registered_name: spec?.pkg ? `${spec.pkg}>${cls}` : (spec?.registeredName ?? null),
         name: layer.name,
@@ -330,12 +347,14 @@ export async function toKeras3Artifacts(
     };
     const paths = new Map<string, string>();
     for (const [p, v] of keras3Paths(model)) paths.set(v.originalName, p);
+    const int8 = int8ValueNames(model);
     const weightSpecs = (artifacts.weightSpecs ?? []).map((s) => {
       const p = paths.get(s.name) ?? fail(`no layer of the model owns the weight '${s.name}'`);
-      return {...s, name: p};
+      return {...s, name: p, ...(int8.has(s.name) ? {dtype: 'int32' as const} : {})};
     });
     return {
       ...artifacts,
+      weightData: int8Data(artifacts, int8),
       modelTopology: keras3 as unknown as tf.io.ModelArtifacts['modelTopology'],
       weightSpecs,
       format: 'keras3-config',
@@ -349,4 +368,43 @@ export async function toKeras3Artifacts(
   } finally {
     model.dispose();
   }
+}
+
+/** The names of the weights holding int8 values (as float32) in `model`'s int8 layers. */
+function int8ValueNames(model: LayersModel): Set<string> {
+  const out = new Set<string>();
+  const visit = (l: tfLayers.Layer) => {
+    if (isInt8Layer(l) && l.quantizationMode === 'int8') {
+      for (const w of l.int8Weights()) out.add(w.values.originalName);
+    }
+    if (l instanceof LayersModel) l.layers.forEach(visit);
+    if (l instanceof CompositeLayer) l.sublayers.forEach(visit);
+  };
+  model.layers.forEach(visit);
+  return out;
+}
+
+/**
+ * The weight data with each int8 weight's float32 values written as int32 (Keras 3 stores int8;
+ * tfjs' manifest has no int8 dtype, and `loadKerasModel` reads int32 back as these values).
+ */
+function int8Data(
+  artifacts: tf.io.ModelArtifacts,
+  int8: Set<string>,
+): tf.io.WeightData | undefined {
+  if (int8.size === 0 || artifacts.weightData == null) return artifacts.weightData;
+  const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData).slice(0);
+  let offset = 0;
+  for (const s of artifacts.weightSpecs ?? []) {
+    const size = s.shape.reduce((p, d) => p * d, 1);
+    if (int8.has(s.name)) {
+      if (s.dtype !== 'float32' || s.quantization != null) {
+        fail(`the int8 weight '${s.name}' is stored as ${s.dtype}; expected plain float32`);
+      }
+      const values = new Float32Array(data, offset, size);
+      new Int32Array(data, offset, size).set(Int32Array.from(values));
+    }
+    offset += size * (s.dtype === 'bool' ? 1 : 4);
+  }
+  return data;
 }

@@ -65,13 +65,15 @@ export function keras3Paths(
       for (const [p, v] of keras3Paths(l, order)) out.set(`layers/${key}/${p}`, v);
     }
   } else if (sub != null && layer instanceof CompositeLayer) {
-    // Keras 3 keeps each projection's kernel and bias as vars/0 and vars/1 of its folder
+    // Keras 3 keeps each projection's kernel, bias and (int8) kernel_scale as vars/0, 1, 2 of
+    // its folder, numbering only those it has
     const paths = layer.weightPaths();
     for (const {name, keras3} of sub) {
-      ['kernel', 'bias'].forEach((w, i) => {
+      let i = 0;
+      for (const w of ['kernel', 'bias', 'kernel_scale']) {
         const v = paths.get(`${name}/${w}`);
-        if (v != null) out.set(`${keras3}/vars/${i}`, v);
-      });
+        if (v != null) out.set(`${keras3}/vars/${i++}`, v);
+      }
     }
   } else if (layer instanceof CompositeLayer && layer.sublayers.length > 0) {
     // keras-hub blocks: each sublayer in the folder of its Python attribute (`_<name>`)

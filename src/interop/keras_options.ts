@@ -7,7 +7,15 @@
 import {contractOf, snakeCase} from '../layers/engine/contract';
 
 /** Keys every Keras layer config may have. */
-const KERAS_COMMON = ['name', 'trainable', 'dtype', 'batch_input_shape', 'batch_shape'];
+const KERAS_COMMON = [
+  'name',
+  'trainable',
+  'dtype',
+  'batch_input_shape',
+  'batch_shape',
+  // set by the loader on int8 layers and composite layers with int8 sublayers (keras_int8.ts)
+  'quantization_mode',
+];
 
 const cache = new Map<string, Set<string>>();
 

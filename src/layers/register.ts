@@ -9,6 +9,8 @@ import {Attention, DotProductAttention} from './attention/dot_product_attention'
 import {EinsumDense} from './core/einsum_dense';
 import {GroupQueryAttention} from './attention/group_query_attention';
 import {GetItem} from './core/get_item';
+import {QuantizedDense} from './core/quantized_dense';
+import {QuantizedEmbedding} from './core/quantized_embedding';
 import {MultiHeadAttention} from './attention/multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
@@ -40,6 +42,8 @@ export const LAYER_CLASSES: ReadonlyArray<
   TransformerEncoder,
   TransformerDecoder,
   GetItem,
+  QuantizedDense,
+  QuantizedEmbedding,
 ];
 
 for (const cls of LAYER_CLASSES) {

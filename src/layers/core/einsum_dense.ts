@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import {initializers, layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
@@ -26,6 +26,8 @@ import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
+import {int8Dense} from '../../ops/int8';
+import {Int8Layer, Int8Weight, QuantizationMode, quantizationModeOf} from './quantization';
 
 /** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
@@ -37,6 +39,11 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   biasAxes?: string | null;
   /** Activation applied to the output (a tfjs activation name). Default none (linear). */
   activation?: ActivationIdentifier | null;
+  /**
+   * `'int8'`: Keras 3's int8 form (`model.quantize("int8")`), weights `kernel` (int8 values),
+   * `bias`, `kernel_scale`; equations of the dense form `FB,BO->FO` only. Default null (float).
+   */
+  quantizationMode?: QuantizationMode | null;
 }
 
 /**
@@ -46,6 +53,14 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  * - Input: the shape named by `X` (batch first), e.g. `[batch, seq, dim]` for `'abc,cde->abde'`.
  * - Output: `[batch, ...outputShape]`.
  * - Weights: `kernel` with the letters of `Y`, `bias` over `biasAxes` (Keras layout).
+ * - int8 (`quantizationMode: 'int8'`, what `quantize(model, 'int8')` gives; Keras 3's
+ *   `_int8_call`): `kernel` holds the int8 values (whole numbers in [-127, 127]) in a float32
+ *   tensor, not trainable; `kernelScale` (weight `kernel_scale`, float32, Keras' stored shape:
+ *   the output's rank with the kernel's output axes `O` at the end and 1 elsewhere, e.g.
+ *   `[1, 1, heads, headDim]`) holds one scale per output channel, `float ≈ kernel / scale`. Each
+ *   input row is quantized at call time (abs-max over the contracted axes), multiplied by the
+ *   kernel exactly, cast to float32 and divided by (input scale · kernel scale); then the bias
+ *   and the activation. Read them with `layer.kernel.read()` and `layer.kernelScale.read()`.
  *
  * @example
  * ```ts
@@ -57,7 +72,7 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  * const y = proj.apply(tf.zeros([2, 5, 16])); // [2, 5, 4, 8]
  * ```
  */
-export class EinsumDense extends layers.Layer {
+export class EinsumDense extends layers.Layer implements Int8Layer {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -83,6 +98,7 @@ export class EinsumDense extends layers.Layer {
         outputShape: 1,
         biasAxes: 'c',
         activation: 'relu',
+        quantizationMode: 'int8',
       }),
     weights: {
       sublayers: null,
@@ -98,6 +114,7 @@ export class EinsumDense extends layers.Layer {
     },
     decoding: {kind: 'positionWise', check: einsumKeepsSequence},
     makesKerasMask: NO_KERAS_MASK,
+    quantization: {kind: 'own'},
   };
 
   /** The `equation` option. */
@@ -117,6 +134,10 @@ export class EinsumDense extends layers.Layer {
   kernel: LayerVariable | null = null;
   /** The bias, created at build when `biasAxes` is given. */
   bias: LayerVariable | null = null;
+  /** `'int8'` (Keras' int8 form) or null (float); set before build. */
+  quantizationMode: QuantizationMode | null;
+  /** The int8 kernel's scale per output channel (Keras' `kernel_scale`), at build when int8. */
+  kernelScale: LayerVariable | null = null;
 
   constructor(args: EinsumDenseArgs) {
     checkConstructorArgs('EinsumDense', args);
@@ -143,6 +164,7 @@ export class EinsumDense extends layers.Layer {
     this.biasAxes = args.biasAxes ?? null;
     this.activation = getActivation(args.activation);
     this.projection = projectionOptions(args, 'EinsumDense');
+    this.quantizationMode = quantizationModeOf(args.quantizationMode, 'EinsumDense');
     this.supportsMasking = false;
   }
 
@@ -151,7 +173,12 @@ export class EinsumDense extends layers.Layer {
   }
 
   override build(inputShape: Shape | Shape[]): void {
-    const {kernelShape, biasShape} = this.shapes(singleShape(inputShape, this.name));
+    const shape = singleShape(inputShape, this.name);
+    if (this.quantizationMode === 'int8') {
+      this.buildInt8(shape);
+      return;
+    }
+    const {kernelShape, biasShape} = this.shapes(shape);
     this.kernel = this.addWeight(
       'kernel',
       kernelShape,
@@ -174,6 +201,52 @@ export class EinsumDense extends layers.Layer {
             this.projection.biasConstraint ?? undefined,
           );
     this.built = true;
+  }
+
+  /** Keras' int8 weights, in its order: kernel (int8 values), bias, kernel_scale. */
+  private buildInt8(shape: Shape): void {
+    const bound = denseBoundAxes(this.equation);
+    if (bound == null) {
+      throw new Error(
+        `EinsumDense '${this.name}': int8 takes an equation of the dense form FB,BO->FO ` +
+          `(contracted trailing input axes, then the kernel's output axes), received '${this.equation}'`,
+      );
+    }
+    const {kernelShape, biasShape, outputShape} = this.shapes(shape);
+    const outDims = kernelShape.slice(bound);
+    const scaleShape = [
+      ...outputShape.slice(0, outputShape.length - outDims.length).map(() => 1),
+      ...outDims,
+    ];
+    const zeros = initializers.zeros();
+    this.kernel = this.addWeight('kernel', kernelShape, 'float32', zeros, undefined, false);
+    this.bias =
+      biasShape == null
+        ? null
+        : this.addWeight(
+            'bias',
+            biasShape,
+            'float32',
+            this.projection.biasInitializer,
+            undefined,
+            false, // int8 layers are for inference; their weights keep Keras' order this way
+          );
+    this.kernelScale = this.addWeight(
+      'kernel_scale',
+      scaleShape,
+      'float32',
+      initializers.ones(),
+      undefined,
+      false,
+    );
+    this.built = true;
+  }
+
+  /** Its int8 weight (when int8): the kernel, scaled per output channel over the contracted axes. */
+  int8Weights(): Int8Weight[] {
+    if (this.kernel == null || this.kernelScale == null) return [];
+    const bound = denseBoundAxes(this.equation) as number;
+    return [{values: this.kernel, scale: this.kernelScale, axes: [...Array(bound).keys()]}];
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
@@ -229,7 +302,15 @@ export class EinsumDense extends layers.Layer {
       const outDims = kernel.shape.slice(bound); // O
       const outSize = outDims.reduce((p, d) => p * d, 1);
       const w = reshapeTo(kernel, [inner, outSize]); // [prod B, prod O], a view of the kernel
-      let y = mm(reshapeTo(x, [-1, inner]), w); // [prod F, prod O]
+      const rows = reshapeTo(x, [-1, inner]);
+      let y =
+        this.kernelScale != null
+          ? int8Dense(
+              rows as tf.Tensor2D,
+              w as tf.Tensor2D,
+              reshapeTo(this.kernelScale.read(), [outSize]) as tf.Tensor1D,
+            )
+          : mm(rows, w); // [prod F, prod O]
       const bias = this.bias?.read() ?? null;
       if (bias != null && bias.size === outSize) {
         y = addBias(y, reshapeTo(bias, [outSize])); // bias over every output axis
@@ -248,6 +329,7 @@ export class EinsumDense extends layers.Layer {
       biasAxes: this.biasAxes,
       ...projectionConfig(this.projection),
     };
+    if (this.quantizationMode != null) config.quantizationMode = this.quantizationMode;
     return {...super.getConfig(), ...config};
   }
 }

@@ -4,10 +4,13 @@
  * names every weight explicitly `<layer>/<sublayer>/<weight>`, the Keras layout, so names are the
  * same whether the layer is built by `apply` (inside tfjs' name scope) or by a direct `build`.
  */
+import * as tf from '@tensorflow/tfjs-core';
 import {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {RegularizerFn} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape} from './shapes';
+import {QuantizationMode, quantizationModeOf, quantizedForm} from '../core/quantization';
 
 type AddWeightArgs = Parameters<layers.Layer['addWeight']>;
 
@@ -25,6 +28,17 @@ export abstract class CompositeLayer extends layers.Layer {
   /** Each own weight's name as given to addWeight. */
   private readonly ownNames = new Map<LayerVariable, string>();
   private fastInit = false;
+  /**
+   * `'int8'`: its sublayers are built in Keras 3's int8 form (EinsumDense, ReversibleEmbedding
+   * with int8 weights; tfjs Dense / Embedding as QuantizedDense / QuantizedEmbedding), as
+   * `quantize(model, 'int8')` makes them; null: float. Set before build.
+   */
+  quantizationMode: QuantizationMode | null;
+
+  constructor(args: LayerArgs & {quantizationMode?: QuantizationMode | null} = {}) {
+    super(args);
+    this.quantizationMode = quantizationModeOf(args?.quantizationMode, this.getClassName());
+  }
 
   /** The sublayers, in build order (which is also the weight order). */
   get sublayers(): readonly layers.Layer[] {
@@ -56,7 +70,10 @@ export abstract class CompositeLayer extends layers.Layer {
    * Builds `layer` for `inputShape` as a sublayer of this one (with this layer's trainable and
    * fast-init settings) and names its weights `<this>/<layer>/...`. Call it from `build`.
    */
-  protected addSublayer<L extends layers.Layer>(layer: L, inputShape: Shape | Shape[]): L {
+  protected addSublayer<L extends layers.Layer>(given: L, inputShape: Shape | Shape[]): L {
+    const layer = (
+      this.quantizationMode == null ? given : quantizedForm(given, this.quantizationMode)
+    ) as L;
     if (this.sublayerList.some((s) => s.name === layer.name)) {
       throw new Error(`Layer '${this.name}': two sublayers named '${layer.name}'`);
     }
@@ -71,6 +88,14 @@ export abstract class CompositeLayer extends layers.Layer {
         : layer.weights.map((v) => [v, lastSegment(v.originalName)] as const);
     for (const [v, p] of paths) rename(v, `${this.name}/${layer.name}/${p}`);
     return layer;
+  }
+
+  /** The config, with `quantizationMode` when int8. */
+  override getConfig(): tf.serialization.ConfigDict {
+    const config = super.getConfig();
+    return this.quantizationMode == null
+      ? config
+      : {...config, quantizationMode: this.quantizationMode};
   }
 
   /** Whether the layer and its sublayers train. */

@@ -18,6 +18,8 @@ export const LAYER_KEYS = [
   'inputDType',
   'weights',
   'customObjects',
+  // Keras 3's int8 form of a layer or of a composite layer's sublayers (composite_layer.ts)
+  'quantizationMode',
 ];
 
 const known = new Map<string, Set<string>>();

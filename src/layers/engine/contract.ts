@@ -265,8 +265,25 @@ export interface ImpliedSize {
   option: string;
 }
 
+/**
+ * How a layer class takes part in `quantize(model, 'int8')` (Keras 3's int8 scheme):
+ * - `own`: it holds its int8 weights itself, given the `quantizationMode: 'int8'` option;
+ * - `replaces`: it is the int8 form of a tfjs built-in layer (tfjs' `Dense` cannot hold int8);
+ *   `fromFloat` turns that layer's config into this class's config.
+ * Composite layers (`CompositeLayer`) pass the mode on to their sublayers without declaring it.
+ */
+export type QuantizationContract =
+  | {kind: 'own'}
+  | {
+      kind: 'replaces';
+      className: string;
+      fromFloat(config: tf.serialization.ConfigDict): tf.serialization.ConfigDict;
+    };
+
 /** Everything the package knows about a layer class, declared on the class. */
 export interface LayerContract {
+  /** How it is quantized to int8; absent: it has no weights Keras quantizes. */
+  quantization?: QuantizationContract;
   /** Its Keras names and calling form. */
   keras: KerasContract;
   /**

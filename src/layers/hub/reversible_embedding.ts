@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import {initializers, layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
@@ -17,6 +17,14 @@ import {CONFIG_SAMPLE, impliedProduct, LayerContract, MASK_ZERO} from '../engine
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {StepActivation} from '../../kernels/step_kernels_api';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
+import {int8Dense} from '../../ops/int8';
+import {
+  Int8Layer,
+  int8Lookup,
+  Int8Weight,
+  QuantizationMode,
+  quantizationModeOf,
+} from '../core/quantization';
 
 /** Options of {@link ReversibleEmbedding}. */
 export interface ReversibleEmbeddingArgs extends LayerArgs {
@@ -32,6 +40,8 @@ export interface ReversibleEmbeddingArgs extends LayerArgs {
   maskZero?: boolean;
   /** Reverse logits become `tanh(logits / cap) * cap`. Default none. */
   logitSoftCap?: number | null;
+  /** `'int8'`: Keras 3's int8 form (see the class). Default null (float). */
+  quantizationMode?: QuantizationMode | null;
 }
 
 const KNOWN = [
@@ -42,6 +52,7 @@ const KNOWN = [
   'maskZero',
   'logitSoftCap',
   'reverseDtype',
+  'quantizationMode',
 ];
 
 /**
@@ -54,6 +65,14 @@ const KNOWN = [
  *   `x · embeddingsᵀ` (tied) or `x · reverse_embeddings` (untied), soft-capped if asked.
  *   In functional models (where tfjs replays no call options) a float input means reverse.
  * - Weights: `embeddings`, and `reverse_embeddings` when untied (keras-hub's names and order).
+ * - int8 (`quantizationMode: 'int8'`, what `quantize(model, 'int8')` gives; Keras 3.15's
+ *   `keras.layers.ReversibleEmbedding` int8 form): `embeddings` holds int8 values (whole numbers
+ *   in [-127, 127]) in a float32 tensor and `embeddingsScale` (weight `embeddings_scale`,
+ *   `[inputDim]`) one scale per row; untied, also `reverse_embeddings` (int8 values) and
+ *   `reverseEmbeddingsScale` (`reverse_embeddings_scale`, `[inputDim]`, per output column).
+ *   Forward: `row / scale`. Reverse: each hidden state is quantized (abs-max per token, round half
+ *   to even, clip ±127), multiplied by the int8 table exactly and divided by (input scale ·
+ *   table scale). Read them with `layer.embeddings.read()` and `layer.embeddingsScale.read()`.
  *
  * @example
  * ```ts
@@ -66,7 +85,7 @@ const KNOWN = [
  * const logits = emb.apply(h, {reverse: true}); // [1, 3, 100]
  * ```
  */
-export class ReversibleEmbedding extends layers.Layer {
+export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -100,6 +119,7 @@ export class ReversibleEmbedding extends layers.Layer {
         outputDim: 1,
         maskZero: true,
         logitSoftCap: 1,
+        quantizationMode: 'int8',
       }),
     weights: {
       sublayers: null,
@@ -132,6 +152,7 @@ export class ReversibleEmbedding extends layers.Layer {
     // the forward lookup of ids carries the mask; the reversed call (float input) does not
     makesKerasMask: (config, node) =>
       MASK_ZERO(config, node) && node.inputTensors[0].dtype !== 'float32',
+    quantization: {kind: 'own'},
   };
 
   /** The `inputDim` option: the vocabulary size. */
@@ -150,6 +171,12 @@ export class ReversibleEmbedding extends layers.Layer {
   embeddings: LayerVariable | null = null;
   /** The separate output table `[outputDim, inputDim]` when `tieWeights` is false (null when tied). */
   reverseEmbeddings: LayerVariable | null = null;
+  /** `'int8'` (Keras' int8 form) or null (float); set before build. */
+  quantizationMode: QuantizationMode | null;
+  /** The per-row scale of the int8 `embeddings` `[inputDim]`, at build when int8. */
+  embeddingsScale: LayerVariable | null = null;
+  /** The per-column scale of the int8 `reverse_embeddings` `[inputDim]` (untied, int8). */
+  reverseEmbeddingsScale: LayerVariable | null = null;
 
   constructor(args: ReversibleEmbeddingArgs) {
     super(args);
@@ -169,10 +196,45 @@ export class ReversibleEmbedding extends layers.Layer {
     this.logitSoftCap =
       args.logitSoftCap == null ? null : positiveNumber(args.logitSoftCap, 'logitSoftCap', cls, 1);
     this.embeddingsInitializer = getInitializer(args.embeddingsInitializer, 'randomUniform');
+    this.quantizationMode = quantizationModeOf(args.quantizationMode, cls);
     this.supportsMasking = true;
   }
 
   override build(): void {
+    if (this.quantizationMode === 'int8') {
+      // Keras' int8 variables, in its order
+      const [zeros, ones] = [initializers.zeros(), initializers.ones()];
+      const [V, D] = [this.inputDim, this.outputDim];
+      this.embeddings = this.addWeight('embeddings', [V, D], 'float32', zeros, undefined, false);
+      this.embeddingsScale = this.addWeight(
+        'embeddings_scale',
+        [V],
+        'float32',
+        ones,
+        undefined,
+        false,
+      );
+      if (!this.tieWeights) {
+        this.reverseEmbeddings = this.addWeight(
+          'reverse_embeddings',
+          [D, V],
+          'float32',
+          zeros,
+          undefined,
+          false,
+        );
+        this.reverseEmbeddingsScale = this.addWeight(
+          'reverse_embeddings_scale',
+          [V],
+          'float32',
+          ones,
+          undefined,
+          false,
+        );
+      }
+      this.built = true;
+      return;
+    }
     this.embeddings = this.addWeight(
       'embeddings',
       [this.inputDim, this.outputDim],
@@ -261,20 +323,45 @@ export class ReversibleEmbedding extends layers.Layer {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
       const table = (this.embeddings as LayerVariable).read(); // [V, D]
-      if (x.dtype !== 'float32') return embeddingLookup(table, x); // [..., D]
+      const scale = this.embeddingsScale?.read() ?? null; // [V] when int8
+      if (x.dtype !== 'float32') {
+        return scale != null ? int8Lookup(table, scale, x) : embeddingLookup(table, x); // [..., D]
+      }
       const rows = tf.reshape(x, [-1, this.outputDim]); // [N, D]
+      if (scale != null) {
+        const int8Logits = this.tieWeights
+          ? int8Dense(rows as tf.Tensor2D, table as tf.Tensor2D, scale as tf.Tensor1D, true)
+          : int8Dense(
+              rows as tf.Tensor2D,
+              (this.reverseEmbeddings as LayerVariable).read() as tf.Tensor2D,
+              (this.reverseEmbeddingsScale as LayerVariable).read() as tf.Tensor1D,
+            );
+        return this.softCap(tf.reshape(int8Logits, [...x.shape.slice(0, -1), this.inputDim]));
+      }
       // tied: x · tableᵀ as a product with a transposed operand, never a transposed copy of the
       // table (which every decoding step would make again)
       const product = this.tieWeights
         ? weightProduct(rows, table, true)
         : weightProduct(rows, (this.reverseEmbeddings as LayerVariable).read()); // [N, V]
-      let logits = tf.reshape(product, [...x.shape.slice(0, -1), this.inputDim]);
-      if (this.logitSoftCap != null) {
-        const cap = this.logitSoftCap;
-        logits = tf.mul(tf.tanh(tf.div(logits, cap)), cap);
-      }
-      return logits; // [..., V]
+      return this.softCap(tf.reshape(product, [...x.shape.slice(0, -1), this.inputDim])); // [..., V]
     });
+  }
+
+  private softCap(logits: tf.Tensor): tf.Tensor {
+    const cap = this.logitSoftCap;
+    return cap == null ? logits : tf.mul(tf.tanh(tf.div(logits, cap)), cap);
+  }
+
+  /** Its int8 weights (when int8): the table per row; untied, the reverse table per column. */
+  int8Weights(): Int8Weight[] {
+    const out: Int8Weight[] = [];
+    if (this.embeddings != null && this.embeddingsScale != null) {
+      out.push({values: this.embeddings, scale: this.embeddingsScale, axes: [1]});
+    }
+    if (this.reverseEmbeddings != null && this.reverseEmbeddingsScale != null) {
+      out.push({values: this.reverseEmbeddings, scale: this.reverseEmbeddingsScale, axes: [0]});
+    }
+    return out;
   }
 
   override computeMask(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor {
@@ -293,6 +380,7 @@ export class ReversibleEmbedding extends layers.Layer {
       maskZero: this.maskZero,
     };
     if (this.logitSoftCap != null) config.logitSoftCap = this.logitSoftCap;
+    if (this.quantizationMode != null) config.quantizationMode = this.quantizationMode;
     return config;
   }
 }

@@ -187,7 +187,10 @@ export abstract class TransformerBlock extends CompositeLayer {
    */
   private denseRows(layer: layers.Layer | null, rows: tf.Tensor, activation: string): tf.Tensor {
     const dense = layer as layers.Layer;
-    if (!(ownKernels() && tf.getBackend() === 'cpu')) return dense.call(rows, {}) as tf.Tensor;
+    // an int8 layer (QuantizedDense) computes Keras' int8 product itself
+    const int8 = 'quantizationMode' in dense;
+    if (int8 || !(ownKernels() && tf.getBackend() === 'cpu'))
+      return dense.call(rows, {}) as tf.Tensor;
     const [kernel, bias] = dense.weights.map((w) => w.read()); // [D, units], [units]
     const y = mm(rows, kernel);
     return this.activationOf(activation).apply(bias == null ? y : addBias(y, bias));

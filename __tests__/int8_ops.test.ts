@@ -1,0 +1,142 @@
+/**
+ * Keras 3's int8 arithmetic (src/ops/int8.ts) against plain loops: abs-max quantization in
+ * float32 emulated with Math.fround (round half to even, clip ±127, epsilon 1e-7 as float32),
+ * and the int8 product against a BigInt loop, exactly (tolerance 0), including K = 3072 with
+ * every value +127, where one float32 product would round (its partial sums pass 2^24).
+ */
+import * as tf from '@tensorflow/tfjs';
+
+import {absMaxQuantize, int8Dense, int8MatMul, INT8_EXACT_CHUNK} from '../src/ops/int8';
+import {describeBackends, expectNoLeak} from './helpers/backends';
+import {lcg} from './helpers/data';
+
+const f = Math.fround;
+
+function roundHalfEven(v: number): number {
+  const b = Math.floor(v);
+  const d = v - b;
+  if (d < 0.5) return b;
+  if (d > 0.5) return b + 1;
+  return b % 2 === 0 ? b : b + 1;
+}
+
+/** abs-max per row of x [M, K] in emulated float32: values and scales. */
+function quantizeRows(x: Float32Array, M: number, K: number): {q: number[]; s: number[]} {
+  const q: number[] = [];
+  const s: number[] = [];
+  for (let i = 0; i < M; i++) {
+    let amax = 0;
+    for (let k = 0; k < K; k++) amax = Math.max(amax, Math.abs(x[i * K + k]));
+    const scale = f(127 / f(amax + f(1e-7)));
+    s.push(scale);
+    for (let k = 0; k < K; k++) {
+      q.push(Math.min(127, Math.max(-127, roundHalfEven(f(x[i * K + k] * scale)))));
+    }
+  }
+  return {q, s};
+}
+
+/** The integer product a [M, K] · b [K, N] in BigInt. */
+function bigProduct(a: ArrayLike<number>, b: ArrayLike<number>, M: number, K: number, N: number) {
+  const out: number[] = [];
+  for (let i = 0; i < M; i++) {
+    for (let j = 0; j < N; j++) {
+      let s = BigInt(0);
+      for (let k = 0; k < K; k++) s += BigInt(a[i * K + k]) * BigInt(b[k * N + j]);
+      out.push(Number(s));
+    }
+  }
+  return out;
+}
+
+function ints(n: number, seed: number): Float32Array {
+  return lcg(n, seed, 127).map((v) => Math.round(v));
+}
+
+describeBackends('int8 ops', () => {
+  it('absMaxQuantize: Keras abs_max_quantize per row (round half to even, clip, epsilon)', () => {
+    const M = 5;
+    const K = 33;
+    const x = lcg(M * K, 3, 3);
+    // ties: 0.5 · 127 / amax lands on k + 0.5 for chosen values of a row with abs-max 127
+    const tieRow = [127, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5];
+    tieRow.forEach((v, k) => (x[K + k] = v));
+    x.fill(0, 2 * K, 3 * K); // a zero row: scale 127 / 1e-7
+    const {q, s} = quantizeRows(x, M, K);
+    const t = tf.tensor2d(x, [M, K]);
+    const {values, scale} = absMaxQuantize(t, -1);
+    expect(scale.shape).toEqual([M, 1]);
+    const z = (v: number) => v + 0; // -0 and 0 are the same int8
+    expect(Array.from(values.dataSync(), z)).toEqual(q.map(z));
+    expect(Array.from(scale.dataSync())).toEqual(s);
+    // the tie row really has ties (127 / (127 + 1e-7) rounds to 1 in float32)
+    expect(Array.from(values.dataSync(), z).slice(K, K + 8)).toEqual([
+      127, 0, 2, 2, 0, -2, -2, 126,
+    ]);
+    tf.dispose([t, values, scale]);
+  });
+
+  it('int8MatMul: exact against a BigInt loop, both layouts, K across chunk boundaries', () => {
+    for (const K of [7, INT8_EXACT_CHUNK, INT8_EXACT_CHUNK + 1, 2500]) {
+      const M = 3;
+      const N = 4;
+      const a = ints(M * K, K);
+      const b = ints(K * N, K + 1);
+      const want = bigProduct(a, b, M, K, N);
+      const bt = new Float32Array(N * K);
+      for (let k = 0; k < K; k++) for (let j = 0; j < N; j++) bt[j * K + k] = b[k * N + j];
+      const at = tf.tensor2d(a, [M, K]);
+      const y = int8MatMul(at, tf.tensor2d(b, [K, N]));
+      const yt = int8MatMul(at, tf.tensor2d(bt, [N, K]), true);
+      expect(y.dtype).toBe('int32');
+      expect(Array.from(y.dataSync())).toEqual(want);
+      expect(Array.from(yt.dataSync())).toEqual(want);
+      tf.dispose([at, y, yt]);
+    }
+  });
+
+  it('int8MatMul: K = 3072, every value +127 (one float32 product would round)', () => {
+    const M = 2;
+    const K = 3072;
+    const N = 3;
+    const a = new Float32Array(M * K).fill(127);
+    const b = new Float32Array(K * N).fill(127);
+    b[5] = -127;
+    b[K * N - 1] = 126;
+    const want = bigProduct(a, b, M, K, N);
+    expect(Math.max(...want)).toBeGreaterThan(2 ** 24); // beyond float32's whole numbers
+    const at = tf.tensor2d(a, [M, K]);
+    const bt = tf.tensor2d(b, [K, N]);
+    const y = int8MatMul(at, bt);
+    expect(Array.from(y.dataSync())).toEqual(want);
+    tf.dispose([at, bt, y]);
+  });
+
+  it('int8Dense: quantized rows, int8 product, divided by (input scale · kernel scale)', async () => {
+    const M = 4;
+    const K = 1500;
+    const N = 6;
+    const x = lcg(M * K, 11);
+    const kernel = ints(K * N, 5);
+    const kScale = lcg(N, 12, 40).map((v) => 60 + v);
+    const {q, s} = quantizeRows(x, M, K);
+    const p = bigProduct(q, kernel, M, K, N);
+    const want = p.map((v, i) => f(f(v) / f(kScale[i % N] * s[Math.floor(i / N)])));
+    const xt = tf.tensor2d(x, [M, K]);
+    const kt = tf.tensor2d(kernel, [K, N]);
+    const st = tf.tensor1d(kScale);
+    await expectNoLeak(() => int8Dense(xt, kt, st).dispose());
+    const y = int8Dense(xt, kt, st);
+    expect(Array.from(y.dataSync())).toEqual(want);
+    tf.dispose([xt, kt, st, y]);
+  });
+
+  it('errors name what was expected and received', () => {
+    const a = tf.zeros([2, 3]) as tf.Tensor2D;
+    expect(() => int8MatMul(a, tf.zeros([4, 2]) as tf.Tensor2D)).toThrow(
+      /expected equal inner sizes, received 3 and 4/,
+    );
+    expect(() => absMaxQuantize(tf.zeros([2], 'int32'), -1)).toThrow(/float32.*received int32/);
+    tf.dispose(a);
+  });
+});

@@ -1,0 +1,121 @@
+/**
+ * `quantize(model, 'int8')`: Keras 3's `model.quantize("int8")` for a tfjs model.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
+
+import {CompositeLayer} from '../engine/composite_layer';
+import {contractOf} from '../engine/contract';
+import {int8Replacement, isInt8Layer, QuantizationMode, quantizeInto} from './quantization';
+
+type Config = tf.serialization.ConfigDict;
+type Registered = [
+  unknown,
+  (cls: unknown, config: Config, custom?: Config, fast?: boolean) => unknown,
+];
+
+const MODEL_CLASSES = new Set(['Functional', 'Model', 'Sequential']);
+
+function registered(className: string): Registered | undefined {
+  const map = tf.serialization.SerializationMap.getMap().classNameMap as unknown as Record<
+    string,
+    Registered
+  >;
+  return Object.prototype.hasOwnProperty.call(map, className) ? map[className] : undefined;
+}
+
+/** A layer entry `{className, config, ...}` of a model config, rewritten to its int8 form. */
+function quantizeEntry(entry: Config, mode: QuantizationMode): Config {
+  const className = entry.className as string;
+  const config = entry.config as Config;
+  if (MODEL_CLASSES.has(className)) {
+    return {...entry, config: quantizeModelConfig(config, mode)};
+  }
+  const replacement = int8Replacement(className);
+  const q = replacement?.contract.quantization;
+  if (replacement != null && q?.kind === 'replaces') {
+    return {...entry, className: replacement.className, config: q.fromFloat(config)};
+  }
+  const cls = registered(className)?.[0] as {prototype?: unknown} | undefined;
+  const composite = cls?.prototype instanceof CompositeLayer;
+  if (contractOf(className)?.quantization?.kind === 'own' || composite) {
+    return {...entry, config: {...config, quantizationMode: mode}};
+  }
+  return entry;
+}
+
+function quantizeModelConfig(config: Config, mode: QuantizationMode): Config {
+  const entries = config.layers as unknown as Config[];
+  return {...config, layers: entries.map((e) => quantizeEntry(e, mode)) as unknown as Config[]};
+}
+
+/** Every layer of `model`, nested models and composite layers' sublayers included. */
+function allLayers(model: {layers: layers.Layer[]}): layers.Layer[] {
+  const out: layers.Layer[] = [];
+  const visit = (l: layers.Layer) => {
+    out.push(l);
+    if (l instanceof LayersModel) l.layers.forEach(visit);
+    if (l instanceof CompositeLayer) l.sublayers.forEach(visit);
+  };
+  model.layers.forEach(visit);
+  return out;
+}
+
+/**
+ * Keras 3's `model.quantize("int8")` for a tfjs model: a new model, the same graph, in which
+ * every `Dense` (tfjs') becomes a {@link QuantizedDense}, every `Embedding` a
+ * {@link QuantizedEmbedding}, and every `EinsumDense` and `ReversibleEmbedding` (also inside
+ * MultiHeadAttention, GroupQueryAttention, TransformerEncoder / TransformerDecoder and
+ * TokenAndPositionEmbedding) holds int8 weights: each float kernel quantized as Keras does
+ * (abs-max per output channel, Embedding per row, round half to even, clip ±127, a float32
+ * scale), and at call time each token's input quantized the same way and multiplied int8 by int8
+ * (`ops/int8.ts`). Every other weight is copied.
+ *
+ * Keras changes the model in place; a tfjs model cannot change a layer's class in place, so this
+ * returns a new model and leaves `model` as it was (dispose it when it is no longer needed).
+ * One divergence: keras-hub 0.32's `ReversibleEmbedding` is a subclass that Keras 3.15's
+ * `model.quantize` skips (its `quantize` checks the exact class), so a keras-hub model quantized
+ * in Keras keeps float tied logits; this quantizes them (as Keras' own
+ * `keras.layers.ReversibleEmbedding` does).
+ */
+export function quantize(model: LayersModel, mode: 'int8'): LayersModel {
+  if (mode !== 'int8') {
+    throw new Error(`quantize: expected mode 'int8', received ${JSON.stringify(mode)}`);
+  }
+  if (!(model instanceof LayersModel)) {
+    throw new Error('quantize: expected a tf.LayersModel (functional or sequential)');
+  }
+  const className = model.getClassName();
+  const entry = registered(className);
+  if (entry == null) throw new Error(`quantize: the model class '${className}' is not registered`);
+  const config = quantizeModelConfig(model.getConfig() as Config, mode);
+  const out = entry[1](entry[0], config, {}, true) as LayersModel;
+  try {
+    const floats = new Map<string, LayerVariable>();
+    for (const w of model.weights) floats.set(w.originalName, w);
+    const done = new Set<LayerVariable>();
+    for (const layer of allLayers(out)) {
+      if (!isInt8Layer(layer) || layer.quantizationMode !== mode) continue;
+      for (const w of layer.int8Weights()) {
+        const float = floats.get(w.values.originalName);
+        if (float == null) {
+          throw new Error(`quantize: no float weight '${w.values.originalName}' in the model`);
+        }
+        quantizeInto(w, float.read());
+        done.add(w.values).add(w.scale);
+      }
+    }
+    for (const w of out.weights) {
+      if (done.has(w)) continue;
+      const float = floats.get(w.originalName);
+      if (float == null) {
+        throw new Error(`quantize: no weight '${w.originalName}' in the float model to copy`);
+      }
+      w.write(float.read());
+    }
+  } catch (e) {
+    out.dispose();
+    throw e;
+  }
+  return out;
+}

@@ -1,0 +1,214 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {initializers, layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {idsAsInt32} from '../../kernels/embedding_lookup';
+import {checkConstructorArgs} from '../engine/constructor_args';
+import {CONFIG_SAMPLE, LayerContract, MASK_ZERO} from '../engine/contract';
+import {alwaysPositionWise} from '../engine/decoding_checks';
+import {Shape, singleShape} from '../engine/shapes';
+import {Int8Layer, int8Lookup, Int8Weight, QuantizationMode} from './quantization';
+
+/** Options of {@link QuantizedEmbedding}. */
+export interface QuantizedEmbeddingArgs extends LayerArgs {
+  /** Vocabulary size. */
+  inputDim: number;
+  /** Width of each row. */
+  outputDim: number;
+  /** Whether the id 0 is padding (a Keras mask). Default false. */
+  maskZero?: boolean;
+}
+
+/** tfjs `Embedding` config keys kept when `quantize` turns an `Embedding` into this class. */
+const KEPT = [
+  'name',
+  'trainable',
+  'inputDim',
+  'outputDim',
+  'maskZero',
+  'batchInputShape',
+  'dtype',
+  'inputLength',
+];
+
+/**
+ * Keras 3's `Embedding` in its int8 form (`model.quantize("int8")`): what `quantize(model,
+ * 'int8')` puts in place of a tfjs `Embedding`, and what a Keras 3 int8 `Embedding` loads as
+ * (Keras sees it as `Embedding` with a `QuantizedDTypePolicy`).
+ *
+ * `y = embeddings[id] / embeddingsScale[id]`, as Keras' `_int8_call` does.
+ *
+ * Weights, in Keras' order:
+ * - `embeddings` `[inputDim, outputDim]`: the int8 values, whole numbers in [-127, 127], held in
+ *   a float32 tensor (`layer.embeddings.read()`); not trainable.
+ * - `embeddings_scale` `[inputDim]` float32, one per row: `float row ≈ row / scale`
+ *   (`layer.embeddingsScale.read()`); not trainable.
+ *
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {quantize} from 'tfjs-attention';
+ *
+ * const ids = tf.input({shape: [5], dtype: 'int32'});
+ * const rows = tf.layers.embedding({inputDim: 50, outputDim: 8}).apply(ids) as tf.SymbolicTensor;
+ * const int8 = quantize(tf.model({inputs: ids, outputs: rows}), 'int8'); // a QuantizedEmbedding
+ * const y = int8.predict(tf.zeros([1, 5], 'int32')) as tf.Tensor; // [1, 5, 8]
+ * ```
+ */
+export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
+  static readonly className = 'QuantizedEmbedding';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {
+        pathPrefix: 'embedding', // Keras' class is Embedding
+        keys: [
+          'input_dim',
+          'output_dim',
+          'embeddings_initializer',
+          'embeddings_regularizer',
+          'activity_regularizer',
+          'embeddings_constraint',
+          'mask_zero',
+          'input_length',
+          'quantization_config',
+          'lora_rank',
+          'lora_alpha',
+          'weights',
+        ],
+      },
+      keras2: {refused: 'tf-keras 2 has no int8 Embedding; export the float model'},
+      call: {kind: 'tensor'},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () =>
+      new QuantizedEmbedding({name: CONFIG_SAMPLE, inputDim: 2, outputDim: 1, maskZero: true}),
+    weights: {
+      sublayers: null,
+      keras3Folders: {},
+      implied: (c) => ({
+        values: (Number(c.input_dim) || 1) * (Number(c.output_dim) || 1),
+        option: 'input_dim',
+      }),
+    },
+    decoding: {kind: 'positionWise', check: alwaysPositionWise},
+    makesKerasMask: MASK_ZERO,
+    quantization: {
+      kind: 'replaces',
+      className: 'Embedding',
+      fromFloat: (config) => {
+        const out: tf.serialization.ConfigDict = {};
+        for (const k of KEPT) if (config[k] !== undefined) out[k] = config[k];
+        return out;
+      },
+    },
+  };
+
+  /** Vocabulary size. */
+  readonly inputDim: number;
+  /** Row width. */
+  readonly outputDim: number;
+  /** Whether the id 0 is padding. */
+  readonly maskZero: boolean;
+  /** Always `'int8'`. */
+  quantizationMode: QuantizationMode | null = 'int8';
+  /** The int8 table `[inputDim, outputDim]` (whole numbers in [-127, 127], float32), at build. */
+  embeddings: LayerVariable | null = null;
+  /** The per-row scale `[inputDim]` (`float row ≈ row / scale`), at build. */
+  embeddingsScale: LayerVariable | null = null;
+
+  constructor(args: QuantizedEmbeddingArgs) {
+    checkConstructorArgs('QuantizedEmbedding', args);
+    super(args);
+    for (const key of ['inputDim', 'outputDim'] as const) {
+      const v = args?.[key];
+      if (!Number.isInteger(v) || (v as number) <= 0) {
+        throw new Error(
+          `QuantizedEmbedding: expected ${key} to be a positive integer, received ${JSON.stringify(v)}`,
+        );
+      }
+    }
+    this.inputDim = args.inputDim;
+    this.outputDim = args.outputDim;
+    this.maskZero = args.maskZero ?? false;
+    this.supportsMasking = true;
+  }
+
+  override build(): void {
+    this.embeddings = this.addWeight(
+      'embeddings',
+      [this.inputDim, this.outputDim],
+      'float32',
+      initializers.zeros(),
+      undefined,
+      false,
+    );
+    this.embeddingsScale = this.addWeight(
+      'embeddings_scale',
+      [this.inputDim],
+      'float32',
+      initializers.ones(),
+      undefined,
+      false,
+    );
+    this.built = true;
+  }
+
+  /** Its int8 weight: the table, scaled per row (abs-max over axis 1). */
+  int8Weights(): Int8Weight[] {
+    if (this.embeddings == null || this.embeddingsScale == null) return [];
+    return [{values: this.embeddings, scale: this.embeddingsScale, axes: [1]}];
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    return [...singleShape(inputShape, this.name), this.outputDim];
+  }
+
+  /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
+  override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
+  override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
+  override apply(
+    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
+    kwargs?: Kwargs,
+  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
+    return super.apply(inputs, kwargs);
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      if (this.embeddings == null || this.embeddingsScale == null) {
+        throw new Error(
+          `QuantizedEmbedding '${this.name}' is not built yet: apply it to an input first`,
+        );
+      }
+      const ids = idsAsInt32(x, `Layer '${this.name}'`);
+      return int8Lookup(this.embeddings.read(), this.embeddingsScale.read(), ids);
+    });
+  }
+
+  override computeMask(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor {
+    const x = Array.isArray(inputs) ? inputs[0] : inputs;
+    if (!this.maskZero) return null as unknown as tf.Tensor;
+    return tf.notEqual(x, 0);
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    return {
+      ...super.getConfig(),
+      inputDim: this.inputDim,
+      outputDim: this.outputDim,
+      maskZero: this.maskZero,
+    };
+  }
+}

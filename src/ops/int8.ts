@@ -1,0 +1,103 @@
+/**
+ * Keras 3's int8 arithmetic (`model.quantize("int8")`, Keras 3.15) as tfjs ops, exact on every
+ * backend.
+ *
+ * - Quantization (`keras.quantizers.abs_max_quantize`): `scale = 127 / (max|x| + 1e-7)` over the
+ *   reduced axes (float32, epsilon = `keras.config.epsilon()` as a float32), `q = clip(round(x ·
+ *   scale), -127, 127)` with round half to even; the stored value means `x ≈ q / scale`.
+ * - The int8 product: Keras multiplies int8 by int8 with an int32 accumulator, casts to float32
+ *   and divides by (input scale · kernel scale). tfjs has no int8 dtype and no integer product on
+ *   wasm / webgl, so the int8 values are held in float32 tensors (whole numbers in [-127, 127]) and
+ *   multiplied with float32 `matMul` over chunks of at most {@link INT8_EXACT_CHUNK} inner values:
+ *   every partial sum of a chunk is then a whole number of magnitude at most 1040 · 127² < 2²⁴,
+ *   which float32 holds exactly, in any summation order. The chunk results are added in int32.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+/** Keras' `backend.epsilon()` (1e-7), added to the abs-max before dividing. */
+export const KERAS_EPSILON = 1e-7;
+
+/** The largest int8 magnitude Keras' int8 scheme uses (`value_range=(-127, 127)`). */
+export const INT8_MAX = 127;
+
+/**
+ * The largest inner length of a float32 product of int8 values whose every partial sum is exact:
+ * `floor(2^24 / 127^2)`.
+ */
+export const INT8_EXACT_CHUNK = Math.floor(2 ** 24 / (INT8_MAX * INT8_MAX)); // 1040
+
+/** A tensor quantized by {@link absMaxQuantize}. */
+export interface Int8Quantized {
+  /** The int8 values (whole numbers in [-127, 127]) in a float32 tensor, the input's shape. */
+  values: tf.Tensor;
+  /** float32 scale, the input's shape with the reduced axes kept as 1: `x ≈ values / scale`. */
+  scale: tf.Tensor;
+}
+
+/**
+ * Keras' `abs_max_quantize(x, axis)`: `scale = 127 / (max(|x|, axis) + 1e-7)` and
+ * `values = clip(round_half_even(x · scale), -127, 127)`, all in float32.
+ */
+export function absMaxQuantize(x: tf.Tensor, axis: number | number[]): Int8Quantized {
+  if (x.dtype !== 'float32') {
+    throw new Error(`absMaxQuantize: expected a float32 tensor, received ${x.dtype}`);
+  }
+  return tf.tidy(() => {
+    const amax = tf.max(tf.abs(x), axis, true);
+    const scale = tf.div(tf.scalar(INT8_MAX), tf.add(amax, tf.scalar(KERAS_EPSILON)));
+    const values = tf.clipByValue(tf.round(tf.mul(x, scale)), -INT8_MAX, INT8_MAX);
+    return {values, scale};
+  });
+}
+
+/**
+ * The exact product of int8 values held in float32 (or int32) tensors: `a [M, K] · b [K, N]`
+ * (`b [N, K]` with `transposeB`), as an int32 tensor `[M, N]`, equal to an int32-accumulated
+ * integer product. Inner lengths up to {@link INT8_EXACT_CHUNK} take one float32 `matMul`; longer
+ * ones one per chunk, added in int32.
+ */
+export function int8MatMul(a: tf.Tensor2D, b: tf.Tensor2D, transposeB = false): tf.Tensor2D {
+  const K = a.shape[1];
+  const bK = transposeB ? b.shape[1] : b.shape[0];
+  if (K !== bK) {
+    throw new Error(
+      `int8MatMul: inner sizes differ: a is [${a.shape}], b is [${b.shape}]` +
+        `${transposeB ? ' (transposed)' : ''}; expected equal inner sizes, received ${K} and ${bK}`,
+    );
+  }
+  return tf.tidy(() => {
+    const af = a.dtype === 'float32' ? a : tf.cast(a, 'float32');
+    const bf = b.dtype === 'float32' ? b : tf.cast(b, 'float32');
+    if (K <= INT8_EXACT_CHUNK) {
+      return tf.cast(tf.matMul(af, bf, false, transposeB), 'int32') as tf.Tensor2D;
+    }
+    let sum: tf.Tensor2D | null = null;
+    for (let k0 = 0; k0 < K; k0 += INT8_EXACT_CHUNK) {
+      const k = Math.min(INT8_EXACT_CHUNK, K - k0);
+      const ac = tf.slice(af, [0, k0], [-1, k]);
+      const bc = transposeB ? tf.slice(bf, [0, k0], [-1, k]) : tf.slice(bf, [k0, 0], [k, -1]);
+      const part = tf.cast(tf.matMul(ac, bc, false, transposeB), 'int32') as tf.Tensor2D;
+      sum = sum == null ? part : (tf.add(sum, part) as tf.Tensor2D);
+    }
+    return sum as tf.Tensor2D;
+  });
+}
+
+/**
+ * Keras' dequantized int8 product of float rows `x [M, K]` with an int8 kernel `[K, N]`
+ * (`[N, K]` with `transposeB`) and its float32 scale `[N]`: the rows are quantized per row
+ * (abs-max over K), multiplied as int8, cast to float32 and divided by `(x scale · kernel scale)`
+ * (the two scales multiplied first, as Keras' `_int8_call` does).
+ */
+export function int8Dense(
+  x: tf.Tensor2D,
+  kernel: tf.Tensor2D,
+  kernelScale: tf.Tensor1D,
+  transposeB = false,
+): tf.Tensor2D {
+  return tf.tidy(() => {
+    const {values, scale} = absMaxQuantize(x, -1); // [M, K], [M, 1]
+    const product = tf.cast(int8MatMul(values as tf.Tensor2D, kernel, transposeB), 'float32');
+    return tf.div(product, tf.mul(kernelScale, scale)) as tf.Tensor2D;
+  });
+}
