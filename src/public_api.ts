@@ -103,3 +103,14 @@ export type {TorchStateDict} from './interop/torch';
 
 export {attentionHeatmapSvg} from './viz/heatmap';
 export type {HeatmapInput, HeatmapOptions} from './viz/heatmap';
+
+export {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from './hub_models/build';
+export {GPT2} from './hub_models/gpt2';
+export type {
+  BackboneGraph,
+  HubWeights,
+  HubWeightValue,
+  KerasHubFamily,
+  TaskKind,
+  WeightBinding,
+} from './hub_models/family';
