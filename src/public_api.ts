@@ -106,6 +106,7 @@ export type {HeatmapInput, HeatmapOptions} from './viz/heatmap';
 
 export {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from './hub_models/build';
 export {GPT2} from './hub_models/gpt2';
+export {BERT} from './hub_models/bert';
 export type {
   BackboneGraph,
   HubWeights,

@@ -8,6 +8,7 @@ import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
 import {snakeCase} from '../layers/engine/contract';
 import type {Json, JsonObject} from '../layers/engine/contract';
+import {BERT} from './bert';
 import {
   bindWeights,
   checkConfig,
@@ -22,7 +23,7 @@ import {GPT2} from './gpt2';
 import {weightsInOrder} from './weights';
 
 /** The keras-hub families the package builds. */
-export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2];
+export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT];
 
 /** The config keys of each task kind (besides name, trainable, dtype). */
 const TASK_KEYS: Readonly<Record<TaskKind, readonly string[]>> = {
@@ -62,6 +63,28 @@ function innerConfig(cls: string, config: Json | undefined, what: string): JsonO
     throw new Error(`${what}: expected a ${cls} config object, received ${JSON.stringify(config)}`);
   }
   return config;
+}
+
+/** A text classifier's head options. */
+interface ClassifierOptions {
+  numClasses: number;
+  activation: string;
+  rate: number;
+}
+
+function classifierOptions(className: string, own: JsonObject): ClassifierOptions {
+  const numClasses = configInt(own, 'num_classes', className);
+  const activationName = own.activation == null ? 'linear' : own.activation;
+  const activation =
+    typeof activationName === 'string' ? CLASSIFIER_ACTIVATIONS[activationName] : undefined;
+  if (activation == null) {
+    throw new Error(
+      `${className}: config activation=${JSON.stringify(activationName)} is not implemented ` +
+        `(expected one of ${Object.keys(CLASSIFIER_ACTIVATIONS).join(', ')}, or null)`,
+    );
+  }
+  const rate = configFloat(own, 'dropout', className, 0.1);
+  return {numClasses, activation, rate};
 }
 
 /**
@@ -118,6 +141,8 @@ export function buildKerasHubModel(
     family.requiredKeys,
     family.refuse,
   );
+  // the head's options are checked before anything holding weights is made
+  const head = kind === 'textClassifier' ? classifierOptions(className, own) : null;
   const graph = family.build(backboneConfig);
   const name = (own.name as string | undefined) ?? snakeCase(className);
   let outputs: SymbolicTensor[];
@@ -132,17 +157,7 @@ export function buildKerasHubModel(
       // the tied (or untied) reverse embedding: a float input means reverse in functional models
       outputs = [graph.tokenEmbedding.apply(graph.outputs.sequence_output) as SymbolicTensor];
     } else {
-      const numClasses = configInt(own, 'num_classes', className);
-      const activationName = own.activation == null ? 'linear' : own.activation;
-      const activation =
-        typeof activationName === 'string' ? CLASSIFIER_ACTIVATIONS[activationName] : undefined;
-      if (activation == null) {
-        throw new Error(
-          `${className}: config activation=${JSON.stringify(activationName)} is not implemented ` +
-            `(expected one of ${Object.keys(CLASSIFIER_ACTIVATIONS).join(', ')}, or null)`,
-        );
-      }
-      const rate = configFloat(own, 'dropout', className, 0.1);
+      const {numClasses, activation, rate} = head as ClassifierOptions;
       const pooled = tfl.layers
         .dropout({name: 'classifier_dropout', rate})
         .apply(graph.outputs.pooled_output) as SymbolicTensor;
