@@ -20,10 +20,11 @@ import {
   WeightBinding,
 } from './family';
 import {GPT2} from './gpt2';
+import {LLAMA3} from './llama3';
 import {weightsInOrder} from './weights';
 
 /** The keras-hub families the package builds. */
-export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT];
+export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3];
 
 /** The config keys of each task kind (besides name, trainable, dtype). */
 const TASK_KEYS: Readonly<Record<TaskKind, readonly string[]>> = {

@@ -30,20 +30,58 @@ const ATTENTION_FOLDERS: Readonly<Record<string, string>> = {
   attention_output: 'output_dense',
 };
 
+/** keras-hub's attribute folders of LlamaTransformerDecoder's sublayers. */
+const LLAMA_FOLDERS: Readonly<Record<string, string>> = {
+  self_attention: '_self_attention_layer',
+  self_attention_layernorm: '_self_attention_layernorm',
+  feedforward_intermediate_dense: '_feedforward_intermediate_dense',
+  feedforward_gate_dense: '_feedforward_gate_dense',
+  feedforward_output_dense: '_feedforward_output_dense',
+  feedforward_layernorm: '_feedforward_layernorm',
+};
+
+/** LlamaAttention's folders of its projections (Keras 3 attribute names). */
+const LLAMA_ATTENTION_FOLDERS: Readonly<Record<string, string>> = {
+  query: '_query_dense',
+  key: '_key_dense',
+  value: '_value_dense',
+  attention_output: '_output_dense',
+};
+
 /** The variable index of a weight in its Keras 3 layer. */
-const VAR_INDEX: Readonly<Record<string, number>> = {kernel: 0, bias: 1, gamma: 0, beta: 1};
+const VAR_INDEX: Readonly<Record<string, number>> = {
+  kernel: 0,
+  bias: 1,
+  gamma: 0,
+  beta: 1,
+  scale: 0,
+};
 
 /**
  * The weights of a (built) keras-hub `TransformerEncoder` / `TransformerDecoder` of this package
  * under the Keras 3 folder `folder` (`layers/transformer_decoder_1`).
  */
 export function transformerBlockWeights(layer: layers.Layer, folder: string): WeightBinding[] {
+  return blockWeights(layer, folder, BLOCK_FOLDERS, ATTENTION_FOLDERS);
+}
+
+/** The weights of a (built) `LlamaTransformerDecoder` under the Keras 3 folder `folder`. */
+export function llamaDecoderWeights(layer: layers.Layer, folder: string): WeightBinding[] {
+  return blockWeights(layer, folder, LLAMA_FOLDERS, LLAMA_ATTENTION_FOLDERS);
+}
+
+function blockWeights(
+  layer: layers.Layer,
+  folder: string,
+  folders: Readonly<Record<string, string>>,
+  attentionFolders: Readonly<Record<string, string>>,
+): WeightBinding[] {
   return layer.weights.map((variable) => {
     const parts = variable.originalName.split('/').slice(1); // drop the layer's own name
     const weight = parts[parts.length - 1];
     const sub = parts.slice(0, -1);
-    const top = BLOCK_FOLDERS[sub[0]];
-    const inner = sub.length === 2 ? ATTENTION_FOLDERS[sub[1]] : sub.length === 1 ? '' : undefined;
+    const top = folders[sub[0]];
+    const inner = sub.length === 2 ? attentionFolders[sub[1]] : sub.length === 1 ? '' : undefined;
     if (top == null || inner == null || VAR_INDEX[weight] == null) {
       throw new Error(
         `Layer '${layer.name}': no keras-hub path is known for its weight ${variable.originalName}`,

@@ -9,6 +9,8 @@ import {Attention, DotProductAttention} from './attention/dot_product_attention'
 import {EinsumDense} from './core/einsum_dense';
 import {GroupQueryAttention} from './attention/group_query_attention';
 import {GetItem} from './core/get_item';
+import {LlamaAttention, LlamaTransformerDecoder} from './hub/llama_decoder';
+import {LlamaLayerNorm} from './hub/llama_layer_norm';
 import {MultiHeadAttention} from './attention/multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
@@ -40,6 +42,9 @@ export const LAYER_CLASSES: ReadonlyArray<
   TransformerEncoder,
   TransformerDecoder,
   GetItem,
+  LlamaLayerNorm,
+  LlamaAttention,
+  LlamaTransformerDecoder,
 ];
 
 for (const cls of LAYER_CLASSES) {
