@@ -219,6 +219,9 @@ describe("the package's contracts", () => {
       'TransformerEncoder',
       'TransformerDecoder',
       'GetItem',
+      'LlamaLayerNorm',
+      'LlamaAttention',
+      'LlamaTransformerDecoder',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -246,6 +249,9 @@ describe("the package's contracts", () => {
       TransformerEncoder: 'refused',
       TransformerDecoder: 'cached',
       GetItem: 'refused',
+      LlamaLayerNorm: 'positionWise',
+      LlamaAttention: 'refused',
+      LlamaTransformerDecoder: 'cached',
     });
   });
 
@@ -276,6 +282,9 @@ describe("the package's contracts", () => {
       TransformerEncoder: ['keras_hub', 'refused'],
       TransformerDecoder: ['keras_hub', 'refused'],
       GetItem: ['keras.src.ops.numpy', 'refused'],
+      LlamaLayerNorm: ['keras_hub', 'refused'],
+      LlamaAttention: ['keras_hub', 'refused'],
+      LlamaTransformerDecoder: ['keras_hub', 'refused'],
     });
   });
 

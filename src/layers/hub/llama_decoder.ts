@@ -287,28 +287,36 @@ export class LlamaAttention extends CompositeLayer {
         }
       }
       const S = k.shape[1] as number;
-      const groups = this.numQueryHeads / this.numKeyValueHeads;
+      const Nkv = this.numKeyValueHeads;
+      const G = this.numQueryHeads / Nkv;
       const H = this.headDim;
-      // keras' ops.repeat on the head axis: each key / value head serves `groups` query heads
-      const repeat = (t: tf.Tensor) =>
-        groups === 1
-          ? t
-          : reshapeTo(tf.tile(tf.expandDims(t, 3), [1, 1, 1, groups, 1]), [
-              B,
-              S,
-              this.numQueryHeads,
-              H,
-            ]);
-      const qh = tf.transpose(q, [0, 2, 1, 3]); // [B, Nq, T, H]
-      const kh = tf.transpose(repeat(k), [0, 2, 3, 1]); // [B, Nq, H, S]
-      const vh = tf.transpose(repeat(v), [0, 2, 1, 3]); // [B, Nq, S, H]
-      let scores = tf.mul(tf.matMul(qh, kh), 1 / Math.sqrt(H)); // [B, Nq, T, S]
+      // keras' ops.repeat on the head axis gives query head j the key / value head
+      // floor(j / G): the query heads are grouped per key / value head instead of copying keys
+      const qg = reshapeTo(tf.transpose(reshapeTo(q, [B, T, Nkv, G, H]), [0, 2, 3, 1, 4]), [
+        B,
+        Nkv,
+        G * T,
+        H,
+      ]);
+      const kh = tf.transpose(k, [0, 2, 3, 1]); // [B, Nkv, H, S]
+      const vh = tf.transpose(v, [0, 2, 1, 3]); // [B, Nkv, S, H]
+      // scores [B, Nq, T, S] (query heads kv-major, as Keras orders them)
+      let scores = reshapeTo(tf.mul(tf.matMul(qg, kh), 1 / Math.sqrt(H)), [
+        B,
+        this.numQueryHeads,
+        T,
+        S,
+      ]);
       const mask = (kwargs.attentionMask as tf.Tensor | undefined) ?? null;
       if (mask != null) {
         const keep = tf.expandDims(tf.cast(mask, 'bool'), 1); // [B, 1, T, S]
         scores = tf.where(keep, scores, tf.fill(scores.shape, -1e9));
       }
-      let attended = tf.transpose(tf.matMul(tf.softmax(scores), vh), [0, 2, 1, 3]); // [B, T, Nq, H]
+      const probs = reshapeTo(tf.softmax(scores), [B, Nkv, G * T, S]);
+      let attended = tf.transpose(
+        reshapeTo(tf.matMul(probs, vh), [B, this.numQueryHeads, T, H]),
+        [0, 2, 1, 3],
+      ); // [B, T, Nq, H]
       if (kwargs.training === true && this.dropout > 0) {
         attended = tf.dropout(attended, this.dropout);
       }
