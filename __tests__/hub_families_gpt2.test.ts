@@ -111,6 +111,18 @@ describe('GPT-2 from keras-hub: checks', () => {
     ).toThrow(`weight ${KEY} expected shape [4, 8], received [8, 4]`);
   });
 
+  it('an int8 weight (a quantized kernel) is refused by path, not cast', () => {
+    expect(() =>
+      buildKerasHubModel(
+        'GPT2CausalLM',
+        fx.task.config,
+        withWeights((m) => m.set(KEY, {shape: [4, 8], dtype: 'int8', values: new Int8Array(32)})),
+      ),
+    ).toThrow(
+      `weight ${KEY} expected a float dtype (float32, float16, bfloat16, float64), received int8`,
+    );
+  });
+
   it('backbone paths given to the task are refused by name', () => {
     expect(() => buildKerasHubModel('GPT2CausalLM', fx.task.config, fx.backboneWeights)).toThrow(
       /weights? missing: layers\/gpt2_backbone\/layers\/reversible_embedding\/vars\/0/,

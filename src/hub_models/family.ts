@@ -14,7 +14,7 @@ import type {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 export interface HubWeightValue {
   /** The weight's shape. */
   shape: readonly number[];
-  /** `float32` (the default) or another dtype tfjs can hold; values are cast to float32. */
+  /** `float32` (the default), `float16`, `bfloat16` or `float64`: values are taken as float32. */
   dtype?: string;
   /** The values, row-major. */
   values: ArrayLike<number>;
@@ -163,6 +163,9 @@ function dtypeName(dtype: Json | undefined): string | null {
   return JSON.stringify(dtype);
 }
 
+/** The dtypes whose values are taken as float32 weights. */
+const FLOAT_DTYPES = ['float32', 'float16', 'bfloat16', 'float64'];
+
 const sameShape = (a: readonly number[], b: readonly number[]) =>
   a.length === b.length && a.every((d, i) => d === b[i]);
 
@@ -223,6 +226,12 @@ export function bindWeights(
       );
     }
     if (!(w instanceof tf.Tensor)) {
+      if (w.dtype != null && !FLOAT_DTYPES.includes(w.dtype)) {
+        throw new Error(
+          `${cls}: weight ${b.path} expected a float dtype (${FLOAT_DTYPES.join(', ')}), ` +
+            `received ${w.dtype}`,
+        );
+      }
       const size = shape.reduce((p, d) => p * d, 1);
       if (w.values == null || w.values.length !== size) {
         throw new Error(
