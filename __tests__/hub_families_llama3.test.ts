@@ -3,8 +3,9 @@
  * weights by Keras 3 path (buildKerasHubModel), with the package's LlamaTransformerDecoder,
  * LlamaAttention and LlamaLayerNorm, against keras-hub 0.32's own outputs
  * (fixtures/hub_families.py: 4 query heads over 2 key / value heads, rope wavelength 500000,
- * untied embeddings): logits within 1e-4 on cpu and wasm, greedy `generate` tokens equal to
- * keras-hub's with the key / value cache, Llama 3.1 rope options refused by name, no tensor left.
+ * untied embeddings; and the same with Llama 3.1's rope frequency smoothing): logits within 1e-4
+ * on cpu and wasm, greedy `generate` tokens equal to keras-hub's with the key / value cache,
+ * refused options named, no tensor left.
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -63,8 +64,41 @@ describeBackends('Llama 3 from keras-hub', () => {
   });
 });
 
+const fx31 = hubFixture('llama31');
+
+describeBackends("Llama 3 with Llama 3.1's rope smoothing from keras-hub", () => {
+  it('the config carries the smoothing options (the fixture exercises them)', () => {
+    expect(fx31.backbone.config).toMatchObject({
+      rope_frequency_adjustment_factor: 8,
+      rope_low_freq_factor: 1,
+      rope_high_freq_factor: 4,
+      rope_pretraining_sequence_length: 8,
+    });
+  });
+
+  it("Llama3CausalLM: logits equal keras-hub within 1e-4, greedy tokens equal keras-hub's", async () => {
+    const before = tf.memory().numTensors;
+    const model = buildKerasHubModel('Llama3CausalLM', fx31.task.config, fx31.taskWeights);
+    const xs = ['token_ids', 'padding_mask'].map((n) =>
+      tf.tensor2d(fx31.io.inputs[n], undefined, 'int32'),
+    );
+    const logits = model.predict(xs) as tf.Tensor;
+    expectClose(logits, fx31.io.logits as number[][][], TOL, 0);
+    const g = fx31.io.generate as NonNullable<typeof fx31.io.generate>;
+    const ids = await generate(model, g.token_ids, {
+      maxLength: g.max_length,
+      promptLengths: g.prompt_lengths,
+      useCache: true,
+    });
+    expect(await ids.array()).toEqual(g.tokens);
+    tf.dispose([logits, ids, ...xs]);
+    model.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
 describe('Llama 3 from keras-hub: checks', () => {
-  it("Llama 3.1's rope options and a position scaling factor are refused by name", () => {
+  it('rope smoothing options set in part, and a position scaling factor, are refused by name', () => {
     const before = tf.memory().numTensors;
     const config = fx.backbone.config;
     expect(() =>
@@ -74,8 +108,10 @@ describe('Llama 3 from keras-hub: checks', () => {
         fx.backboneWeights,
       ),
     ).toThrow(
-      "Llama3Backbone: config rope_low_freq_factor=1 is not implemented: Llama 3.1's rope " +
-        'frequency smoothing is not implemented',
+      'Llama3Backbone: config rope_frequency_adjustment_factor=null is not implemented: ' +
+        'keras-hub sets rope_frequency_adjustment_factor, rope_low_freq_factor, ' +
+        'rope_high_freq_factor, rope_pretraining_sequence_length together; received only ' +
+        'rope_low_freq_factor, rope_high_freq_factor',
     );
     expect(() =>
       buildKerasHubModel(

@@ -7,9 +7,10 @@
  * causal grouped-query attention with rotary embeddings, gated SiLU feed-forward, keys masked by
  * `padding_mask`) -> `LlamaLayerNorm` (`sequence_output_layernorm`): `sequence_output
  * [b, T, hidden_dim]`. The causal LM's logits are the token embedding's reverse call.
- * Refused: Llama 3.1's rope smoothing (`rope_frequency_adjustment_factor`, `rope_low_freq_factor`,
- * `rope_high_freq_factor`, `rope_pretraining_sequence_length` other than null) and a
- * `rope_position_scaling_factor` other than 1 (keras-hub 0.32 ignores it).
+ * Llama 3.1's rope frequency smoothing (`rope_frequency_adjustment_factor`, `rope_low_freq_factor`,
+ * `rope_high_freq_factor`, `rope_pretraining_sequence_length`, set together) is implemented.
+ * Refused: a `rope_position_scaling_factor` other than 1 (keras-hub 0.32 ignores it), and the
+ * smoothing options set in part.
  */
 import * as tf from '@tensorflow/tfjs-layers';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
@@ -24,6 +25,25 @@ import {llamaDecoderWeights, weightsInOrder} from './weights';
 const CLS = 'Llama3Backbone';
 
 const rope = (key: string) => (value: Json) => refuseLlamaRope(key, value);
+
+const SMOOTHING = [
+  'rope_frequency_adjustment_factor',
+  'rope_low_freq_factor',
+  'rope_high_freq_factor',
+  'rope_pretraining_sequence_length',
+];
+
+/** The smoothing options are set together (keras-hub reads the four at once) or not at all. */
+const together = (_value: Json, config: JsonObject) => {
+  const set = SMOOTHING.filter((k) => config[k] != null);
+  return set.length === 0 || set.length === SMOOTHING.length
+    ? null
+    : `keras-hub sets ${SMOOTHING.join(', ')} together; received only ${set.join(', ')}`;
+};
+
+/** A smoothing option's number, or null. */
+const smoothing = (config: JsonObject, key: string): number | null =>
+  config[key] == null ? null : configFloat(config, key, CLS, 0);
 
 /** keras-hub's Llama 3 family: `Llama3Backbone`, `Llama3CausalLM`. */
 export const LLAMA3: KerasHubFamily = {
@@ -59,10 +79,10 @@ export const LLAMA3: KerasHubFamily = {
   ],
   refuse: {
     rope_position_scaling_factor: rope('rope_position_scaling_factor'),
-    rope_frequency_adjustment_factor: rope('rope_frequency_adjustment_factor'),
-    rope_low_freq_factor: rope('rope_low_freq_factor'),
-    rope_high_freq_factor: rope('rope_high_freq_factor'),
-    rope_pretraining_sequence_length: rope('rope_pretraining_sequence_length'),
+    rope_frequency_adjustment_factor: together,
+    rope_low_freq_factor: together,
+    rope_high_freq_factor: together,
+    rope_pretraining_sequence_length: together,
     tie_word_embeddings: (v) =>
       v == null || typeof v === 'boolean' ? null : 'expected true, false or null',
   },
@@ -87,6 +107,10 @@ export const LLAMA3: KerasHubFamily = {
           numQueryHeads,
           numKeyValueHeads,
           ropeMaxWavelength: wavelength,
+          ropeFrequencyAdjustmentFactor: smoothing(config, 'rope_frequency_adjustment_factor'),
+          ropeLowFreqFactor: smoothing(config, 'rope_low_freq_factor'),
+          ropeHighFreqFactor: smoothing(config, 'rope_high_freq_factor'),
+          ropePretrainingSequenceLength: smoothing(config, 'rope_pretraining_sequence_length'),
           layerNormEpsilon: epsilon,
           activation: 'silu',
           kernelInitializer: 'zeros',

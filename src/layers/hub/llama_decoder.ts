@@ -21,7 +21,7 @@ import {LlamaLayerNorm} from './llama_layer_norm';
 import {kerasMaskOf, TransformerBlock} from './transformer_block';
 import type {TransformerBlockArgs} from './transformer_block_args';
 
-/** keras-hub's Llama 3.1 rope options, which this package does not implement. */
+/** keras-hub's Llama 3.1 rope options: frequency smoothing, all four set or none. */
 const LLAMA31_ROPE = [
   'ropeFrequencyAdjustmentFactor',
   'ropeLowFreqFactor',
@@ -29,12 +29,76 @@ const LLAMA31_ROPE = [
   'ropePretrainingSequenceLength',
 ] as const;
 
+/** Llama 3.1's rope frequency smoothing (keras-hub's LlamaRotaryEmbedding), or all null. */
+export interface LlamaRopeSmoothing {
+  /** Long wavelengths' frequencies are divided by it. */
+  ropeFrequencyAdjustmentFactor?: number | null;
+  /** Wavelengths above `ropePretrainingSequenceLength / ropeLowFreqFactor` are adjusted. */
+  ropeLowFreqFactor?: number | null;
+  /** Wavelengths below `ropePretrainingSequenceLength / ropeHighFreqFactor` are kept. */
+  ropeHighFreqFactor?: number | null;
+  /** The context length of pretraining. */
+  ropePretrainingSequenceLength?: number | null;
+}
+
+/** The smoothing options checked: all four positive numbers (high > low), or all null. */
+function ropeSmoothing(args: LlamaRopeSmoothing, cls: string): Required<LlamaRopeSmoothing> {
+  const values = LLAMA31_ROPE.map((k) => args[k] ?? null);
+  if (values.every((v) => v == null)) {
+    return {
+      ropeFrequencyAdjustmentFactor: null,
+      ropeLowFreqFactor: null,
+      ropeHighFreqFactor: null,
+      ropePretrainingSequenceLength: null,
+    };
+  }
+  const [factor, low, high, length] = values;
+  const ok =
+    values.every((v) => typeof v === 'number' && Number.isFinite(v) && v > 0) &&
+    (high as number) > (low as number);
+  if (!ok) {
+    throw new Error(
+      `${cls}: expected ${LLAMA31_ROPE.join(', ')} all null or all positive numbers with ` +
+        `ropeHighFreqFactor > ropeLowFreqFactor (keras-hub sets them together), received ` +
+        LLAMA31_ROPE.map((k, i) => `${k}=${JSON.stringify(values[i])}`).join(', '),
+    );
+  }
+  return {
+    ropeFrequencyAdjustmentFactor: factor,
+    ropeLowFreqFactor: low,
+    ropeHighFreqFactor: high,
+    ropePretrainingSequenceLength: length,
+  };
+}
+
+/**
+ * keras-hub's rotary inverse frequencies for head size `H` (LlamaRotaryEmbedding's
+ * `_get_inverse_freq`): `wavelength^(-2i/H)`, with Llama 3.1's smoothing when set.
+ */
+export function llamaInverseFrequencies(
+  H: number,
+  wavelength: number,
+  rope: Required<LlamaRopeSmoothing>,
+): number[] {
+  return Array.from({length: H / 2}, (_, i) => {
+    let inv = Math.fround(1 / Math.fround(Math.pow(wavelength, Math.fround((2 * i) / H))));
+    if (rope.ropeLowFreqFactor == null) return inv;
+    const factor = rope.ropeFrequencyAdjustmentFactor as number;
+    const low = rope.ropeLowFreqFactor;
+    const high = rope.ropeHighFreqFactor as number;
+    const length = rope.ropePretrainingSequenceLength as number;
+    const wavelen = (2 * Math.PI) / inv;
+    if (wavelen > length / low) inv = inv / factor;
+    const smooth = (length / wavelen - low) / (high - low);
+    const smoothed = (1 - smooth) * (inv / factor) + smooth * inv;
+    if (wavelen >= length / high && wavelen <= length / low) inv = smoothed;
+    return Math.fround(inv);
+  });
+}
+
 /** Why a rope option's value is refused, or null (camelCase or snake_case key). */
 export function refuseLlamaRope(key: string, value: unknown): string | null {
   const camel = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-  if ((LLAMA31_ROPE as readonly string[]).includes(camel) && value != null) {
-    return "Llama 3.1's rope frequency smoothing is not implemented (only null)";
-  }
   if (camel === 'ropePositionScalingFactor' && value != null && value !== 1) {
     return 'keras-hub 0.32 ignores it in LlamaRotaryEmbedding; only 1 is accepted';
   }
@@ -51,6 +115,14 @@ export interface LlamaAttentionArgs {
   numKeyValueHeads: number;
   /** The rotary embedding's longest wavelength. Default 10000. */
   ropeMaxWavelength?: number;
+  /** Llama 3.1's rope smoothing: long wavelengths' frequencies are divided by it. */
+  ropeFrequencyAdjustmentFactor?: number | null;
+  /** Llama 3.1's rope smoothing (all four set, or none). */
+  ropeLowFreqFactor?: number | null;
+  /** Llama 3.1's rope smoothing (all four set, or none). */
+  ropeHighFreqFactor?: number | null;
+  /** Llama 3.1's rope smoothing (all four set, or none). */
+  ropePretrainingSequenceLength?: number | null;
   /** Dropout of the attention output while training. Default 0. */
   dropout?: number;
   /** Initializer of the kernels. Default glorotUniform. */
@@ -112,6 +184,10 @@ export class LlamaAttention extends CompositeLayer {
         numQueryHeads: 2,
         numKeyValueHeads: 1,
         ropeMaxWavelength: 500000,
+        ropeFrequencyAdjustmentFactor: 8,
+        ropeLowFreqFactor: 1,
+        ropeHighFreqFactor: 4,
+        ropePretrainingSequenceLength: 8192,
         dropout: 0.1,
       }),
     weights: {
@@ -142,6 +218,8 @@ export class LlamaAttention extends CompositeLayer {
   readonly numKeyValueHeads: number;
   /** The `ropeMaxWavelength` option. */
   readonly ropeMaxWavelength: number;
+  /** Llama 3.1's rope smoothing options (all null when unset). */
+  readonly rope: Required<LlamaRopeSmoothing>;
   /** The `dropout` option. */
   readonly dropout: number;
   /** The kernels' initializer. */
@@ -157,22 +235,18 @@ export class LlamaAttention extends CompositeLayer {
     const cls = 'LlamaAttention';
     refuseUnknownOptions(
       args,
-      ['numQueryHeads', 'numKeyValueHeads', 'ropeMaxWavelength', 'dropout', 'kernelInitializer'],
+      [
+        'numQueryHeads',
+        'numKeyValueHeads',
+        'ropeMaxWavelength',
+        ...LLAMA31_ROPE,
+        'dropout',
+        'kernelInitializer',
+      ],
       cls,
     );
-    for (const key of ['numQueryHeads', 'numKeyValueHeads'] as const) {
-      if (!(Number.isInteger(args[key]) && args[key] > 0)) {
-        throw new Error(
-          `${cls}: expected ${key} to be a positive integer, received ${JSON.stringify(args[key])}`,
-        );
-      }
-    }
-    if (args.numQueryHeads % args.numKeyValueHeads !== 0) {
-      throw new Error(
-        `${cls}: expected numQueryHeads (${args.numQueryHeads}) to be a multiple of ` +
-          `numKeyValueHeads, received ${args.numKeyValueHeads}`,
-      );
-    }
+    checkHeads(cls, args.numQueryHeads, args.numKeyValueHeads);
+    this.rope = ropeSmoothing(args, cls);
     this.numQueryHeads = args.numQueryHeads;
     this.numKeyValueHeads = args.numKeyValueHeads;
     this.ropeMaxWavelength = positiveNumber(args.ropeMaxWavelength, 'ropeMaxWavelength', cls, 1e4);
@@ -226,9 +300,10 @@ export class LlamaAttention extends CompositeLayer {
     const T = x.shape[1] as number;
     const H = this.headDim;
     const angles = new Float32Array(T * H);
+    const frequencies = llamaInverseFrequencies(H, this.ropeMaxWavelength, this.rope);
     for (let t = 0; t < T; t++) {
       for (let i = 0; i < H / 2; i++) {
-        const inv = Math.fround(1 / Math.pow(this.ropeMaxWavelength, (2 * i) / H));
+        const inv = frequencies[i];
         angles[t * H + i] = angles[t * H + i + H / 2] = Math.fround((t + start) * inv);
       }
     }
@@ -331,9 +406,30 @@ export class LlamaAttention extends CompositeLayer {
       numQueryHeads: this.numQueryHeads,
       numKeyValueHeads: this.numKeyValueHeads,
       ropeMaxWavelength: this.ropeMaxWavelength,
+      ...this.rope,
       dropout: this.dropout,
       kernelInitializer: serializeObject(this.kernelInitializer),
     };
+  }
+}
+
+/** Head counts: positive integers, the query heads a multiple of the key / value heads. */
+function checkHeads(cls: string, numQueryHeads: unknown, numKeyValueHeads: unknown): void {
+  for (const [key, v] of [
+    ['numQueryHeads', numQueryHeads],
+    ['numKeyValueHeads', numKeyValueHeads],
+  ] as const) {
+    if (!(typeof v === 'number' && Number.isInteger(v) && v > 0)) {
+      throw new Error(
+        `${cls}: expected ${key} to be a positive integer, received ${JSON.stringify(v)}`,
+      );
+    }
+  }
+  if ((numQueryHeads as number) % (numKeyValueHeads as number) !== 0) {
+    throw new Error(
+      `${cls}: expected numQueryHeads (${numQueryHeads}) to be a multiple of ` +
+        `numKeyValueHeads, received ${numKeyValueHeads}`,
+    );
   }
 }
 
@@ -359,14 +455,14 @@ export interface LlamaTransformerDecoderArgs extends Omit<
   ropeMaxWavelength?: number;
   /** keras-hub 0.32 ignores it (LlamaRotaryEmbedding drops it); only 1 or null is accepted. */
   ropePositionScalingFactor?: number | null;
-  /** Llama 3.1's rope smoothing: not implemented, only null is accepted. */
-  ropeFrequencyAdjustmentFactor?: null;
-  /** Llama 3.1's rope smoothing: not implemented, only null is accepted. */
-  ropeLowFreqFactor?: null;
-  /** Llama 3.1's rope smoothing: not implemented, only null is accepted. */
-  ropeHighFreqFactor?: null;
-  /** Llama 3.1's rope smoothing: not implemented, only null is accepted. */
-  ropePretrainingSequenceLength?: null;
+  /** Llama 3.1's rope smoothing: long wavelengths' frequencies are divided by it. */
+  ropeFrequencyAdjustmentFactor?: number | null;
+  /** Llama 3.1's rope smoothing (all four set, or none). */
+  ropeLowFreqFactor?: number | null;
+  /** Llama 3.1's rope smoothing (all four set, or none). */
+  ropeHighFreqFactor?: number | null;
+  /** Llama 3.1's rope smoothing (all four set, or none). */
+  ropePretrainingSequenceLength?: number | null;
 }
 
 /** The decoder's inputs, in its call's argument order (camelCase). */
@@ -444,10 +540,10 @@ export class LlamaTransformerDecoder extends TransformerBlock {
         numQueryHeads: 1,
         numKeyValueHeads: 1,
         ropePositionScalingFactor: 1,
-        ropeFrequencyAdjustmentFactor: null,
-        ropeLowFreqFactor: null,
-        ropeHighFreqFactor: null,
-        ropePretrainingSequenceLength: null,
+        ropeFrequencyAdjustmentFactor: 8,
+        ropeLowFreqFactor: 1,
+        ropeHighFreqFactor: 4,
+        ropePretrainingSequenceLength: 8192,
         inputRoles: ['decoderSequence'],
       }),
     weights: {
@@ -496,6 +592,8 @@ export class LlamaTransformerDecoder extends TransformerBlock {
   readonly numKeyValueHeads: number;
   /** The `ropeMaxWavelength` option. */
   readonly ropeMaxWavelength: number;
+  /** Llama 3.1's rope smoothing options (all null when unset). */
+  readonly rope: Required<LlamaRopeSmoothing>;
   /** The self-attention sublayer (`self_attention`), created at build. */
   selfAttention: LlamaAttention | null = null;
   private selfAttentionNorm: LlamaLayerNorm | null = null;
@@ -541,13 +639,17 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       ropePretrainingSequenceLength,
       ...block
     } = args;
-    void [
-      ropePositionScalingFactor,
-      ropeFrequencyAdjustmentFactor,
-      ropeLowFreqFactor,
-      ropeHighFreqFactor,
-      ropePretrainingSequenceLength,
-    ];
+    void ropePositionScalingFactor;
+    const rope = ropeSmoothing(
+      {
+        ropeFrequencyAdjustmentFactor,
+        ropeLowFreqFactor,
+        ropeHighFreqFactor,
+        ropePretrainingSequenceLength,
+      },
+      cls,
+    );
+    checkHeads(cls, numQueryHeads, numKeyValueHeads);
     super({
       activation: 'silu',
       layerNormEpsilon: 1e-5,
@@ -555,11 +657,10 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       numHeads: numQueryHeads,
       normalizeFirst: true,
     });
-    // checked by the attention sublayer's own rules, now rather than at build
-    const probe = new LlamaAttention({numQueryHeads, numKeyValueHeads, ropeMaxWavelength});
-    this.numQueryHeads = probe.numQueryHeads;
-    this.numKeyValueHeads = probe.numKeyValueHeads;
-    this.ropeMaxWavelength = probe.ropeMaxWavelength;
+    this.numQueryHeads = numQueryHeads;
+    this.numKeyValueHeads = numKeyValueHeads;
+    this.ropeMaxWavelength = positiveNumber(ropeMaxWavelength, 'ropeMaxWavelength', cls, 1e4);
+    this.rope = rope;
   }
 
   override build(inputShape: Shape | Shape[]): void {
@@ -579,6 +680,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
         numQueryHeads: this.numQueryHeads,
         numKeyValueHeads: this.numKeyValueHeads,
         ropeMaxWavelength: this.ropeMaxWavelength,
+        ...this.rope,
         dropout: this.dropout,
         kernelInitializer: this.kernelInitializer,
       }),
@@ -705,6 +807,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       numQueryHeads: this.numQueryHeads,
       numKeyValueHeads: this.numKeyValueHeads,
       ropeMaxWavelength: this.ropeMaxWavelength,
+      ...this.rope,
     };
   }
 }
