@@ -221,6 +221,9 @@ describe("the package's contracts", () => {
       'GetItem',
       'QuantizedDense',
       'QuantizedEmbedding',
+      'LlamaLayerNorm',
+      'LlamaAttention',
+      'LlamaTransformerDecoder',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -250,6 +253,9 @@ describe("the package's contracts", () => {
       GetItem: 'refused',
       QuantizedDense: 'positionWise',
       QuantizedEmbedding: 'positionWise',
+      LlamaLayerNorm: 'positionWise',
+      LlamaAttention: 'refused',
+      LlamaTransformerDecoder: 'cached',
     });
   });
 
@@ -282,6 +288,9 @@ describe("the package's contracts", () => {
       GetItem: ['keras.src.ops.numpy', 'refused'],
       QuantizedDense: ['keras.layers', 'refused'],
       QuantizedEmbedding: ['keras.layers', 'refused'],
+      LlamaLayerNorm: ['keras_hub', 'refused'],
+      LlamaAttention: ['keras_hub', 'refused'],
+      LlamaTransformerDecoder: ['keras_hub', 'refused'],
     });
   });
 

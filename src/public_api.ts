@@ -133,3 +133,19 @@ export type {
   Tokenizer,
   WordPieceTokenizerOptions,
 } from './tokenizers';
+export {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from './hub_models/build';
+export {GPT2} from './hub_models/gpt2';
+export {BERT} from './hub_models/bert';
+export {LLAMA3} from './hub_models/llama3';
+export {LlamaAttention, LlamaTransformerDecoder} from './layers/hub/llama_decoder';
+export type {LlamaAttentionArgs, LlamaTransformerDecoderArgs} from './layers/hub/llama_decoder';
+export {LlamaLayerNorm} from './layers/hub/llama_layer_norm';
+export type {LlamaLayerNormArgs} from './layers/hub/llama_layer_norm';
+export type {
+  BackboneGraph,
+  HubWeights,
+  HubWeightValue,
+  KerasHubFamily,
+  TaskKind,
+  WeightBinding,
+} from './hub_models/family';

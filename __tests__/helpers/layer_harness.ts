@@ -15,6 +15,9 @@ import {
   EinsumDense,
   GetItem,
   GroupQueryAttention,
+  LlamaAttention,
+  LlamaLayerNorm,
+  LlamaTransformerDecoder,
   MultiHeadAttention,
   PositionEmbedding,
   ReversibleEmbedding,
@@ -706,6 +709,59 @@ export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCa
         inputShapes: [[2, 4, 5]],
         outputShape: [2, 2, 3],
         trainableWeights: 0,
+      },
+    ],
+  ],
+  LlamaLayerNorm: [
+    [
+      'RMS over the last axis',
+      {
+        make: () => new LlamaLayerNorm({epsilon: 1e-5}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+  ],
+  LlamaAttention: [
+    [
+      '4 query heads over 2 key / value heads, rotary, no mask',
+      {
+        make: () => new LlamaAttention({numQueryHeads: 4, numKeyValueHeads: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 4,
+        weightNames: [
+          'layer/query/kernel',
+          'layer/key/kernel',
+          'layer/value/kernel',
+          'layer/attention_output/kernel',
+        ],
+      },
+    ],
+  ],
+  LlamaTransformerDecoder: [
+    [
+      'causal, grouped-query, with a decoder padding mask',
+      {
+        make: () =>
+          new LlamaTransformerDecoder({intermediateDim: 12, numQueryHeads: 4, numKeyValueHeads: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 9,
+        weightNames: [
+          'layer/self_attention/query/kernel',
+          'layer/self_attention/key/kernel',
+          'layer/self_attention/value/kernel',
+          'layer/self_attention/attention_output/kernel',
+          'layer/self_attention_layernorm/scale',
+          'layer/feedforward_intermediate_dense/kernel',
+          'layer/feedforward_gate_dense/kernel',
+          'layer/feedforward_output_dense/kernel',
+          'layer/feedforward_layernorm/scale',
+        ],
       },
     ],
   ],

@@ -11,6 +11,8 @@ import {GroupQueryAttention} from './attention/group_query_attention';
 import {GetItem} from './core/get_item';
 import {QuantizedDense} from './core/quantized_dense';
 import {QuantizedEmbedding} from './core/quantized_embedding';
+import {LlamaAttention, LlamaTransformerDecoder} from './hub/llama_decoder';
+import {LlamaLayerNorm} from './hub/llama_layer_norm';
 import {MultiHeadAttention} from './attention/multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
@@ -44,6 +46,9 @@ export const LAYER_CLASSES: ReadonlyArray<
   GetItem,
   QuantizedDense,
   QuantizedEmbedding,
+  LlamaLayerNorm,
+  LlamaAttention,
+  LlamaTransformerDecoder,
 ];
 
 for (const cls of LAYER_CLASSES) {

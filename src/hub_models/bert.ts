@@ -1,0 +1,122 @@
+/**
+ * keras-hub's BERT (keras_hub/src/models/bert/, 0.32): `BertBackbone` and `BertTextClassifier`.
+ *
+ * Backbone: token ids -> `ReversibleEmbedding` (`token_embedding`) + `PositionEmbedding`
+ * (`max_sequence_length` rows) + segment `Embedding` (`num_segments` rows) -> `LayerNormalization`
+ * (epsilon 1e-12) -> dropout -> `num_layers` post-norm `TransformerEncoder`s (tanh GELU, epsilon
+ * 1e-12, keys masked by `padding_mask`): `sequence_output [b, T, hidden_dim]`; the first
+ * position through a tanh `Dense` (`pooled_dense`): `pooled_output [b, hidden_dim]`. The text
+ * classifier adds dropout and a `Dense` of `num_classes` (`logits`) on `pooled_output`.
+ */
+import * as tf from '@tensorflow/tfjs-layers';
+import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
+
+import {GetItem} from '../layers/core/get_item';
+import {PositionEmbedding} from '../layers/hub/position_embedding';
+import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
+import {TransformerEncoder} from '../layers/hub/transformer_encoder';
+import type {JsonObject} from '../layers/engine/contract';
+import {configFloat, configInt, KerasHubFamily, numbered, WeightBinding} from './family';
+import {transformerBlockWeights, weightsInOrder} from './weights';
+
+const CLS = 'BertBackbone';
+
+/** keras-hub's BERT family: `BertBackbone`, `BertTextClassifier`. */
+export const BERT: KerasHubFamily = {
+  name: 'BERT',
+  backbone: CLS,
+  tasks: {BertTextClassifier: 'textClassifier'},
+  inputs: ['token_ids', 'segment_ids', 'padding_mask'],
+  outputs: ['sequence_output', 'pooled_output'],
+  configKeys: [
+    'vocabulary_size',
+    'num_layers',
+    'num_heads',
+    'hidden_dim',
+    'intermediate_dim',
+    'dropout',
+    'max_sequence_length',
+    'num_segments',
+  ],
+  requiredKeys: ['vocabulary_size', 'num_layers', 'num_heads', 'hidden_dim', 'intermediate_dim'],
+  refuse: {},
+  build(config: JsonObject) {
+    const vocab = configInt(config, 'vocabulary_size', CLS);
+    const numLayers = configInt(config, 'num_layers', CLS);
+    const numHeads = configInt(config, 'num_heads', CLS);
+    const hidden = configInt(config, 'hidden_dim', CLS);
+    const intermediate = configInt(config, 'intermediate_dim', CLS);
+    const dropout = configFloat(config, 'dropout', CLS, 0.1);
+    const maxLength =
+      config.max_sequence_length == null ? 512 : configInt(config, 'max_sequence_length', CLS);
+    const segments = config.num_segments == null ? 2 : configInt(config, 'num_segments', CLS);
+    const tokenIds = tf.input({shape: [null], dtype: 'int32', name: 'token_ids'});
+    const segmentIds = tf.input({shape: [null], dtype: 'int32', name: 'segment_ids'});
+    const paddingMask = tf.input({shape: [null], dtype: 'int32', name: 'padding_mask'});
+    const tokenEmbedding = new ReversibleEmbedding({
+      name: 'token_embedding',
+      inputDim: vocab,
+      outputDim: hidden,
+      embeddingsInitializer: 'zeros',
+    });
+    const positionEmbedding = new PositionEmbedding({
+      name: 'position_embedding',
+      sequenceLength: maxLength,
+      initializer: 'zeros',
+    });
+    const segmentEmbedding = tf.layers.embedding({
+      name: 'segment_embedding',
+      inputDim: segments,
+      outputDim: hidden,
+      embeddingsInitializer: 'zeros',
+    });
+    const tokens = tokenEmbedding.apply(tokenIds) as SymbolicTensor;
+    const positions = positionEmbedding.apply(tokens) as SymbolicTensor;
+    const segmentVectors = segmentEmbedding.apply(segmentIds) as SymbolicTensor;
+    let x = tf.layers
+      .add({name: 'embeddings_add'})
+      .apply([tokens, positions, segmentVectors]) as SymbolicTensor;
+    const norm = tf.layers.layerNormalization({name: 'embeddings_layer_norm', epsilon: 1e-12});
+    x = norm.apply(x) as SymbolicTensor;
+    x = tf.layers.dropout({name: 'embeddings_dropout', rate: dropout}).apply(x) as SymbolicTensor;
+    const weights: WeightBinding[] = [
+      ...weightsInOrder(tokenEmbedding, 'layers/reversible_embedding'),
+      ...weightsInOrder(positionEmbedding, 'layers/position_embedding'),
+      ...weightsInOrder(segmentEmbedding, 'layers/embedding'),
+      ...weightsInOrder(norm, 'layers/layer_normalization'),
+    ];
+    for (let i = 0; i < numLayers; i++) {
+      const encoder = new TransformerEncoder({
+        name: `transformer_layer_${i}`,
+        intermediateDim: intermediate,
+        numHeads,
+        dropout,
+        layerNormEpsilon: 1e-12,
+        activation: 'gelu_approximate',
+        kernelInitializer: 'zeros',
+      });
+      x = encoder.apply(x, {paddingMask}) as SymbolicTensor;
+      weights.push(
+        ...transformerBlockWeights(encoder, `layers/${numbered('transformer_encoder', i)}`),
+      );
+    }
+    const first = new GetItem({
+      name: 'cls_token',
+      index: [{start: null, stop: null, step: null}, 0],
+    }).apply(x) as SymbolicTensor;
+    const pooledDense = tf.layers.dense({
+      name: 'pooled_dense',
+      units: hidden,
+      activation: 'tanh',
+      kernelInitializer: 'zeros',
+    });
+    const pooled = pooledDense.apply(first) as SymbolicTensor;
+    weights.push(...weightsInOrder(pooledDense, 'layers/dense'));
+    return {
+      inputs: [tokenIds, segmentIds, paddingMask],
+      outputs: {sequence_output: x, pooled_output: pooled},
+      tokenEmbedding,
+      weights,
+    };
+  },
+};

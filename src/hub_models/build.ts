@@ -1,0 +1,183 @@
+/**
+ * `buildKerasHubModel`: a keras-hub backbone or task class, built from its config as a functional
+ * tfjs model with keras-hub's inputs and outputs, and its weights set from keras-hub's weight
+ * paths. The families (one file each) declare what is built; this file adds the tasks' heads.
+ */
+import * as tfl from '@tensorflow/tfjs-layers';
+import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
+
+import {snakeCase} from '../layers/engine/contract';
+import type {Json, JsonObject} from '../layers/engine/contract';
+import {BERT} from './bert';
+import {
+  bindWeights,
+  checkConfig,
+  configFloat,
+  configInt,
+  HubWeights,
+  KerasHubFamily,
+  TaskKind,
+  WeightBinding,
+} from './family';
+import {GPT2} from './gpt2';
+import {LLAMA3} from './llama3';
+import {weightsInOrder} from './weights';
+
+/** The keras-hub families the package builds. */
+export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3];
+
+/** The config keys of each task kind (besides name, trainable, dtype). */
+const TASK_KEYS: Readonly<Record<TaskKind, readonly string[]>> = {
+  causalLM: ['backbone', 'preprocessor'],
+  textClassifier: ['backbone', 'preprocessor', 'num_classes', 'activation', 'dropout'],
+};
+
+/** The classifier activations keras-hub writes that the head implements (tfjs' names). */
+const CLASSIFIER_ACTIVATIONS: Readonly<Record<string, string>> = {
+  linear: 'linear',
+  softmax: 'softmax',
+  sigmoid: 'sigmoid',
+};
+
+const isObject = (v: Json | undefined): v is JsonObject =>
+  v != null && typeof v === 'object' && !Array.isArray(v);
+
+/** Every keras-hub class name `buildKerasHubModel` builds. */
+export function kerasHubClassNames(): string[] {
+  return KERAS_HUB_FAMILIES.flatMap((f) => [f.backbone, ...Object.keys(f.tasks)]);
+}
+
+/**
+ * The config of class `cls`: the `config` of a serialized object (`{class_name, config}`, as
+ * config.json / task.json hold it, whose class must be `cls`), or the config itself.
+ */
+function innerConfig(cls: string, config: Json | undefined, what: string): JsonObject {
+  if (isObject(config) && 'class_name' in config && isObject(config.config)) {
+    if (config.class_name !== cls) {
+      throw new Error(
+        `${what}: expected a ${cls} config, received one of class ${JSON.stringify(config.class_name)}`,
+      );
+    }
+    return config.config;
+  }
+  if (!isObject(config)) {
+    throw new Error(`${what}: expected a ${cls} config object, received ${JSON.stringify(config)}`);
+  }
+  return config;
+}
+
+/** A text classifier's head options. */
+interface ClassifierOptions {
+  numClasses: number;
+  activation: string;
+  rate: number;
+}
+
+function classifierOptions(className: string, own: JsonObject): ClassifierOptions {
+  const numClasses = configInt(own, 'num_classes', className);
+  const activationName = own.activation == null ? 'linear' : own.activation;
+  const activation =
+    typeof activationName === 'string' ? CLASSIFIER_ACTIVATIONS[activationName] : undefined;
+  if (activation == null) {
+    throw new Error(
+      `${className}: config activation=${JSON.stringify(activationName)} is not implemented ` +
+        `(expected one of ${Object.keys(CLASSIFIER_ACTIVATIONS).join(', ')}, or null)`,
+    );
+  }
+  const rate = configFloat(own, 'dropout', className, 0.1);
+  return {numClasses, activation, rate};
+}
+
+/**
+ * Builds keras-hub's `className` (a backbone, or a task: `GPT2CausalLM`, `BertTextClassifier`,
+ * `Llama3CausalLM`) from its keras-hub config, as a functional tfjs model with keras-hub's inputs
+ * and outputs, and sets its weights from keras-hub's weight paths.
+ *
+ * - `config`: the class's `config` as keras-hub writes it (the `config` of config.json for a
+ *   backbone, of task.json or a `.keras` file's config.json for a task; the whole serialized
+ *   object `{class_name, config}` is accepted too). Options the package does not implement are
+ *   refused with an error naming them.
+ * - `weights`: every weight by its Keras 3 path inside the class's `model.weights.h5` (a task's
+ *   paths start with `layers/<backbone>/`, e.g. `layers/gpt2_backbone/layers/reversible_embedding/vars/0`;
+ *   a backbone's with `layers/`), as `{shape, values}` or a tensor. A path the model needs and
+ *   the map lacks, a path it does not read, or a shape that differs is an error naming the path.
+ *
+ * Inputs and outputs (int32 inputs, in this order):
+ * - backbones: their inputs (`token_ids`, `padding_mask`; BERT `token_ids`, `segment_ids`,
+ *   `padding_mask`) -> `sequence_output [b, T, hidden]` (BERT also `pooled_output [b, hidden]`);
+ * - causal LMs: `[token_ids, padding_mask]` -> logits `[b, T, vocabulary_size]` (`generate` runs
+ *   them with a key / value cache);
+ * - text classifiers: the backbone's inputs -> logits `[b, num_classes]`.
+ *
+ * ```ts
+ * const model = buildKerasHubModel('GPT2CausalLM', taskJson.config, weightsByPath);
+ * const ids = await generate(model, [[5, 3]], {maxLength: 16});
+ * ```
+ */
+export function buildKerasHubModel(
+  className: string,
+  config: JsonObject,
+  weights: HubWeights,
+): LayersModel {
+  const family = KERAS_HUB_FAMILIES.find(
+    (f) => f.backbone === className || Object.prototype.hasOwnProperty.call(f.tasks, className),
+  );
+  if (family == null) {
+    throw new Error(
+      `buildKerasHubModel: keras-hub class ${JSON.stringify(className)} is not implemented ` +
+        `(expected one of ${kerasHubClassNames().join(', ')})`,
+    );
+  }
+  const own = innerConfig(className, config, className);
+  const kind = family.backbone === className ? null : family.tasks[className];
+  let backboneConfig = own;
+  if (kind != null) {
+    checkConfig(className, own, TASK_KEYS[kind], ['backbone'], {});
+    backboneConfig = innerConfig(family.backbone, own.backbone, `${className} backbone`);
+  }
+  checkConfig(
+    family.backbone,
+    backboneConfig,
+    family.configKeys,
+    family.requiredKeys,
+    family.refuse,
+  );
+  // the head's options are checked before anything holding weights is made
+  const head = kind === 'textClassifier' ? classifierOptions(className, own) : null;
+  const graph = family.build(backboneConfig);
+  const name = (own.name as string | undefined) ?? snakeCase(className);
+  let outputs: SymbolicTensor[];
+  let bindings: WeightBinding[];
+  if (kind == null) {
+    outputs = family.outputs.map((o) => graph.outputs[o]);
+    bindings = graph.weights;
+  } else {
+    const prefix = `layers/${snakeCase(family.backbone)}/`;
+    bindings = graph.weights.map((b) => ({path: prefix + b.path, variable: b.variable}));
+    if (kind === 'causalLM') {
+      // the tied (or untied) reverse embedding: a float input means reverse in functional models
+      outputs = [graph.tokenEmbedding.apply(graph.outputs.sequence_output) as SymbolicTensor];
+    } else {
+      const {numClasses, activation, rate} = head as ClassifierOptions;
+      const pooled = tfl.layers
+        .dropout({name: 'classifier_dropout', rate})
+        .apply(graph.outputs.pooled_output) as SymbolicTensor;
+      const dense = tfl.layers.dense({
+        name: 'logits',
+        units: numClasses,
+        activation: activation as 'linear',
+        kernelInitializer: 'zeros',
+      });
+      outputs = [dense.apply(pooled) as SymbolicTensor];
+      bindings.push(...weightsInOrder(dense, 'layers/dense'));
+    }
+  }
+  const model = tfl.model({inputs: graph.inputs, outputs, name});
+  try {
+    bindWeights(className, bindings, model.weights, weights);
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
+  return model;
+}

@@ -1,0 +1,254 @@
+/**
+ * What a keras-hub model family declares (one object per family file, as a layer class declares
+ * its contract): its keras-hub class names, the config keys it reads and the options it refuses,
+ * its inputs and outputs, and how it builds a functional tfjs model whose weights are bound to
+ * keras-hub's weight paths (the paths Keras 3 writes inside `model.weights.h5`).
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import type {LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
+
+import type {Json, JsonObject} from '../layers/engine/contract';
+import type {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
+
+/** One weight as a Keras file holds it: its shape, dtype (float32 when unset) and values. */
+export interface HubWeightValue {
+  /** The weight's shape. */
+  shape: readonly number[];
+  /** `float32` (the default), `float16`, `bfloat16` or `float64`: values are taken as float32. */
+  dtype?: string;
+  /** The values, row-major. */
+  values: ArrayLike<number>;
+}
+
+/** keras-hub's weights by Keras 3 path (`layers/gpt2_backbone/layers/...`): values or tensors. */
+export type HubWeights = ReadonlyMap<string, HubWeightValue | tf.Tensor>;
+
+/** A tfjs weight and the Keras 3 path it is read from. */
+export interface WeightBinding {
+  /** Keras 3 path, relative to the model being built (the backbone's, or the task's). */
+  path: string;
+  /** The tfjs weight it sets. */
+  variable: LayerVariable;
+}
+
+/** The functional graph of a backbone: inputs, named outputs, and its weights by Keras path. */
+export interface BackboneGraph {
+  /** Symbolic inputs in the order of the family's `inputs`. */
+  inputs: SymbolicTensor[];
+  /** Symbolic outputs by keras-hub's names (`sequence_output`, `pooled_output`). */
+  outputs: Record<string, SymbolicTensor>;
+  /** The token embedding (a causal LM's logits are its reverse call). */
+  tokenEmbedding: ReversibleEmbedding;
+  /** Every tfjs weight of the backbone and its Keras path inside the backbone. */
+  weights: WeightBinding[];
+}
+
+/** What a task adds on a backbone. */
+export type TaskKind = 'causalLM' | 'textClassifier';
+
+/** A keras-hub family: its classes, config, inputs and outputs, and its graph. */
+export interface KerasHubFamily {
+  /** The family's name in messages (`GPT-2`). */
+  readonly name: string;
+  /** keras-hub's backbone class (`GPT2Backbone`). */
+  readonly backbone: string;
+  /** keras-hub's task classes this package builds, and what each adds. */
+  readonly tasks: Readonly<Record<string, TaskKind>>;
+  /** The backbone's inputs, keras-hub's names, in the tfjs model's input order. */
+  readonly inputs: readonly string[];
+  /** The backbone's outputs, keras-hub's names, in the tfjs model's output order. */
+  readonly outputs: readonly string[];
+  /** The backbone config keys read (besides `name`, `trainable`, `dtype`). */
+  readonly configKeys: readonly string[];
+  /** Backbone config keys that must be given (no keras-hub default). */
+  readonly requiredKeys: readonly string[];
+  /**
+   * Why an option's value is not implemented (then building is refused), or null; by key. Keys
+   * absent here are implemented for every value keras-hub accepts.
+   */
+  readonly refuse: Readonly<Record<string, (value: Json, config: JsonObject) => string | null>>;
+  /** Builds the backbone's functional graph from its (checked) config. */
+  build(config: JsonObject): BackboneGraph;
+}
+
+/** The config keys every keras-hub class writes besides its own. */
+export const COMMON_KEYS = ['name', 'trainable', 'dtype'] as const;
+
+/** The Keras 3 name of a layer inside a functional model: `<snake class>` then `_1`, `_2`... */
+export const numbered = (base: string, i: number): string => (i === 0 ? base : `${base}_${i}`);
+
+/** A number from a config, checked (errors name the class and key). */
+export function configInt(config: JsonObject, key: string, cls: string, min = 1): number {
+  const v = config[key];
+  if (!(typeof v === 'number' && Number.isInteger(v) && v >= min)) {
+    throw new Error(
+      `${cls}: expected config ${key} to be an integer >= ${min}, received ${JSON.stringify(v)}`,
+    );
+  }
+  return v;
+}
+
+/** A non-negative number from a config, or its default when absent / null. */
+export function configFloat(
+  config: JsonObject,
+  key: string,
+  cls: string,
+  fallback: number,
+): number {
+  const v = config[key];
+  if (v == null) return fallback;
+  if (!(typeof v === 'number' && Number.isFinite(v) && v >= 0)) {
+    throw new Error(
+      `${cls}: expected config ${key} to be a number >= 0, received ${JSON.stringify(v)}`,
+    );
+  }
+  return v;
+}
+
+/**
+ * Checks a keras-hub config: every key known, the required ones present, a float32 dtype, and
+ * no refused option (errors name the class, the key, what was expected and what was received).
+ */
+export function checkConfig(
+  cls: string,
+  config: JsonObject,
+  known: readonly string[],
+  required: readonly string[],
+  refuse: KerasHubFamily['refuse'],
+): void {
+  if (config == null || typeof config !== 'object' || Array.isArray(config)) {
+    throw new Error(`${cls}: expected a config object, received ${JSON.stringify(config)}`);
+  }
+  const all = [...COMMON_KEYS, ...known];
+  const unknown = Object.keys(config).filter((k) => !all.includes(k));
+  if (unknown.length > 0) {
+    throw new Error(
+      `${cls}: config option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} ` +
+        `${unknown.length > 1 ? 'are' : 'is'} not implemented (expected only ${all.join(', ')})`,
+    );
+  }
+  const missing = required.filter((k) => config[k] == null);
+  if (missing.length > 0) {
+    throw new Error(`${cls}: config is missing ${missing.join(', ')}`);
+  }
+  const dtype = dtypeName(config.dtype);
+  if (dtype != null && dtype !== 'float32') {
+    throw new Error(
+      `${cls}: config dtype ${JSON.stringify(dtype)} is not implemented (expected float32)`,
+    );
+  }
+  for (const [key, check] of Object.entries(refuse)) {
+    if (!(key in config)) continue;
+    const why = check(config[key], config);
+    if (why != null) {
+      throw new Error(
+        `${cls}: config ${key}=${JSON.stringify(config[key])} is not implemented: ${why}`,
+      );
+    }
+  }
+}
+
+/** The name of a config's dtype (a string or Keras' serialized DTypePolicy), null when unset. */
+function dtypeName(dtype: Json | undefined): string | null {
+  if (dtype == null) return null;
+  if (typeof dtype === 'string') return dtype;
+  if (typeof dtype === 'object' && !Array.isArray(dtype)) {
+    const inner = dtype.config;
+    if (inner != null && typeof inner === 'object' && !Array.isArray(inner)) {
+      const name = inner.name;
+      if (dtype.class_name === 'DTypePolicy' && typeof name === 'string') return name;
+    }
+    return JSON.stringify(dtype);
+  }
+  return JSON.stringify(dtype);
+}
+
+/** The dtypes whose values are taken as float32 weights. */
+const FLOAT_DTYPES = ['float32', 'float16', 'bfloat16', 'float64'];
+
+const sameShape = (a: readonly number[], b: readonly number[]) =>
+  a.length === b.length && a.every((d, i) => d === b[i]);
+
+/**
+ * Sets every binding's weight from `weights`, after checking them all: a path the model needs
+ * and `weights` lacks, a path of `weights` no weight of the model reads, a shape that differs,
+ * and a weight of the model no path sets are errors naming the path. Nothing is written unless
+ * every check passes.
+ */
+export function bindWeights(
+  cls: string,
+  bindings: readonly WeightBinding[],
+  modelWeights: readonly LayerVariable[],
+  weights: HubWeights,
+): void {
+  if (!(weights instanceof Map)) {
+    throw new Error(
+      `${cls}: expected the weights as a Map from Keras path to {shape, values} or a tensor, ` +
+        `received ${weights === null ? 'null' : typeof weights}`,
+    );
+  }
+  const bound = new Set(bindings.map((b) => b.variable));
+  const unbound = modelWeights.filter((w) => !bound.has(w));
+  if (unbound.length > 0) {
+    throw new Error(
+      `${cls}: the model's weight${unbound.length > 1 ? 's' : ''} ` +
+        `${unbound.map((w) => w.originalName).join(', ')} ha${unbound.length > 1 ? 've' : 's'} no ` +
+        'keras-hub path',
+    );
+  }
+  const missing = bindings.filter((b) => !weights.has(b.path));
+  if (missing.length > 0) {
+    throw new Error(
+      `${cls}: ${missing.length} weight${missing.length > 1 ? 's' : ''} missing: ` +
+        missing
+          .slice(0, 5)
+          .map((b) => `${b.path} (shape [${b.variable.shape.join(', ')}])`)
+          .join(', ') +
+        (missing.length > 5 ? `, and ${missing.length - 5} more` : ''),
+    );
+  }
+  const paths = new Set(bindings.map((b) => b.path));
+  const extra = [...weights.keys()].filter((p) => !paths.has(p));
+  if (extra.length > 0) {
+    throw new Error(
+      `${cls}: ${extra.length} weight path${extra.length > 1 ? 's' : ''} not read by the model: ` +
+        extra.slice(0, 5).join(', ') +
+        (extra.length > 5 ? `, and ${extra.length - 5} more` : ''),
+    );
+  }
+  for (const b of bindings) {
+    const w = weights.get(b.path) as HubWeightValue | tf.Tensor;
+    const shape = w instanceof tf.Tensor ? w.shape : w.shape;
+    if (!sameShape(shape, b.variable.shape as number[])) {
+      throw new Error(
+        `${cls}: weight ${b.path} expected shape [${b.variable.shape.join(', ')}], received ` +
+          `[${shape.join(', ')}]`,
+      );
+    }
+    if (!(w instanceof tf.Tensor)) {
+      if (w.dtype != null && !FLOAT_DTYPES.includes(w.dtype)) {
+        throw new Error(
+          `${cls}: weight ${b.path} expected a float dtype (${FLOAT_DTYPES.join(', ')}), ` +
+            `received ${w.dtype}`,
+        );
+      }
+      const size = shape.reduce((p, d) => p * d, 1);
+      if (w.values == null || w.values.length !== size) {
+        throw new Error(
+          `${cls}: weight ${b.path} of shape [${shape.join(', ')}] expected ${size} values, ` +
+            `received ${w.values == null ? 'none' : w.values.length}`,
+        );
+      }
+    }
+  }
+  for (const b of bindings) {
+    const w = weights.get(b.path) as HubWeightValue | tf.Tensor;
+    tf.tidy(() => {
+      const t =
+        w instanceof tf.Tensor
+          ? tf.cast(w, 'float32')
+          : tf.tensor(Float32Array.from(w.values), [...w.shape], 'float32');
+      b.variable.write(t);
+    });
+  }
+}

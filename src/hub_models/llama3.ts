@@ -1,0 +1,150 @@
+/**
+ * keras-hub's Llama 3 (keras_hub/src/models/llama/ and llama3/, 0.32): `Llama3Backbone` and
+ * `Llama3CausalLM`.
+ *
+ * Backbone: token ids -> `ReversibleEmbedding` (`token_embedding`, tied or not:
+ * `tie_word_embeddings`, default untied) -> `num_layers` `LlamaTransformerDecoder`s (RMS norms,
+ * causal grouped-query attention with rotary embeddings, gated SiLU feed-forward, keys masked by
+ * `padding_mask`) -> `LlamaLayerNorm` (`sequence_output_layernorm`): `sequence_output
+ * [b, T, hidden_dim]`. The causal LM's logits are the token embedding's reverse call.
+ * Llama 3.1's rope frequency smoothing (`rope_frequency_adjustment_factor`, `rope_low_freq_factor`,
+ * `rope_high_freq_factor`, `rope_pretraining_sequence_length`, set together) is implemented.
+ * Refused: a `rope_position_scaling_factor` other than 1 (keras-hub 0.32 ignores it), and the
+ * smoothing options set in part.
+ */
+import * as tf from '@tensorflow/tfjs-layers';
+import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
+
+import {LlamaTransformerDecoder, refuseLlamaRope} from '../layers/hub/llama_decoder';
+import {LlamaLayerNorm} from '../layers/hub/llama_layer_norm';
+import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
+import type {Json, JsonObject} from '../layers/engine/contract';
+import {configFloat, configInt, KerasHubFamily, numbered, WeightBinding} from './family';
+import {llamaDecoderWeights, weightsInOrder} from './weights';
+
+const CLS = 'Llama3Backbone';
+
+const rope = (key: string) => (value: Json) => refuseLlamaRope(key, value);
+
+const SMOOTHING = [
+  'rope_frequency_adjustment_factor',
+  'rope_low_freq_factor',
+  'rope_high_freq_factor',
+  'rope_pretraining_sequence_length',
+];
+
+/** The smoothing options are set together (keras-hub reads the four at once) or not at all. */
+const together = (_value: Json, config: JsonObject) => {
+  const set = SMOOTHING.filter((k) => config[k] != null);
+  return set.length === 0 || set.length === SMOOTHING.length
+    ? null
+    : `keras-hub sets ${SMOOTHING.join(', ')} together; received only ${set.join(', ')}`;
+};
+
+/** A smoothing option's number, or null. */
+const smoothing = (config: JsonObject, key: string): number | null =>
+  config[key] == null ? null : configFloat(config, key, CLS, 0);
+
+/** keras-hub's Llama 3 family: `Llama3Backbone`, `Llama3CausalLM`. */
+export const LLAMA3: KerasHubFamily = {
+  name: 'Llama 3',
+  backbone: CLS,
+  tasks: {Llama3CausalLM: 'causalLM'},
+  inputs: ['token_ids', 'padding_mask'],
+  outputs: ['sequence_output'],
+  configKeys: [
+    'vocabulary_size',
+    'num_layers',
+    'num_query_heads',
+    'hidden_dim',
+    'intermediate_dim',
+    'num_key_value_heads',
+    'rope_max_wavelength',
+    'rope_position_scaling_factor',
+    'rope_frequency_adjustment_factor',
+    'rope_low_freq_factor',
+    'rope_high_freq_factor',
+    'rope_pretraining_sequence_length',
+    'layer_norm_epsilon',
+    'dropout',
+    'tie_word_embeddings',
+  ],
+  requiredKeys: [
+    'vocabulary_size',
+    'num_layers',
+    'num_query_heads',
+    'hidden_dim',
+    'intermediate_dim',
+    'num_key_value_heads',
+  ],
+  refuse: {
+    rope_position_scaling_factor: rope('rope_position_scaling_factor'),
+    rope_frequency_adjustment_factor: together,
+    rope_low_freq_factor: together,
+    rope_high_freq_factor: together,
+    rope_pretraining_sequence_length: together,
+    tie_word_embeddings: (v) =>
+      v == null || typeof v === 'boolean' ? null : 'expected true, false or null',
+  },
+  build(config: JsonObject) {
+    const vocab = configInt(config, 'vocabulary_size', CLS);
+    const numLayers = configInt(config, 'num_layers', CLS);
+    const numQueryHeads = configInt(config, 'num_query_heads', CLS);
+    const numKeyValueHeads = configInt(config, 'num_key_value_heads', CLS);
+    const hidden = configInt(config, 'hidden_dim', CLS);
+    const intermediate = configInt(config, 'intermediate_dim', CLS);
+    const wavelength = configFloat(config, 'rope_max_wavelength', CLS, 10000);
+    const epsilon = configFloat(config, 'layer_norm_epsilon', CLS, 1e-6);
+    const dropout = configFloat(config, 'dropout', CLS, 0);
+    const tied = config.tie_word_embeddings === true;
+    // every layer is checked by its constructor before any weight exists
+    const decoders = Array.from(
+      {length: numLayers},
+      (_, i) =>
+        new LlamaTransformerDecoder({
+          name: `transformer_layer_${i}`,
+          intermediateDim: intermediate,
+          numQueryHeads,
+          numKeyValueHeads,
+          ropeMaxWavelength: wavelength,
+          ropeFrequencyAdjustmentFactor: smoothing(config, 'rope_frequency_adjustment_factor'),
+          ropeLowFreqFactor: smoothing(config, 'rope_low_freq_factor'),
+          ropeHighFreqFactor: smoothing(config, 'rope_high_freq_factor'),
+          ropePretrainingSequenceLength: smoothing(config, 'rope_pretraining_sequence_length'),
+          layerNormEpsilon: epsilon,
+          activation: 'silu',
+          kernelInitializer: 'zeros',
+          dropout,
+        }),
+    );
+    const tokenIds = tf.input({shape: [null], dtype: 'int32', name: 'token_ids'});
+    const paddingMask = tf.input({shape: [null], dtype: 'int32', name: 'padding_mask'});
+    const tokenEmbedding = new ReversibleEmbedding({
+      name: 'token_embedding',
+      inputDim: vocab,
+      outputDim: hidden,
+      tieWeights: tied,
+      embeddingsInitializer: 'zeros',
+    });
+    let x = tokenEmbedding.apply(tokenIds) as SymbolicTensor;
+    const weights: WeightBinding[] = [];
+    decoders.forEach((decoder, i) => {
+      x = decoder.apply(x, {decoderPaddingMask: paddingMask});
+      weights.push(
+        ...llamaDecoderWeights(decoder, `layers/${numbered('llama_transformer_decoder', i)}`),
+      );
+    });
+    const norm = new LlamaLayerNorm({name: 'sequence_output_layernorm', epsilon});
+    const sequenceOutput = norm.apply(x) as SymbolicTensor;
+    weights.push(
+      ...weightsInOrder(tokenEmbedding, 'layers/reversible_embedding'),
+      ...weightsInOrder(norm, 'layers/llama_layer_norm'),
+    );
+    return {
+      inputs: [tokenIds, paddingMask],
+      outputs: {sequence_output: sequenceOutput},
+      tokenEmbedding,
+      weights,
+    };
+  },
+};

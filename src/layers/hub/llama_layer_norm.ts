@@ -1,0 +1,101 @@
+import * as tf from '@tensorflow/tfjs-core';
+import {initializers, layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
+import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
+
+import {Shape, singleShape} from '../engine/shapes';
+import {positiveNumber, refuseUnknownOptions} from './layer_options';
+import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {HUB_NEEDS_KERAS3} from './hub_contract';
+
+/** Options of {@link LlamaLayerNorm}. */
+export interface LlamaLayerNormArgs extends LayerArgs {
+  /** Added to the mean square before the square root. Default 1e-6 (keras-hub's). */
+  epsilon?: number;
+}
+
+/**
+ * keras-hub's `LlamaLayerNorm` (keras_hub/src/models/llama/llama_layernorm.py): RMS
+ * normalization over the last axis, `x / sqrt(mean(x²) + epsilon) * scale`, no centering and no
+ * bias. Weight `scale [features]` (ones at first).
+ *
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {LlamaLayerNorm} from 'tfjs-attention';
+ *
+ * const norm = new LlamaLayerNorm({epsilon: 1e-5});
+ * const y = norm.apply(tf.randomNormal([2, 4, 8])); // [2, 4, 8], each row of 8 with RMS 1
+ * ```
+ */
+export class LlamaLayerNorm extends layers.Layer {
+  /**
+   * The name the class is registered under for tfjs serialization (a saved model's `className`).
+   * @nocollapse
+   */
+  static readonly className = 'LlamaLayerNorm';
+  /** What the package knows about this class (contract.ts). */
+  static readonly contract: LayerContract = {
+    keras: {
+      keras3: {
+        pkg: 'keras_hub',
+        module: 'keras_hub.src.models.llama.llama_layernorm',
+        keys: ['epsilon'],
+      },
+      keras2: {refused: HUB_NEEDS_KERAS3},
+      call: {kind: 'tensor'},
+      kerasOnlyKeys: [],
+      refuseConfig: null,
+    },
+    configSample: () => new LlamaLayerNorm({name: CONFIG_SAMPLE, epsilon: 1e-5}),
+    weights: OWN_WEIGHTS,
+    // normalizes the last axis: each position alone when that axis is not the sequence's
+    decoding: {
+      kind: 'positionWise',
+      check: (_c, node) =>
+        node.inputTensors[0].rank >= 3
+          ? null
+          : `its input has rank ${node.inputTensors[0].rank}: its last axis is the sequence axis`,
+    },
+    makesKerasMask: NO_KERAS_MASK,
+  };
+
+  /** The `epsilon` option. */
+  readonly epsilon: number;
+  /** The weight `scale [features]`, created at build. */
+  scale: LayerVariable | null = null;
+
+  constructor(args: LlamaLayerNormArgs = {}) {
+    super(args);
+    refuseUnknownOptions(args, ['epsilon'], 'LlamaLayerNorm');
+    this.epsilon = positiveNumber(args.epsilon, 'epsilon', 'LlamaLayerNorm', 1e-6);
+    this.supportsMasking = true;
+  }
+
+  override build(inputShape: Shape | Shape[]): void {
+    const shape = singleShape(inputShape, this.name);
+    const dim = shape[shape.length - 1];
+    if (dim == null) {
+      throw new Error(`Layer '${this.name}' needs a known last axis, received null`);
+    }
+    this.scale = this.addWeight('scale', [dim], 'float32', initializers.ones());
+    this.built = true;
+  }
+
+  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
+    return singleShape(inputShape, this.name);
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      const meanSquare = tf.mean(tf.square(x), -1, true);
+      const normed = tf.mul(x, tf.rsqrt(tf.add(meanSquare, this.epsilon)));
+      return tf.mul(normed, (this.scale as LayerVariable).read());
+    });
+  }
+
+  override getConfig(): tf.serialization.ConfigDict {
+    return {...super.getConfig(), epsilon: this.epsilon};
+  }
+}
