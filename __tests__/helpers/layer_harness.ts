@@ -17,6 +17,8 @@ import {
   GroupQueryAttention,
   LlamaAttention,
   LlamaLayerNorm,
+  QuantizedDense,
+  QuantizedEmbedding,
   LlamaTransformerDecoder,
   MultiHeadAttention,
   PositionEmbedding,
@@ -709,6 +711,34 @@ export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCa
         inputShapes: [[2, 4, 5]],
         outputShape: [2, 2, 3],
         trainableWeights: 0,
+      },
+    ],
+  ],
+  QuantizedDense: [
+    [
+      "Keras 3's int8 Dense (weights all non-trainable, inputs quantized: no input gradient)",
+      {
+        make: () => new QuantizedDense({units: 3, activation: 'relu'}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, 3],
+        trainableWeights: 0,
+        inputGradients: false,
+        weightNames: ['layer/kernel', 'layer/bias', 'layer/kernel_scale'],
+      },
+    ],
+  ],
+  QuantizedEmbedding: [
+    [
+      "Keras 3's int8 Embedding with maskZero",
+      {
+        make: () => new QuantizedEmbedding({inputDim: 7, outputDim: 4, maskZero: true}),
+        inputShapes: [[2, 5]],
+        inputDtypes: ['int32'],
+        makeInputs: () => [tf.tensor2d(IDS, [2, 5], 'int32')],
+        outputShape: [2, 5, 4],
+        trainableWeights: 0,
+        inputGradients: false,
+        weightNames: ['layer/embeddings', 'layer/embeddings_scale'],
       },
     ],
   ],
