@@ -93,9 +93,7 @@ interface HasQuantizationMode {
  * The registered class that is the int8 form of the tfjs built-in class `className` (its
  * contract's `quantization.kind` is `replaces`), or null.
  */
-export function int8Replacement(
-  className: string,
-):
+export function int8Replacement(className: string):
   | (tf.serialization.SerializableConstructor<tf.serialization.Serializable> & {
       contract: LayerContract;
     })
