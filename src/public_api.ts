@@ -137,8 +137,10 @@ export {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from './hub_
 export {GPT2} from './hub_models/gpt2';
 export {BERT} from './hub_models/bert';
 export {LLAMA3} from './hub_models/llama3';
-export {LlamaAttention, LlamaTransformerDecoder} from './layers/hub/llama_decoder';
-export type {LlamaAttentionArgs, LlamaTransformerDecoderArgs} from './layers/hub/llama_decoder';
+export {LlamaAttention} from './layers/hub/llama_attention';
+export type {LlamaAttentionArgs} from './layers/hub/llama_attention';
+export {LlamaTransformerDecoder} from './layers/hub/llama_decoder';
+export type {LlamaTransformerDecoderArgs} from './layers/hub/llama_decoder';
 export {LlamaLayerNorm} from './layers/hub/llama_layer_norm';
 export type {LlamaLayerNormArgs} from './layers/hub/llama_layer_norm';
 export type {

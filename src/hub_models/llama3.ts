@@ -15,7 +15,8 @@
 import * as tf from '@tensorflow/tfjs-layers';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {LlamaTransformerDecoder, refuseLlamaRope} from '../layers/hub/llama_decoder';
+import {LlamaTransformerDecoder} from '../layers/hub/llama_decoder';
+import {refuseLlamaRope} from '../layers/hub/llama_rope';
 import {LlamaLayerNorm} from '../layers/hub/llama_layer_norm';
 import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import type {Json, JsonObject} from '../layers/engine/contract';
