@@ -170,25 +170,13 @@ function cachePlan(planned: PlanResult, options: GenerateOptions): StepPlan | nu
  * `index - 1` (before the first step: the shared prompt prefix `[0, index - 1)` in one call,
  * whose logits are dropped, then position `index - 1`), giving the logits of position
  * `index - 1`, the same as recomputing. It runs even when no row is active, so that the caches
- * hold every position.
- *
- * A model that masks the id 0 (`masksZeroIds`): the caches keep every position, and the stepper
- * masks the keys that hold a 0, as Keras' padding mask of the whole sequence does. Where the
- * query of an active row's newest position sees no key (`maskedQuery`: Keras' MultiHeadAttention
- * masks the rows of a query of 0; any layer, a row of 0s so far), Keras averages over every key
- * of the prefix, so that step's logits come from recomputing the prefix (the stepper still
- * writes the position into the caches; a position holding a 0 is a masked key of every later
- * query, so how its own row was computed never reaches them).
+ * hold every position. A model that masks the id 0 (`masksZeroIds`): the caches keep every
+ * position, and the stepper masks the keys that hold a 0, as Keras' padding mask of the whole
+ * sequence does (see `recomputingMaskedQueries` for the steps it cannot give).
  */
-function cachedStep(
-  plan: StepPlan,
-  model: LayersModel,
-  lengths: readonly number[],
-  maxLength: number,
-): DecodeStep {
+function cachedStep(plan: StepPlan, lengths: readonly number[], maxLength: number): DecodeStep {
   const B = lengths.length;
   const stepper = new GraphStepper(plan, B, maxLength);
-  const recomputing = recomputingStep(model, lengths);
   const feed = (ids: number[][], from: number, to: number) => {
     const rows = ids.map((r) => r.slice(from, to));
     const chunk = tf.tensor2d(rows, [B, to - from], 'int32');
@@ -199,28 +187,20 @@ function cachedStep(
     }
   };
   return {
-    next(ids, index, active) {
+    next(ids, index) {
       const previous = index - 1;
       if (stepper.position < previous) feed(ids, stepper.position, previous).dispose();
-      const logits = feed(ids, previous, index);
-      if (plan.masksZeroIds && active.some((a, b) => a && maskedQuery(plan, ids[b], previous))) {
-        logits.dispose();
-        return recomputing.next(ids, index, active);
-      }
-      return logits;
+      return feed(ids, previous, index);
     },
     dispose() {
       stepper.dispose();
-      recomputing.dispose();
     },
   };
 }
 
 /**
  * The compiled step (compiled_step.ts) where every planned node compiles on this backend, else
- * the eager cached step. A step whose newest query sees no key as Keras computes it
- * (`maskedQuery`) takes its logits from recomputing, as in `cachedStep`; the compiled step still
- * writes that position into its caches (a key mask of 0 for the id 0).
+ * the eager cached step; either with `recomputingMaskedQueries`.
  */
 function compiledOrCachedStep(
   plan: StepPlan,
@@ -230,17 +210,39 @@ function compiledOrCachedStep(
   maxLength: number,
 ): DecodeStep {
   const {step: compiled} = compiledStep(plan, ids, lengths, maxLength);
-  if (compiled == null) return cachedStep(plan, model, lengths, maxLength);
-  if (!plan.masksZeroIds) return compiled;
+  return recomputingMaskedQueries(
+    compiled ?? cachedStep(plan, lengths, maxLength),
+    plan,
+    model,
+    lengths,
+  );
+}
+
+/**
+ * `cached` (a cached step), but where the query of an active row's newest position sees no key
+ * (`maskedQuery`: Keras' MultiHeadAttention masks the rows of a query of 0; any layer, a row of
+ * 0s so far), Keras averages over every key of the prefix, so that step's logits come from
+ * recomputing the prefix. The cached step still runs, writing the position into its caches (a
+ * position holding a 0 is a masked key of every later query, so how its own row was computed
+ * never reaches them). Models that do not mask the id 0: `cached` as it is.
+ */
+function recomputingMaskedQueries(
+  cached: DecodeStep,
+  plan: StepPlan,
+  model: LayersModel,
+  lengths: readonly number[],
+): DecodeStep {
+  if (!plan.masksZeroIds) return cached;
   const recomputing = recomputingStep(model, lengths);
   return {
-    next(rows, index, active) {
-      const logits = compiled.next(rows, index, active);
-      const masked = active.some((a, b) => a && maskedQuery(plan, rows[b], index - 1));
-      return masked ? recomputing.next(rows, index, active) : logits;
+    next(ids, index, active) {
+      const logits = cached.next(ids, index, active);
+      if (!active.some((a, b) => a && maskedQuery(plan, ids[b], index - 1))) return logits;
+      if (logits != null && !Array.isArray(logits)) logits.dispose();
+      return recomputing.next(ids, index, active);
     },
     dispose() {
-      compiled.dispose();
+      cached.dispose();
       recomputing.dispose();
     },
   };
@@ -248,7 +250,7 @@ function compiledOrCachedStep(
 
 /**
  * Whether the query at `position` of a row sees no key as Keras computes it (`zeroQueries`: its
- * id is 0; else every id up to it is 0), which a cache cannot give (see `cachedStep`).
+ * id is 0; else every id up to it is 0), which a cache cannot give (see `recomputingMaskedQueries`).
  */
 function maskedQuery(plan: StepPlan, row: readonly number[], position: number): boolean {
   if (row[position] !== 0) return false;
@@ -273,7 +275,7 @@ function untilZeroStep(
     options.onFallback?.(`a prompt holds the id 0 and ${why}, whose mask a cache cannot follow`);
     return recomputingStep(model, lengths);
   }
-  let cached: DecodeStep | null = cachedStep(plan, model, lengths, maxLength);
+  let cached: DecodeStep | null = cachedStep(plan, lengths, maxLength);
   let recomputing: DecodeStep | null = null;
   let lastActive: readonly boolean[] = new Array<boolean>(lengths.length).fill(false);
   return {

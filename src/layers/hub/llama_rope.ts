@@ -1,4 +1,5 @@
 /** keras-hub's Llama rotary embedding options: Llama 3.1's frequency smoothing, its refusals. */
+import {camelCase} from '../engine/config_objects';
 import type {JsonObject} from '../engine/contract';
 
 /** keras-hub's Llama 3.1 rope options: frequency smoothing, all four set or none. */
@@ -78,7 +79,7 @@ export function llamaInverseFrequencies(
 
 /** Why a rope option's value is refused, or null (camelCase or snake_case key). */
 export function refuseLlamaRope(key: string, value: unknown): string | null {
-  const camel = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+  const camel = camelCase(key);
   if (camel === 'ropePositionScalingFactor' && value != null && value !== 1) {
     return 'keras-hub 0.32 ignores it in LlamaRotaryEmbedding; only 1 is accepted';
   }
