@@ -89,9 +89,11 @@ export function variableBytes(v: LayerVariable): (() => Uint8Array) | null {
   const t = v.read();
   const bytes = t.size * 4;
   if ((t.dtype !== 'float32' && t.dtype !== 'int32') || bytes === 0) return null;
+  // by name: `tf.findBackend('wasm')` would start tfjs-wasm's asynchronous set-up where wasm is
+  // registered but not current, and `tf.backend()` throws until that ends (tfjs-node, webgl)
+  const name = tf.getBackend();
   const backend = tf.backend();
-  const own = (name: string) => tf.findBackend(name) === backend;
-  if (own('cpu')) {
+  if (name === 'cpu') {
     const data = (backend as unknown as CpuData).data?.get(t.dataId);
     const values = data?.values;
     const typed = t.dtype === 'float32' ? Float32Array : Int32Array;
@@ -99,7 +101,7 @@ export function variableBytes(v: LayerVariable): (() => Uint8Array) | null {
     if (values.length !== t.size) return null;
     return () => new Uint8Array(values.buffer, values.byteOffset, bytes);
   }
-  if (own('wasm')) {
+  if (name === 'wasm') {
     const wasm = backend as unknown as WasmData;
     const data = wasm.dataIdMap?.get(t.dataId);
     if (data == null || data.refCount !== 1 || !(wasm.wasm?.HEAPU8 instanceof Uint8Array)) {
