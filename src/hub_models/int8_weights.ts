@@ -206,10 +206,19 @@ function checkInt8Layers(
   pathOf: ReadonlyMap<LayerVariable, string>,
   weights: HubWeights,
 ): void {
-  const values = new Set<LayerVariable>();
-  for (const layer of int8Layers(model)) {
+  const layers8 = int8Layers(model);
+  const values = new Set(layers8.flatMap((l) => l.int8Weights().map((w) => w.values)));
+  // an int8 weight where the int8 form holds a float one (a bias, a norm): first, by its path
+  for (const [variable, path] of pathOf) {
+    if (!values.has(variable) && isInt8HubWeight(weights.get(path))) {
+      throw new Error(
+        `${cls}: weight ${path} expected a float dtype (float32, float16, bfloat16, float64), ` +
+          `received int8 (in Keras' int8 form, ${variable.originalName} is float)`,
+      );
+    }
+  }
+  for (const layer of layers8) {
     for (const {values: v, scale} of layer.int8Weights()) {
-      values.add(v);
       const vPath = pathOf.get(v);
       const sPath = pathOf.get(scale);
       const kernel = vPath == null ? undefined : weights.get(vPath);
@@ -241,14 +250,6 @@ function checkInt8Layers(
             `${shapeText(got)}`,
         );
       }
-    }
-  }
-  for (const [variable, path] of pathOf) {
-    if (!values.has(variable) && isInt8HubWeight(weights.get(path))) {
-      throw new Error(
-        `${cls}: weight ${path} is int8, but the model's ${variable.originalName} it sets is not ` +
-          'an int8 weight of an int8 layer',
-      );
     }
   }
 }
