@@ -69,7 +69,7 @@ async function h5Weights(file: string, prefix = ''): Promise<Map<string, Weight>
     const int = d.dtype === 'int32';
     out.set(prefix + p, {
       shape: d.shape,
-      dtype: d.fileType.endsWith('i1') ? 'int8' : d.dtype,
+      dtype: d.fileType === '<i1' ? 'int8' : d.dtype,
       values: int ? new Int32Array(bytes.buffer) : new Float32Array(bytes.buffer),
     });
   }
@@ -169,7 +169,7 @@ describeBackends('Keras 3 int8 files', (backend) => {
 describe('Keras 3 int8 files: what is read and checked', () => {
   beforeAll(() => useBackend('cpu'));
 
-  it("the HDF5 reader gives Keras' int8 datasets (|i1) as whole numbers in [-127, 127]", async () => {
+  it("the HDF5 reader gives Keras' int8 datasets (<i1) as whole numbers in [-127, 127]", async () => {
     const weights = await gpt2Weights();
     const int8 = [...weights].filter(([, w]) => w.dtype === 'int8');
     const listed = IO.gpt2_preset.weights.filter(([, , dtype]) => dtype === 'int8');

@@ -30,9 +30,8 @@ const TYPES: Record<string, {dtype: 'float32' | 'int32'; size: number}> = {
   '<f8': {dtype: 'float32', size: 8},
   '<i4': {dtype: 'int32', size: 4},
   '<i8': {dtype: 'int32', size: 8},
-  // Keras 3's int8 weights (`model.quantize("int8")`); jsfive names HDF5's 1-byte integers `<i1`
+  // Keras 3's int8 weights (`model.quantize("int8")`; numpy's `|i1`, which jsfive names `<i1`)
   '<i1': {dtype: 'int32', size: 1},
-  '|i1': {dtype: 'int32', size: 1},
 };
 
 /**
@@ -213,7 +212,7 @@ export class Hdf5Reader {
     const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
     const n = ds.bytes / 4;
     const target = new DataView(out.buffer, out.byteOffset + at, ds.bytes);
-    if (ds.fileType === '<i1' || ds.fileType === '|i1') {
+    if (ds.fileType === '<i1') {
       for (let i = 0; i < n; i++) target.setInt32(i * 4, view.getInt8(i), true);
       return;
     }
