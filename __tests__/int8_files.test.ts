@@ -14,7 +14,9 @@ import * as tf from '@tensorflow/tfjs';
 
 import {
   buildKerasHubModel,
+  cachedDecodingRefusal,
   EinsumDense,
+  generate,
   loadKerasModel,
   MultiHeadAttention,
   quantize,
@@ -48,6 +50,7 @@ interface Io {
     outputs: number[];
     keras_loads_it: boolean;
     weights: [string, number[], string][];
+    generate: {token_ids: number[][]; prompt_lengths: number[]; tokens: number[][]};
   };
 }
 const IO = JSON.parse(fs.readFileSync(path.join(DIR, 'io.json'), 'utf8')) as Io;
@@ -161,6 +164,32 @@ describeBackends('Keras 3 int8 files', (backend) => {
     console.log(`int8 gpt2 preset [${backend}]: max |ours - Keras| ${d}`);
     expect(d).toBeLessThan(TOL);
     tf.dispose(inputs);
+    model.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('Keras 3 int8 files: generation', () => {
+  beforeAll(() => useBackend('cpu'));
+
+  it("gpt2_preset: greedy generate with the cache gives keras-hub's int8 generate tokens", async () => {
+    const g = IO.gpt2_preset.generate;
+    // the weights as a loader passing the reader's dtype gives them: int8 datasets as int32
+    const weights = await gpt2Weights();
+    for (const [p, w] of weights) if (w.dtype === 'int8') weights.set(p, {...w, dtype: 'int32'});
+    const before = tf.memory().numTensors;
+    const model = buildKerasHubModel('GPT2CausalLM', taskConfig(), weights);
+    expect(cachedDecodingRefusal(model)).toBeNull();
+    const fallbacks: string[] = [];
+    const ids = await generate(model, g.token_ids, {
+      maxLength: g.token_ids[0].length,
+      promptLengths: g.prompt_lengths,
+      useCache: true,
+      onFallback: (why) => fallbacks.push(why),
+    });
+    expect(fallbacks).toEqual([]);
+    expect(await ids.array()).toEqual(g.tokens);
+    ids.dispose();
     model.dispose();
     expect(tf.memory().numTensors).toBe(before);
   });
