@@ -20,6 +20,7 @@ import {
   WeightBinding,
 } from './family';
 import {GPT2} from './gpt2';
+import {int8HubModel, withoutInt8PolicyMap} from './int8_weights';
 import {LLAMA3} from './llama3';
 import {weightsInOrder} from './weights';
 
@@ -135,6 +136,8 @@ export function buildKerasHubModel(
     checkConfig(className, own, TASK_KEYS[kind], ['backbone'], {});
     backboneConfig = innerConfig(family.backbone, own.backbone, `${className} backbone`);
   }
+  // an int8 model's backbone dtype: keras-hub's DTypePolicyMap (int8_weights.ts)
+  backboneConfig = withoutInt8PolicyMap(family.backbone, backboneConfig);
   checkConfig(
     family.backbone,
     backboneConfig,
@@ -172,8 +175,10 @@ export function buildKerasHubModel(
       bindings.push(...weightsInOrder(dense, 'layers/dense'));
     }
   }
-  const model = tfl.model({inputs: graph.inputs, outputs, name});
+  let model = tfl.model({inputs: graph.inputs, outputs, name});
   try {
+    // layers whose weights are int8 (keras-hub's quantized presets) in their int8 form
+    ({model, bindings, weights} = int8HubModel(className, model, bindings, weights));
     bindWeights(className, bindings, model.weights, weights);
   } catch (e) {
     model.dispose();

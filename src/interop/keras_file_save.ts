@@ -48,6 +48,20 @@ async function artifactsOf(model: LayersModel): Promise<tf.io.ModelArtifacts> {
   return saved ?? fail('the model gave no artifacts to save');
 }
 
+/** int32 values (little-endian) as int8 bytes; a value outside [-128, 127] is an error. */
+function int8Bytes(int32: Uint8Array, name: string): Uint8Array {
+  const view = new DataView(int32.buffer, int32.byteOffset, int32.byteLength);
+  const out = new Uint8Array(int32.length / 4);
+  for (let i = 0; i < out.length; i++) {
+    const v = view.getInt32(i * 4, true);
+    if (v < -128 || v > 127) {
+      fail(`the int8 weight '${name}' holds ${v} at index ${i}; expected values in [-128, 127]`);
+    }
+    out[i] = v & 0xff;
+  }
+  return out;
+}
+
 /** The weights of Keras 3 artifacts as HDF5 groups: each name `a/b/c` a dataset `c` in `a/b`. */
 function weightsTree(artifacts: tf.io.ModelArtifacts): Hdf5Group {
   const specs = artifacts.weightSpecs ?? [];
@@ -70,6 +84,11 @@ function weightsTree(artifacts: tf.io.ModelArtifacts): Hdf5Group {
     if (offset + bytes > data.length) {
       fail(`the weights hold ${data.length} bytes, fewer than their specs declare`);
     }
+    // Keras 3 int8 weights: the export gives them as int32 (tfjs has no int8); Keras stores int8
+    const int8 = spec.dtype === 'int32' && spec.name.startsWith('layers/');
+    const values = int8
+      ? int8Bytes(data.subarray(offset, offset + bytes), spec.name)
+      : data.slice(offset, offset + bytes);
     const parts = spec.name.split('/');
     let group = root;
     for (const part of parts.slice(0, -1)) {
@@ -81,7 +100,7 @@ function weightsTree(artifacts: tf.io.ModelArtifacts): Hdf5Group {
     }
     const leaf = parts[parts.length - 1];
     if (group[leaf] != null) fail(`weight '${spec.name}' is written twice`);
-    group[leaf] = {shape: spec.shape, dtype, data: data.slice(offset, offset + bytes)};
+    group[leaf] = {shape: spec.shape, dtype: int8 ? 'int8' : dtype, data: values};
     offset += bytes;
   }
   return root;

@@ -1,11 +1,20 @@
 /**
- * Keras 3 int8 models (`model.quantize("int8")`) in the loader: a layer whose dtype is a
- * `QuantizedDTypePolicy` (mode int8) becomes this package's int8 form (Dense -> QuantizedDense,
- * Embedding -> QuantizedEmbedding, EinsumDense / ReversibleEmbedding with `quantization_mode`),
- * and a composite layer (keras-hub's blocks, MultiHeadAttention) whose saved weights include int8
- * ones gets `quantization_mode` too (Keras 3.15 quantizes their sublayers but leaves their own
- * dtype float32). int8 weights come as int32 in the manifest (tfjs has no int8 dtype) and are
- * read as float32 values, which is how the package's int8 layers hold them.
+ * Keras 3 int8 models (`model.quantize("int8")`) in the loader: a layer whose saved weights are
+ * int8 becomes this package's int8 form (Dense -> QuantizedDense, Embedding -> QuantizedEmbedding,
+ * EinsumDense / ReversibleEmbedding with `quantization_mode`), and a composite layer (keras-hub's
+ * blocks, MultiHeadAttention) whose saved weights include int8 ones gets `quantization_mode` too.
+ *
+ * The weights decide, not the config: Keras 3.15 writes a `QuantizedDTypePolicy` (mode int8) on
+ * the layers it quantized, but leaves a composite layer's own dtype float32 although its sublayers
+ * were quantized (MultiHeadAttention's projections: Keras then cannot load its own file). A layer
+ * with a float policy and int8 weights loads as int8; a layer with an int8 policy and float
+ * weights loads as float; the policy decides only where the artifacts have no weights. Each int8
+ * weight's scale (the last float weight after it in its folder) is checked against it before
+ * anything is built.
+ *
+ * int8 weights come as int32 in the manifest (tfjs has no int8 dtype; the `.keras` reader gives
+ * HDF5 int8 datasets as int32) and are read as float32 values, which is how the package's int8
+ * layers hold them.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -35,7 +44,23 @@ function int8Policy(dtype: Json | undefined, layer: string): boolean {
   return true;
 }
 
-function rewriteLayers(config: Obj, prefix: string, int32: string[]): void {
+/** Whether the weights hold int8 values directly in `path` (`<path>vars/<i>`). */
+function ownInt8(path: string, int32: string[]): boolean {
+  return int32.some((s) => s.startsWith(`${path}vars/`));
+}
+
+/**
+ * Rewrites the int8 layers of a model config (in place). `int32` are the paths of the int8
+ * weights; `weighted` whether the artifacts have weights at all (else the policies decide).
+ * `names` gets each layer's Keras 3 folder and name, for the scale check's errors.
+ */
+function rewriteLayers(
+  config: Obj,
+  prefix: string,
+  int32: string[],
+  weighted: boolean,
+  names: Map<string, string>,
+): void {
   const counts = new Map<string, number>();
   for (const layer of (config.layers as Json[]) ?? []) {
     if (!isObj(layer) || !isObj(layer.config)) continue;
@@ -49,14 +74,19 @@ function rewriteLayers(config: Obj, prefix: string, int32: string[]): void {
     counts.set(base, n + 1);
     const path = `${prefix}layers/${n === 0 ? base : `${base}_${n}`}/`;
     if (MODEL_CLASSES.includes(cls)) {
-      rewriteLayers(c, path, int32);
+      rewriteLayers(c, path, int32, weighted, names);
       continue;
     }
     const name = String(layer.name ?? c.name);
-    if (int8Policy(c.dtype, name)) {
+    names.set(path, name);
+    const policy = int8Policy(c.dtype, name);
+    if (policy) {
       c.dtype =
         (isObj(c.dtype) && isObj(c.dtype.config) && c.dtype.config.source_name) || 'float32';
       delete c.quantization_config;
+    }
+    // the weights decide (Keras 3.15 leaves float policies on layers it quantized)
+    if (weighted ? ownInt8(path, int32) : policy) {
       const replacement = int8Replacement(cls);
       if (replacement != null) {
         // the int8 class's options only (initializers and the like have nothing to initialize)
@@ -77,6 +107,74 @@ function rewriteLayers(config: Obj, prefix: string, int32: string[]): void {
   }
 }
 
+/** `[a, b]` as Keras prints shapes in errors. */
+const shapeText = (s: readonly number[]) => `[${s.join(', ')}]`;
+
+/**
+ * The shapes the scale of the int8 weight `kernel` may have: an embedding table `[V, D]` (a
+ * folder named `*embedding*`, its `vars/0`) has one scale per row, `[V]`; a kernel has one per
+ * output channel, in the output's shape with 1s for the other axes: `[1, ..., 1, ...kernel's
+ * trailing axes]` (Dense `[in, units]` -> `[units]`, EinsumDense `abc,cde->abde` `[c, d, e]` ->
+ * `[1, 1, d, e]`), of the scale's rank.
+ */
+function scaleShapes(kernel: number[], rank: number, embedding: boolean): number[][] {
+  if (embedding) return [[kernel[0]]];
+  const out: number[][] = [];
+  for (let b = 1; b < kernel.length; b++) {
+    const tail = kernel.slice(b);
+    if (tail.length <= rank) out.push([...new Array(rank - tail.length).fill(1), ...tail]);
+  }
+  return out.length > 0 ? out : [kernel.slice(-1)];
+}
+
+/**
+ * Checks each int8 weight's scale against it: the scale is the last float weight after it in its
+ * folder (Keras' order: kernel, bias, kernel_scale; embeddings, embeddings_scale); a missing scale
+ * or a shape its kernel does not give is an error naming the layer, the expected and the received
+ * shape.
+ */
+export function checkInt8Scales(
+  specs: tf.io.WeightsManifestEntry[],
+  isInt8: (s: tf.io.WeightsManifestEntry) => boolean,
+  layerNames: ReadonlyMap<string, string> = new Map(),
+): void {
+  const folders = new Map<string, Array<{index: number; spec: tf.io.WeightsManifestEntry}>>();
+  for (const spec of specs) {
+    const m = /^(.*\/)vars\/(\d+)$/.exec(spec.name);
+    if (m == null) continue;
+    const list = folders.get(m[1]) ?? [];
+    list.push({index: Number(m[2]), spec});
+    folders.set(m[1], list);
+  }
+  for (const [folder, list] of folders) {
+    list.sort((a, b) => a.index - b.index);
+    const owner = [...layerNames.keys()]
+      .filter((p) => folder.startsWith(p))
+      .sort((a, b) => b.length - a.length)[0];
+    const layer = owner == null ? '' : `layer '${layerNames.get(owner)}' `;
+    list.forEach(({index, spec}, i) => {
+      if (!isInt8(spec)) return;
+      let scale: tf.io.WeightsManifestEntry | null = null;
+      for (let j = i + 1; j < list.length && !isInt8(list[j].spec); j++) scale = list[j].spec;
+      const embedding = index === 0 && /embedding[^/]*\/$/.test(folder);
+      const what = `${layer}(${folder}vars/${index}, int8 ${shapeText(spec.shape)})`;
+      if (scale == null) {
+        fail(
+          `${what} has no float32 scale after it; expected ${embedding ? 'embeddings_scale' : 'kernel_scale'} (Keras' int8 weights)`,
+        );
+      }
+      const allowed = scaleShapes(spec.shape, scale.shape.length, embedding);
+      if (!allowed.some((s) => shapeText(s) === shapeText(scale.shape))) {
+        fail(
+          `${what}: expected its scale ${scale.name} to have shape ` +
+            `${allowed.map(shapeText).join(' or ')} (${embedding ? 'one per row of the table' : "the kernel's output axes"}), ` +
+            `received ${shapeText(scale.shape)}`,
+        );
+      }
+    });
+  }
+}
+
 /**
  * Rewrites int8 layers of a Keras 3 topology (in place) and returns the artifacts with int32
  * weights turned into float32 values; artifacts without int32 weights are returned as they are.
@@ -86,12 +184,18 @@ export function rewriteInt8(
   artifacts: tf.io.ModelArtifacts,
   specs: tf.io.WeightsManifestEntry[],
 ): {artifacts: tf.io.ModelArtifacts; specs: tf.io.WeightsManifestEntry[]} {
-  const int32 = specs.filter((s) => s.dtype === 'int32' && s.name.startsWith('layers/'));
+  const isInt8 = (s: tf.io.WeightsManifestEntry) =>
+    s.dtype === 'int32' && s.name.startsWith('layers/');
+  const int32 = specs.filter(isInt8);
+  const names = new Map<string, string>();
   rewriteLayers(
     modelConfig.config as Obj,
     '',
     int32.map((s) => s.name),
+    specs.length > 0,
+    names,
   );
+  checkInt8Scales(specs, isInt8, names);
   if (int32.length === 0 || artifacts.weightData == null) return {artifacts, specs};
   const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData).slice(0);
   let offset = 0;

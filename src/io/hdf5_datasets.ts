@@ -12,7 +12,7 @@ import type {Dataset, Group, File as H5File} from 'jsfive';
 export interface Hdf5Dataset {
   path: string;
   shape: number[];
-  /** The dtype tfjs gets (float64 becomes float32, int64 int32). */
+  /** The dtype tfjs gets (float64 becomes float32, int64 and int8 int32). */
   dtype: 'float32' | 'int32';
   /** HDF5's type, e.g. `<f4`. */
   fileType: string;
@@ -30,6 +30,8 @@ const TYPES: Record<string, {dtype: 'float32' | 'int32'; size: number}> = {
   '<f8': {dtype: 'float32', size: 8},
   '<i4': {dtype: 'int32', size: 4},
   '<i8': {dtype: 'int32', size: 8},
+  // Keras 3's int8 weights (`model.quantize("int8")`; numpy's `|i1`, which jsfive names `<i1`)
+  '<i1': {dtype: 'int32', size: 1},
 };
 
 /**
@@ -166,7 +168,7 @@ export class Hdf5Reader {
     if (type == null) {
       this.fail(
         `dataset '${path}' holds ${fileType} values; expected little-endian float32, float64, ` +
-          'int32 or int64 (<f4, <f8, <i4, <i8)',
+          'int8, int32 or int64 (<f4, <f8, <i1, <i4, <i8)',
       );
     }
     const elements = shape.reduce((p, n) => p * n, 1);
@@ -210,6 +212,10 @@ export class Hdf5Reader {
     const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
     const n = ds.bytes / 4;
     const target = new DataView(out.buffer, out.byteOffset + at, ds.bytes);
+    if (ds.fileType === '<i1') {
+      for (let i = 0; i < n; i++) target.setInt32(i * 4, view.getInt8(i), true);
+      return;
+    }
     for (let i = 0; i < n; i++) {
       if (ds.fileType === '<f8') {
         target.setFloat32(i * 4, view.getFloat64(i * 8, true), true);

@@ -1,0 +1,255 @@
+/**
+ * keras-hub int8 presets (`task.quantize("int8")`, then `save_to_preset`): the layers whose
+ * weights are int8 become their int8 form before the weights are bound.
+ *
+ * keras-hub 0.32 writes the backbone's dtype as a `DTypePolicyMap` (a `QuantizedDTypePolicy` of
+ * mode int8 per quantized layer path, e.g. `transformer_layer_0/self_attention/query`) and the
+ * int8 layers' weights in Keras' int8 order (`vars/0` the int8 kernel, `vars/1` the bias,
+ * `vars/2` the float32 `kernel_scale`; an embedding's `vars/1` its `embeddings_scale`). The
+ * weights decide which layers are int8 (as for `.keras` files); the map's entries are only
+ * checked to be int8 or float32.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
+
+import {Int8Layer, int8Replacement, isInt8Layer} from '../layers/core/quantization';
+import {CompositeLayer} from '../layers/engine/composite_layer';
+import type {Json, JsonObject} from '../layers/engine/contract';
+import {contractOf} from '../layers/engine/contract';
+import type {HubWeights, HubWeightValue, WeightBinding} from './family';
+
+type Config = tf.serialization.ConfigDict;
+type Registered = [
+  unknown,
+  (cls: unknown, config: Config, custom?: Config, fast?: boolean) => unknown,
+];
+
+/** The dtypes of a weight that holds int8 values (HDF5's int8 datasets, which tfjs reads as int32). */
+const INT8_DTYPES = ['int8', 'int32'];
+
+const isObject = (v: Json | undefined): v is JsonObject =>
+  v != null && typeof v === 'object' && !Array.isArray(v);
+
+/** Whether a weight of the map holds int8 values: dtype `int8` (or `int32`), or an int32 tensor. */
+export function isInt8HubWeight(w: HubWeightValue | tf.Tensor | undefined): boolean {
+  if (w == null) return false;
+  if (w instanceof tf.Tensor) return w.dtype === 'int32';
+  return w.dtype != null && INT8_DTYPES.includes(w.dtype);
+}
+
+function policyMode(policy: Json, cls: string, where: string): 'int8' | 'float32' {
+  if (policy == null) return 'float32';
+  if (typeof policy === 'string' && policy === 'float32') return 'float32';
+  if (isObject(policy) && isObject(policy.config)) {
+    const c = policy.config;
+    if (policy.class_name === 'DTypePolicy' && c.name === 'float32') return 'float32';
+    if (policy.class_name === 'QuantizedDTypePolicy' && c.mode === 'int8') {
+      if (c.source_name == null || c.source_name === 'float32') return 'int8';
+    }
+  }
+  throw new Error(
+    `${cls}: config dtype ${where} is ${JSON.stringify(policy)}; expected float32 or an int8 ` +
+      "QuantizedDTypePolicy (Keras' int8 quantization of a float32 model)",
+  );
+}
+
+/**
+ * A keras-hub config whose `dtype` is keras-hub's `DTypePolicyMap` of an int8 model, with that
+ * dtype checked (a float32 default, each entry int8 or float32; anything else is an error naming
+ * the layer path and its policy) and replaced by `float32`; other configs are returned as they
+ * are.
+ */
+export function withoutInt8PolicyMap(cls: string, config: JsonObject): JsonObject {
+  const dtype = config.dtype;
+  if (!isObject(dtype) || dtype.class_name !== 'DTypePolicyMap') return config;
+  const inner = isObject(dtype.config) ? dtype.config : {};
+  policyMode(inner.default_policy ?? null, cls, 'default_policy');
+  const map = inner.policy_map;
+  if (!isObject(map)) {
+    throw new Error(
+      `${cls}: expected the DTypePolicyMap's policy_map to be an object, received ${JSON.stringify(map)}`,
+    );
+  }
+  for (const [path, policy] of Object.entries(map)) policyMode(policy, cls, `of '${path}'`);
+  return {...config, dtype: 'float32'};
+}
+
+function registered(className: string): Registered | undefined {
+  const map = tf.serialization.SerializationMap.getMap().classNameMap as unknown as Record<
+    string,
+    Registered
+  >;
+  return Object.prototype.hasOwnProperty.call(map, className) ? map[className] : undefined;
+}
+
+/** A model layer entry in its int8 form: the int8 class (Dense), or `quantizationMode: 'int8'`. */
+function int8Entry(cls: string, entry: Config): Config {
+  const className = entry.className as string;
+  const config = entry.config as Config;
+  const replacement = int8Replacement(className);
+  const q = replacement?.contract.quantization;
+  if (replacement != null && q?.kind === 'replaces') {
+    return {...entry, className: replacement.className, config: q.fromFloat(config)};
+  }
+  const ctor = registered(className)?.[0] as {prototype?: unknown} | undefined;
+  if (
+    contractOf(className)?.quantization?.kind === 'own' ||
+    ctor?.prototype instanceof CompositeLayer
+  ) {
+    return {...entry, config: {...config, quantizationMode: 'int8'}};
+  }
+  throw new Error(
+    `${cls}: layer '${String(config.name)}' (${className}) has int8 weights, but the package has ` +
+      `no int8 form of ${className}`,
+  );
+}
+
+/** `[a, b]` as Keras prints shapes. */
+const shapeText = (s: readonly (number | null)[]) => `[${s.join(', ')}]`;
+
+/** The folder of a Keras 3 weight path (`a/b/vars/2` -> `a/b`). */
+function folderOf(path: string): string {
+  return path.replace(/\/vars\/\d+$/, '');
+}
+
+/**
+ * The model `model` (built float by a family, its weights bound by `bindings`) with every layer
+ * that owns an int8 weight of `weights` in its int8 form: a new model (the float one is
+ * disposed), its bindings (the int8 layers' weights in Keras' int8 order: kernel `vars/0`, bias
+ * `vars/1`, scale last), and the weights with the int8 values as float32 values, as the int8
+ * layers hold them. Without int8 weights, the arguments are returned as they are.
+ *
+ * Checked before anything is written: every int8 layer's int8 weights are int8 in the map and its
+ * other weights are not, and each scale's shape is the one its kernel gives (an error names the
+ * layer, the paths, the expected and the received shape).
+ */
+export function int8HubModel(
+  cls: string,
+  model: LayersModel,
+  bindings: readonly WeightBinding[],
+  weights: HubWeights,
+): {model: LayersModel; bindings: WeightBinding[]; weights: HubWeights} {
+  if (!(weights instanceof Map)) return {model, bindings: [...bindings], weights};
+  const int8Bindings = bindings.filter((b) => isInt8HubWeight(weights.get(b.path)));
+  if (int8Bindings.length === 0) return {model, bindings: [...bindings], weights};
+  // the top-level layers owning an int8 weight
+  const owner = new Map<LayerVariable, layers.Layer>();
+  for (const layer of model.layers) for (const w of layer.weights) owner.set(w, layer);
+  const names = new Set<string>();
+  for (const b of int8Bindings) {
+    const layer = owner.get(b.variable);
+    if (layer != null) names.add(layer.name);
+  }
+  const config = model.getConfig() as Config;
+  const entries = (config.layers as unknown as Config[]).map((e) =>
+    names.has((e.config as Config).name as string) ? int8Entry(cls, e) : e,
+  );
+  const entry = registered(model.getClassName());
+  if (entry == null) throw new Error(`${cls}: the model class is not registered`);
+  const out = entry[1](entry[0], {...config, layers: entries} as unknown as Config, {}, true);
+  const int8 = out as LayersModel;
+  try {
+    const oldPath = new Map(bindings.map((b) => [b.variable.originalName, b.path]));
+    // the weights of one (sub)layer: `<layer>/<sublayer>/<weight>` grouped by all but the last part
+    const groups = new Map<string, LayerVariable[]>();
+    for (const w of int8.weights) {
+      const key = w.originalName.slice(0, w.originalName.lastIndexOf('/'));
+      groups.set(key, [...(groups.get(key) ?? []), w]);
+    }
+    const newBindings: WeightBinding[] = [];
+    for (const group of groups.values()) {
+      const known = group.find((w) => oldPath.has(w.originalName));
+      if (known == null) continue; // unbound: bindWeights names it
+      const fresh = group.some((w) => !oldPath.has(w.originalName));
+      const folder = folderOf(oldPath.get(known.originalName) as string);
+      group.forEach((variable, i) =>
+        newBindings.push({
+          // a group with new weights (an int8 layer's) is numbered in its new order
+          path: fresh ? `${folder}/vars/${i}` : (oldPath.get(variable.originalName) as string),
+          variable,
+        }),
+      );
+    }
+    const pathOf = new Map(newBindings.map((b) => [b.variable, b.path]));
+    checkInt8Layers(cls, int8, pathOf, weights);
+    const converted = new Map<string, HubWeightValue | tf.Tensor>();
+    for (const [path, w] of weights) {
+      converted.set(
+        path,
+        isInt8HubWeight(w) && !(w instanceof tf.Tensor)
+          ? {shape: w.shape, dtype: 'float32', values: Float32Array.from(w.values)}
+          : w,
+      );
+    }
+    model.dispose();
+    return {model: int8, bindings: newBindings, weights: converted};
+  } catch (e) {
+    int8.dispose();
+    throw e;
+  }
+}
+
+/** Every (nested) int8 layer of `model` with its int8 weights. */
+function int8Layers(model: LayersModel): Array<layers.Layer & Int8Layer> {
+  const out: Array<layers.Layer & Int8Layer> = [];
+  const visit = (l: layers.Layer) => {
+    if (isInt8Layer(l) && l.quantizationMode === 'int8' && l.int8Weights().length > 0) out.push(l);
+    if (l instanceof CompositeLayer) l.sublayers.forEach(visit);
+  };
+  model.layers.forEach(visit);
+  return out;
+}
+
+function checkInt8Layers(
+  cls: string,
+  model: LayersModel,
+  pathOf: ReadonlyMap<LayerVariable, string>,
+  weights: HubWeights,
+): void {
+  const layers8 = int8Layers(model);
+  const values = new Set(layers8.flatMap((l) => l.int8Weights().map((w) => w.values)));
+  // an int8 weight where the int8 form holds a float one (a bias, a norm): first, by its path
+  for (const [variable, path] of pathOf) {
+    if (!values.has(variable) && isInt8HubWeight(weights.get(path))) {
+      throw new Error(
+        `${cls}: weight ${path} expected a float dtype (float32, float16, bfloat16, float64), ` +
+          `received int8 (in Keras' int8 form, ${variable.originalName} is float)`,
+      );
+    }
+  }
+  for (const layer of layers8) {
+    for (const {values: v, scale} of layer.int8Weights()) {
+      const vPath = pathOf.get(v);
+      const sPath = pathOf.get(scale);
+      const kernel = vPath == null ? undefined : weights.get(vPath);
+      if (vPath == null || sPath == null || kernel == null) continue; // bindWeights names it
+      if (!isInt8HubWeight(kernel)) {
+        throw new Error(
+          `${cls}: layer '${layer.name}' is int8 (other weights of its block are), so ${vPath} ` +
+            `expected int8 values, received ${kernel instanceof tf.Tensor ? kernel.dtype : (kernel.dtype ?? 'float32')}`,
+        );
+      }
+      if (shapeText(kernel.shape) !== shapeText(v.shape)) {
+        throw new Error(
+          `${cls}: layer '${layer.name}': the int8 weight ${vPath} expected shape ` +
+            `${shapeText(v.shape)}, received ${shapeText(kernel.shape)}`,
+        );
+      }
+      const s = weights.get(sPath);
+      const got = s == null ? null : s.shape;
+      if (got == null) {
+        throw new Error(
+          `${cls}: layer '${layer.name}': the int8 weight ${vPath} ${shapeText(kernel.shape)} ` +
+            `expected its scale at ${sPath} (shape ${shapeText(scale.shape)}), which is missing`,
+        );
+      }
+      if (shapeText(got) !== shapeText(scale.shape)) {
+        throw new Error(
+          `${cls}: layer '${layer.name}': the scale ${sPath} of the int8 weight ${vPath} ` +
+            `${shapeText(kernel.shape)} expected shape ${shapeText(scale.shape)}, received ` +
+            `${shapeText(got)}`,
+        );
+      }
+    }
+  }
+}
