@@ -296,6 +296,21 @@ describeBackends('int8 in the compiled decoding step', (backend) => {
     });
   }
 
+  it('an int8 step runs no tfjs kernel (the whole step is the compiled program)', async () => {
+    const g = kerasTokens();
+    const ids = g.prompts.map((p) => [...p, ...Array<number>(12).fill(1)].slice(0, 16));
+    const lengths = g.prompts.map((p) => p.length);
+    const step = compiledStep(planOf(lm), ids, lengths, 16).step as DecodeStep;
+    try {
+      const profile = await tf.profile(() => {
+        compiledLogits(step, ids, lengths, 16);
+      });
+      expect(profile.kernelNames).toEqual([]);
+    } finally {
+      step.dispose();
+    }
+  });
+
   it('the mixed model: generate gives the tokens of recomputing the prefix', async () => {
     const prompts = [
       [1, 5, 3, 4],

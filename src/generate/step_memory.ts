@@ -4,8 +4,8 @@
  * on tfjs' cpu and tensorflow backends a WebAssembly.Memory of its own (buffers from a bump
  * allocator, each weight copied in once per run). The int8 weights of int8 layers (whole numbers
  * that tfjs holds in float32 tensors) are packed as int8 into buffers of the run on either memory,
- * once per run: a quarter of the float bytes for the products to read. Other backends (webgl, webgpu) have none: their
- * weights live on the GPU, and `generate` keeps the eager stepper there.
+ * once per run: a quarter of the float bytes for the products to read. Other backends (webgl,
+ * webgpu) have none: their weights live on the GPU, and `generate` keeps the eager stepper there.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
