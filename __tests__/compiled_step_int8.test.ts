@@ -357,14 +357,27 @@ describeBackends('int8 in the compiled decoding step', (backend) => {
       const layer = allLayers(m).find((l) => l.getClassName() === 'QuantizedDense');
       const w = isInt8Layer(layer) ? layer.int8Weights()[0].values : null;
       if (w == null) throw new Error('the mixed model has no QuantizedDense');
-      const values = w.read().dataSync().slice();
-      values[3] += 0.5;
-      const bad = tf.tensor(values, w.shape as number[]);
-      w.write(bad);
-      bad.dispose();
-      await expect(generate(m, [[1, 2, 3]], {maxLength: 6})).rejects.toThrow(
-        /an int8 weight \(tensor \d+, shape \[16,32\]\) holds -?\d+\.5 at index 3; expected whole numbers in \[-127, 127\]/,
-      );
+      const good = w.read().dataSync().slice();
+      // a fraction, -128 (int8 but outside Keras' range), a value past int8, NaN
+      const cases: Array<[number, number, string]> = [
+        [3, good[3] + 0.5, '-?\\d+\\.5'],
+        [5, -128, '-128'],
+        [7, 300, '300'],
+        [9, NaN, 'NaN'],
+      ];
+      for (const [at, value, shown] of cases) {
+        const values = good.slice();
+        values[at] = value;
+        const bad = tf.tensor(values, w.shape as number[]);
+        w.write(bad);
+        bad.dispose();
+        await expect(generate(m, [[1, 2, 3]], {maxLength: 6})).rejects.toThrow(
+          new RegExp(
+            `an int8 weight \\(tensor \\d+, shape \\[16,32\\]\\) holds ${shown} at index ${at}; ` +
+              'expected whole numbers in \\[-127, 127\\]',
+          ),
+        );
+      }
     } finally {
       m.dispose();
     }
