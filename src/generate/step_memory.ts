@@ -134,17 +134,17 @@ function packer(
     const at = m.alloc(t.size);
     const from = valuesOf(t);
     const to = new Int8Array(m.memory.buffer, at, t.size);
-    // converted natively (ToInt8: a fraction truncates, a value past int8 wraps), then checked:
-    // a value that is not a whole number in [-127, 127] differs from its int8 (or is -128)
-    to.set(from);
+    // one pass: v | 0 differs from v for a fraction, NaN, an infinity or a value past int32
     for (let i = 0; i < from.length; i++) {
-      const v = to[i];
-      if (v !== from[i] || v === -128) {
+      const v = from[i];
+      const q = v | 0;
+      if (q !== v || q < -127 || q > 127) {
         throw new Error(
-          `generate: an int8 weight (tensor ${t.id}, shape [${t.shape}]) holds ${from[i]} at index ${i}; ` +
+          `generate: an int8 weight (tensor ${t.id}, shape [${t.shape}]) holds ${v} at index ${i}; ` +
             'expected whole numbers in [-127, 127]',
         );
       }
+      to[i] = q;
     }
     m.counts.packed++;
     done.set(t.id, at);
