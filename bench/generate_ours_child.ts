@@ -19,6 +19,7 @@ import * as tf from '@tensorflow/tfjs';
 import {setThreadsCount} from '@tensorflow/tfjs-backend-wasm';
 
 import * as api from '../src';
+import {lastCompileRefusal} from '../src/generate/compiled_step';
 
 const [size, backend, dtype] = process.argv.slice(2);
 const dir = path.join(process.cwd(), 'bench', '.models', size);
@@ -133,6 +134,8 @@ async function main(): Promise<void> {
     maxAbsLogitsVsKeras,
     timing: 'generate onStep per chosen token',
     runtimeVersion: `tfjs ${tf.version.tfjs} ${tf.getBackend()}`,
+    // null: the timed generation ran the compiled step; else why it ran the eager stepper
+    compileRefusal: lastCompileRefusal,
   });
   model.dispose();
 }

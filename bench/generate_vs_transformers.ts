@@ -6,8 +6,11 @@
  *
  * Options: `--quick` (1 round, the small size only), `--rounds=N` (default 3),
  * `--models=small,gpt2-small` (default both; a size whose files are missing is skipped with a
- * note). Writes bench/generate_vs_transformers.json; bench/table.mjs puts its tables in
- * bench/README.md.
+ * note), `--contenders=ours-wasm-float32,ours-wasm-int8` (only these rows; such a partial run
+ * writes bench/.build/generate_vs_transformers.partial.json and leaves the committed results as
+ * they are). Writes bench/generate_vs_transformers.json; bench/table.mjs puts its tables in
+ * bench/README.md. Each of our rows says whether its timed generation ran the compiled step
+ * (`compileRefusal` null) and an alarm is raised when it did not.
  */
 import {execFileSync, spawnSync} from 'child_process';
 import * as fs from 'fs';
@@ -31,7 +34,10 @@ const QUICK = args.includes('--quick');
 const ROUNDS = QUICK ? 1 : Number(flag('rounds') ?? 3);
 const SIZES = (flag('models') ?? (QUICK ? 'small' : 'small,gpt2-small')).split(',');
 const MODELS = path.join('bench', '.models');
-const OUT = path.join('bench', 'generate_vs_transformers.json');
+const ONLY = flag('contenders')?.split(',') ?? null;
+const OUT = ONLY
+  ? path.join('bench', '.build', 'generate_vs_transformers.partial.json')
+  : path.join('bench', 'generate_vs_transformers.json');
 
 interface Meta {
   size: string;
@@ -113,7 +119,9 @@ function benchSize(size: string): object | null {
   }
   const meta = JSON.parse(fs.readFileSync(path.join(dir, 'meta.json'), 'utf8')) as Meta;
   const cpu = size === 'small';
-  const list = contenders({cpu, tensorflow: tfjsNodeInstalled()});
+  const list = contenders({cpu, tensorflow: tfjsNodeInstalled()}).filter(
+    (c) => ONLY == null || ONLY.includes(c.id),
+  );
   const results: Record<string, ChildResult[]> = {};
   const na: Record<string, string> = {};
   const started = Date.now();
@@ -127,6 +135,12 @@ function benchSize(size: string): object | null {
         continue;
       }
       (results[c.id] ??= []).push(r);
+      const refusal = (r as {compileRefusal?: string | null}).compileRefusal;
+      if (c.kind === 'ours' && refusal != null) {
+        const line = `${size}: ${c.label}: the eager stepper ran, not the compiled step: ${refusal}`;
+        if (!alarms.includes(line)) alarms.push(line);
+        console.error(`!! ${line}`);
+      }
       const gaps = [...r.gapsMs].sort((a, b) => a - b);
       console.log(
         `${size} round ${round + 1} ${c.id.padEnd(22)} ttft ${r.ttftMs.toFixed(1).padStart(7)} ms  ` +

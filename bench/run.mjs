@@ -79,7 +79,7 @@ if (!only || onlyCache) {
 if (!only || onlyGenerate) {
   await bundle('bench/generate_ours_child.ts', 'bench/.build/generate_ours_child.cjs');
   await bundle('bench/generate_vs_transformers.ts', 'bench/.build/generate_vs_transformers.cjs');
-  const pass = args.filter((a) => a === '--quick' || /^--(rounds|models)=/.test(a));
+  const pass = args.filter((a) => a === '--quick' || /^--(rounds|models|contenders)=/.test(a));
   execFileSync(process.execPath, ['bench/.build/generate_vs_transformers.cjs', ...pass], {
     stdio: 'inherit',
   });

@@ -3,8 +3,9 @@
  * (step_compile.ts), run on flat buffers allocated once per `generate` call in one WebAssembly
  * memory (step_memory.ts): the activations of batch x the longest chunk, each attention's keys
  * and values `[B, maxLength, kvHeads * headDim]`, the ids, the key mask `[B, maxLength]` bytes and
- * the attention's scratch. A step writes the new ids, runs the ops and reads the logits of each
- * row's last position as Float32Array rows: no tfjs tensor, no tfjs kernel.
+ * the attention's scratch, and the int8 weights of int8 layers packed as int8 (once per call). A
+ * step writes the new ids, runs the ops and reads the logits of each row's last position as
+ * Float32Array rows: no tfjs tensor, no tfjs kernel.
  *
  * Positions as the eager stepper (graph_step.ts) takes them: before the first step, the prompt
  * positions `[0, shortest prompt - 1)` in one call (only the ops up to the last attention's: its
@@ -34,6 +35,10 @@ export interface CompiledRunReport {
   weightOffsets: number[];
   /** The weights' tensors' ids, in the same order. */
   weightIds: number[];
+  /** The int8 weights' offsets (int8 values packed in the memory), in the program's order. */
+  packedOffsets: number[];
+  /** Their tensors' ids, in the same order. */
+  packedIds: number[];
   /** The memory's counts (buffers live and allocated, weights copied in). */
   counts: StepMemoryCounts;
 }
@@ -100,6 +105,7 @@ class CompiledRunner implements DecodeStep {
   private readonly chunk: number;
   private readonly offsets: number[];
   private readonly weights: number[];
+  private readonly packed: number[];
   private readonly caches: Array<[number, number]>;
   private readonly keyMask: number;
   private readonly work: number;
@@ -122,10 +128,13 @@ class CompiledRunner implements DecodeStep {
       this.offsets.push(
         v.aliasOf >= 0
           ? this.offsets[v.aliasOf]
-          : memory.alloc((v.rows === 'all' ? B * this.chunk : B) * v.width * 4),
+          : memory.alloc(
+              (v.rows === 'all' ? B * this.chunk : B) * v.width * (v.dtype === 'int8' ? 1 : 4),
+            ),
       );
     }
     this.weights = program.weights.map((t) => memory.weight(t));
+    this.packed = program.packed.map((t) => memory.int8Weight(t));
     const cacheBytes = (width: number) => B * maxLength * width * 4;
     this.caches = program.caches.map((w) => [
       memory.alloc(cacheBytes(w)),
@@ -140,6 +149,8 @@ class CompiledRunner implements DecodeStep {
       ops: program.ops.length,
       weightOffsets: this.weights,
       weightIds: program.weights.map((t) => t.id),
+      packedOffsets: this.packed,
+      packedIds: program.packed.map((t) => t.id),
       counts: memory.counts,
     };
     lastCompiledRun = this.report;
@@ -197,6 +208,38 @@ class CompiledRunner implements DecodeStep {
         return;
       case 'denseT':
         k.denseT(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), at(o.out));
+        return;
+      case 'quantize':
+        k.quantizeRows(rowsOf(o.x), o.k, at(o.x), at(o.q), at(o.qs));
+        return;
+      case 'denseInt8':
+        k.denseInt8(
+          rowsOf(o.q),
+          o.k,
+          o.n,
+          at(o.q),
+          at(o.qs),
+          this.packed[o.w],
+          w(o.ws),
+          w(o.bias),
+          o.act,
+          at(o.out),
+        );
+        return;
+      case 'denseTInt8':
+        k.denseTInt8(
+          rowsOf(o.q),
+          o.k,
+          o.n,
+          at(o.q),
+          at(o.qs),
+          this.packed[o.w],
+          w(o.ws),
+          at(o.out),
+        );
+        return;
+      case 'gatherInt8':
+        k.gatherInt8(rowsOf(o.ids), o.dim, at(o.ids), this.packed[o.table], w(o.scale), at(o.out));
         return;
       case 'layerNorm':
         k.layerNorm(rowsOf(o.x), o.dim, at(o.x), w(o.gamma), w(o.beta), o.epsilon, at(o.out));

@@ -7,6 +7,11 @@
  *
  * After the last attention node every op works on the last position of each row only (the
  * logits are needed there alone): the values still read past that point are cut to those rows.
+ *
+ * int8 layers (Keras 3's `_int8_call`): a product quantizes its input rows first (a `quantize`
+ * op into an int8 value and its per-row scales, made once per value and shared by the products
+ * that read it, e.g. an attention's query, key and value projections), then multiplies them by
+ * the int8 weight (packed as int8 in the memory, `packed`) exactly.
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
@@ -16,6 +21,7 @@ import type {
   StepAttention,
   StepDecline,
   StepEmitter,
+  StepInt8Weight,
   StepValue,
   StepWeight,
   StepWeightSource,
@@ -23,16 +29,31 @@ import type {
 import type {StepPlan} from './graph_plan';
 import {decodingOf} from './layer_rules';
 
-/** A value of the program: `all` rows `[B * t, width]`, or the `last` row of each batch row `[B, width]`. */
-export interface ProgramValue extends StepValue {
+/**
+ * A value of the program: `all` rows `[B * t, width]`, or the `last` row of each batch row
+ * `[B, width]`; float32, the int32 ids, or int8 (quantized rows, never handed to a rule).
+ */
+export interface ProgramValue {
+  readonly width: number;
+  readonly dtype: 'float32' | 'int32' | 'int8';
   readonly index: number;
   readonly rows: 'all' | 'last';
   /** The value whose buffer this one shares (the last rows cut in place), or -1. */
   readonly aliasOf: number;
 }
 
+/** A value a rule may read: float32 or the ids. */
+type RuleValue = ProgramValue & StepValue;
+
 interface ProgramWeight extends StepWeight {
   readonly index: number;
+}
+
+interface ProgramInt8Weight extends StepInt8Weight {
+  /** Its values' index in `packed`. */
+  readonly index: number;
+  /** Its scale's index in `weights`. */
+  readonly scale: number;
 }
 
 /** One op; value and weight operands are indices. */
@@ -48,6 +69,32 @@ export type ProgramOp =
       out: number;
     }
   | {op: 'denseT'; x: number; w: number; k: number; n: number; out: number}
+  /** Keras' per-row quantization of `x [rows, k]` into `q` (int8) and `qs` (`[rows]`). */
+  | {op: 'quantize'; x: number; k: number; q: number; qs: number}
+  /** `w`: a packed int8 weight's index; `ws`, `bias`: float weights' indices. */
+  | {
+      op: 'denseInt8';
+      q: number;
+      qs: number;
+      w: number;
+      ws: number;
+      bias: number;
+      k: number;
+      n: number;
+      act: StepActivation;
+      out: number;
+    }
+  | {
+      op: 'denseTInt8';
+      q: number;
+      qs: number;
+      w: number;
+      ws: number;
+      k: number;
+      n: number;
+      out: number;
+    }
+  | {op: 'gatherInt8'; ids: number; table: number; scale: number; dim: number; out: number}
   | {
       op: 'layerNorm';
       x: number;
@@ -84,8 +131,10 @@ export type ProgramOp =
 /** A compiled step. */
 export interface StepProgram {
   values: ProgramValue[];
-  /** The weights' tensors, in weight-index order (one per distinct tensor). */
+  /** The float32 weights' tensors, in weight-index order (one per distinct tensor). */
   weights: tf.Tensor[];
+  /** The int8 weights' tensors (whole numbers held in float32), packed as int8 by the runtime. */
+  packed: tf.Tensor[];
   ops: ProgramOp[];
   /** The ids value (int32, width 1). */
   ids: number;
@@ -122,19 +171,29 @@ export function compileStep(plan: StepPlan): CompileResult {
   const values: ProgramValue[] = [];
   const weights: tf.Tensor[] = [];
   const weightIndex = new Map<number, number>();
+  const packed: tf.Tensor[] = [];
+  const packedIndex = new Map<number, number>();
+  /** The quantized rows of a value (by its index), made once. */
+  const quantized = new Map<number, {q: number; qs: number}>();
   const ops: ProgramOp[] = [];
   const caches: number[] = [];
   let usesKeyMask = false;
   let nodeKeyMask = false;
   let lastMode: 'all' | 'last' = 'all';
 
-  const newValue = (width: number, dtype: 'float32' | 'int32' = 'float32', aliasOf = -1) => {
+  function newValue(width: number, dtype?: 'float32' | 'int32', aliasOf?: number): RuleValue;
+  function newValue(width: number, dtype: 'int8'): ProgramValue;
+  function newValue(
+    width: number,
+    dtype: ProgramValue['dtype'] = 'float32',
+    aliasOf = -1,
+  ): ProgramValue {
     const v: ProgramValue = {index: values.length, width, dtype, rows: lastMode, aliasOf};
     values.push(v);
     return v;
-  };
-  const val = (v: StepValue): ProgramValue => {
-    const p = v as ProgramValue;
+  }
+  const val = (v: StepValue): RuleValue => {
+    const p = v as RuleValue;
     if (values[p.index] !== p) throw new Error('a step value of another program');
     if (p.rows !== lastMode) throw new Error('a value of the positions before the last attention');
     return p;
@@ -145,6 +204,29 @@ export function compileStep(plan: StepPlan): CompileResult {
     return p;
   };
   const wt = (w: StepWeight): number => (w as ProgramWeight).index;
+  const tensorOf = (source: StepWeightSource): tf.Tensor =>
+    'read' in source && typeof source.read === 'function' ? source.read() : (source as tf.Tensor);
+  const floatWeight = (t: tf.Tensor): ProgramWeight => {
+    let index = weightIndex.get(t.id);
+    if (index == null) {
+      index = weights.length;
+      weights.push(t);
+      weightIndex.set(t.id, index);
+    }
+    return {index, size: t.size};
+  };
+  /** The quantized rows of `x` (Keras quantizes each product's input; the same rows give the same values). */
+  const quantize = (x: RuleValue) => {
+    const known = quantized.get(x.index);
+    if (known != null) return known;
+    const q = newValue(x.width, 'int8');
+    const qs = newValue(1);
+    ops.push({op: 'quantize', x: x.index, k: x.width, q: q.index, qs: qs.index});
+    const made = {q: q.index, qs: qs.index};
+    quantized.set(x.index, made);
+    return made;
+  };
+  const int8 = (w: StepInt8Weight) => w as ProgramInt8Weight;
   const need = (w: StepWeight, size: number, what: string) => {
     if (w.size !== size) {
       throw new Error(`${what}: expected a weight of ${size} values, received ${w.size}`);
@@ -153,21 +235,31 @@ export function compileStep(plan: StepPlan): CompileResult {
 
   const emit: StepEmitter = {
     weight(source: StepWeightSource): StepWeight | StepDecline {
-      const t =
-        'read' in source && typeof source.read === 'function'
-          ? source.read()
-          : (source as tf.Tensor);
+      const t = tensorOf(source);
       if (t.dtype !== 'float32') {
-        // int8 layers add their rules (gatherInt8, denseInt8, ...) here
         return {declined: `a weight of dtype ${t.dtype} (only float32 weights compile)`};
       }
-      let index = weightIndex.get(t.id);
-      if (index == null) {
-        index = weights.length;
-        weights.push(t);
-        weightIndex.set(t.id, index);
+      return floatWeight(t);
+    },
+    int8Weight(source, scaleSource) {
+      const [t, s] = [tensorOf(source), tensorOf(scaleSource)];
+      if (t.dtype !== 'float32' || s.dtype !== 'float32') {
+        return {
+          declined: `an int8 weight of dtype ${t.dtype} with a scale of dtype ${s.dtype} (expected float32 for both)`,
+        };
       }
-      const w: ProgramWeight = {index, size: t.size};
+      let index = packedIndex.get(t.id);
+      if (index == null) {
+        index = packed.length;
+        packed.push(t);
+        packedIndex.set(t.id, index);
+      }
+      const w: ProgramInt8Weight = {
+        index,
+        size: t.size,
+        scale: floatWeight(s).index,
+        scaleSize: s.size,
+      };
       return w;
     },
     activation(name) {
@@ -196,6 +288,53 @@ export function compileStep(plan: StepPlan): CompileResult {
       need(table, xv.width * rows, 'denseT table');
       const out = newValue(rows);
       ops.push({op: 'denseT', x: xv.index, w: wt(table), k: xv.width, n: rows, out: out.index});
+      return out;
+    },
+    denseInt8(x, kernel, bias, units, act) {
+      const xv = f32(x, 'denseInt8');
+      need(kernel, xv.width * units, 'denseInt8 kernel');
+      if (kernel.scaleSize !== units) {
+        throw new Error(
+          `denseInt8: expected a kernel scale of ${units} values, received ${kernel.scaleSize}`,
+        );
+      }
+      if (bias != null) need(bias, units, 'denseInt8 bias');
+      const {q, qs} = quantize(xv);
+      const out = newValue(units);
+      ops.push({
+        op: 'denseInt8',
+        q,
+        qs,
+        w: int8(kernel).index,
+        ws: int8(kernel).scale,
+        bias: bias == null ? -1 : wt(bias),
+        k: xv.width,
+        n: units,
+        act,
+        out: out.index,
+      });
+      return out;
+    },
+    denseTInt8(x, table, rows) {
+      const xv = f32(x, 'denseTInt8');
+      need(table, xv.width * rows, 'denseTInt8 table');
+      if (table.scaleSize !== rows) {
+        throw new Error(
+          `denseTInt8: expected a table scale of ${rows} values, received ${table.scaleSize}`,
+        );
+      }
+      const {q, qs} = quantize(xv);
+      const out = newValue(rows);
+      ops.push({
+        op: 'denseTInt8',
+        q,
+        qs,
+        w: int8(table).index,
+        ws: int8(table).scale,
+        k: xv.width,
+        n: rows,
+        out: out.index,
+      });
       return out;
     },
     layerNorm(x, gamma, beta, epsilon) {
@@ -230,6 +369,27 @@ export function compileStep(plan: StepPlan): CompileResult {
         throw new Error(`gather: a table of ${table.size} values is not rows of ${dim}`);
       const out = newValue(dim);
       ops.push({op: 'gather', ids: iv.index, table: wt(table), dim, out: out.index});
+      return out;
+    },
+    gatherInt8(ids, table, dim) {
+      const iv = val(ids);
+      if (iv.dtype !== 'int32')
+        throw new Error(`gatherInt8 expects the int32 ids, received ${iv.dtype}`);
+      if (table.size % dim !== 0 || table.scaleSize !== table.size / dim) {
+        throw new Error(
+          `gatherInt8: expected a table of rows of ${dim} with one scale per row, received ` +
+            `${table.size} values and ${table.scaleSize} scales`,
+        );
+      }
+      const out = newValue(dim);
+      ops.push({
+        op: 'gatherInt8',
+        ids: iv.index,
+        table: int8(table).index,
+        scale: int8(table).scale,
+        dim,
+        out: out.index,
+      });
       return out;
     },
     positions(like, table, dim, offset, add) {
@@ -330,7 +490,7 @@ export function compileStep(plan: StepPlan): CompileResult {
       lastMode = 'last';
       for (const [id, v] of known) {
         if (!later.has(id)) continue;
-        const pv = v as ProgramValue;
+        const pv = v as RuleValue;
         const out = newValue(pv.width, pv.dtype, pv.index);
         ops.push({op: 'lastRows', x: pv.index, width: pv.width, out: out.index});
         known.set(id, out);
@@ -371,7 +531,7 @@ export function compileStep(plan: StepPlan): CompileResult {
     // the logits come from the last attention itself: cut them after it
     cachedOps = ops.length;
     lastMode = 'last';
-    const v = known.get(plan.output.id) as ProgramValue;
+    const v = known.get(plan.output.id) as RuleValue;
     const out = newValue(v.width, v.dtype, v.index);
     ops.push({op: 'lastRows', x: v.index, width: v.width, out: out.index});
     known.set(plan.output.id, out);
@@ -384,6 +544,7 @@ export function compileStep(plan: StepPlan): CompileResult {
     program: {
       values,
       weights,
+      packed,
       ops,
       ids: ids.index,
       logits: logits.index,

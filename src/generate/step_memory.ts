@@ -2,8 +2,10 @@
  * The memory of a compiled decoding step: on tfjs' wasm backend the backend's own heap (buffers
  * from its `_malloc`, freed with its `_free`; weights read in place at their tensors' offsets),
  * on tfjs' cpu and tensorflow backends a WebAssembly.Memory of its own (buffers from a bump
- * allocator, each weight copied in once per run). Other backends (webgl, webgpu) have none: their
- * weights live on the GPU, and `generate` keeps the eager stepper there.
+ * allocator, each weight copied in once per run). The int8 weights of int8 layers (whole numbers
+ * that tfjs holds in float32 tensors) are packed as int8 into buffers of the run on either memory,
+ * once per run: a quarter of the float bytes for the products to read. Other backends (webgl,
+ * webgpu) have none: their weights live on the GPU, and `generate` keeps the eager stepper there.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -28,6 +30,8 @@ export interface StepMemoryCounts {
   allocated: number;
   /** Weights copied into the memory (0 on wasm, where weights are read in place). */
   uploads: number;
+  /** int8 weights packed into the memory (each once per run, on every backend). */
+  packed: number;
 }
 
 /** A run's memory. */
@@ -39,6 +43,11 @@ export interface StepMemory {
   alloc(bytes: number): number;
   /** Where a float32 weight's values are (read in place, or copied in). */
   weight(t: tf.Tensor): number;
+  /**
+   * Where an int8 weight's values are: the whole numbers in [-127, 127] of the float32 tensor `t`,
+   * packed as int8 into a buffer of the run (once per run); any other value is an error.
+   */
+  int8Weight(t: tf.Tensor): number;
   readonly counts: StepMemoryCounts;
   /** Frees every buffer. */
   dispose(): void;
@@ -70,8 +79,14 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
   const memory = memoryOf(backend);
   if (memory == null || typeof backend.wasm?._malloc !== 'function') return null;
   const taken = new Set<number>();
-  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0};
-  return {
+  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0};
+  const offsetOf = (t: tf.Tensor) => {
+    const data = backend.dataIdMap.get(t.dataId);
+    if (data == null)
+      throw new Error(`generate: a weight (tensor ${t.id}) is not on the wasm backend`);
+    return data.memoryOffset;
+  };
+  const heap: StepMemory = {
     memory,
     kind: 'heap',
     counts,
@@ -85,12 +100,12 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
       new Uint8Array(memory.buffer, at, bytes).fill(0);
       return at;
     },
-    weight(t) {
-      const data = backend.dataIdMap.get(t.dataId);
-      if (data == null)
-        throw new Error(`generate: a weight (tensor ${t.id}) is not on the wasm backend`);
-      return data.memoryOffset;
-    },
+    weight: offsetOf,
+    // the float32 values read in place from the heap (after the allocation, which may grow it)
+    int8Weight: packer(
+      () => heap,
+      (t) => new Float32Array(memory.buffer, offsetOf(t), t.size),
+    ),
     dispose() {
       for (const raw of taken) {
         backend.wasm._free(raw);
@@ -98,6 +113,42 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
       }
       taken.clear();
     },
+  };
+  return heap;
+}
+
+/**
+ * `int8Weight` of a memory: each tensor packed once (by tensor id) into a buffer from
+ * `alloc`, from its float32 values (`valuesOf`, read after the allocation), each checked to be a
+ * whole number in [-127, 127].
+ */
+function packer(
+  self: () => StepMemory,
+  valuesOf: (t: tf.Tensor) => Float32Array,
+): (t: tf.Tensor) => number {
+  const done = new Map<number, number>();
+  return (t) => {
+    const known = done.get(t.id);
+    if (known != null) return known;
+    const m = self();
+    const at = m.alloc(t.size);
+    const from = valuesOf(t);
+    const to = new Int8Array(m.memory.buffer, at, t.size);
+    // one pass: v | 0 differs from v for a fraction, NaN, an infinity or a value past int32
+    for (let i = 0; i < from.length; i++) {
+      const v = from[i];
+      const q = v | 0;
+      if (q !== v || q < -127 || q > 127) {
+        throw new Error(
+          `generate: an int8 weight (tensor ${t.id}, shape [${t.shape}]) holds ${v} at index ${i}; ` +
+            'expected whole numbers in [-127, 127]',
+        );
+      }
+      to[i] = q;
+    }
+    m.counts.packed++;
+    done.set(t.id, at);
+    return at;
   };
 }
 
@@ -108,7 +159,7 @@ function ownMemory(): StepMemory {
   // offset 0 means "absent" to the kernels, and the package's SIMD modules, which the kernels may
   // instantiate on this memory, keep their own data below 1024 / below the step module's base
   let top = Math.max(1024, stepKernelsHeapBase());
-  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0};
+  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0};
   const weights = new Map<number, number>();
   const alloc = (bytes: number) => {
     const at = top;
@@ -119,7 +170,7 @@ function ownMemory(): StepMemory {
     counts.allocated++;
     return at; // a fresh memory is zeroed
   };
-  return {
+  const own: StepMemory = {
     memory,
     kind: 'own',
     counts,
@@ -133,9 +184,14 @@ function ownMemory(): StepMemory {
       weights.set(t.id, at);
       return at;
     },
+    int8Weight: packer(
+      () => own,
+      (t) => t.dataSync() as Float32Array,
+    ),
     dispose() {
       counts.live = 0; // the memory goes with its last reference
       weights.clear();
     },
   };
+  return own;
 }

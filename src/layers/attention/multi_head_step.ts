@@ -4,11 +4,22 @@
  * (engine/step_program.ts): causal self-attention on one input `[batch, T, D]`, whose projections
  * are plain products (`abc,cde->abde`: kernels `[D, heads, headDim]`, read as `[D, heads *
  * headDim]`; the output `abcd,cde->abe`: `[heads, headDim, D']`, read as `[heads * headDim, D']`).
- * Gated attention and a sliding window are declined.
+ * int8 projections (Keras 3's int8 EinsumDense, `quantize(model, 'int8')`) are Keras' int8
+ * products: the input rows quantized over the contracted axes, the int8 kernel, the kernel scale
+ * per output channel (`[1, 1, heads, headDim]` or `[1, 1, D']`, read flat). Gated attention and a
+ * sliding window are declined.
  */
+import type {LayerVariable} from '@tensorflow/tfjs-layers';
+
 import {StepActivation} from '../../kernels/step_kernels_api';
 import type {EinsumDense} from '../core/einsum_dense';
-import type {StepDecline, StepEmitter, StepValue} from '../engine/step_program';
+import type {
+  StepDecline,
+  StepEmitter,
+  StepInt8Weight,
+  StepValue,
+  StepWeight,
+} from '../engine/step_program';
 import type {MultiHeadBase} from './multi_head_base';
 
 /** Query, key / value heads and the head size of a multi-head layer. */
@@ -65,14 +76,19 @@ export function compileMultiHead(
     }
     const act = emit.activation(dense.getConfig().activation);
     if (act !== StepActivation.None) return {declined: `its ${name} projection has an activation`};
-    const kernel = emit.weight(dense.kernel);
+    const int8 = dense.kernelScale != null;
+    const kernel = int8
+      ? emit.int8Weight(dense.kernel, dense.kernelScale as LayerVariable)
+      : emit.weight(dense.kernel);
     const bias = dense.bias == null ? null : emit.weight(dense.bias);
     if ('declined' in kernel) return kernel;
     if (bias != null && 'declined' in bias) return bias;
     const input = name === 'attention_output' ? out[3] : x;
-    const units = kernelShape[1] * kernelShape[2];
+    const units = name === 'attention_output' ? kernelShape[2] : kernelShape[1] * kernelShape[2];
     out.push(
-      emit.dense(input, kernel, bias, name === 'attention_output' ? kernelShape[2] : units, act),
+      int8
+        ? emit.denseInt8(input, kernel as StepInt8Weight, bias, units, act)
+        : emit.dense(input, kernel as StepWeight, bias, units, act),
     );
     if (name === 'value') {
       const scale = 1 / Math.sqrt(headDim);

@@ -28,6 +28,17 @@ export interface StepWeight {
   readonly size: number;
 }
 
+/**
+ * An int8 weight of Keras 3's int8 layers: its values (whole numbers in [-127, 127], held in a
+ * float32 tensor by tfjs) packed as int8 in the step's memory once per run, and its float32 scale.
+ */
+export interface StepInt8Weight {
+  /** Its number of values. */
+  readonly size: number;
+  /** Its scale's number of values (one per output channel, or one per table row). */
+  readonly scaleSize: number;
+}
+
 /** What a weight is read from: a tensor, or a tfjs-layers variable (`LayerVariable`). */
 export type StepWeightSource = tf.Tensor | {read(): tf.Tensor};
 
@@ -51,8 +62,13 @@ export interface StepDecline {
 
 /** Emits the ops of one layer call into the step's program; each op returns its output value. */
 export interface StepEmitter {
-  /** A weight, float32 only (int8 weights are declined until their rules exist). */
+  /** A float32 weight (any other dtype is declined). */
   weight(source: StepWeightSource): StepWeight | StepDecline;
+  /**
+   * An int8 weight: `values` (whole numbers in [-127, 127] in a float32 tensor) and its float32
+   * `scale` (`float weight ≈ values / scale`, Keras' `kernel_scale` / `embeddings_scale`).
+   */
+  int8Weight(values: StepWeightSource, scale: StepWeightSource): StepInt8Weight | StepDecline;
   /** The kernel code of a tfjs / Keras activation name (`linear` and null: None), or null if unknown. */
   activation(name: unknown): StepActivation | null;
   /** `act(x · kernel + bias)`: kernel `[x.width, units]` (Keras layout), bias `[units]` or null. */
@@ -65,6 +81,20 @@ export interface StepEmitter {
   ): StepValue;
   /** `x · tableᵀ` with table `[rows, x.width]`: the tied logits. */
   denseT(x: StepValue, table: StepWeight, rows: number): StepValue;
+  /**
+   * Keras 3's int8 Dense: each row of `x` quantized (abs-max per row, round half to even, clip
+   * ±127), multiplied by the int8 kernel `[x.width, units]` exactly, divided by (row scale ·
+   * kernel scale `[units]`), then `act(· + bias)`.
+   */
+  denseInt8(
+    x: StepValue,
+    kernel: StepInt8Weight,
+    bias: StepWeight | null,
+    units: number,
+    act: StepActivation,
+  ): StepValue;
+  /** The int8 tied logits: `x` quantized per row against the int8 table `[rows, x.width]` (scale `[rows]`). */
+  denseTInt8(x: StepValue, table: StepInt8Weight, rows: number): StepValue;
   /** Layer normalization over the width (gamma / beta null: absent). */
   layerNorm(
     x: StepValue,
@@ -80,6 +110,8 @@ export interface StepEmitter {
   activate(x: StepValue, act: StepActivation): StepValue;
   /** Rows of `table [vocab, dim]` at the ids. */
   gather(ids: StepValue, table: StepWeight, dim: number): StepValue;
+  /** Keras 3's int8 Embedding: rows of the int8 `table [vocab, dim]` at the ids, each / its scale `[vocab]`. */
+  gatherInt8(ids: StepValue, table: StepInt8Weight, dim: number): StepValue;
   /**
    * Rows `offset + position` of `table [length, dim]` for each row of `like` (its position in the
    * sequence), plus `like` when `add` (a token embedding), else alone (keras-hub's

@@ -1,0 +1,385 @@
+/**
+ * int8 models in the compiled decoding step (src/generate/compiled_step.ts): Keras 3's int8
+ * layers (QuantizedDense, QuantizedEmbedding, int8 EinsumDense inside MultiHeadAttention /
+ * GroupQueryAttention / TransformerDecoder, int8 ReversibleEmbedding lookup and tied / untied
+ * logits) compile into the int8 kernels (per-row quantization, exact int8 products, int8 gathers)
+ * on int8 weights packed once per generate call.
+ *
+ * References, independent of the compiled program: the eager stepper (GraphStepper: the layers'
+ * own int8 arithmetic through tfjs ops, src/ops/int8.ts) for the logits of every step, Keras'
+ * own greedy int8 tokens (fixtures/int8_models.py, committed in __tests__/fixtures/int8) for the
+ * fixture LM, and recomputing the prefix (`useCache: false`) for generate's tokens. On cpu and
+ * wasm, with the SIMD kernels and with the JavaScript loops.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+
+import {
+  generate,
+  GroupQueryAttention,
+  loadKerasModel,
+  MultiHeadAttention,
+  PositionEmbedding,
+  quantize,
+  ReversibleEmbedding,
+  TransformerDecoder,
+} from '../src';
+import {CompositeLayer} from '../src/layers/engine/composite_layer';
+import {isInt8Layer, quantizedForm, quantizeInto} from '../src/layers/core/quantization';
+import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../src/generate/compiled_step';
+import type {DecodeStep} from '../src/generate/decode_loop';
+import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
+import {GraphStepper} from '../src/generate/graph_step';
+import {compileStep} from '../src/generate/step_compile';
+import {stepKernelsReady} from '../src/kernels/step_kernels';
+import {describeBackends, expectNoLeak} from './helpers/backends';
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'int8', 'decoder_lm');
+type S = tf.SymbolicTensor;
+
+interface Generated {
+  prompts: number[][];
+  steps: number;
+  int8_tokens: number[][];
+}
+
+/** Keras' greedy int8 tokens of the fixture LM (fixtures/int8_models.py). */
+function kerasTokens(): Generated {
+  const io = JSON.parse(fs.readFileSync(path.join(FIXTURE, 'io.json'), 'utf8')) as {
+    generate: Generated;
+  };
+  return io.generate;
+}
+
+/** Every layer of a model, composite layers' sublayers included. */
+function allLayers(model: tf.LayersModel): tf.layers.Layer[] {
+  const out: tf.layers.Layer[] = [];
+  const visit = (l: tf.layers.Layer) => {
+    out.push(l);
+    if (l instanceof CompositeLayer) l.sublayers.forEach(visit);
+  };
+  model.layers.forEach(visit);
+  return out;
+}
+
+/**
+ * A model mixing float and int8 layers, weights random (fixed seeds): an int8 untied
+ * ReversibleEmbedding's lookup plus an int8 Embedding (QuantizedEmbedding) plus a float
+ * PositionEmbedding, a float causal MultiHeadAttention,
+ * an int8 Dense (relu) into a float Dense, an int8 GroupQueryAttention (4 query heads over 2), a
+ * float TransformerDecoder, and the int8 untied logits.
+ */
+function mixedModel(V: number, D: number, MAX: number): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  const int8 = <L extends tf.layers.Layer>(l: L): L => quantizedForm(l, 'int8') as L;
+  const embedding = int8(new ReversibleEmbedding({inputDim: V, outputDim: D, tieWeights: false}));
+  const second = int8(tf.layers.embedding({inputDim: V, outputDim: D})); // a QuantizedEmbedding
+  const tokens = tf.layers.add().apply([embedding.apply(ids) as S, second.apply(ids) as S]) as S;
+  let x = tf.layers
+    .add()
+    .apply([tokens, new PositionEmbedding({sequenceLength: MAX}).apply(tokens) as S]) as S;
+  const att = new MultiHeadAttention({numHeads: 2, keyDim: 8, useCausalMask: true}).apply(x) as S;
+  x = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, att])) as S;
+  const inner = int8(tf.layers.dense({units: 2 * D, activation: 'relu'})).apply(x) as S;
+  const outer = tf.layers.dense({units: D}).apply(inner) as S;
+  x = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, outer])) as S;
+  const gqa = int8(
+    new GroupQueryAttention({
+      headDim: 4,
+      numQueryHeads: 4,
+      numKeyValueHeads: 2,
+      useCausalMask: true,
+    }),
+  ).apply(x) as S;
+  x = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, gqa])) as S;
+  x = new TransformerDecoder({intermediateDim: 2 * D, numHeads: 2, normalizeFirst: true}).apply(
+    x,
+  ) as S;
+  const model = tf.model({inputs: ids, outputs: embedding.apply(x, {reverse: true}) as S});
+  // float weights normal(0, 0.3), int8 weights Keras' quantization of normal(0, 0.3) floats
+  const int8Values = new Set<string>();
+  for (const layer of allLayers(model)) {
+    if (!isInt8Layer(layer) || layer.quantizationMode !== 'int8') continue;
+    for (const w of layer.int8Weights()) int8Values.add(w.values.name).add(w.scale.name);
+  }
+  model.weights.forEach((w, i) => {
+    if (int8Values.has(w.name)) return;
+    const t = tf.randomNormal(w.shape as number[], 0, 0.3, 'float32', 11 + i);
+    w.write(t);
+    t.dispose();
+  });
+  let seed = 101;
+  for (const layer of allLayers(model)) {
+    if (!isInt8Layer(layer) || layer.quantizationMode !== 'int8') continue;
+    for (const w of layer.int8Weights()) {
+      const float = tf.randomNormal(w.values.shape as number[], 0, 0.3, 'float32', seed++);
+      quantizeInto(w, float);
+      float.dispose();
+    }
+  }
+  return model;
+}
+
+function planOf(model: tf.LayersModel): StepPlan {
+  const {plan, reason} = planCachedDecoding(model);
+  if (plan == null) throw new Error(`no plan: ${reason}`);
+  return plan;
+}
+
+/** The eager stepper's logits of each position from the shortest prompt on, as generate feeds it. */
+function eagerLogits(
+  plan: StepPlan,
+  ids: number[][],
+  lengths: number[],
+  max: number,
+): number[][][] {
+  const B = ids.length;
+  const stepper = new GraphStepper(plan, B, max);
+  const feed = (from: number, to: number) => {
+    const chunk = ids.map((r) => r.slice(from, to));
+    const t = tf.tensor2d(chunk, [B, to - from], 'int32');
+    try {
+      return stepper.step(t, chunk);
+    } finally {
+      t.dispose();
+    }
+  };
+  const out: number[][][] = [];
+  try {
+    for (let index = Math.min(...lengths); index < max; index++) {
+      if (stepper.position < index - 1) feed(stepper.position, index - 1).dispose();
+      const logits = feed(index - 1, index);
+      out.push(logits.arraySync());
+      logits.dispose();
+    }
+  } finally {
+    stepper.dispose();
+  }
+  return out;
+}
+
+/** The compiled step's logits of the same positions. */
+function compiledLogits(
+  step: DecodeStep,
+  ids: number[][],
+  lengths: number[],
+  max: number,
+): Float32Array[][] {
+  const out: Float32Array[][] = [];
+  for (let index = Math.min(...lengths); index < max; index++) {
+    out.push(
+      step.next(
+        ids,
+        index,
+        lengths.map((n) => index >= n),
+      ) as Float32Array[],
+    );
+  }
+  return out;
+}
+
+/** max |a - b| over every step, row and logit (NaN: Infinity). */
+function maxDiff(a: number[][][], b: Float32Array[][]): number {
+  let m = 0;
+  a.forEach((step, s) =>
+    step.forEach((row, r) =>
+      row.forEach((v, j) => {
+        const d = Math.abs(v - b[s][r][j]);
+        m = Number.isNaN(d) ? Infinity : Math.max(m, d);
+      }),
+    ),
+  );
+  return m;
+}
+
+/** The number of int8 weight tensors of a model (values, not scales). */
+function int8WeightCount(model: tf.LayersModel): number {
+  let n = 0;
+  for (const layer of allLayers(model)) {
+    if (isInt8Layer(layer) && layer.quantizationMode === 'int8') n += layer.int8Weights().length;
+  }
+  return n;
+}
+
+/** The logits tolerance against the eager int8 path (see the file's notes). */
+const LOGITS_TOL = 1e-5;
+
+describeBackends('int8 in the compiled decoding step', (backend) => {
+  let float: tf.LayersModel;
+  let lm: tf.LayersModel;
+  let kerasInt8: tf.LayersModel;
+  let mixed: tf.LayersModel;
+  beforeAll(async () => {
+    float = await loadKerasModel(path.join(FIXTURE, 'float', 'model.json'));
+    lm = quantize(float, 'int8');
+    kerasInt8 = await loadKerasModel(path.join(FIXTURE, 'int8', 'model.json'));
+    mixed = mixedModel(40, 16, 12);
+    await stepKernelsReady(); // as generate does before it compiles (compiledStep is called directly below)
+  });
+  afterAll(() => [float, lm, kerasInt8, mixed].forEach((m) => m.dispose()));
+
+  const models: Array<[string, () => tf.LayersModel, number]> = [
+    ["the fixture LM quantized here (quantize(float, 'int8'))", () => lm, 16],
+    ['the fixture LM as Keras wrote it in int8', () => kerasInt8, 16],
+    ['a model mixing float and int8 layers (untied int8 logits, int8 GQA)', () => mixed, 12],
+  ];
+
+  for (const [name, model, max] of models) {
+    describe(name, () => {
+      it('compiles with no eager fallback: every planned layer has an int8 or float rule', () => {
+        const compiled = compileStep(planOf(model()));
+        expect(compiled.reason).toBeNull();
+        const ops = new Set(compiled.program?.ops.map((o) => o.op));
+        for (const op of ['quantize', 'denseInt8']) expect(ops.has(op as 'dense')).toBe(true);
+        expect(compiled.program?.packed.length).toBe(int8WeightCount(model()));
+      });
+
+      for (const kernels of ['simd', 'js'] as const) {
+        it(`gives the eager int8 stepper's logits within ${LOGITS_TOL} at every step (batch 2, ragged prompts, ${kernels} kernels)`, () => {
+          tf.env().set('TFJS_ATTENTION_SIMD', kernels === 'simd');
+          const plan = planOf(model());
+          const ids = [
+            [3, 7, 1, 9, 4, 12, 5, 8, 2, 6, 11, 10, 13, 17, 19, 23],
+            [5, 2, 14, 8, 21, 3, 9, 1, 17, 4, 13, 7, 31, 29, 2, 37],
+          ].map((r) => r.slice(0, max));
+          const lengths = [4, 6];
+          const eager = eagerLogits(plan, ids, lengths, max);
+          const before = tf.memory().numTensors;
+          const made = compiledStep(plan, ids, lengths, max);
+          expect(made.reason).toBeNull();
+          const step = made.step as DecodeStep;
+          let compiled: Float32Array[][];
+          try {
+            compiled = compiledLogits(step, ids, lengths, max);
+          } finally {
+            step.dispose();
+          }
+          expect(tf.memory().numTensors).toBe(before);
+          expect(lastCompiledRun?.counts.live).toBe(0);
+          tf.env().set('TFJS_ATTENTION_SIMD', true);
+          expect(lastCompiledRun?.kernels).toBe(kernels);
+          const d = maxDiff(eager, compiled);
+          console.log(
+            `int8 compiled (${kernels}) vs eager [${backend}] ${name}: max |logits diff| ${d}`,
+          );
+          expect(d).toBeLessThan(LOGITS_TOL);
+        });
+      }
+    });
+  }
+
+  for (const kernels of ['simd', 'js'] as const) {
+    it(`the fixture LM: generate's greedy tokens are Keras' int8 tokens, through the compiled path (${kernels} kernels), leaving nothing`, async () => {
+      tf.env().set('TFJS_ATTENTION_SIMD', kernels === 'simd');
+      try {
+        const g = kerasTokens();
+        const maxLength = g.prompts[0].length + g.steps;
+        for (const m of [lm, kerasInt8]) {
+          let tokens!: number[][];
+          const before = lastCompiledRun;
+          await expectNoLeak(async () => {
+            const out = await generate(m, g.prompts, {maxLength, useCache: true});
+            tokens = (await out.array()) as number[][];
+            out.dispose();
+          });
+          expect(lastCompileRefusal).toBeNull();
+          expect(lastCompiledRun).not.toBe(before); // this call compiled its step
+          expect(lastCompiledRun?.kernels).toBe(kernels);
+          expect(lastCompiledRun?.counts.live).toBe(0);
+          expect(tokens).toEqual(g.int8_tokens);
+        }
+      } finally {
+        tf.env().set('TFJS_ATTENTION_SIMD', true);
+      }
+    });
+  }
+
+  it('an int8 step runs no tfjs kernel (the whole step is the compiled program)', async () => {
+    const g = kerasTokens();
+    const ids = g.prompts.map((p) => [...p, ...Array<number>(12).fill(1)].slice(0, 16));
+    const lengths = g.prompts.map((p) => p.length);
+    const step = compiledStep(planOf(lm), ids, lengths, 16).step as DecodeStep;
+    try {
+      const profile = await tf.profile(() => {
+        compiledLogits(step, ids, lengths, 16);
+      });
+      expect(profile.kernelNames).toEqual([]);
+    } finally {
+      step.dispose();
+    }
+  });
+
+  it('the mixed model: generate gives the tokens of recomputing the prefix', async () => {
+    const prompts = [
+      [1, 5, 3, 4],
+      [5, 6, 0, 0],
+    ];
+    const options = {maxLength: 12, promptLengths: [4, 2]};
+    const out = await generate(mixed, prompts, {...options, useCache: true});
+    expect(lastCompileRefusal).toBeNull();
+    const again = await generate(mixed, prompts, {...options, useCache: false});
+    expect(await out.array()).toEqual(await again.array());
+    tf.dispose([out, again]);
+  });
+
+  it('packs each int8 weight once per generate call, never per step (float weights as before)', async () => {
+    const g = kerasTokens();
+    const run = async (maxLength: number) => {
+      (await generate(lm, [g.prompts[0]], {maxLength})).dispose();
+      return lastCompiledRun as NonNullable<typeof lastCompiledRun>;
+    };
+    const short = await run(6);
+    const long = await run(16);
+    expect(long.runs).toBeGreaterThan(short.runs);
+    const int8 = int8WeightCount(lm);
+    expect(int8).toBeGreaterThan(0);
+    expect(short.counts.packed).toBe(int8);
+    expect(long.counts.packed).toBe(int8);
+    expect(long.packedIds.length).toBe(int8);
+    // the packed weights are the int8 layers' values tensors, one buffer each
+    const values = new Set<number>();
+    for (const layer of allLayers(lm)) {
+      if (isInt8Layer(layer)) for (const w of layer.int8Weights()) values.add(w.values.read().id);
+    }
+    expect(new Set(long.packedIds)).toEqual(values);
+    expect(new Set(long.packedOffsets).size).toBe(int8);
+    // float weights (scales, biases, norms, positions): read in place on wasm, copied once elsewhere
+    const floats = lm.weights.length - int8;
+    expect(long.weightIds.length).toBe(floats);
+    expect(long.counts.uploads).toBe(backend === 'wasm' ? 0 : floats);
+  });
+
+  it('an int8 weight that holds a value that is not a whole number in [-127, 127] is an error', async () => {
+    const m = mixedModel(40, 16, 12);
+    try {
+      const layer = allLayers(m).find((l) => l.getClassName() === 'QuantizedDense');
+      const w = isInt8Layer(layer) ? layer.int8Weights()[0].values : null;
+      if (w == null) throw new Error('the mixed model has no QuantizedDense');
+      const good = w.read().dataSync().slice();
+      // a fraction, -128 (int8 but outside Keras' range), a value past int8, NaN
+      const cases: Array<[number, number, string]> = [
+        [3, good[3] + 0.5, '-?\\d+\\.5'],
+        [5, -128, '-128'],
+        [7, 300, '300'],
+        [9, NaN, 'NaN'],
+      ];
+      for (const [at, value, shown] of cases) {
+        const values = good.slice();
+        values[at] = value;
+        const bad = tf.tensor(values, w.shape as number[]);
+        w.write(bad);
+        bad.dispose();
+        await expect(generate(m, [[1, 2, 3]], {maxLength: 6})).rejects.toThrow(
+          new RegExp(
+            `an int8 weight \\(tensor \\d+, shape \\[16,32\\]\\) holds ${shown} at index ${at}; ` +
+              'expected whole numbers in \\[-127, 127\\]',
+          ),
+        );
+      }
+    } finally {
+      m.dispose();
+    }
+  });
+});
