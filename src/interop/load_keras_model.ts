@@ -9,13 +9,14 @@ import * as path from 'path';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {loadKerasModel as loadConverted} from './keras';
+import {keras3FilesArtifacts, LoadKerasModelOptions, MAX_WEIGHTS_BYTES} from './keras_file';
+import {kerasHubModelOf} from './keras_hub_preset';
 import {
-  keras3FilesArtifacts,
-  kerasBytesArtifacts,
-  LoadKerasModelOptions,
-  MAX_WEIGHTS_BYTES,
-} from './keras_file';
-import {KerasModelSource, loadArtifacts, loadKerasModel as loadAnywhere} from './keras_source';
+  KerasModelSource,
+  loadArtifacts,
+  loadKerasModel as loadAnywhere,
+  modelOfBytes,
+} from './keras_source';
 import {fileSystem} from '../io/file_system';
 import {folderFiles, readLocalFile} from '../io/local_files';
 
@@ -29,14 +30,14 @@ async function loadPath(target: string, options: LoadKerasModelOptions): Promise
     // a converted model (model.json) or a Keras 3 folder (config.json + weights)
     const has = (name: string) => fs.existsSync(path.join(p, name));
     if (!has('model.json') && has('config.json')) {
-      return loadArtifacts(await keras3FilesArtifacts(folderFiles(p), options));
+      // a keras-hub preset folder (config.json's class is keras-hub's), else a Keras 3 folder
+      const hub = await kerasHubModelOf({folder: p}, p, options);
+      return hub ?? loadArtifacts(await keras3FilesArtifacts(folderFiles(p), options));
     }
     return loadConverted(fileSystem(p));
   }
   if (st?.isFile() && !p.toLowerCase().endsWith('.json')) {
-    return loadArtifacts(
-      await kerasBytesArtifacts(await readLocalFile(p, MAX_WEIGHTS_BYTES), p, options),
-    );
+    return modelOfBytes(await readLocalFile(p, MAX_WEIGHTS_BYTES), p, options);
   }
   return loadConverted(fileSystem(p));
 }
