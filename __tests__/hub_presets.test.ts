@@ -282,6 +282,9 @@ describe('keras-hub preset sources', () => {
 
 describe('hostile presets', () => {
   const files = () => filesOf(path.join(DIR, 'gpt2'));
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+  });
 
   it('a missing tokenizer asset names the file', async () => {
     const m = files();
