@@ -62,7 +62,9 @@ export interface LoadKerasHubPresetOptions {
 
 /** A file of a dropped preset folder: a `File` (its `webkitRelativePath`, else its name, is its path). */
 export interface PresetFile extends Blob {
+  /** The file's name (its path when it has no `webkitRelativePath`). */
   readonly name: string;
+  /** Its path in a chosen or dropped folder (`gpt2/config.json`), where the browser gives one. */
   readonly webkitRelativePath?: string;
 }
 
