@@ -46,8 +46,9 @@ async function loadPath(target: string, options: LoadKerasModelOptions): Promise
  * Loads a Keras model: a Keras 3 `.keras` file or a tf-keras 2 `.h5` full model, read directly
  * (no converter), from a path, a URL or its bytes (ArrayBuffer, Uint8Array, Blob, File); a folder
  * holding `config.json` and Keras 3 weights (`model.weights.h5`, or `model.weights.json` and its
- * shards); or a model converted by `tensorflowjs_converter` (its folder, model.json path or URL,
- * or any IOHandler).
+ * shards); a keras-hub preset folder or keras-hub `.keras` file (its task, else its backbone,
+ * built by `buildKerasHubModel`; `loadKerasHubPreset` gives the tokenizer too); or a model
+ * converted by `tensorflowjs_converter` (its folder, model.json path or URL, or any IOHandler).
  *
  * ```js
  * const model = await loadKerasModel('m.keras');
