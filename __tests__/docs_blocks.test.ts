@@ -47,6 +47,7 @@ const EXPECTED: [string, string, string[]][] = [
   ['README.md', "loadKerasModel('m.keras')", ['[ 1, 5, 3 ]']],
   ['docs/keras.md', "loadKerasModel('m.keras'", ['weights read\n[ 1, 5, 3 ]']],
   ['docs/transformers.md', 'k3_hub_mini_gpt', ['cached decoding: yes', 'greedy loop\nok']],
+  ['docs/keras_hub_models.md', 'loadKerasHubPreset(', ['gpt2_causal_lm 16\n"the quick brownfo"']],
 ];
 
 const blocks = docFiles().flatMap(blocksOf);

@@ -151,3 +151,11 @@ export type {
   TaskKind,
   WeightBinding,
 } from './hub_models/family';
+export {
+  loadKerasHubPreset,
+  type KerasHubPreset,
+  type KerasHubPreprocessor,
+  type KerasHubPresetSource,
+  type LoadKerasHubPresetOptions,
+  type PresetFile,
+} from './interop/keras_hub_preset';

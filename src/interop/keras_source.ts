@@ -40,6 +40,20 @@ async function bytesArtifacts(
   return kerasBytesArtifacts(bytes, label, options);
 }
 
+/**
+ * The model of a `.keras` / `.h5` file's bytes: a keras-hub task or backbone (config.json's class
+ * is keras-hub's) built by keras_hub_preset.ts, else the converter's route.
+ */
+export async function modelOfBytes(
+  bytes: Uint8Array,
+  label: string,
+  options: LoadKerasModelOptions,
+): Promise<LayersModel> {
+  const {kerasHubModelOf} = await import('./keras_hub_preset');
+  const hub = await kerasHubModelOf(bytes, label, options);
+  return hub ?? loadArtifacts(await bytesArtifacts(bytes, label, options));
+}
+
 async function fetchBytes(url: string): Promise<Uint8Array> {
   let response: Response;
   try {
@@ -74,19 +88,19 @@ export async function loadKerasModel(
   options: LoadKerasModelOptions = {},
 ): Promise<LayersModel> {
   if (source instanceof Uint8Array) {
-    return loadArtifacts(await bytesArtifacts(source, 'the bytes given', options));
+    return modelOfBytes(source, 'the bytes given', options);
   }
   if (source instanceof ArrayBuffer) {
-    return loadArtifacts(await bytesArtifacts(new Uint8Array(source), 'the bytes given', options));
+    return modelOfBytes(new Uint8Array(source), 'the bytes given', options);
   }
   if (isBlob(source)) {
     const name = (source as {name?: unknown}).name;
     const label = typeof name === 'string' && name !== '' ? name : 'the Blob given';
     const bytes = new Uint8Array(await source.arrayBuffer());
-    return loadArtifacts(await bytesArtifacts(bytes, label, options));
+    return modelOfBytes(bytes, label, options);
   }
   if (typeof source === 'string' && /^https?:\/\//i.test(source) && isKerasFileName(source)) {
-    return loadArtifacts(await bytesArtifacts(await fetchBytes(source), source, options));
+    return modelOfBytes(await fetchBytes(source), source, options);
   }
   if (typeof source === 'string' || (typeof source === 'object' && source != null)) {
     return loadConverted(source as string | tf.io.IOHandler);

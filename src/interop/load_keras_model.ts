@@ -9,13 +9,14 @@ import * as path from 'path';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {loadKerasModel as loadConverted} from './keras';
+import {keras3FilesArtifacts, LoadKerasModelOptions, MAX_WEIGHTS_BYTES} from './keras_file';
+import {kerasHubModelOf} from './keras_hub_preset';
 import {
-  keras3FilesArtifacts,
-  kerasBytesArtifacts,
-  LoadKerasModelOptions,
-  MAX_WEIGHTS_BYTES,
-} from './keras_file';
-import {KerasModelSource, loadArtifacts, loadKerasModel as loadAnywhere} from './keras_source';
+  KerasModelSource,
+  loadArtifacts,
+  loadKerasModel as loadAnywhere,
+  modelOfBytes,
+} from './keras_source';
 import {fileSystem} from '../io/file_system';
 import {folderFiles, readLocalFile} from '../io/local_files';
 
@@ -29,14 +30,14 @@ async function loadPath(target: string, options: LoadKerasModelOptions): Promise
     // a converted model (model.json) or a Keras 3 folder (config.json + weights)
     const has = (name: string) => fs.existsSync(path.join(p, name));
     if (!has('model.json') && has('config.json')) {
-      return loadArtifacts(await keras3FilesArtifacts(folderFiles(p), options));
+      // a keras-hub preset folder (config.json's class is keras-hub's), else a Keras 3 folder
+      const hub = await kerasHubModelOf({folder: p}, p, options);
+      return hub ?? loadArtifacts(await keras3FilesArtifacts(folderFiles(p), options));
     }
     return loadConverted(fileSystem(p));
   }
   if (st?.isFile() && !p.toLowerCase().endsWith('.json')) {
-    return loadArtifacts(
-      await kerasBytesArtifacts(await readLocalFile(p, MAX_WEIGHTS_BYTES), p, options),
-    );
+    return modelOfBytes(await readLocalFile(p, MAX_WEIGHTS_BYTES), p, options);
   }
   return loadConverted(fileSystem(p));
 }
@@ -45,8 +46,9 @@ async function loadPath(target: string, options: LoadKerasModelOptions): Promise
  * Loads a Keras model: a Keras 3 `.keras` file or a tf-keras 2 `.h5` full model, read directly
  * (no converter), from a path, a URL or its bytes (ArrayBuffer, Uint8Array, Blob, File); a folder
  * holding `config.json` and Keras 3 weights (`model.weights.h5`, or `model.weights.json` and its
- * shards); or a model converted by `tensorflowjs_converter` (its folder, model.json path or URL,
- * or any IOHandler).
+ * shards); a keras-hub preset folder or keras-hub `.keras` file (its task, else its backbone,
+ * built by `buildKerasHubModel`; `loadKerasHubPreset` gives the tokenizer too); or a model
+ * converted by `tensorflowjs_converter` (its folder, model.json path or URL, or any IOHandler).
  *
  * ```js
  * const model = await loadKerasModel('m.keras');

@@ -1,0 +1,355 @@
+/**
+ * keras-hub presets read in JavaScript (loadKerasHubPreset, and loadKerasModel on keras-hub
+ * folders and .keras files) against keras-hub 0.32 itself: the committed presets and .keras files
+ * of fixtures/hub_presets.py (tiny random GPT2CausalLM, Llama3CausalLM, BertTextClassifier saved
+ * by keras-hub's save_to_preset and .save) and keras-hub's outputs recorded there: greedy
+ * generate() strings (compared exactly) and logits (within 1e-4, the issue's tolerance).
+ */
+import * as fs from 'fs';
+import * as http from 'http';
+import type {AddressInfo} from 'net';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+import '@tensorflow/tfjs-backend-wasm';
+
+import {generateText, loadKerasHubPreset, loadKerasModel} from '../src';
+import type {KerasHubPreset} from '../src';
+
+const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
+const TOL = 1e-4;
+
+interface Expected {
+  prompts?: string[];
+  generate?: Record<string, string[]>;
+  generate_one?: string;
+  texts?: string[];
+  token_ids: number[][];
+  segment_ids?: number[][];
+  padding_mask: number[][];
+  logits: number[][] | number[][][];
+  pooled_output?: number[][];
+}
+
+const expected = (name: string): Expected =>
+  JSON.parse(fs.readFileSync(path.join(DIR, `${name}.expected.json`), 'utf8')) as Expected;
+
+/** Every file of a folder by its path inside it. */
+function filesOf(dir: string, under = ''): Map<string, Uint8Array<ArrayBuffer>> {
+  const out = new Map<string, Uint8Array<ArrayBuffer>>();
+  for (const e of fs.readdirSync(path.join(dir, under), {withFileTypes: true})) {
+    const rel = under === '' ? e.name : `${under}/${e.name}`;
+    if (e.isDirectory()) for (const [k, v] of filesOf(dir, rel)) out.set(k, v);
+    else
+      out.set(rel, new Uint8Array(fs.readFileSync(path.join(dir, rel))) as Uint8Array<ArrayBuffer>);
+  }
+  return out;
+}
+
+function maxDiff(a: number[] | number[][] | number[][][], b: number[] | number[][] | number[][][]) {
+  const x = (a as number[]).flat(3) as number[];
+  const y = (b as number[]).flat(3) as number[];
+  expect(x.length).toBe(y.length);
+  return x.reduce((m, v, i) => Math.max(m, Math.abs(v - y[i])), 0);
+}
+
+function dispose(p: KerasHubPreset) {
+  p.model.dispose();
+  if (p.backbone !== p.model) p.backbone.dispose();
+}
+
+async function causalLogits(model: tf.LayersModel, e: Expected): Promise<number[][][]> {
+  const ids = tf.tensor2d(e.token_ids, undefined, 'int32');
+  const mask = tf.tensor2d(e.padding_mask, undefined, 'int32');
+  const out = model.predict([ids, mask]) as tf.Tensor;
+  const values = (await out.array()) as number[][][];
+  tf.dispose([ids, mask, out]);
+  return values;
+}
+
+async function bertOutputs(model: tf.LayersModel, e: Expected): Promise<number[][][]> {
+  const inputs = [e.token_ids, e.segment_ids as number[][], e.padding_mask].map((a) =>
+    tf.tensor2d(a, undefined, 'int32'),
+  );
+  const out = model.predict(inputs);
+  const list = Array.isArray(out) ? out : [out];
+  const values = (await Promise.all(list.map((t) => t.array()))) as number[][][];
+  tf.dispose([...inputs, ...list]);
+  return values;
+}
+
+describe.each(['cpu', 'wasm'])('keras-hub presets on %s', (backend) => {
+  beforeAll(async () => {
+    await tf.setBackend(backend);
+    await tf.ready();
+  });
+
+  describe.each(['gpt2', 'llama3'])('%s causal LM', (name) => {
+    const e = expected(name);
+    it('from the preset folder: greedy generateText equals keras-hub generate, logits within 1e-4', async () => {
+      const before = tf.memory().numTensors;
+      const preset = await loadKerasHubPreset(path.join(DIR, name));
+      expect(preset.preprocessor).toEqual({
+        sequenceLength: 16,
+        addStartToken: true,
+        addEndToken: true,
+      });
+      expect(preset.tokenizer).not.toBeNull();
+      expect((e.prompts as string[]).map((p) => preset.tokenizer?.encode(p))).toEqual(
+        (e as unknown as {prompt_ids: number[][]}).prompt_ids,
+      );
+      const gen = {
+        model: preset.model,
+        tokenizer: preset.tokenizer!,
+        preprocessor: preset.preprocessor!,
+      };
+      for (const [maxLength, strings] of Object.entries(e.generate as Record<string, string[]>)) {
+        expect(
+          await generateText(gen, e.prompts as string[], {maxLength: Number(maxLength)}),
+        ).toEqual(strings);
+      }
+      expect(await generateText(gen, (e.prompts as string[])[0], {maxLength: 12})).toEqual([
+        e.generate_one,
+      ]);
+      expect(maxDiff(await causalLogits(preset.model, e), e.logits)).toBeLessThan(TOL);
+      // the backbone shares the task's layers: its output feeds the logits
+      expect(preset.backbone.outputs[0].shape).toEqual([null, null, 16]);
+      dispose(preset);
+      expect(tf.memory().numTensors).toBe(before);
+    });
+  });
+
+  describe('bert text classifier', () => {
+    const e = expected('bert');
+    it('from the preset folder (task.weights.h5): logits and pooled output within 1e-4', async () => {
+      const before = tf.memory().numTensors;
+      const preset = await loadKerasHubPreset(path.join(DIR, 'bert'));
+      expect(preset.preprocessor).toEqual({
+        sequenceLength: 12,
+        addStartToken: true,
+        addEndToken: true,
+      });
+      // the packed ids keras-hub's preprocessor fed: [CLS] ids [SEP] then padding
+      const tok = preset.tokenizer!;
+      (e.texts as string[]).forEach((t, i) => {
+        const ids = [tok.startTokenId!, ...tok.encode(t), tok.endTokenId!];
+        expect(e.token_ids[i].slice(0, ids.length)).toEqual(ids);
+      });
+      const [logits] = await bertOutputs(preset.model, e);
+      expect(maxDiff(logits, e.logits)).toBeLessThan(TOL);
+      const [, pooled] = await bertOutputs(preset.backbone, e);
+      expect(maxDiff(pooled, e.pooled_output as number[][])).toBeLessThan(TOL);
+      // disposing the task leaves the backbone working, then both free everything
+      preset.model.dispose();
+      const [, again] = await bertOutputs(preset.backbone, e);
+      expect(maxDiff(again, e.pooled_output as number[][])).toBeLessThan(TOL);
+      preset.backbone.dispose();
+      expect(tf.memory().numTensors).toBe(before);
+    });
+  });
+});
+
+// the routes of the files are the same code on every backend: they run on cpu
+describe('keras-hub .keras files and loadKerasModel', () => {
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+  });
+
+  describe.each(['gpt2', 'llama3'])('%s causal LM', (name) => {
+    const e = expected(name);
+    it('from the .keras task file (path and bytes) and loadKerasModel', async () => {
+      const before = tf.memory().numTensors;
+      const file = path.join(DIR, `${name}.keras`);
+      const fromPath = await loadKerasHubPreset(file);
+      expect(fromPath.preprocessor?.sequenceLength).toBe(16);
+      const gen = {
+        model: fromPath.model,
+        tokenizer: fromPath.tokenizer!,
+        preprocessor: fromPath.preprocessor!,
+      };
+      expect(await generateText(gen, e.prompts as string[], {maxLength: 16})).toEqual(
+        (e.generate as Record<string, string[]>)['16'],
+      );
+      dispose(fromPath);
+      const fromBytes = await loadKerasHubPreset(new Uint8Array(fs.readFileSync(file)));
+      expect(maxDiff(await causalLogits(fromBytes.model, e), e.logits)).toBeLessThan(TOL);
+      dispose(fromBytes);
+      for (const source of [file, path.join(DIR, name)]) {
+        const model = await loadKerasModel(source);
+        expect(maxDiff(await causalLogits(model, e), e.logits)).toBeLessThan(TOL);
+        model.dispose();
+      }
+      expect(tf.memory().numTensors).toBe(before);
+    });
+  });
+
+  describe('bert text classifier', () => {
+    const e = expected('bert');
+    it('from the .keras files: task and backbone', async () => {
+      const before = tf.memory().numTensors;
+      const task = await loadKerasModel(path.join(DIR, 'bert.keras'));
+      expect(maxDiff((await bertOutputs(task, e))[0], e.logits)).toBeLessThan(TOL);
+      task.dispose();
+      const backbone = await loadKerasHubPreset(path.join(DIR, 'bert_backbone.keras'));
+      expect(backbone.model).toBe(backbone.backbone);
+      expect(backbone.tokenizer).toBeNull();
+      const [, pooled] = await bertOutputs(backbone.model, e);
+      expect(maxDiff(pooled, e.pooled_output as number[][])).toBeLessThan(TOL);
+      dispose(backbone);
+      expect(tf.memory().numTensors).toBe(before);
+    });
+  });
+});
+
+describe('keras-hub preset sources', () => {
+  const e = expected('gpt2');
+  const greedy16 = (e.generate as Record<string, string[]>)['16'];
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+  });
+
+  /** Greedy strings equal keras-hub's, and every tensor freed after disposing. */
+  async function generates(load: Promise<KerasHubPreset>) {
+    const before = tf.memory().numTensors;
+    const preset = await load;
+    const gen = {
+      model: preset.model,
+      tokenizer: preset.tokenizer!,
+      preprocessor: preset.preprocessor!,
+    };
+    expect(await generateText(gen, e.prompts as string[], {maxLength: 8})).toEqual(
+      (e.generate as Record<string, string[]>)['8'],
+    );
+    dispose(preset);
+    expect(tf.memory().numTensors).toBe(before);
+  }
+
+  it('a Map of path -> bytes, and File[] of a dropped folder (webkitRelativePath)', async () => {
+    const files = filesOf(path.join(DIR, 'gpt2'));
+    await generates(loadKerasHubPreset(files));
+    const dropped = [...files].map(([p, bytes]) => {
+      const f = new File([bytes], p.split('/').pop() as string);
+      Object.defineProperty(f, 'webkitRelativePath', {value: `gpt2/${p}`});
+      return f;
+    });
+    await generates(loadKerasHubPreset(dropped));
+    // a Map of Blobs and ArrayBuffers works as well
+    const mixed = new Map<string, Blob | ArrayBuffer>();
+    for (const [p, b] of files) mixed.set(p, p.endsWith('.h5') ? new Blob([b]) : b.slice().buffer);
+    await generates(loadKerasHubPreset(mixed));
+  });
+
+  describe('over http', () => {
+    let server: http.Server;
+    let base: string;
+    const served: string[] = [];
+    beforeAll(async () => {
+      server = http.createServer((req, res) => {
+        const rel = decodeURIComponent((req.url ?? '/').slice(1));
+        served.push(rel);
+        const file = path.join(DIR, rel);
+        if (!file.startsWith(DIR) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
+          res.writeHead(404).end();
+          return;
+        }
+        const bytes = fs.readFileSync(file);
+        res.writeHead(200, {'content-length': bytes.length}).end(bytes);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    });
+    afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+    it('a preset folder URL reads only the files it names, with progress', async () => {
+      served.length = 0;
+      const progress: number[] = [];
+      const preset = await loadKerasHubPreset(`${base}/gpt2/`, {
+        onProgress: (f) => progress.push(f),
+      });
+      expect(new Set(served)).toEqual(
+        new Set([
+          'gpt2/config.json',
+          'gpt2/task.json',
+          'gpt2/model.weights.h5',
+          'gpt2/task.weights.h5',
+          'gpt2/task.weights.json',
+          'gpt2/tokenizer.json',
+          'gpt2/preprocessor.json',
+          'gpt2/assets/tokenizer/vocabulary.json',
+          'gpt2/assets/tokenizer/merges.txt',
+        ]),
+      );
+      expect(progress[0]).toBe(0);
+      expect(progress[progress.length - 1]).toBe(1);
+      expect(progress.every((f, i) => i === 0 || f >= progress[i - 1])).toBe(true);
+      const gen = {
+        model: preset.model,
+        tokenizer: preset.tokenizer!,
+        preprocessor: preset.preprocessor!,
+      };
+      expect(await generateText(gen, e.prompts as string[], {maxLength: 16})).toEqual(greedy16);
+      dispose(preset);
+    });
+
+    it('a .keras task file URL', async () => {
+      await generates(loadKerasHubPreset(`${base}/gpt2.keras`));
+    });
+  });
+});
+
+describe('hostile presets', () => {
+  const files = () => filesOf(path.join(DIR, 'gpt2'));
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+  });
+
+  it('a missing tokenizer asset names the file', async () => {
+    const m = files();
+    m.delete('assets/tokenizer/merges.txt');
+    const before = tf.memory().numTensors;
+    await expect(loadKerasHubPreset(m)).rejects.toThrow(
+      'GPT2Tokenizer needs the asset assets/tokenizer/merges.txt, which is missing',
+    );
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('a missing weights file names itself', async () => {
+    const m = files();
+    m.delete('model.weights.h5');
+    await expect(loadKerasHubPreset(m)).rejects.toThrow(
+      'to hold model.weights.h5 or model.weights.json',
+    );
+  });
+
+  it('an unknown config class lists the known ones', async () => {
+    const m = files();
+    const config = JSON.parse(new TextDecoder().decode(m.get('config.json')));
+    config.class_name = 'GemmaBackbone';
+    m.set('config.json', new TextEncoder().encode(JSON.stringify(config)));
+    await expect(loadKerasHubPreset(m)).rejects.toThrow(
+      'holds the class "GemmaBackbone", which is not implemented (expected one of GPT2Backbone, ' +
+        'GPT2CausalLM',
+    );
+  });
+
+  it('a config implying far more weights than the file declares is refused before building', async () => {
+    const m = files();
+    for (const name of ['config.json', 'task.json']) {
+      const json = JSON.parse(new TextDecoder().decode(m.get(name)));
+      const cfg = name === 'config.json' ? json.config : json.config.backbone.config;
+      cfg.vocabulary_size = 50_000_000;
+      m.set(name, new TextEncoder().encode(JSON.stringify(json)));
+    }
+    const before = tf.memory().numBytes;
+    const t0 = Date.now();
+    await expect(loadKerasHubPreset(m)).rejects.toThrow(/implies at least 800\d+ weight values/);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(tf.memory().numBytes).toBe(before);
+  });
+
+  it('a missing config.json names itself', async () => {
+    const m = files();
+    m.delete('config.json');
+    await expect(loadKerasHubPreset(m)).rejects.toThrow('missing file config.json');
+  });
+});

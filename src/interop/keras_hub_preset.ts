@@ -1,0 +1,719 @@
+/**
+ * `loadKerasHubPreset`: a keras-hub preset (a `save_to_preset` folder, or a keras-hub task /
+ * backbone `.keras` file) read in JavaScript: the backbone or task built from its config by
+ * `buildKerasHubModel` with the file's weights by Keras 3 path, the tokenizer from
+ * `tokenizer.json` and its assets, the preprocessor's settings. Also the route `loadKerasModel`
+ * takes for keras-hub folders and `.keras` files (`kerasHubModelOf*`).
+ *
+ * Safety as for `.keras` files (SECURITY.md): only the files named here are read (config.json,
+ * task.json, preprocessor.json, tokenizer.json, the weights files and the tokenizer's own
+ * assets), each size checked before it is read; the weights files' declared sizes are checked
+ * against the size the config implies before the model is built.
+ */
+import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import * as tfl from '@tensorflow/tfjs-layers';
+
+import type {JsonObject} from '../layers/engine/contract';
+import {snakeCase} from '../layers/engine/contract';
+import {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from '../hub_models/build';
+import type {HubWeightValue} from '../hub_models/family';
+import {Hdf5Reader} from '../io/hdf5_datasets';
+import {zipEntries, zipEntryBytes} from '../io/zip_entries';
+import {
+  DEFAULT_MAX_TOKENIZER_FILE_BYTES,
+  TOKENIZER_ASSETS,
+  tokenizerFromPreset,
+} from '../tokenizers/load';
+import type {Tokenizer} from '../tokenizers/tokenizer';
+import {KerasFiles, MAX_JSON_BYTES, MAX_WEIGHTS_BYTES, readKeras3Weights} from './keras_file';
+
+/** keras-hub's preprocessor settings (its preprocessor.json), as `generateText` takes them. */
+export interface KerasHubPreprocessor {
+  /** The packed length (`sequence_length`), `generateText`'s default `maxLength`. */
+  sequenceLength: number;
+  /** Whether the start token is put first (`add_start_token`; BERT's packer always: true). */
+  addStartToken: boolean;
+  /** Whether the end token is put last (`add_end_token`; BERT's packer always: true). */
+  addEndToken: boolean;
+}
+
+/** What {@link loadKerasHubPreset} gives. */
+export interface KerasHubPreset {
+  /** The task (GPT2CausalLM, BertTextClassifier, Llama3CausalLM) when the preset has one, else the backbone. */
+  model: LayersModel;
+  /**
+   * The backbone: its inputs -> its outputs. With a task, a model over the task's own layers
+   * (no second copy of the weights); dispose both, in any order, to free them.
+   */
+  backbone: LayersModel;
+  /** The preset's tokenizer, null when it has none (a backbone saved alone). */
+  tokenizer: Tokenizer | null;
+  /** The preprocessor's settings, null when it has none. */
+  preprocessor: KerasHubPreprocessor | null;
+}
+
+/** Options of {@link loadKerasHubPreset}. */
+export interface LoadKerasHubPresetOptions {
+  /** Called with the fraction (0 to 1, never decreasing) of the weights read so far. */
+  onProgress?: (fraction: number) => void;
+  /** The fetch used for URLs. Default the global `fetch`. */
+  fetch?: (url: string) => Promise<Response>;
+}
+
+/** A file of a dropped preset folder: a `File` (its `webkitRelativePath`, else its name, is its path). */
+export interface PresetFile extends Blob {
+  /** The file's name (its path when it has no `webkitRelativePath`). */
+  readonly name: string;
+  /** Its path in a chosen or dropped folder (`gpt2/config.json`), where the browser gives one. */
+  readonly webkitRelativePath?: string;
+}
+
+/**
+ * What {@link loadKerasHubPreset} reads: a folder path (Node) or URL of a preset; a `.keras`
+ * file's path, URL or bytes (ArrayBuffer, Uint8Array, Blob, File); a dropped folder (`File[]` or
+ * a `FileList` from `<input type=file webkitdirectory>` or a drop); or a Map from the path inside
+ * the preset (`config.json`, `assets/tokenizer/vocabulary.json`) to its bytes.
+ */
+export type KerasHubPresetSource =
+  | string
+  | URL
+  | ArrayBuffer
+  | Uint8Array
+  | Blob
+  | ArrayLike<PresetFile>
+  | ReadonlyMap<string, Blob | Uint8Array | ArrayBuffer>;
+
+/** The files of a preset by path inside it (`assets/tokenizer/merges.txt`). */
+type PresetFiles = KerasFiles;
+
+type Obj = JsonObject;
+
+function fail(message: string): never {
+  throw new Error(`loadKerasHubPreset: ${message}`);
+}
+
+const isObject = (v: unknown): v is Obj => v != null && typeof v === 'object' && !Array.isArray(v);
+
+function parseJson(bytes: Uint8Array, what: string): unknown {
+  try {
+    return JSON.parse(new TextDecoder('utf-8').decode(bytes));
+  } catch (e) {
+    fail(`${what} is not valid JSON (${(e as Error).message})`);
+  }
+}
+
+async function readJson(files: PresetFiles, name: string): Promise<Obj> {
+  if (!(await files.has(name))) fail(`missing file ${name} in ${files.label}`);
+  const json = parseJson(await files.read(name, MAX_JSON_BYTES), `${files.label}/${name}`);
+  if (!isObject(json) || typeof json.class_name !== 'string' || !isObject(json.config)) {
+    fail(`expected ${files.label}/${name} to hold a serialized object {class_name, config}`);
+  }
+  return json;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sources
+
+const toBytes = async (v: Blob | Uint8Array | ArrayBuffer): Promise<Uint8Array> =>
+  v instanceof Uint8Array
+    ? v
+    : v instanceof ArrayBuffer
+      ? new Uint8Array(v)
+      : new Uint8Array(await v.arrayBuffer());
+
+const sizeOf = (v: Blob | Uint8Array | ArrayBuffer): number =>
+  v instanceof Uint8Array || v instanceof ArrayBuffer ? v.byteLength : v.size;
+
+/**
+ * The files of a Map keyed by path. Paths are taken with `/` separators; when no `config.json`
+ * is at the top but every path starts with one folder (a dropped folder's
+ * `webkitRelativePath`: `gpt2/config.json`), that folder is dropped.
+ */
+function mapFiles(
+  entries: ReadonlyMap<string, Blob | Uint8Array | ArrayBuffer>,
+  label: string,
+): PresetFiles {
+  const byPath = new Map<string, Blob | Uint8Array | ArrayBuffer>();
+  for (const [key, value] of entries) {
+    if (typeof key !== 'string')
+      fail(`expected the Map's keys to be paths, received ${typeof key}`);
+    byPath.set(key.replace(/\\/g, '/').replace(/^\.?\//, ''), value);
+  }
+  if (!byPath.has('config.json')) {
+    const firsts = new Set([...byPath.keys()].map((k) => k.split('/')[0]));
+    const [only] = [...firsts];
+    if (firsts.size === 1 && byPath.has(`${only}/config.json`)) {
+      const stripped = new Map<string, Blob | Uint8Array | ArrayBuffer>();
+      for (const [k, v] of byPath) stripped.set(k.slice(only.length + 1), v);
+      return mapFiles(stripped, `${label} (${only}/)`);
+    }
+  }
+  return {
+    label,
+    has: async (name) => byPath.has(name),
+    read: async (name, maxBytes) => {
+      const value = byPath.get(name);
+      if (value == null) fail(`missing file ${name} in ${label}`);
+      if (sizeOf(value) > maxBytes) {
+        fail(`${name} holds ${sizeOf(value)} bytes, more than the ${maxBytes} allowed`);
+      }
+      return toBytes(value);
+    },
+  };
+}
+
+/** The files of a preset at a URL: each file fetched once (a missing one answers 404). */
+function urlFiles(base: string, fetcher: (url: string) => Promise<Response>): PresetFiles {
+  const root = base.endsWith('/') ? base : `${base}/`;
+  const pending = new Map<string, Promise<Response | null>>();
+  const get = (name: string): Promise<Response | null> => {
+    let p = pending.get(name);
+    if (p == null) {
+      const url = new URL(name, root).toString();
+      p = fetcher(url).then(
+        (r) => {
+          if (r.status === 404) return null;
+          if (!r.ok) fail(`fetching ${url}: expected status 200, received ${r.status}`);
+          return r;
+        },
+        (e: Error) => fail(`cannot fetch ${url}: ${e.message}`),
+      );
+      pending.set(name, p);
+    }
+    return p;
+  };
+  return {
+    label: root,
+    has: async (name) => (await get(name)) != null,
+    read: async (name, maxBytes) => {
+      const response = await get(name);
+      pending.delete(name);
+      if (response == null) fail(`missing file ${name} (${new URL(name, root)} answered 404)`);
+      const declared = Number(response.headers.get('content-length'));
+      if (Number.isFinite(declared) && declared > maxBytes) {
+        await response.body?.cancel();
+        fail(`${name} declares ${declared} bytes, more than the ${maxBytes} allowed`);
+      }
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      if (bytes.length > maxBytes) {
+        fail(`${name} holds ${bytes.length} bytes, more than the ${maxBytes} allowed`);
+      }
+      return bytes;
+    },
+  };
+}
+
+interface NodeFs {
+  promises: {
+    stat(path: string): Promise<{size: number; isFile(): boolean; isDirectory(): boolean}>;
+    readFile(path: string): Promise<Uint8Array>;
+    realpath(path: string): Promise<string>;
+  };
+}
+
+async function nodeFs(what: string): Promise<NodeFs> {
+  // a module name in a variable: bundlers for the browser leave it alone
+  const moduleName = 'fs';
+  try {
+    return (await import(moduleName)) as NodeFs;
+  } catch {
+    return fail(
+      `reading ${what} needs Node's fs; in the browser pass a URL, a .keras file's bytes, the ` +
+        'files of a dropped folder (File[]) or a Map of path -> bytes',
+    );
+  }
+}
+
+/** The files of a local folder: names are the package's own (checked), links must stay inside. */
+function folderFiles(fs: NodeFs, dir: string): PresetFiles {
+  const base = dir.replace(/[\\/]+$/, '');
+  const resolve = async (name: string): Promise<string | null> => {
+    if (name.split('/').some((p) => p === '' || p === '.' || p === '..' || /[\\\0]/.test(p))) {
+      fail(`refusing the file name ${JSON.stringify(name)}: expected a path inside ${dir}`);
+    }
+    let real: string;
+    try {
+      real = await fs.promises.realpath(`${base}/${name}`);
+    } catch {
+      return null;
+    }
+    const root = await fs.promises.realpath(base);
+    const sep = root.includes('\\') ? '\\' : '/';
+    if (!real.startsWith(root.endsWith(sep) ? root : root + sep)) {
+      fail(`refusing ${base}/${name}: it leads to ${real}, outside the preset folder ${dir}`);
+    }
+    return real;
+  };
+  return {
+    label: dir,
+    has: async (name) => {
+      const real = await resolve(name);
+      return real != null && (await fs.promises.stat(real)).isFile();
+    },
+    read: async (name, maxBytes) => {
+      const real = await resolve(name);
+      if (real == null) fail(`missing file ${name} (expected at ${base}/${name})`);
+      const st = await fs.promises.stat(real);
+      if (!st.isFile()) fail(`expected ${base}/${name} to be a file`);
+      if (st.size > maxBytes) {
+        fail(`${base}/${name} holds ${st.size} bytes, more than the ${maxBytes} allowed`);
+      }
+      const data = await fs.promises.readFile(real);
+      return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    },
+  };
+}
+
+/** The entries of a `.keras` archive (a keras-hub task or backbone saved with `.save`). */
+function zipFiles(bytes: Uint8Array, label: string): PresetFiles {
+  const entries = zipEntries(bytes, 'a .keras file (a zip archive)');
+  return {
+    label,
+    has: async (name) => entries.has(name),
+    read: async (name, maxBytes) => {
+      const entry = entries.get(name);
+      if (entry == null) fail(`missing file ${name} in ${label}`);
+      return zipEntryBytes(bytes, entry, maxBytes);
+    },
+  };
+}
+
+const isBlob = (x: unknown): x is Blob => typeof Blob !== 'undefined' && x instanceof Blob;
+const isZip = (b: Uint8Array) => b.length >= 4 && b[0] === 0x50 && b[1] === 0x4b;
+const isKerasName = (s: string) => /\.keras$/i.test(s.split(/[?#]/)[0]);
+
+interface Opened {
+  files: PresetFiles;
+  /** A `.keras` file (everything in config.json and assets/) rather than a preset folder. */
+  kerasFile: boolean;
+}
+
+async function fetchBytes(url: string, fetcher: (url: string) => Promise<Response>) {
+  const files = urlFiles(url.replace(/[^/]*$/, ''), fetcher);
+  const name = url.split(/[?#]/)[0].replace(/^.*\//, '');
+  return files.read(name, MAX_WEIGHTS_BYTES);
+}
+
+async function open(
+  source: KerasHubPresetSource,
+  options: LoadKerasHubPresetOptions,
+): Promise<Opened> {
+  const fetcher = options.fetch ?? (typeof fetch === 'function' ? fetch : undefined);
+  if (source instanceof Uint8Array || source instanceof ArrayBuffer) {
+    const bytes = source instanceof Uint8Array ? source : new Uint8Array(source);
+    return {files: zipFiles(bytes, 'the bytes given'), kerasFile: true};
+  }
+  if (isBlob(source)) {
+    const name = (source as Partial<PresetFile>).name;
+    const bytes = new Uint8Array(await source.arrayBuffer());
+    return {files: zipFiles(bytes, name || 'the Blob given'), kerasFile: true};
+  }
+  if (source instanceof Map) {
+    return {files: mapFiles(source, 'the files given'), kerasFile: false};
+  }
+  if (typeof source === 'string' || source instanceof URL) {
+    const where = String(source);
+    if (/^https?:\/\//i.test(where)) {
+      if (fetcher == null) fail(`${where} is a URL but there is no fetch; pass options.fetch`);
+      if (isKerasName(where)) {
+        return {files: zipFiles(await fetchBytes(where, fetcher), where), kerasFile: true};
+      }
+      return {files: urlFiles(where, fetcher), kerasFile: false};
+    }
+    if (
+      /^[a-z][a-z0-9+.-]*:/i.test(where) &&
+      !/^file:/i.test(where) &&
+      !/^[a-z]:[\\/]/i.test(where)
+    ) {
+      fail(
+        `expected a folder or .keras path, a URL, bytes or files, received ${JSON.stringify(where)}`,
+      );
+    }
+    const p = /^file:/i.test(where) ? decodeURIComponent(new URL(where).pathname) : where;
+    const fs = await nodeFs(p);
+    const st = await fs.promises.stat(p).catch(() => null);
+    if (st == null) fail(`no such file or folder: ${p}`);
+    if (st.isDirectory()) return {files: folderFiles(fs, p), kerasFile: false};
+    if (st.size > MAX_WEIGHTS_BYTES) {
+      fail(`${p} holds ${st.size} bytes, more than the ${MAX_WEIGHTS_BYTES} allowed`);
+    }
+    const data = await fs.promises.readFile(p);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (!isZip(bytes)) {
+      fail(
+        `expected ${p} to be a preset folder or a .keras file (a zip archive, starting with "PK")`,
+      );
+    }
+    return {files: zipFiles(bytes, p), kerasFile: true};
+  }
+  if (source != null && typeof (source as ArrayLike<PresetFile>).length === 'number') {
+    const list = Array.from(source as ArrayLike<PresetFile>);
+    if (!list.every(isBlob)) fail('expected every entry of the list to be a File');
+    if (list.length === 1 && isKerasName(list[0].name)) {
+      const bytes = new Uint8Array(await list[0].arrayBuffer());
+      return {files: zipFiles(bytes, list[0].name), kerasFile: true};
+    }
+    const map = new Map<string, Blob>();
+    for (const f of list) map.set(f.webkitRelativePath || f.name, f);
+    return {files: mapFiles(map, 'the files given'), kerasFile: false};
+  }
+  fail(
+    'expected a preset folder path or URL, a .keras file (path, URL, bytes, Blob), a File[] / ' +
+      `FileList or a Map of path -> bytes, received ${source === null ? 'null' : typeof source}`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// weights
+
+/**
+ * Every weight of Keras 3 weights files by path (`layers/dense/vars/0`, the optimizer's left
+ * out), values as float32 (dtype as the file holds it: `int32` for integer datasets). `prefix` is
+ * put before each path. Reports progress over the bytes copied.
+ */
+export async function readHubWeights(
+  sources: ReadonlyArray<{readers: readonly Hdf5Reader[]; prefix: string}>,
+  onProgress?: (fraction: number) => void,
+): Promise<Map<string, HubWeightValue>> {
+  const all = sources.flatMap(({readers, prefix}) =>
+    readers.flatMap((reader) =>
+      reader
+        .datasetPaths('/', (p) => p === 'optimizer')
+        .map((p) => ({name: prefix + p, reader, dataset: reader.dataset(p)})),
+    ),
+  );
+  const total = all.reduce((n, d) => n + d.dataset.bytes, 0);
+  const out = new Map<string, HubWeightValue>();
+  onProgress?.(0);
+  let at = 0;
+  for (const {name, reader, dataset} of all) {
+    const buffer = new Uint8Array(dataset.bytes);
+    reader.copy(dataset, buffer, 0);
+    const values =
+      dataset.dtype === 'int32' ? new Int32Array(buffer.buffer) : new Float32Array(buffer.buffer);
+    out.set(name, {shape: dataset.shape, dtype: dataset.dtype, values});
+    at += dataset.bytes;
+    onProgress?.(total === 0 ? 1 : at / total);
+  }
+  if (total === 0) onProgress?.(1);
+  return out;
+}
+
+/** Elements a weights file declares, from its datasets' shapes (nothing read). */
+function declaredElements(readers: readonly Hdf5Reader[]): number {
+  let n = 0;
+  for (const r of readers) {
+    for (const p of r.datasetPaths('/', (q) => q === 'optimizer')) {
+      n += r.dataset(p).shape.reduce((a, d) => a * d, 1);
+    }
+  }
+  return n;
+}
+
+/**
+ * Refuses a config that implies far more weights than the files declare, before the model (whose
+ * weights the config sizes) is built: the token embedding and each block's attention output and
+ * feed-forward matrices are a lower bound of every family's weights.
+ */
+function checkImpliedSize(cls: string, backbone: Obj, declared: number, label: string): void {
+  const num = (k: string) => (typeof backbone[k] === 'number' ? (backbone[k] as number) : 0);
+  const h = num('hidden_dim');
+  const implied =
+    num('vocabulary_size') * h + num('num_layers') * (h * h + 2 * h * num('intermediate_dim'));
+  if (!(implied <= declared)) {
+    fail(
+      `${label}: the ${cls} config implies at least ${implied} weight values, but its weights ` +
+        `files declare ${declared}; refused before building the model`,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the model
+
+/** The known keras-hub class of a serialized object, or an error listing the known ones. */
+function knownClass(json: Obj, where: string): string {
+  const cls = json.class_name as string;
+  if (!kerasHubClassNames().includes(cls)) {
+    fail(
+      `${where} holds the class ${JSON.stringify(cls)}, which is not implemented (expected one ` +
+        `of ${kerasHubClassNames().join(', ')})`,
+    );
+  }
+  return cls;
+}
+
+const familyOf = (cls: string) =>
+  KERAS_HUB_FAMILIES.find(
+    (f) => f.backbone === cls || Object.prototype.hasOwnProperty.call(f.tasks, cls),
+  ) as (typeof KERAS_HUB_FAMILIES)[number];
+
+/**
+ * The backbone of a built task, as a model over the task's own layers: the causal LMs' logits
+ * are the reverse embedding of `sequence_output`; the classifiers' are a dense layer over the
+ * dropout of `pooled_output`, itself over `sequence_output`'s first position.
+ */
+function backboneView(task: LayersModel, cls: string): LayersModel {
+  const family = familyOf(cls);
+  const out = task.outputs[0];
+  let outputs: SymbolicTensor[];
+  if (family.tasks[cls] === 'causalLM') {
+    outputs = [out.inputs[0]];
+  } else {
+    const pooled = out.inputs[0].inputs[0];
+    outputs = [pooled.inputs[0].inputs[0], pooled];
+  }
+  const view = tfl.model({inputs: task.inputs, outputs, name: snakeCase(family.backbone)});
+  // the view holds one more reference to each layer: disposing either model keeps the other's
+  for (const layer of view.layers) {
+    const counted = layer as unknown as {_refCount: number | null};
+    counted._refCount = (counted._refCount ?? 0) + 1;
+  }
+  return view;
+}
+
+/** The preprocessor settings of a serialized keras-hub preprocessor. */
+function preprocessorOf(json: Obj | null): KerasHubPreprocessor | null {
+  if (json == null) return null;
+  const c = json.config as Obj;
+  const length = c.sequence_length;
+  if (!(typeof length === 'number' && Number.isInteger(length) && length > 0)) {
+    fail(
+      `expected the preprocessor's sequence_length to be a whole number > 0, received ${JSON.stringify(length)}`,
+    );
+  }
+  const flag = (k: string) => (typeof c[k] === 'boolean' ? (c[k] as boolean) : true);
+  return {
+    sequenceLength: length,
+    addStartToken: flag('add_start_token'),
+    addEndToken: flag('add_end_token'),
+  };
+}
+
+/** The tokenizer of a serialized tokenizer whose assets are in `folder` of `files`. */
+async function tokenizerOf(json: Obj, files: PresetFiles, folder: string): Promise<Tokenizer> {
+  const cls = json.class_name as string;
+  const names = TOKENIZER_ASSETS[cls];
+  if (names == null) {
+    fail(
+      `the tokenizer class ${JSON.stringify(cls)} is not implemented (expected one of ` +
+        `${Object.keys(TOKENIZER_ASSETS).join(', ')})`,
+    );
+  }
+  const assets: Record<string, string> = {};
+  for (const name of names) {
+    const path = `${folder}/${name}`;
+    if (!(await files.has(path))) {
+      fail(`${cls} needs the asset ${path}, which is missing from ${files.label}`);
+    }
+    const bytes = await files.read(path, DEFAULT_MAX_TOKENIZER_FILE_BYTES);
+    try {
+      assets[name] = new TextDecoder('utf-8', {fatal: true}).decode(bytes);
+    } catch {
+      fail(`${files.label}/${path} is not valid UTF-8`);
+    }
+  }
+  return tokenizerFromPreset(json, assets);
+}
+
+/** The assets folder of a tokenizer in a preset: `assets/<config_file stem>`. */
+function presetAssetFolder(tokenizer: Obj): string {
+  const file = (tokenizer.config as Obj).config_file ?? 'tokenizer.json';
+  const stem = typeof file === 'string' ? file.split('.')[0] : '';
+  if (!/^[A-Za-z0-9_-]+$/.test(stem)) {
+    fail(
+      `expected the tokenizer's config_file to be a plain file name, received ${JSON.stringify(file)}`,
+    );
+  }
+  return `assets/${stem}`;
+}
+
+interface Built {
+  model: LayersModel;
+  /** The keras-hub class of `model`. */
+  className: string;
+  backbone: LayersModel | null;
+  tokenizerJson: Obj | null;
+  tokenizerFolder: string;
+  preprocessorJson: Obj | null;
+}
+
+function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightValue>) {
+  try {
+    return buildKerasHubModel(cls, config, weights);
+  } catch (e) {
+    fail((e as Error).message);
+  }
+}
+
+/** A keras-hub `.keras` file: config.json is the task or backbone, weights by the file's paths. */
+async function buildKerasFile(
+  files: PresetFiles,
+  options: LoadKerasHubPresetOptions,
+): Promise<Built> {
+  const config = await readJson(files, 'config.json');
+  const cls = knownClass(config, `${files.label}/config.json`);
+  const family = familyOf(cls);
+  const isTask = cls !== family.backbone;
+  const readers = await readKeras3Weights(files);
+  const inner = config.config as Obj;
+  const backboneJson = isTask ? inner.backbone : config;
+  if (!isObject(backboneJson) || !isObject(backboneJson.config)) {
+    fail(`expected ${files.label}/config.json's ${cls} to hold its backbone's config`);
+  }
+  checkImpliedSize(cls, backboneJson.config, declaredElements(readers), files.label);
+  const weights = await readHubWeights([{readers, prefix: ''}], options.onProgress);
+  const model = buildModel(cls, config, weights);
+  const preprocessorJson = isTask && isObject(inner.preprocessor) ? inner.preprocessor : null;
+  const tokenizerJson =
+    preprocessorJson != null && isObject((preprocessorJson.config as Obj).tokenizer)
+      ? ((preprocessorJson.config as Obj).tokenizer as Obj)
+      : null;
+  return {
+    model,
+    className: cls,
+    backbone: isTask ? null : model,
+    tokenizerJson,
+    // Keras 3 saves a layer's assets under its attribute path in the model
+    tokenizerFolder: 'assets/preprocessor/tokenizer',
+    preprocessorJson,
+  };
+}
+
+/** A `save_to_preset` folder: config.json (backbone) + model.weights, task.json (+ task.weights). */
+async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOptions): Promise<Built> {
+  const config = await readJson(files, 'config.json');
+  const backboneCls = knownClass(config, `${files.label}/config.json`);
+  const family = familyOf(backboneCls);
+  if (backboneCls !== family.backbone) {
+    fail(
+      `expected ${files.label}/config.json to hold a backbone, received the task ${backboneCls}`,
+    );
+  }
+  const task = (await files.has('task.json')) ? await readJson(files, 'task.json') : null;
+  const taskCls = task == null ? null : knownClass(task, `${files.label}/task.json`);
+  if (taskCls != null && familyOf(taskCls) !== family) {
+    fail(`${files.label}: task.json's ${taskCls} does not take config.json's ${backboneCls}`);
+  }
+  const readers = await readKeras3Weights(files, 'model.weights');
+  const taskReaders =
+    taskCls != null &&
+    ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
+      ? await readKeras3Weights(files, 'task.weights')
+      : [];
+  checkImpliedSize(
+    backboneCls,
+    config.config as Obj,
+    declaredElements(readers) + declaredElements(taskReaders),
+    files.label,
+  );
+  const prefix = taskCls == null ? '' : `layers/${snakeCase(backboneCls)}/`;
+  const weights = await readHubWeights(
+    [
+      {readers, prefix},
+      {readers: taskReaders, prefix: ''},
+    ],
+    options.onProgress,
+  );
+  let model: LayersModel;
+  if (task == null || taskCls == null) {
+    model = buildModel(backboneCls, config, weights);
+  } else {
+    // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
+    model = buildModel(taskCls, task, weights);
+  }
+  const tokenizerJson = (await files.has('tokenizer.json'))
+    ? await readJson(files, 'tokenizer.json')
+    : null;
+  return {
+    model,
+    className: taskCls ?? backboneCls,
+    backbone: task == null ? model : null,
+    tokenizerJson,
+    tokenizerFolder: tokenizerJson == null ? '' : presetAssetFolder(tokenizerJson),
+    preprocessorJson: (await files.has('preprocessor.json'))
+      ? await readJson(files, 'preprocessor.json')
+      : null,
+  };
+}
+
+async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise<Built> {
+  return opened.kerasFile
+    ? buildKerasFile(opened.files, options)
+    : buildPreset(opened.files, options);
+}
+
+/**
+ * Loads a keras-hub preset: a `save_to_preset` folder (config.json, model.weights.h5, task.json
+ * and task.weights.h5 where keras-hub writes them, preprocessor.json, tokenizer.json,
+ * assets/tokenizer/...) or a keras-hub task / backbone `.keras` file (`causal_lm.save('x.keras')`,
+ * its tokenizer in the file's assets). `model` is the task (GPT2CausalLM, BertTextClassifier,
+ * Llama3CausalLM) when there is one, else the backbone.
+ *
+ * Sources: a folder or `.keras` path (Node); a URL (the preset folder's base, or a `.keras`
+ * file's); a `.keras` file's bytes (ArrayBuffer, Uint8Array, Blob, File); the files of a dropped
+ * folder (`File[]` or a `FileList`: each file's `webkitRelativePath`, else its name, is its path;
+ * a common top folder is dropped); or a `Map` from the path inside the preset to its bytes.
+ *
+ * ```js
+ * const preset = await loadKerasHubPreset('gpt2_preset/');
+ * const [text] = await generateText(preset, 'The quick brown fox', {maxLength: 32});
+ * ```
+ */
+export async function loadKerasHubPreset(
+  source: KerasHubPresetSource,
+  options: LoadKerasHubPresetOptions = {},
+): Promise<KerasHubPreset> {
+  const opened = await open(source, options);
+  const built = await load(opened, options);
+  try {
+    const tokenizer =
+      built.tokenizerJson == null
+        ? null
+        : await tokenizerOf(built.tokenizerJson, opened.files, built.tokenizerFolder);
+    const backbone = built.backbone ?? backboneView(built.model, built.className);
+    return {
+      model: built.model,
+      backbone,
+      tokenizer,
+      preprocessor: preprocessorOf(built.preprocessorJson),
+    };
+  } catch (e) {
+    built.model.dispose();
+    throw e;
+  }
+}
+
+/**
+ * `loadKerasModel`'s route for keras-hub: the task (or backbone) of a `.keras` file's bytes or of
+ * a preset's files, or null when config.json is not a keras-hub class (a plain Keras model).
+ */
+export async function kerasHubModelOf(
+  source: Uint8Array | {folder: string},
+  label: string,
+  options: LoadKerasHubPresetOptions = {},
+): Promise<LayersModel | null> {
+  let files: PresetFiles;
+  if (source instanceof Uint8Array) {
+    if (!isZip(source)) return null;
+    files = zipFiles(source, label);
+  } else {
+    files = folderFiles(await nodeFs(source.folder), source.folder);
+  }
+  if (!(await files.has('config.json'))) return null;
+  const config = parseJson(await files.read('config.json', MAX_JSON_BYTES), `${label}/config.json`);
+  if (!isKerasHubObject(config)) return null;
+  const kerasFile = source instanceof Uint8Array;
+  return (await load({files, kerasFile}, options)).model;
+}
+
+/** Whether a serialized object is keras-hub's (`registered_name` `keras_hub>...`, or its module). */
+function isKerasHubObject(json: unknown): boolean {
+  if (!isObject(json)) return false;
+  const registered = json.registered_name;
+  const module = json.module;
+  return (
+    (typeof registered === 'string' && registered.startsWith('keras_hub>')) ||
+    (typeof module === 'string' && /^keras_hub(\.|$)/.test(module))
+  );
+}
