@@ -25,6 +25,7 @@ import {
   ReversibleEmbedding,
   saveKerasFile,
   TransformerDecoder,
+  loadKerasHubPreset,
 } from '../src';
 import {Hdf5Reader} from '../src/io/hdf5_datasets';
 import {kerasBytesArtifacts} from '../src/interop/keras_file';
@@ -191,6 +192,24 @@ describe('Keras 3 int8 files: generation', () => {
     expect(await ids.array()).toEqual(g.tokens);
     ids.dispose();
     model.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+  it('gpt2_preset through loadKerasHubPreset (the folder, as a user loads it): int8 layers, the same tokens', async () => {
+    const g = IO.gpt2_preset.generate;
+    const before = tf.memory().numTensors;
+    const {model, backbone, tokenizer} = await loadKerasHubPreset(path.join(DIR, 'gpt2_preset'));
+    expect(tokenizer).toBeNull(); // this preset was saved without its preprocessor
+    const emb = model.layers.find((l) => l.name === 'token_embedding') as ReversibleEmbedding;
+    expect(emb.quantizationMode).toBe('int8');
+    const ids = await generate(model, g.token_ids, {
+      maxLength: g.token_ids[0].length,
+      promptLengths: g.prompt_lengths,
+      useCache: true,
+    });
+    expect(await ids.array()).toEqual(g.tokens);
+    ids.dispose();
+    model.dispose();
+    backbone.dispose();
     expect(tf.memory().numTensors).toBe(before);
   });
 });
