@@ -134,6 +134,10 @@ describe('generateText', () => {
     await expect(generateText({model, tokenizer} as never, 'a')).rejects.toThrow(
       'generateText: expected {model, tokenizer, preprocessor}, as loadKerasHubPreset returns',
     );
+    // loadKerasHubPreset's result for a preset saved without its preprocessor type-checks as is
+    await expect(generateText({model, tokenizer: null, preprocessor: null}, 'a')).rejects.toThrow(
+      'received none for tokenizer, preprocessor',
+    );
     await expect(generateText({model, tokenizer, preprocessor}, [])).rejects.toThrow(
       /^generateText: expected a prompt string or a non-empty array of strings/,
     );

@@ -100,8 +100,8 @@ describe.each(['cpu', 'wasm'])('keras-hub presets on %s', (backend) => {
       );
       const gen = {
         model: preset.model,
-        tokenizer: preset.tokenizer!,
-        preprocessor: preset.preprocessor!,
+        tokenizer: preset.tokenizer,
+        preprocessor: preset.preprocessor,
       };
       for (const [maxLength, strings] of Object.entries(e.generate as Record<string, string[]>)) {
         expect(
@@ -164,8 +164,8 @@ describe('keras-hub .keras files and loadKerasModel', () => {
       expect(fromPath.preprocessor?.sequenceLength).toBe(16);
       const gen = {
         model: fromPath.model,
-        tokenizer: fromPath.tokenizer!,
-        preprocessor: fromPath.preprocessor!,
+        tokenizer: fromPath.tokenizer,
+        preprocessor: fromPath.preprocessor,
       };
       expect(await generateText(gen, e.prompts as string[], {maxLength: 16})).toEqual(
         (e.generate as Record<string, string[]>)['16'],
@@ -214,8 +214,8 @@ describe('keras-hub preset sources', () => {
     const preset = await load;
     const gen = {
       model: preset.model,
-      tokenizer: preset.tokenizer!,
-      preprocessor: preset.preprocessor!,
+      tokenizer: preset.tokenizer,
+      preprocessor: preset.preprocessor,
     };
     expect(await generateText(gen, e.prompts as string[], {maxLength: 8})).toEqual(
       (e.generate as Record<string, string[]>)['8'],
@@ -284,8 +284,8 @@ describe('keras-hub preset sources', () => {
       expect(progress.every((f, i) => i === 0 || f >= progress[i - 1])).toBe(true);
       const gen = {
         model: preset.model,
-        tokenizer: preset.tokenizer!,
-        preprocessor: preset.preprocessor!,
+        tokenizer: preset.tokenizer,
+        preprocessor: preset.preprocessor,
       };
       expect(await generateText(gen, e.prompts as string[], {maxLength: 16})).toEqual(greedy16);
       dispose(preset);

@@ -67,10 +67,10 @@ export interface GenerateTextOptions extends SamplerOptions {
 export interface TextGenerator {
   /** token ids (and a padding mask) -> logits `[batch, T, vocab]`. */
   model: LayersModel;
-  /** Its tokenizer. */
-  tokenizer: TextTokenizer;
-  /** Its preprocessor's settings. */
-  preprocessor: TextPreprocessor;
+  /** Its tokenizer (null, as `loadKerasHubPreset` gives for a preset without one, is an error). */
+  tokenizer: TextTokenizer | null;
+  /** Its preprocessor's settings (null is an error, as for the tokenizer). */
+  preprocessor: TextPreprocessor | null;
 }
 
 function fail(message: string): never {
@@ -103,7 +103,11 @@ export async function generateText(
 ): Promise<string[]> {
   const {model, tokenizer, preprocessor} = preset ?? ({} as TextGenerator);
   if (model == null || tokenizer == null || preprocessor == null) {
-    fail('expected {model, tokenizer, preprocessor}, as loadKerasHubPreset returns');
+    const missing = Object.entries({model, tokenizer, preprocessor}).filter(([, v]) => v == null);
+    fail(
+      'expected {model, tokenizer, preprocessor}, as loadKerasHubPreset returns for a preset ' +
+        `saved with its preprocessor; received none for ${missing.map(([k]) => k).join(', ')}`,
+    );
   }
   const texts = typeof prompts === 'string' ? [prompts] : prompts;
   if (!Array.isArray(texts) || texts.length === 0 || !texts.every((t) => typeof t === 'string')) {
