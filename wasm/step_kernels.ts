@@ -123,10 +123,19 @@ export function activate(n: i32, x: usize, act: i32, out: usize): void {
       const o = <usize>i * 4;
       v128.store(out + o, f32x4.max(v128.load(x + o), zero));
     }
+  } else if (act == 3 || act == 4 || act == 6) {
+    // gelu tanh, silu, sigmoid: f32x4, each x / (1 + e^-z) or 1 / (1 + e^-z) (see act4)
+    for (; i + 4 <= n; i += 4) {
+      const o = <usize>i * 4;
+      v128.store(out + o, act4(v128.load(x + o), act));
+    }
   }
+  const lanes = act == 3 || act == 4 || act == 6;
   for (; i < n; i++) {
     const o = <usize>i * 4;
-    store<f32>(out + o, act1(load<f32>(x + o), act));
+    const v = load<f32>(x + o);
+    // the last values as the lanes of act4 (the same value wherever it falls)
+    store<f32>(out + o, lanes ? f32x4.extract_lane(act4(f32x4.splat(v), act), 0) : act1(v, act));
   }
 }
 
@@ -153,6 +162,25 @@ function expNeg4(x: v128): v128 {
 
 function expNeg1(x: f32): f32 {
   return f32x4.extract_lane(expNeg4(f32x4.splat(x)), 0);
+}
+
+// gelu tanh (3), silu (4) and sigmoid (6) of four values in float32, through the logistic
+// function: 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)), so gelu tanh is x / (1 + e^(-2u)) with
+// u = sqrt(2 / pi) (x + 0.044715 x^3), silu x / (1 + e^-x), sigmoid 1 / (1 + e^-x); no
+// cancellation (each is a quotient of positive terms), a few float32 ulps. e^z for z > 88 is
+// taken at 88 (1.7e38: the result is then within 1e-37 of 0); below -87 it is 0.
+function act4(x: v128, act: i32): v128 {
+  let z = f32x4.neg(x);
+  if (act == 3) {
+    const x3 = f32x4.mul(f32x4.mul(x, x), x);
+    z = f32x4.mul(
+      f32x4.add(x, f32x4.mul(x3, f32x4.splat(0.044715))),
+      f32x4.splat(-1.5957691216057308),
+    );
+  }
+  const e = expNeg4(f32x4.min(z, f32x4.splat(88.0)));
+  const den = f32x4.add(e, f32x4.splat(1.0));
+  return f32x4.div(act == 6 ? f32x4.splat(1.0) : x, den);
 }
 
 function hsum(v: v128): f32 {
@@ -279,6 +307,96 @@ function gemvRow(k: i32, n: i32, x: usize, w: usize, out: usize): void {
   }
 }
 
+// out[2, n] = x[2, k] · w[k, n] (two new positions, or a batch of two): as gemvRow, w streamed
+// row by row, four rows of w per pass, each w vector loaded once for both rows of x, in blocks
+// of NB output columns so both output rows of a block stay in L1 while all of k passes. Sums in
+// the order of a plain loop over k.
+const NB: i32 = 1024;
+function gemvRows2(k: i32, n: i32, x: usize, ldx: usize, w: usize, out: usize, ld: usize): void {
+  const x1 = x + ldx;
+  const o1 = out + ld;
+  memory.fill(out, 0, <usize>n * 4);
+  memory.fill(o1, 0, <usize>n * 4);
+  const ldw = <usize>n * 4;
+  for (let j0 = 0; j0 < n; j0 += NB) {
+    const nb = min(NB, n - j0);
+    const lo = <usize>j0 * 4;
+    const end4 = lo + <usize>(nb & ~3) * 4;
+    const all = lo + <usize>nb * 4;
+    let p = 0;
+    for (; p + 4 <= k; p += 4) {
+      const xp = <usize>p * 4;
+      const a0 = v128.load32_splat(x + xp);
+      const a1 = v128.load32_splat(x + xp, 4);
+      const a2 = v128.load32_splat(x + xp, 8);
+      const a3 = v128.load32_splat(x + xp, 12);
+      const b0 = v128.load32_splat(x1 + xp);
+      const b1 = v128.load32_splat(x1 + xp, 4);
+      const b2 = v128.load32_splat(x1 + xp, 8);
+      const b3 = v128.load32_splat(x1 + xp, 12);
+      const w0 = w + <usize>p * ldw;
+      const w1 = w0 + ldw;
+      const w2 = w1 + ldw;
+      const w3 = w2 + ldw;
+      let j = lo;
+      for (; j < end4; j += 16) {
+        const u0 = v128.load(w0 + j);
+        const u1 = v128.load(w1 + j);
+        const u2 = v128.load(w2 + j);
+        const u3 = v128.load(w3 + j);
+        let o = v128.load(out + j);
+        o = f32x4.add(o, f32x4.mul(a0, u0));
+        o = f32x4.add(o, f32x4.mul(a1, u1));
+        o = f32x4.add(o, f32x4.mul(a2, u2));
+        o = f32x4.add(o, f32x4.mul(a3, u3));
+        v128.store(out + j, o);
+        let q = v128.load(o1 + j);
+        q = f32x4.add(q, f32x4.mul(b0, u0));
+        q = f32x4.add(q, f32x4.mul(b1, u1));
+        q = f32x4.add(q, f32x4.mul(b2, u2));
+        q = f32x4.add(q, f32x4.mul(b3, u3));
+        v128.store(o1 + j, q);
+      }
+      for (; j < all; j += 4) {
+        const u0 = load<f32>(w0 + j);
+        const u1 = load<f32>(w1 + j);
+        const u2 = load<f32>(w2 + j);
+        const u3 = load<f32>(w3 + j);
+        let o = load<f32>(out + j);
+        o += f32x4.extract_lane(a0, 0) * u0;
+        o += f32x4.extract_lane(a1, 0) * u1;
+        o += f32x4.extract_lane(a2, 0) * u2;
+        o += f32x4.extract_lane(a3, 0) * u3;
+        store<f32>(out + j, o);
+        let q = load<f32>(o1 + j);
+        q += f32x4.extract_lane(b0, 0) * u0;
+        q += f32x4.extract_lane(b1, 0) * u1;
+        q += f32x4.extract_lane(b2, 0) * u2;
+        q += f32x4.extract_lane(b3, 0) * u3;
+        store<f32>(o1 + j, q);
+      }
+    }
+    for (; p < k; p++) {
+      const w0 = w + <usize>p * ldw;
+      const s = load<f32>(x + <usize>p * 4);
+      const t = load<f32>(x1 + <usize>p * 4);
+      const sv = f32x4.splat(s);
+      const tv = f32x4.splat(t);
+      let j = lo;
+      for (; j < end4; j += 16) {
+        const u = v128.load(w0 + j);
+        v128.store(out + j, f32x4.add(v128.load(out + j), f32x4.mul(sv, u)));
+        v128.store(o1 + j, f32x4.add(v128.load(o1 + j), f32x4.mul(tv, u)));
+      }
+      for (; j < all; j += 4) {
+        const u = load<f32>(w0 + j);
+        store<f32>(out + j, load<f32>(out + j) + s * u);
+        store<f32>(o1 + j, load<f32>(o1 + j) + t * u);
+      }
+    }
+  }
+}
+
 // out[rows, n] = x[rows, k] · w[k, n] for rows >= 2: 4 x 8 register tiles over KC-blocks of k
 // (the [KC, 8] weight tile stays in L1 across the row blocks; a row block past the last row
 // repeats the last row and stores nothing for it); columns past the last multiple of 8 by a
@@ -384,7 +502,11 @@ export function dense(
   if (rows <= 0 || n <= 0) return;
   if (k <= 0) memory.fill(out, 0, <usize>(rows * n) * 4);
   else if (rows == 1) gemvRow(k, n, x, w, out);
-  else gemmTiled(rows, k, n, x, w, out);
+  else if (rows <= 3) {
+    // two rows (and a third alone): w streamed once per pair, not through the tiles
+    gemvRows2(k, n, x, <usize>k * 4, w, out, <usize>n * 4);
+    if (rows == 3) gemvRow(k, n, x + <usize>(2 * k) * 4, w, out + <usize>(2 * n) * 4);
+  } else gemmTiled(rows, k, n, x, w, out);
   finish(rows, n, bias, act, out);
 }
 
