@@ -274,6 +274,19 @@ const PRODUCT_SIZES: Array<[number, number, number]> = [
   [17, 13, 67],
   [17, 300, 9],
   [17, 515, 41],
+  // rows 1-9 against the paths by row count (one row; two rows streaming the weight together,
+  // with column blocks past 1024 and k off 4; a third row alone; 4-row tiles from 5 rows on),
+  // n off 4 / 8 / 16, k off 4 / 8 / 16 (denseT's 16-float passes, then 4, then single values)
+  [1, 45, 1031],
+  [2, 130, 1031],
+  [2, 13, 7],
+  [3, 29, 1029],
+  [4, 45, 19],
+  [5, 31, 23],
+  [6, 29, 11],
+  [7, 9, 5],
+  [8, 37, 19],
+  [9, 31, 23],
 ];
 
 /** The kernel suite, on `setup()`'s memory. */

@@ -11,8 +11,11 @@
  *   npx esbuild bench/step_kernels_bench.ts --bundle --platform=node --format=cjs \
  *     --outfile=bench/.build/step_kernels_bench.cjs --external:@tensorflow/* \
  *     && node bench/.build/step_kernels_bench.cjs [--runs=N] [--shapes=qkv,up,out,down,logits] \
- *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm]
+ *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm] [--copies=N]
  *
+ * `--copies=N` (float32 products): N copies of each weight, each call on the next one, so the
+ * weights come from memory as in a model whose weights exceed the caches (GPT-2 small's 340 MB
+ * of blocks per token) rather than from the L3 cache as one warmed weight does.
  * `--baseline=file.wasm`: another build of wasm/step_kernels.ts (e.g. an older commit's, decoded
  * from its src/kernels/step_kernels_binary.ts) timed beside the current one, interleaved, on the
  * same operands: a before / after in one process.
@@ -56,6 +59,7 @@ const rowCounts = (arg('rows') ?? '1,2,4,8,32,128').split(',').map(Number);
 const INT8 = !process.argv.includes('--no-int8');
 const OTHERS = !process.argv.includes('--no-others');
 const BASELINE = arg('baseline');
+const COPIES = Number(arg('copies') ?? 1);
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -63,11 +67,11 @@ function median(xs: number[]): number {
 }
 
 /**
- * Median ms of each of `fs` over `runs` runs after 2 warm-up runs, interleaved (one run of each in
+ * Median ms of each of `fs` over `runs` runs after 2 (or COPIES) warm-up runs, interleaved (one run of each in
  * turn), so a noisy machine slows every contender alike.
  */
 function time(fs: Array<() => void>, runs = RUNS): number[] {
-  for (let i = 0; i < 2; i++) fs.forEach((f) => f());
+  for (let i = 0; i < Math.max(2, COPIES); i++) fs.forEach((f) => f());
   const ts: number[][] = fs.map(() => []);
   for (let i = 0; i < runs; i++) {
     fs.forEach((f, j) => {
@@ -136,9 +140,17 @@ async function main(): Promise<void> {
   );
   for (const name of shapes) {
     const {k, n, transposed} = SHAPES[name];
-    const w = tf.tensor2d(fill(k * n, 1), transposed ? [n, k] : [k, n]);
+    const copies = Array.from({length: COPIES}, (_, c) =>
+      tf.tensor2d(fill(k * n, 1 + c), transposed ? [n, k] : [k, n]),
+    );
+    const w = copies[0];
     // the yardstick of the tied logits: tf.matMul on a [k, n] copy made once
-    const wk = transposed ? tf.transpose(w) : w;
+    const wks = transposed ? copies.map((c) => tf.transpose(c)) : copies;
+    const wk = wks[0];
+    // each contender's next copy, a third of the copies apart (so none reads a copy another
+    // contender has just brought into the cache)
+    const third = Math.floor(COPIES / 3);
+    const next = [0, third, 2 * third];
     const w8 = malloc(k * n);
     const heap8 = new Int8Array(memory.buffer, w8, k * n);
     for (let i = 0; i < k * n; i++) heap8[i] = ((i * 2654435761) >>> 24) - 128 || 1;
@@ -150,17 +162,20 @@ async function main(): Promise<void> {
       const out = malloc(4 * rows * n);
       const q = malloc(rows * k);
       const qs = malloc(4 * rows);
-      const f32 = (L: Kernels) => () =>
-        transposed
-          ? L.denseT(rows, k, n, at(x), at(w), out)
-          : L.dense(rows, k, n, at(x), at(w), 0, StepActivation.None, out);
+      const f32 =
+        (L: Kernels, c = -1) =>
+        () => {
+          const wc = c < 0 ? w : copies[next[c]++ % COPIES];
+          if (transposed) L.denseT(rows, k, n, at(x), at(wc), out);
+          else L.dense(rows, k, n, at(x), at(wc), 0, StepActivation.None, out);
+        };
       const int8 = (L: Kernels) => () => {
         L.quantizeRows(rows, k, at(x), q, qs);
         if (transposed) L.denseTInt8(rows, k, n, q, qs, w8, ws, out);
         else L.denseInt8(rows, k, n, q, qs, w8, ws, 0, StepActivation.None, out);
       };
-      const fns = [() => tf.matMul(x, wk).dispose(), f32(K)];
-      if (base) fns.push(f32(base));
+      const fns = [() => tf.matMul(x, wks[next[0]++ % COPIES]).dispose(), f32(K, 1)];
+      if (base) fns.push(f32(base, 2));
       if (INT8) fns.push(int8(K));
       if (INT8 && base) fns.push(int8(base));
       const runs = rows * k * n > 1e9 ? Math.min(RUNS, 5) : RUNS;
@@ -187,8 +202,8 @@ async function main(): Promise<void> {
       x.dispose();
       for (const p of [out, q, qs]) backend.wasm._free(p);
     }
-    w.dispose();
-    if (wk !== w) wk.dispose();
+    for (const c of copies) c.dispose();
+    if (transposed) for (const c of wks) c.dispose();
     backend.wasm._free(w8);
     backend.wasm._free(ws);
   }

@@ -10,6 +10,9 @@
 // prompt's prefill) run a 4 x 8 register tile over blocks of KC inner indices, so each weight
 // block is read from memory once and reused from cache by every row block.
 
+/** Rows of x up to which denseT streams the table row by row (above: 4-row tiles of it). */
+const DENSET_STREAM_ROWS: i32 = 4;
+
 /** Inner-dimension block of the tiled product: a [KC, 8] weight tile (8 KB) stays in L1. */
 const KC: i32 = 256;
 
@@ -625,11 +628,91 @@ function dot1(k: i32, x: usize, w: usize): f32 {
   return s;
 }
 
+// x[k] · w[k] with four accumulators of 16 floats per pass (one sequential stream through w; the
+// row of x stays in L1), the horizontal adds at the end
+function dotRow(k: i32, x: usize, w: usize): f32 {
+  const k16 = <usize>(k & ~15) * 4;
+  let a0 = f32x4.splat(0),
+    a1 = f32x4.splat(0),
+    a2 = f32x4.splat(0),
+    a3 = f32x4.splat(0);
+  let p: usize = 0;
+  for (; p < k16; p += 64) {
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), v128.load(w + p)));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(x + p, 16), v128.load(w + p, 16)));
+    a2 = f32x4.add(a2, f32x4.mul(v128.load(x + p, 32), v128.load(w + p, 32)));
+    a3 = f32x4.add(a3, f32x4.mul(v128.load(x + p, 48), v128.load(w + p, 48)));
+  }
+  const all = <usize>k * 4;
+  const k4 = <usize>(k & ~3) * 4;
+  for (; p < k4; p += 16) a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), v128.load(w + p)));
+  let s = hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
+  for (; p < all; p += 4) s += load<f32>(x + p) * load<f32>(w + p);
+  return s;
+}
+
+// x[k] · w[k] and y[k] · w[k] (two rows of x against one row of w), two accumulators each of 8
+// floats per pass, into out and out + ldo
+function dotRow2(k: i32, x: usize, y: usize, w: usize, out: usize, ldo: usize): void {
+  const k8 = <usize>(k & ~7) * 4;
+  let a0 = f32x4.splat(0),
+    a1 = f32x4.splat(0),
+    b0 = f32x4.splat(0),
+    b1 = f32x4.splat(0);
+  let p: usize = 0;
+  for (; p < k8; p += 32) {
+    const u0 = v128.load(w + p);
+    const u1 = v128.load(w + p, 16);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), u0));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(x + p, 16), u1));
+    b0 = f32x4.add(b0, f32x4.mul(v128.load(y + p), u0));
+    b1 = f32x4.add(b1, f32x4.mul(v128.load(y + p, 16), u1));
+  }
+  const all = <usize>k * 4;
+  const k4 = <usize>(k & ~3) * 4;
+  for (; p < k4; p += 16) {
+    const u = v128.load(w + p);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), u));
+    b0 = f32x4.add(b0, f32x4.mul(v128.load(y + p), u));
+  }
+  let s = hsum(f32x4.add(a0, a1));
+  let t = hsum(f32x4.add(b0, b1));
+  for (; p < all; p += 4) {
+    const u = load<f32>(w + p);
+    s += load<f32>(x + p) * u;
+    t += load<f32>(y + p) * u;
+  }
+  store<f32>(out, s);
+  store<f32>(out + ldo, t);
+}
+
+// rows of x against every row of w [n, k]: the table read once, front to back, each of its rows
+// (in L1) against every row of x, two at a time
+function denseTStream(rows: i32, k: i32, n: i32, x: usize, w: usize, out: usize): void {
+  const ldw = <usize>k * 4;
+  const ldo = <usize>n * 4;
+  const rows2 = rows & ~1;
+  for (let j = 0; j < n; j++) {
+    const wj = w + <usize>j * ldw;
+    const oj = out + <usize>j * 4;
+    let r = 0;
+    for (; r < rows2; r += 2) {
+      const xr = x + <usize>r * ldw;
+      dotRow2(k, xr, xr + ldw, wj, oj + <usize>r * ldo, ldo);
+    }
+    if (r < rows) store<f32>(oj + <usize>r * ldo, dotRow(k, x + <usize>r * ldw, wj));
+  }
+}
+
 /**
  * `out [rows, n] = x [rows, k] · wᵀ` with w `[n, k]`: four rows of w at a time (in L1 while every
  * row of x passes, two rows of x at a time), so w is read from memory once.
  */
 export function denseT(rows: i32, k: i32, n: i32, x: usize, w: usize, out: usize): void {
+  if (rows <= DENSET_STREAM_ROWS) {
+    denseTStream(rows, k, n, x, w, out);
+    return;
+  }
   const ldx = <usize>k * 4;
   const ldo = <usize>n * 4;
   const n4 = n & ~3;
