@@ -989,6 +989,38 @@ function dotInt8(k: i32, q: usize, w: usize): i32 {
   return s;
 }
 
+// Σ_p q[p] w[p] over int8 rows of k, 32 at a time into two accumulators (one sequential stream
+// through w)
+function dotInt8Row(k: i32, q: usize, w: usize): i32 {
+  let a0 = i32x4.splat(0),
+    a1 = i32x4.splat(0);
+  let p = 0;
+  for (; p + 32 <= k; p += 32) {
+    const o = <usize>p;
+    const x0 = v128.load(q + o);
+    const x1 = v128.load(q + o, 16);
+    const b0 = v128.load(w + o);
+    const b1 = v128.load(w + o, 16);
+    a0 = i32x4.add(
+      a0,
+      i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(x0), i16x8.extend_low_i8x16_s(b0)),
+    );
+    a1 = i32x4.add(
+      a1,
+      i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(x0), i16x8.extend_high_i8x16_s(b0)),
+    );
+    a0 = i32x4.add(
+      a0,
+      i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(x1), i16x8.extend_low_i8x16_s(b1)),
+    );
+    a1 = i32x4.add(
+      a1,
+      i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(x1), i16x8.extend_high_i8x16_s(b1)),
+    );
+  }
+  return hsumI(i32x4.add(a0, a1)) + dotInt8(k - p, q + <usize>p, w + <usize>p);
+}
+
 // four rows of w int8 (stride k) against one row of q: sums into out[0..3] (i32)
 function dotInt8x4(k: i32, q: usize, w: usize, out: usize): void {
   const ld = <usize>k;
@@ -1047,6 +1079,14 @@ export function denseTInt8(
   out: usize,
 ): void {
   const ldo = <usize>n * 4;
+  if (rows == 1) {
+    // one row: the table read once, front to back
+    for (let j = 0; j < n; j++) {
+      store<i32>(out + <usize>j * 4, dotInt8Row(k, q, w + <usize>j * <usize>k));
+    }
+    descale(n, load<f32>(qs), ws, out);
+    return;
+  }
   const n4 = n & ~3;
   for (let j = 0; j < n4; j += 4) {
     const wj = w + <usize>j * <usize>k;
