@@ -790,6 +790,26 @@ describe('the decoding step SIMD kernels', () => {
     });
   });
 
+  describe('on a memory of its own, weights of 2 MB and more', () => {
+    // the one-row product takes eight rows of the weight per pass from 2^19 weights on
+    // (wasm/step_kernels.ts, gemvRow); n and k off 4 / 8, with a bias and an activation
+    it('dense, one row, k 1029 x n 515 (2.1 MB), bias and gelu tanh = a float64 loop (1e-5 relative)', () => {
+      const own = stepKernelsMemory(1 << 22);
+      const k = stepKernelsOn(own)!;
+      const arena = new Arena(own, stepKernelsHeapBase());
+      const [k1, n] = [1029, 515];
+      const xv = values(k1, 80);
+      const wv = values(k1 * n, 81);
+      const bv = values(n, 82);
+      const out = arena.out(n);
+      const want = productRef(xv, wv, 1, k1, n, false).map((v, j) =>
+        actRef(Math.fround(v + bv[j]), StepActivation.GeluTanh),
+      );
+      k.dense(1, k1, n, arena.f32(xv), arena.f32(wv), arena.f32(bv), StepActivation.GeluTanh, out);
+      expect(relError(arena.readF32(out, n), want)).toBeLessThan(1e-5);
+    });
+  });
+
   describe("on tfjs-wasm's heap", () => {
     interface WasmParts {
       dataIdMap: {get(id: tf.DataId): {memoryOffset: number}};

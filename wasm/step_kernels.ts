@@ -243,8 +243,8 @@ function finish(rows: i32, n: i32, bias: usize, act: i32, out: usize): void {
 // ---------------------------------------------------------------------------------------------
 // float32 products
 
-// out[n] = x[k] · w[k, n] for one row: w streamed once, row by row (four at a time), into the
-// output row (in L1). Sums in the order of a plain loop over k.
+// out[n] = x[k] · w[k, n] for one row: w streamed once, row by row (four or eight at a time),
+// into the output row (in L1). Sums in the order of a plain loop over k.
 function gemvRow(k: i32, n: i32, x: usize, w: usize, out: usize): void {
   memory.fill(out, 0, <usize>n * 4);
   const ld = <usize>n * 4;
@@ -252,6 +252,54 @@ function gemvRow(k: i32, n: i32, x: usize, w: usize, out: usize): void {
   const end4 = <usize>(n & ~3) * 4;
   const all = <usize>n * 4;
   let p = 0;
+  // a weight of 2 MB or more (likely to come from memory, not the cache: a model's weights
+  // together exceed it): eight rows of w per pass, so the output row is loaded and stored once per
+  // eight weight vectors (20-30% faster from memory; from the L3 cache four rows are faster)
+  const eight = <u64>k * <u64>n >= <u64>(1 << 19);
+  for (; eight && p + 8 <= k; p += 8) {
+    const xp = x + <usize>p * 4;
+    const x0 = v128.load32_splat(xp);
+    const x1 = v128.load32_splat(xp, 4);
+    const x2 = v128.load32_splat(xp, 8);
+    const x3 = v128.load32_splat(xp, 12);
+    const x4 = v128.load32_splat(xp, 16);
+    const x5 = v128.load32_splat(xp, 20);
+    const x6 = v128.load32_splat(xp, 24);
+    const x7 = v128.load32_splat(xp, 28);
+    const w0 = w + <usize>p * ld;
+    const w1 = w0 + ld;
+    const w2 = w1 + ld;
+    const w3 = w2 + ld;
+    const w4 = w3 + ld;
+    const w5 = w4 + ld;
+    const w6 = w5 + ld;
+    const w7 = w6 + ld;
+    let j: usize = 0;
+    for (; j < end4; j += 16) {
+      let o = v128.load(out + j);
+      o = f32x4.add(o, f32x4.mul(x0, v128.load(w0 + j)));
+      o = f32x4.add(o, f32x4.mul(x1, v128.load(w1 + j)));
+      o = f32x4.add(o, f32x4.mul(x2, v128.load(w2 + j)));
+      o = f32x4.add(o, f32x4.mul(x3, v128.load(w3 + j)));
+      o = f32x4.add(o, f32x4.mul(x4, v128.load(w4 + j)));
+      o = f32x4.add(o, f32x4.mul(x5, v128.load(w5 + j)));
+      o = f32x4.add(o, f32x4.mul(x6, v128.load(w6 + j)));
+      o = f32x4.add(o, f32x4.mul(x7, v128.load(w7 + j)));
+      v128.store(out + j, o);
+    }
+    for (; j < all; j += 4) {
+      let o = load<f32>(out + j);
+      o += f32x4.extract_lane(x0, 0) * load<f32>(w0 + j);
+      o += f32x4.extract_lane(x1, 0) * load<f32>(w1 + j);
+      o += f32x4.extract_lane(x2, 0) * load<f32>(w2 + j);
+      o += f32x4.extract_lane(x3, 0) * load<f32>(w3 + j);
+      o += f32x4.extract_lane(x4, 0) * load<f32>(w4 + j);
+      o += f32x4.extract_lane(x5, 0) * load<f32>(w5 + j);
+      o += f32x4.extract_lane(x6, 0) * load<f32>(w6 + j);
+      o += f32x4.extract_lane(x7, 0) * load<f32>(w7 + j);
+      store<f32>(out + j, o);
+    }
+  }
   for (; p + 4 <= k; p += 4) {
     const xp = x + <usize>p * 4;
     const x0 = v128.load32_splat(xp);
