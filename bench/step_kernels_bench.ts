@@ -11,6 +11,7 @@
  *   npx esbuild bench/step_kernels_bench.ts --bundle --platform=node --format=cjs \
  *     --outfile=bench/.build/step_kernels_bench.cjs --external:@tensorflow/* \
  *     && node bench/.build/step_kernels_bench.cjs [--runs=N] [--shapes=qkv,up,out,down,logits] \
+ *          (also smallQkv, smallUp, smallDown, smallLogits: the small GPT-2's shapes)
  *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm] [--copies=N]
  *
  * `--copies=N` (float32 products): N copies of each weight, each call on the next one, so the
@@ -53,6 +54,11 @@ const SHAPES: Record<string, {k: number; n: number; transposed: boolean}> = {
   out: {k: 768, n: 768, transposed: false},
   down: {k: 3072, n: 768, transposed: false},
   logits: {k: 768, n: 50257, transposed: true},
+  // the small GPT-2 of `npm run bench -- --generate` (4 layers of width 256, vocab 5000)
+  smallQkv: {k: 256, n: 768, transposed: false},
+  smallUp: {k: 256, n: 1024, transposed: false},
+  smallDown: {k: 1024, n: 256, transposed: false},
+  smallLogits: {k: 256, n: 5000, transposed: true},
 };
 const shapes = (arg('shapes') ?? 'qkv,up,out,down,logits').split(',');
 const rowCounts = (arg('rows') ?? '1,2,4,8,32,128').split(',').map(Number);
