@@ -274,6 +274,19 @@ const PRODUCT_SIZES: Array<[number, number, number]> = [
   [17, 13, 67],
   [17, 300, 9],
   [17, 515, 41],
+  // rows 1-9 against the paths by row count (one row; two rows streaming the weight together,
+  // with column blocks past 1024 and k off 4; a third row alone; 4-row tiles from 5 rows on),
+  // n off 4 / 8 / 16, k off 4 / 8 / 16 (denseT's 16-float passes, then 4, then single values)
+  [1, 45, 1031],
+  [2, 130, 1031],
+  [2, 13, 7],
+  [3, 29, 1029],
+  [4, 45, 19],
+  [5, 31, 23],
+  [6, 29, 11],
+  [7, 9, 5],
+  [8, 37, 19],
+  [9, 31, 23],
 ];
 
 /** The kernel suite, on `setup()`'s memory. */
@@ -774,6 +787,26 @@ describe('the decoding step SIMD kernels', () => {
       expect(relError(arena.readF32(out, n), productRef(xv, wv, 1, k1, n, false))).toBeLessThan(
         1e-5,
       );
+    });
+  });
+
+  describe('on a memory of its own, weights of 2 MB and more', () => {
+    // the one-row product takes eight rows of the weight per pass from 2^19 weights on
+    // (wasm/step_kernels.ts, gemvRow); n and k off 4 / 8, with a bias and an activation
+    it('dense, one row, k 1029 x n 515 (2.1 MB), bias and gelu tanh = a float64 loop (1e-5 relative)', () => {
+      const own = stepKernelsMemory(1 << 22);
+      const k = stepKernelsOn(own)!;
+      const arena = new Arena(own, stepKernelsHeapBase());
+      const [k1, n] = [1029, 515];
+      const xv = values(k1, 80);
+      const wv = values(k1 * n, 81);
+      const bv = values(n, 82);
+      const out = arena.out(n);
+      const want = productRef(xv, wv, 1, k1, n, false).map((v, j) =>
+        actRef(Math.fround(v + bv[j]), StepActivation.GeluTanh),
+      );
+      k.dense(1, k1, n, arena.f32(xv), arena.f32(wv), arena.f32(bv), StepActivation.GeluTanh, out);
+      expect(relError(arena.readF32(out, n), want)).toBeLessThan(1e-5);
     });
   });
 

@@ -10,6 +10,9 @@
 // prompt's prefill) run a 4 x 8 register tile over blocks of KC inner indices, so each weight
 // block is read from memory once and reused from cache by every row block.
 
+/** Rows of x up to which denseT streams the table row by row (above: 4-row tiles of it). */
+const DENSET_STREAM_ROWS: i32 = 4;
+
 /** Inner-dimension block of the tiled product: a [KC, 8] weight tile (8 KB) stays in L1. */
 const KC: i32 = 256;
 
@@ -123,10 +126,19 @@ export function activate(n: i32, x: usize, act: i32, out: usize): void {
       const o = <usize>i * 4;
       v128.store(out + o, f32x4.max(v128.load(x + o), zero));
     }
+  } else if (act == 3 || act == 4 || act == 6) {
+    // gelu tanh, silu, sigmoid: f32x4, each x / (1 + e^-z) or 1 / (1 + e^-z) (see act4)
+    for (; i + 4 <= n; i += 4) {
+      const o = <usize>i * 4;
+      v128.store(out + o, act4(v128.load(x + o), act));
+    }
   }
+  const lanes = act == 3 || act == 4 || act == 6;
   for (; i < n; i++) {
     const o = <usize>i * 4;
-    store<f32>(out + o, act1(load<f32>(x + o), act));
+    const v = load<f32>(x + o);
+    // the last values as the lanes of act4 (the same value wherever it falls)
+    store<f32>(out + o, lanes ? f32x4.extract_lane(act4(f32x4.splat(v), act), 0) : act1(v, act));
   }
 }
 
@@ -153,6 +165,25 @@ function expNeg4(x: v128): v128 {
 
 function expNeg1(x: f32): f32 {
   return f32x4.extract_lane(expNeg4(f32x4.splat(x)), 0);
+}
+
+// gelu tanh (3), silu (4) and sigmoid (6) of four values in float32, through the logistic
+// function: 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)), so gelu tanh is x / (1 + e^(-2u)) with
+// u = sqrt(2 / pi) (x + 0.044715 x^3), silu x / (1 + e^-x), sigmoid 1 / (1 + e^-x); no
+// cancellation (each is a quotient of positive terms), a few float32 ulps. e^z for z > 88 is
+// taken at 88 (1.7e38: the result is then within 1e-37 of 0); below -87 it is 0.
+function act4(x: v128, act: i32): v128 {
+  let z = f32x4.neg(x);
+  if (act == 3) {
+    const x3 = f32x4.mul(f32x4.mul(x, x), x);
+    z = f32x4.mul(
+      f32x4.add(x, f32x4.mul(x3, f32x4.splat(0.044715))),
+      f32x4.splat(-1.5957691216057308),
+    );
+  }
+  const e = expNeg4(f32x4.min(z, f32x4.splat(88.0)));
+  const den = f32x4.add(e, f32x4.splat(1.0));
+  return f32x4.div(act == 6 ? f32x4.splat(1.0) : x, den);
 }
 
 function hsum(v: v128): f32 {
@@ -212,8 +243,8 @@ function finish(rows: i32, n: i32, bias: usize, act: i32, out: usize): void {
 // ---------------------------------------------------------------------------------------------
 // float32 products
 
-// out[n] = x[k] · w[k, n] for one row: w streamed once, row by row (four at a time), into the
-// output row (in L1). Sums in the order of a plain loop over k.
+// out[n] = x[k] · w[k, n] for one row: w streamed once, row by row (four or eight at a time),
+// into the output row (in L1). Sums in the order of a plain loop over k.
 function gemvRow(k: i32, n: i32, x: usize, w: usize, out: usize): void {
   memory.fill(out, 0, <usize>n * 4);
   const ld = <usize>n * 4;
@@ -221,6 +252,54 @@ function gemvRow(k: i32, n: i32, x: usize, w: usize, out: usize): void {
   const end4 = <usize>(n & ~3) * 4;
   const all = <usize>n * 4;
   let p = 0;
+  // a weight of 2 MB or more (likely to come from memory, not the cache: a model's weights
+  // together exceed it): eight rows of w per pass, so the output row is loaded and stored once per
+  // eight weight vectors (20-30% faster from memory; from the L3 cache four rows are faster)
+  const eight = <u64>k * <u64>n >= <u64>(1 << 19);
+  for (; eight && p + 8 <= k; p += 8) {
+    const xp = x + <usize>p * 4;
+    const x0 = v128.load32_splat(xp);
+    const x1 = v128.load32_splat(xp, 4);
+    const x2 = v128.load32_splat(xp, 8);
+    const x3 = v128.load32_splat(xp, 12);
+    const x4 = v128.load32_splat(xp, 16);
+    const x5 = v128.load32_splat(xp, 20);
+    const x6 = v128.load32_splat(xp, 24);
+    const x7 = v128.load32_splat(xp, 28);
+    const w0 = w + <usize>p * ld;
+    const w1 = w0 + ld;
+    const w2 = w1 + ld;
+    const w3 = w2 + ld;
+    const w4 = w3 + ld;
+    const w5 = w4 + ld;
+    const w6 = w5 + ld;
+    const w7 = w6 + ld;
+    let j: usize = 0;
+    for (; j < end4; j += 16) {
+      let o = v128.load(out + j);
+      o = f32x4.add(o, f32x4.mul(x0, v128.load(w0 + j)));
+      o = f32x4.add(o, f32x4.mul(x1, v128.load(w1 + j)));
+      o = f32x4.add(o, f32x4.mul(x2, v128.load(w2 + j)));
+      o = f32x4.add(o, f32x4.mul(x3, v128.load(w3 + j)));
+      o = f32x4.add(o, f32x4.mul(x4, v128.load(w4 + j)));
+      o = f32x4.add(o, f32x4.mul(x5, v128.load(w5 + j)));
+      o = f32x4.add(o, f32x4.mul(x6, v128.load(w6 + j)));
+      o = f32x4.add(o, f32x4.mul(x7, v128.load(w7 + j)));
+      v128.store(out + j, o);
+    }
+    for (; j < all; j += 4) {
+      let o = load<f32>(out + j);
+      o += f32x4.extract_lane(x0, 0) * load<f32>(w0 + j);
+      o += f32x4.extract_lane(x1, 0) * load<f32>(w1 + j);
+      o += f32x4.extract_lane(x2, 0) * load<f32>(w2 + j);
+      o += f32x4.extract_lane(x3, 0) * load<f32>(w3 + j);
+      o += f32x4.extract_lane(x4, 0) * load<f32>(w4 + j);
+      o += f32x4.extract_lane(x5, 0) * load<f32>(w5 + j);
+      o += f32x4.extract_lane(x6, 0) * load<f32>(w6 + j);
+      o += f32x4.extract_lane(x7, 0) * load<f32>(w7 + j);
+      store<f32>(out + j, o);
+    }
+  }
   for (; p + 4 <= k; p += 4) {
     const xp = x + <usize>p * 4;
     const x0 = v128.load32_splat(xp);
@@ -276,6 +355,96 @@ function gemvRow(k: i32, n: i32, x: usize, w: usize, out: usize): void {
       v128.store(out + j, f32x4.add(v128.load(out + j), f32x4.mul(xs, v128.load(w0 + j))));
     }
     for (; j < all; j += 4) store<f32>(out + j, load<f32>(out + j) + s * load<f32>(w0 + j));
+  }
+}
+
+// out[2, n] = x[2, k] · w[k, n] (two new positions, or a batch of two): as gemvRow, w streamed
+// row by row, four rows of w per pass, each w vector loaded once for both rows of x, in blocks
+// of NB output columns so both output rows of a block stay in L1 while all of k passes. Sums in
+// the order of a plain loop over k.
+const NB: i32 = 1024;
+function gemvRows2(k: i32, n: i32, x: usize, ldx: usize, w: usize, out: usize, ld: usize): void {
+  const x1 = x + ldx;
+  const o1 = out + ld;
+  memory.fill(out, 0, <usize>n * 4);
+  memory.fill(o1, 0, <usize>n * 4);
+  const ldw = <usize>n * 4;
+  for (let j0 = 0; j0 < n; j0 += NB) {
+    const nb = min(NB, n - j0);
+    const lo = <usize>j0 * 4;
+    const end4 = lo + <usize>(nb & ~3) * 4;
+    const all = lo + <usize>nb * 4;
+    let p = 0;
+    for (; p + 4 <= k; p += 4) {
+      const xp = <usize>p * 4;
+      const a0 = v128.load32_splat(x + xp);
+      const a1 = v128.load32_splat(x + xp, 4);
+      const a2 = v128.load32_splat(x + xp, 8);
+      const a3 = v128.load32_splat(x + xp, 12);
+      const b0 = v128.load32_splat(x1 + xp);
+      const b1 = v128.load32_splat(x1 + xp, 4);
+      const b2 = v128.load32_splat(x1 + xp, 8);
+      const b3 = v128.load32_splat(x1 + xp, 12);
+      const w0 = w + <usize>p * ldw;
+      const w1 = w0 + ldw;
+      const w2 = w1 + ldw;
+      const w3 = w2 + ldw;
+      let j = lo;
+      for (; j < end4; j += 16) {
+        const u0 = v128.load(w0 + j);
+        const u1 = v128.load(w1 + j);
+        const u2 = v128.load(w2 + j);
+        const u3 = v128.load(w3 + j);
+        let o = v128.load(out + j);
+        o = f32x4.add(o, f32x4.mul(a0, u0));
+        o = f32x4.add(o, f32x4.mul(a1, u1));
+        o = f32x4.add(o, f32x4.mul(a2, u2));
+        o = f32x4.add(o, f32x4.mul(a3, u3));
+        v128.store(out + j, o);
+        let q = v128.load(o1 + j);
+        q = f32x4.add(q, f32x4.mul(b0, u0));
+        q = f32x4.add(q, f32x4.mul(b1, u1));
+        q = f32x4.add(q, f32x4.mul(b2, u2));
+        q = f32x4.add(q, f32x4.mul(b3, u3));
+        v128.store(o1 + j, q);
+      }
+      for (; j < all; j += 4) {
+        const u0 = load<f32>(w0 + j);
+        const u1 = load<f32>(w1 + j);
+        const u2 = load<f32>(w2 + j);
+        const u3 = load<f32>(w3 + j);
+        let o = load<f32>(out + j);
+        o += f32x4.extract_lane(a0, 0) * u0;
+        o += f32x4.extract_lane(a1, 0) * u1;
+        o += f32x4.extract_lane(a2, 0) * u2;
+        o += f32x4.extract_lane(a3, 0) * u3;
+        store<f32>(out + j, o);
+        let q = load<f32>(o1 + j);
+        q += f32x4.extract_lane(b0, 0) * u0;
+        q += f32x4.extract_lane(b1, 0) * u1;
+        q += f32x4.extract_lane(b2, 0) * u2;
+        q += f32x4.extract_lane(b3, 0) * u3;
+        store<f32>(o1 + j, q);
+      }
+    }
+    for (; p < k; p++) {
+      const w0 = w + <usize>p * ldw;
+      const s = load<f32>(x + <usize>p * 4);
+      const t = load<f32>(x1 + <usize>p * 4);
+      const sv = f32x4.splat(s);
+      const tv = f32x4.splat(t);
+      let j = lo;
+      for (; j < end4; j += 16) {
+        const u = v128.load(w0 + j);
+        v128.store(out + j, f32x4.add(v128.load(out + j), f32x4.mul(sv, u)));
+        v128.store(o1 + j, f32x4.add(v128.load(o1 + j), f32x4.mul(tv, u)));
+      }
+      for (; j < all; j += 4) {
+        const u = load<f32>(w0 + j);
+        store<f32>(out + j, load<f32>(out + j) + s * u);
+        store<f32>(o1 + j, load<f32>(o1 + j) + t * u);
+      }
+    }
   }
 }
 
@@ -384,7 +553,11 @@ export function dense(
   if (rows <= 0 || n <= 0) return;
   if (k <= 0) memory.fill(out, 0, <usize>(rows * n) * 4);
   else if (rows == 1) gemvRow(k, n, x, w, out);
-  else gemmTiled(rows, k, n, x, w, out);
+  else if (rows <= 3) {
+    // two rows (and a third alone): w streamed once per pair, not through the tiles
+    gemvRows2(k, n, x, <usize>k * 4, w, out, <usize>n * 4);
+    if (rows == 3) gemvRow(k, n, x + <usize>(2 * k) * 4, w, out + <usize>(2 * n) * 4);
+  } else gemmTiled(rows, k, n, x, w, out);
   finish(rows, n, bias, act, out);
 }
 
@@ -503,11 +676,91 @@ function dot1(k: i32, x: usize, w: usize): f32 {
   return s;
 }
 
+// x[k] · w[k] with four accumulators of 16 floats per pass (one sequential stream through w; the
+// row of x stays in L1), the horizontal adds at the end
+function dotRow(k: i32, x: usize, w: usize): f32 {
+  const k16 = <usize>(k & ~15) * 4;
+  let a0 = f32x4.splat(0),
+    a1 = f32x4.splat(0),
+    a2 = f32x4.splat(0),
+    a3 = f32x4.splat(0);
+  let p: usize = 0;
+  for (; p < k16; p += 64) {
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), v128.load(w + p)));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(x + p, 16), v128.load(w + p, 16)));
+    a2 = f32x4.add(a2, f32x4.mul(v128.load(x + p, 32), v128.load(w + p, 32)));
+    a3 = f32x4.add(a3, f32x4.mul(v128.load(x + p, 48), v128.load(w + p, 48)));
+  }
+  const all = <usize>k * 4;
+  const k4 = <usize>(k & ~3) * 4;
+  for (; p < k4; p += 16) a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), v128.load(w + p)));
+  let s = hsum(f32x4.add(f32x4.add(a0, a1), f32x4.add(a2, a3)));
+  for (; p < all; p += 4) s += load<f32>(x + p) * load<f32>(w + p);
+  return s;
+}
+
+// x[k] · w[k] and y[k] · w[k] (two rows of x against one row of w), two accumulators each of 8
+// floats per pass, into out and out + ldo
+function dotRow2(k: i32, x: usize, y: usize, w: usize, out: usize, ldo: usize): void {
+  const k8 = <usize>(k & ~7) * 4;
+  let a0 = f32x4.splat(0),
+    a1 = f32x4.splat(0),
+    b0 = f32x4.splat(0),
+    b1 = f32x4.splat(0);
+  let p: usize = 0;
+  for (; p < k8; p += 32) {
+    const u0 = v128.load(w + p);
+    const u1 = v128.load(w + p, 16);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), u0));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(x + p, 16), u1));
+    b0 = f32x4.add(b0, f32x4.mul(v128.load(y + p), u0));
+    b1 = f32x4.add(b1, f32x4.mul(v128.load(y + p, 16), u1));
+  }
+  const all = <usize>k * 4;
+  const k4 = <usize>(k & ~3) * 4;
+  for (; p < k4; p += 16) {
+    const u = v128.load(w + p);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(x + p), u));
+    b0 = f32x4.add(b0, f32x4.mul(v128.load(y + p), u));
+  }
+  let s = hsum(f32x4.add(a0, a1));
+  let t = hsum(f32x4.add(b0, b1));
+  for (; p < all; p += 4) {
+    const u = load<f32>(w + p);
+    s += load<f32>(x + p) * u;
+    t += load<f32>(y + p) * u;
+  }
+  store<f32>(out, s);
+  store<f32>(out + ldo, t);
+}
+
+// rows of x against every row of w [n, k]: the table read once, front to back, each of its rows
+// (in L1) against every row of x, two at a time
+function denseTStream(rows: i32, k: i32, n: i32, x: usize, w: usize, out: usize): void {
+  const ldw = <usize>k * 4;
+  const ldo = <usize>n * 4;
+  const rows2 = rows & ~1;
+  for (let j = 0; j < n; j++) {
+    const wj = w + <usize>j * ldw;
+    const oj = out + <usize>j * 4;
+    let r = 0;
+    for (; r < rows2; r += 2) {
+      const xr = x + <usize>r * ldw;
+      dotRow2(k, xr, xr + ldw, wj, oj + <usize>r * ldo, ldo);
+    }
+    if (r < rows) store<f32>(oj + <usize>r * ldo, dotRow(k, x + <usize>r * ldw, wj));
+  }
+}
+
 /**
  * `out [rows, n] = x [rows, k] · wᵀ` with w `[n, k]`: four rows of w at a time (in L1 while every
  * row of x passes, two rows of x at a time), so w is read from memory once.
  */
 export function denseT(rows: i32, k: i32, n: i32, x: usize, w: usize, out: usize): void {
+  if (rows <= DENSET_STREAM_ROWS) {
+    denseTStream(rows, k, n, x, w, out);
+    return;
+  }
   const ldx = <usize>k * 4;
   const ldo = <usize>n * 4;
   const n4 = n & ~3;
@@ -784,6 +1037,38 @@ function dotInt8(k: i32, q: usize, w: usize): i32 {
   return s;
 }
 
+// Σ_p q[p] w[p] over int8 rows of k, 32 at a time into two accumulators (one sequential stream
+// through w)
+function dotInt8Row(k: i32, q: usize, w: usize): i32 {
+  let a0 = i32x4.splat(0),
+    a1 = i32x4.splat(0);
+  let p = 0;
+  for (; p + 32 <= k; p += 32) {
+    const o = <usize>p;
+    const x0 = v128.load(q + o);
+    const x1 = v128.load(q + o, 16);
+    const b0 = v128.load(w + o);
+    const b1 = v128.load(w + o, 16);
+    a0 = i32x4.add(
+      a0,
+      i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(x0), i16x8.extend_low_i8x16_s(b0)),
+    );
+    a1 = i32x4.add(
+      a1,
+      i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(x0), i16x8.extend_high_i8x16_s(b0)),
+    );
+    a0 = i32x4.add(
+      a0,
+      i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(x1), i16x8.extend_low_i8x16_s(b1)),
+    );
+    a1 = i32x4.add(
+      a1,
+      i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(x1), i16x8.extend_high_i8x16_s(b1)),
+    );
+  }
+  return hsumI(i32x4.add(a0, a1)) + dotInt8(k - p, q + <usize>p, w + <usize>p);
+}
+
 // four rows of w int8 (stride k) against one row of q: sums into out[0..3] (i32)
 function dotInt8x4(k: i32, q: usize, w: usize, out: usize): void {
   const ld = <usize>k;
@@ -842,6 +1127,14 @@ export function denseTInt8(
   out: usize,
 ): void {
   const ldo = <usize>n * 4;
+  if (rows == 1) {
+    // one row: the table read once, front to back
+    for (let j = 0; j < n; j++) {
+      store<i32>(out + <usize>j * 4, dotInt8Row(k, q, w + <usize>j * <usize>k));
+    }
+    descale(n, load<f32>(qs), ws, out);
+    return;
+  }
   const n4 = n & ~3;
   for (let j = 0; j < n4; j += 4) {
     const wj = w + <usize>j * <usize>k;
