@@ -63,4 +63,4 @@ function start(routes = ROUTES) {
   });
 }
 
-module.exports = {start};
+module.exports = {start, ROUTES};
