@@ -141,6 +141,29 @@ describe('demo page: your own Keras model', () => {
     expect(errors).toEqual([]);
   });
 
+  it('takes a dropped .keras file (alone: a causal LM without a tokenizer says what to add)', async () => {
+    const bytes = fs.readFileSync(path.join(fixture, 'model.keras')).toString('base64');
+    await page.evaluate((b64) => {
+      const raw = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const data = new DataTransfer();
+      data.items.add(new File([raw], 'dropped.keras'));
+      const zone = document.getElementById('keras-drop')!;
+      zone.dispatchEvent(new DragEvent('dragover', {dataTransfer: data, cancelable: true}));
+      zone.dispatchEvent(new DragEvent('drop', {dataTransfer: data, cancelable: true}));
+    }, bytes);
+    // the status names the dropped file once it is read (or says what failed)
+    await page.waitForFunction(() =>
+      /^(dropped\.keras:|Error)/.test(document.getElementById('keras-status')!.textContent ?? ''),
+    );
+    expect(await kerasState(['loaded', 'error'])).toBe('loaded');
+    expect(await text('keras-status')).toMatch(
+      /^dropped\.keras: [\d,]+ parameters on cpu · a causal LM: add its tokenizer files/,
+    );
+    expect(await page.isVisible('#lm')).toBe(false);
+    expect(await text('keras-summary')).toContain('token_and_position_embedding');
+    expect(errors).toEqual([]);
+  });
+
   it('answers a keras-hub preset folder with loadKerasHubPreset, or says this build lacks it', async () => {
     const hasPreset = await page.evaluate(
       () =>
