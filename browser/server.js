@@ -9,6 +9,9 @@ const ROUTES = {
   '/': path.join(__dirname, 'index.html'),
   '/scenarios.js': path.join(__dirname, 'scenarios.js'),
   '/tfjs-attention.min.js': path.join(root, 'dist', 'tfjs-attention.min.js'),
+  // the Keras file readers' libraries, which the bundle imports on first use
+  '/tfjs-attention-fflate.mjs': path.join(root, 'dist', 'tfjs-attention-fflate.mjs'),
+  '/tfjs-attention-jsfive.mjs': path.join(root, 'dist', 'tfjs-attention-jsfive.mjs'),
   '/tf.min.js': path.join(root, 'node_modules', '@tensorflow', 'tfjs', 'dist', 'tf.min.js'),
   '/tf-backend-webgpu.min.js': path.join(
     root,
@@ -22,7 +25,12 @@ const ROUTES = {
   '/models/addition/model.json': path.join(root, 'models', 'addition', 'model.json'),
   '/models/addition/weights.bin': path.join(root, 'models', 'addition', 'weights.bin'),
 };
-const TYPES = {'.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json'};
+const TYPES = {
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.json': 'application/json',
+};
 
 /**
  * Starts the server on a free port; resolves to {url, close}. `routes` (URL path -> file) replaces
@@ -55,4 +63,4 @@ function start(routes = ROUTES) {
   });
 }
 
-module.exports = {start};
+module.exports = {start, ROUTES};

@@ -6,6 +6,15 @@
 //
 // For the browser test (browser/__tests__/demo.test.ts), #result carries data-state (loading,
 // running, done, error), and, once a result is shown, data-model, data-input and data-backend.
+//
+// "Your own Keras model" (#keras): a dropped or picked .keras / .h5 file is read with
+// tfAttention.loadKerasModel and a progress bar (onProgress), and its summary shown; a folder is
+// a keras-hub preset, read with tfAttention.loadKerasHubPreset where this build has it (the page
+// says so where it does not), or a .keras / .h5 file with its tokenizer (tokenizer.json and
+// assets/tokenizer/, as save_to_preset writes them; preprocessor.json if there). A causal LM with
+// a tokenizer gets a prompt box whose text streams as it is generated (generateText's onToken).
+// #keras carries data-state (idle, loading, loaded, generating, generated, error) for
+// browser/__tests__/demo_keras.test.ts.
 /* global tf, tfAttention, document, window, location, performance, clearTimeout, URLSearchParams */
 (function () {
   'use strict';
@@ -295,7 +304,202 @@
     // every model is dropped, so every variable can go (disposing a model and then a sub-model
     // that shares its layers would dispose those layers twice)
     loaded = {};
+    if (kerasModel !== null) {
+      kerasModel = null;
+      lm = null;
+      $('lm').hidden = true;
+      kerasState('idle');
+      kerasStatus('The backend changed: drop your model again to run it there.');
+    }
     tf.disposeVariables();
+  }
+
+  // ---- your own Keras model ----
+
+  let kerasModel = null; // the loaded model
+  let lm = null; // {model, tokenizer, preprocessor} when it is a causal LM with a tokenizer
+  let kerasQueue = Promise.resolve();
+  const TOKENIZER_FILES = ['vocabulary.json', 'merges.txt', 'vocabulary.txt'];
+  const pathOf = (f) => f.webkitRelativePath || f.name;
+  const baseName = (p) => p.split('/').pop();
+
+  function kerasState(state) {
+    $('keras').dataset.state = state;
+  }
+
+  function kerasStatus(text) {
+    $('keras-status').textContent = text;
+  }
+
+  function showProgress(fraction) {
+    const bar = $('keras-progress');
+    bar.hidden = false;
+    bar.value = fraction;
+    kerasStatus(`reading the weights… ${Math.round(fraction * 100)}%`);
+  }
+
+  function summaryOf(model) {
+    const lines = [];
+    model.summary(120, [0.5, 0.7, 0.88, 1], (line) => lines.push(line));
+    return lines.join('\n');
+  }
+
+  // token ids [batch, T] in (a padding mask may follow), logits [batch, T, vocabulary] out
+  function isCausalLM(model) {
+    const ids = model.inputs[0];
+    const out = model.outputs;
+    return (
+      ids.dtype === 'int32' &&
+      ids.shape.length === 2 &&
+      out.length === 1 &&
+      out[0].shape.length === 3
+    );
+  }
+
+  // tokenizer.json and its assets among the files, as tfAttention.loadTokenizer reads a folder
+  async function tokenizerFrom(files) {
+    const json = files.find((f) => baseName(pathOf(f)) === 'tokenizer.json');
+    if (json === undefined) return null;
+    const assets = {};
+    for (const f of files) {
+      if (TOKENIZER_FILES.includes(baseName(pathOf(f))))
+        assets[baseName(pathOf(f))] = await f.text();
+    }
+    return tfAttention.tokenizerFromPreset(JSON.parse(await json.text()), assets);
+  }
+
+  // keras-hub's preprocessor.json when there is one, else the start token and the box's length
+  async function preprocessorFrom(files) {
+    const file = files.find((f) => baseName(pathOf(f)) === 'preprocessor.json');
+    const config = file === undefined ? {} : (JSON.parse(await file.text()).config ?? {});
+    return {
+      sequenceLength: config.sequence_length ?? Number($('lm-max-length').value),
+      addStartToken: config.add_start_token ?? true,
+    };
+  }
+
+  async function loadKerasFiles(list) {
+    const files = Array.from(list);
+    lm = null;
+    $('lm').hidden = true;
+    $('keras-summary').hidden = true;
+    $('keras-progress').value = 0;
+    kerasState('loading');
+    kerasStatus('reading…');
+    const modelFile = files.find((f) => /\.(keras|h5|hdf5)$/i.test(f.name));
+    const preset = modelFile === undefined && files.some((f) => f.name === 'config.json');
+    let model;
+    let tokenizer = null;
+    let preprocessor = null;
+    if (preset) {
+      if (typeof tfAttention.loadKerasHubPreset !== 'function') {
+        throw new Error(
+          'this build of tfjs-attention cannot read keras-hub preset folders yet ' +
+            '(no loadKerasHubPreset); drop a .keras file, with its tokenizer files to generate text',
+        );
+      }
+      ({model, tokenizer, preprocessor} = await tfAttention.loadKerasHubPreset(files, {
+        onProgress: showProgress,
+      }));
+    } else if (modelFile !== undefined) {
+      model = await tfAttention.loadKerasModel(modelFile, {onProgress: showProgress});
+      tokenizer = await tokenizerFrom(files);
+      if (tokenizer !== null) preprocessor = await preprocessorFrom(files);
+    } else {
+      throw new Error(
+        'expected a .keras or .h5 file, or a keras-hub preset folder; received ' +
+          (files.map((f) => pathOf(f)).join(', ') || 'no file'),
+      );
+    }
+    if (kerasModel !== null) kerasModel.dispose();
+    kerasModel = model;
+    showProgress(1);
+    $('keras-summary').textContent = summaryOf(model);
+    $('keras-summary').hidden = false;
+    const causal = isCausalLM(model);
+    if (causal && tokenizer != null && preprocessor != null) {
+      lm = {model, tokenizer, preprocessor};
+      $('lm-max-length').value = String(preprocessor.sequenceLength);
+      $('lm-output').textContent = '';
+      $('lm').hidden = false;
+    }
+    const name = modelFile !== undefined ? modelFile.name : pathOf(files[0]).split('/')[0];
+    kerasStatus(
+      `${name}: ${model.countParams().toLocaleString('en')} parameters on ${tf.getBackend()}` +
+        (lm !== null
+          ? ' · a causal LM with its tokenizer: type a prompt'
+          : causal
+            ? ' · a causal LM: add its tokenizer files (tokenizer.json, assets/tokenizer/) to generate text'
+            : ''),
+    );
+    kerasState('loaded');
+  }
+
+  async function generateFromPrompt() {
+    if (lm === null) return;
+    const out = $('lm-output');
+    const prompt = $('lm-prompt').value;
+    kerasState('generating');
+    out.textContent = prompt;
+    const [text] = await tfAttention.generateText(lm, prompt, {
+      maxLength: Number($('lm-max-length').value),
+      onToken: (row, id, piece) => {
+        out.textContent += piece; // streamed as each token is chosen
+      },
+    });
+    out.textContent = text;
+    kerasState('generated');
+  }
+
+  function kerasJob(job) {
+    kerasQueue = kerasQueue.then(job).catch((e) => {
+      kerasState('error');
+      kerasStatus(`Error: ${e && e.message ? e.message : e}`);
+    });
+    return kerasQueue;
+  }
+
+  // the files of a dropped folder, with their paths inside it (as <input webkitdirectory> gives)
+  async function entryFiles(entry, prefix) {
+    if (entry.isFile) {
+      const file = await new Promise((resolve, reject) => entry.file(resolve, reject));
+      Object.defineProperty(file, 'webkitRelativePath', {value: prefix + file.name});
+      return [file];
+    }
+    const reader = entry.createReader();
+    const entries = [];
+    for (;;) {
+      const batch = await new Promise((resolve, reject) => reader.readEntries(resolve, reject));
+      if (batch.length === 0) break;
+      entries.push(...batch);
+    }
+    const nested = await Promise.all(entries.map((e) => entryFiles(e, `${prefix}${entry.name}/`)));
+    return nested.flat();
+  }
+
+  function initKeras() {
+    const drop = $('keras-drop');
+    drop.addEventListener('dragover', (e) => {
+      e.preventDefault();
+      drop.classList.add('over');
+    });
+    drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+    drop.addEventListener('drop', (e) => {
+      e.preventDefault();
+      drop.classList.remove('over');
+      const items = Array.from(e.dataTransfer.items || []);
+      const entries = items.map((i) => (i.webkitGetAsEntry ? i.webkitGetAsEntry() : null));
+      kerasJob(async () => {
+        const files = entries.every((x) => x !== null)
+          ? (await Promise.all(entries.map((x) => entryFiles(x, '')))).flat()
+          : Array.from(e.dataTransfer.files);
+        await loadKerasFiles(files);
+      });
+    });
+    for (const id of ['keras-files', 'keras-folder']) {
+      $(id).addEventListener('change', (e) => kerasJob(() => loadKerasFiles(e.target.files)));
+    }
+    $('lm-generate').addEventListener('click', () => kerasJob(generateFromPrompt));
   }
 
   function clearResult() {
@@ -396,6 +600,7 @@
       return;
     }
     tf.wasm.setWasmPaths(new URL('wasm/', location.href).href);
+    initKeras();
     const params = new URLSearchParams(location.search);
     const model = params.get('model');
     if (model && TASKS[model]) $('model').value = model;

@@ -17,6 +17,9 @@ const ROUTES = {
   '/': join(here, 'index.html'),
   '/demo.js': join(here, 'demo.js'),
   '/tfjs-attention.min.js': bundle,
+  // the Keras file readers' libraries, which the bundle imports on first use
+  '/tfjs-attention-fflate.mjs': join(root, 'dist', 'tfjs-attention-fflate.mjs'),
+  '/tfjs-attention-jsfive.mjs': join(root, 'dist', 'tfjs-attention-jsfive.mjs'),
   '/tf.min.js': tfjs('tfjs', 'tf.min.js'),
   '/tf-backend-webgpu.min.js': tfjs('tfjs-backend-webgpu', 'tf-backend-webgpu.min.js'),
   '/tf-backend-wasm.min.js': tfjs('tfjs-backend-wasm', 'tf-backend-wasm.min.js'),
@@ -38,6 +41,7 @@ for (const model of ['reverse', 'lookup', 'addition']) {
 const TYPES = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
   '.json': 'application/json',
   '.wasm': 'application/wasm',
   '.md': 'text/plain; charset=utf-8',

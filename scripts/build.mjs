@@ -1,5 +1,11 @@
 // Builds dist/: CommonJS + ES module for Node and bundlers, type declarations, and a browser
 // bundle (global `tfAttention`, tfjs taken from the page's global `tf`).
+//
+// The Keras file readers' libraries (fflate for zip, jsfive for HDF5) are imported by `import()`
+// only where a file is read, and stay out of the browser builds: dist/browser.mjs keeps them as
+// bare specifiers (the app's bundler resolves them from the package's dependencies and splits
+// them into their own chunk, as it does the reader's own code in dist/browser-chunks/), and dist/tfjs-attention.min.js loads them on first use from the ES
+// modules dist/tfjs-attention-fflate.mjs / dist/tfjs-attention-jsfive.mjs next to it.
 import {execFileSync} from 'node:child_process';
 import {rmSync} from 'node:fs';
 import {createRequire} from 'node:module';
@@ -41,6 +47,21 @@ await esbuild.build({
 });
 
 // Browser: resolve the tfjs packages to the global `tf` of the page.
+/** The libraries that only the Keras file readers import (lazily), and their files for the page. */
+const LAZY_READERS = {fflate: 'tfjs-attention-fflate.mjs', jsfive: 'tfjs-attention-jsfive.mjs'};
+/** For the script tag: `import('fflate')` becomes `import('./tfjs-attention-fflate.mjs')`, which a
+ * classic script resolves against its own URL. */
+const lazyReaderFiles = {
+  name: 'lazy-reader-files',
+  setup(build) {
+    build.onResolve({filter: /^(fflate|jsfive)$/}, (args) => {
+      if (args.kind !== 'dynamic-import') {
+        throw new Error(`expected ${args.path} imported with import() only, in ${args.importer}`);
+      }
+      return {path: `./${LAZY_READERS[args.path]}`, external: true};
+    });
+  },
+};
 const tfGlobal = {
   name: 'tf-global',
   setup(build) {
@@ -56,15 +77,22 @@ const tfGlobal = {
 };
 // Browser ES module for bundlers (the `browser` export condition): no Node-only module, tfjs
 // left to the app's own imports.
+// Split: the code behind an `import()` (the Keras file reader) goes to dist/browser-chunks/, an
+// ES module the app's bundler sees as its own, so it drops that code for an app that never calls
+// loadKerasModel (one file would hold it in esbuild's module wrappers, which no bundler drops).
 await esbuild.build({
-  entryPoints: ['src/browser.ts'],
+  entryPoints: {browser: 'src/browser.ts'},
   bundle: true,
+  splitting: true,
   format: 'esm',
   platform: 'browser',
   target: 'es2019',
-  external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-layers'],
+  external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-layers', ...Object.keys(LAZY_READERS)],
   sourcemap: true,
-  outfile: 'dist/browser.mjs',
+  outdir: 'dist',
+  entryNames: '[name]',
+  chunkNames: 'browser-chunks/[name]-[hash]',
+  outExtension: {'.js': '.mjs'},
   logLevel: 'warning',
 });
 await esbuild.build({
@@ -76,10 +104,23 @@ await esbuild.build({
   target: 'es2019',
   minify: true,
   sourcemap: true,
-  plugins: [tfGlobal],
+  plugins: [tfGlobal, lazyReaderFiles],
   outfile: 'dist/tfjs-attention.min.js',
   logLevel: 'warning',
 });
+// The script tag's lazily loaded readers: each library as one ES module.
+for (const [pkg, file] of Object.entries(LAZY_READERS)) {
+  await esbuild.build({
+    stdin: {contents: `export * from '${pkg}';`, resolveDir: process.cwd(), loader: 'js'},
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    target: 'es2019',
+    minify: true,
+    outfile: `dist/${file}`,
+    logLevel: 'warning',
+  });
+}
 
 execFileSync(
   process.execPath,
@@ -87,5 +128,7 @@ execFileSync(
   {stdio: 'inherit'},
 );
 console.log(
-  'built dist/index.cjs, dist/index.mjs, dist/browser.mjs, dist/index.d.ts, dist/tfjs-attention.min.js, dist/train.cjs',
+  'built dist/index.cjs, dist/index.mjs, dist/browser.mjs, dist/index.d.ts, dist/tfjs-attention.min.js (+ ' +
+    Object.values(LAZY_READERS).join(', ') +
+    '), dist/train.cjs',
 );

@@ -1,4 +1,5 @@
 /** `tfjs-attention-train` / `npm run train`: see USAGE in options.ts. */
+import {fromKeras, parseFromKeras} from './from_keras';
 import {parseOptions, USAGE, UsageError} from './options';
 import type {TF} from './tasks/task';
 import {train} from './train';
@@ -18,8 +19,9 @@ function loadTfjs(): TF | null {
 export async function main(argv: string[]): Promise<number> {
   const name = 'tfjs-attention-train';
   try {
-    const options = parseOptions(argv);
-    if (options.help) {
+    const keras = argv.includes('-h') || argv.includes('--help') ? null : parseFromKeras(argv);
+    const options = keras === null ? parseOptions(argv) : null;
+    if (options?.help) {
       process.stdout.write(`${USAGE}\n`);
       return 0;
     }
@@ -33,7 +35,8 @@ export async function main(argv: string[]): Promise<number> {
       );
       return 2;
     }
-    await train(tf, options, process.stdout);
+    if (keras !== null) await fromKeras(tf, keras, process.stdout);
+    else if (options !== null) await train(tf, options, process.stdout);
     return 0;
   } catch (e) {
     if (e instanceof UsageError) {

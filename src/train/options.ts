@@ -30,7 +30,11 @@ Options:
   --backend <name>     ${BACKEND_NAMES.join(' | ')} (default: tensorflow when tfjs-node loads, else wasm, else cpu)
   --seed <n>           random seed; the same seed and backend give the same model (default: 42)
   --out <dir>          output folder (default: models)
-  -h, --help           show this help`;
+  -h, --help           show this help
+
+  --from-keras <file>  instead of training: read a Keras model (.keras, tf-keras 2 .h5, or a Keras 3
+                       folder), showing progress while its weights are read, print its summary and
+                       save it as a tfjs model to <out>/<file name>/ (takes --out and --backend)`;
 
 /** A usage error: the message is for the user, no stack trace. */
 export class UsageError extends Error {}

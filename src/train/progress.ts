@@ -54,3 +54,35 @@ export class Progress {
     this.out.write(this.tty ? `\r${line}${' '.repeat(20)}\n` : `${line}\n`);
   }
 }
+
+/**
+ * Progress of reading a model's weights (`loadKerasModel`'s `onProgress`): on a terminal one bar
+ * redrawn in place, ended by a newline at 100%; otherwise a line at 0, 25, 50, 75 and 100%.
+ */
+export function readingProgress(
+  out: ProgressSink,
+  label = 'reading weights',
+): (fraction: number) => void {
+  const tty = Boolean(out.isTTY);
+  let lastQuarter = -1;
+  let ended = false;
+  return (fraction: number) => {
+    const f = Math.min(1, Math.max(0, fraction));
+    if (ended) return;
+    if (tty) {
+      const width = 30;
+      const filled = Math.round(f * width);
+      out.write(
+        `\r${label} [${'='.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor(f * 100)}%`,
+      );
+      if (f === 1) out.write('\n');
+    } else {
+      const quarter = Math.floor(f * 4);
+      if (quarter > lastQuarter) {
+        lastQuarter = quarter;
+        out.write(`${label}: ${quarter * 25}%\n`);
+      }
+    }
+    ended = f === 1;
+  };
+}
