@@ -9,8 +9,7 @@
 //
 // "Your own Keras model" (#keras): a dropped or picked .keras / .h5 file is read with
 // tfAttention.loadKerasModel and a progress bar (onProgress), and its summary shown; a folder is
-// a keras-hub preset, read with tfAttention.loadKerasHubPreset where this build has it (the page
-// says so where it does not), or a .keras / .h5 file with its tokenizer (tokenizer.json and
+// a keras-hub preset, read with tfAttention.loadKerasHubPreset, or a .keras / .h5 file with its tokenizer (tokenizer.json and
 // assets/tokenizer/, as save_to_preset writes them; preprocessor.json if there). A causal LM with
 // a tokenizer gets a prompt box whose text streams as it is generated (generateText's onToken).
 // #keras carries data-state (idle, loading, loaded, generating, generated, error) for
@@ -386,18 +385,15 @@
     $('keras-progress').value = 0;
     kerasState('loading');
     kerasStatus('reading…');
-    const modelFile = files.find((f) => /\.(keras|h5|hdf5)$/i.test(f.name));
+    // a keras-hub preset's weights are model.weights.h5 / task.weights.h5, not a whole model
+    const modelFile = files.find(
+      (f) => /\.(keras|h5|hdf5)$/i.test(f.name) && !/\.weights\.h5$/i.test(f.name),
+    );
     const preset = modelFile === undefined && files.some((f) => f.name === 'config.json');
     let model;
     let tokenizer = null;
     let preprocessor = null;
     if (preset) {
-      if (typeof tfAttention.loadKerasHubPreset !== 'function') {
-        throw new Error(
-          'this build of tfjs-attention cannot read keras-hub preset folders yet ' +
-            '(no loadKerasHubPreset); drop a .keras file, with its tokenizer files to generate text',
-        );
-      }
       ({model, tokenizer, preprocessor} = await tfAttention.loadKerasHubPreset(files, {
         onProgress: showProgress,
       }));

@@ -4,8 +4,8 @@
  * tokenizer fixture's tokenizer.json, vocabulary.json and merges.txt) load with a progress bar
  * that ends full, the model summary lists the model's layers, and the prompt box streams the
  * generated text token by token, ending on the text of Keras' greedy loop (expected.json, made by
- * fixtures/browser_lm.py). A lone keras-hub preset config.json is answered with a message, never
- * a crash. The page's other features are covered by demo.test.ts.
+ * fixtures/browser_lm.py). A picked keras-hub preset folder loads through loadKerasHubPreset and
+ * generates keras-hub's greedy text; a lone config.json is answered with its error, never a crash. The page's other features are covered by demo.test.ts.
  */
 import {ChildProcess, spawn} from 'child_process';
 import * as fs from 'fs';
@@ -164,26 +164,30 @@ describe('demo page: your own Keras model', () => {
     expect(errors).toEqual([]);
   });
 
-  it('answers a keras-hub preset folder with loadKerasHubPreset, or says this build lacks it', async () => {
-    const hasPreset = await page.evaluate(
-      () =>
-        typeof (window as unknown as {tfAttention: Record<string, unknown>}).tfAttention
-          .loadKerasHubPreset === 'function',
-    );
-    await page.setInputFiles('#keras-files', [
-      path.join(root, '__tests__', 'fixtures', 'hub_families', 'gpt2', 'config.json'),
+  it('loads a picked keras-hub preset folder (loadKerasHubPreset) and generates keras-hub text', async () => {
+    // __tests__/fixtures/hub_presets/gpt2: a GPT2CausalLM save_to_preset folder; its greedy
+    // keras-hub generate strings are in gpt2.expected.json (fixtures/hub_presets.py)
+    const hub = path.join(root, '__tests__', 'fixtures', 'hub_presets');
+    const want = JSON.parse(fs.readFileSync(path.join(hub, 'gpt2.expected.json'), 'utf8')) as {
+      prompts: string[];
+      generate: Record<string, string[]>;
+    };
+    await page.setInputFiles('#keras-folder', path.join(hub, 'gpt2'));
+    expect([await kerasState(['loaded', 'error']), await text('keras-status')]).toEqual([
+      'loaded',
+      expect.stringMatching(/^gpt2: [\d,]+ parameters on cpu · a causal LM with its tokenizer/),
     ]);
-    const state = await kerasState(['loaded', 'error']);
-    const status = await text('keras-status');
-    if (hasPreset) {
-      // a config.json alone is not a whole preset: loadKerasHubPreset's own error is shown
-      expect(state).toBe('error');
-      expect(status).not.toMatch(/cannot read keras-hub preset folders yet/);
-    } else {
-      expect(state).toBe('error');
-      expect(status).toMatch(/cannot read keras-hub preset folders yet \(no loadKerasHubPreset\)/);
-    }
-    expect(await page.isVisible('#lm')).toBe(false);
+    expect(await text('keras-summary')).toContain('TransformerDecoder');
+    expect(await page.isVisible('#lm')).toBe(true);
+    await page.fill('#lm-prompt', want.prompts[0]);
+    await page.fill('#lm-max-length', '16');
+    await page.click('#lm-generate');
+    expect(await kerasState(['generated', 'error'])).toBe('generated');
+    expect(await text('lm-output')).toBe(want.generate['16'][0]);
+    // a config.json alone is not a whole preset: loadKerasHubPreset's error names what is missing
+    await page.setInputFiles('#keras-files', [path.join(hub, 'gpt2', 'config.json')]);
+    expect(await kerasState(['loaded', 'error'])).toBe('error');
+    expect(await text('keras-status')).toMatch(/^Error: .*(weights|task\.json|model\.weights\.h5)/);
     expect(errors).toEqual([]);
   });
 });
