@@ -106,6 +106,18 @@ describe('generateText', () => {
     }
   });
 
+  it('streams the final U+FFFD of a row whose generation ends inside a character', async () => {
+    const seen: string[] = [];
+    // room for one token after [start, a, b]: the first byte of é, then maxLength
+    const out = await generateText({model, tokenizer, preprocessor}, 'ab', {
+      maxLength: 4,
+      stripPrompt: true,
+      onToken: (_row, _id, text) => seen.push(text),
+    });
+    expect(out).toEqual(['\uFFFD']);
+    expect(seen.join('')).toBe('\uFFFD');
+  });
+
   it("generate's onStep gets each row's new token (null in the prompt or after the stop)", async () => {
     const steps: Array<[number, ReadonlyArray<number | null>]> = [];
     const ids = await generate(

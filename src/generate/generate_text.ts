@@ -52,7 +52,8 @@ export interface GenerateTextOptions extends SamplerOptions {
   /**
    * Called as each token is chosen, with its row, its id and the text it completes (possibly
    * empty: a byte-level token may end inside a character, whose text then comes with a later
-   * token; special tokens have none).
+   * token; special tokens have none). The pieces of a row add up to its returned continuation,
+   * a final U+FFFD (generation ended inside a character) included.
    */
   onToken?: (row: number, id: number, text: string) => void;
   /** As {@link GenerateOptions}. */
@@ -77,11 +78,14 @@ function fail(message: string): never {
   throw new Error(`generateText: ${message}`);
 }
 
-/** The text `decode(ids)` adds to `before`, held back while it ends inside a character. */
-function completed(text: string, before: string): string {
+/**
+ * The text `decode(ids)` adds to `before`, held back while it ends inside a character, unless
+ * this is the row's `last` token (then the U+FFFD the returned text ends with is streamed too).
+ */
+function completed(text: string, before: string, last: boolean): string {
   if (!text.startsWith(before)) return text; // a decode that rewrote earlier text (rare)
   const added = text.slice(before.length);
-  return added.endsWith('\uFFFD') ? '' : added;
+  return added.endsWith('\uFFFD') && !last ? '' : added;
 }
 
 /**
@@ -145,14 +149,15 @@ export async function generateText(
   const onStep: GenerateOptions['onStep'] =
     options.onToken == null
       ? undefined
-      : (_position, tokens) => {
+      : (position, tokens) => {
           tokens.forEach((id, row) => {
             if (id == null) return;
             let text = '';
             if (!special.has(id)) {
               generated[row].push(id);
               const whole = tokenizer.decode(generated[row]);
-              text = completed(whole, streamed[row]);
+              // the row's last token: the last position, or a stop token (special: no text)
+              text = completed(whole, streamed[row], position === maxLength - 1);
               streamed[row] += text;
             }
             options.onToken?.(row, id, text);
