@@ -318,6 +318,19 @@ describeBackends('compiled decoding step', (backend) => {
     }
   });
 
+  it('the first token is one run over the whole prompt (the time to first token), then one run per token', async () => {
+    const model = gpt();
+    try {
+      const prompt = [[1, 2, 3, 4, 5, 6]];
+      (await generate(model, prompt, {maxLength: 7})).dispose();
+      expect(lastCompiledRun?.runs).toBe(1);
+      (await generate(model, prompt, {maxLength: 10})).dispose();
+      expect(lastCompiledRun?.runs).toBe(4);
+    } finally {
+      model.dispose();
+    }
+  });
+
   it('reads the weights in place on wasm and copies them once per run elsewhere, never per step', async () => {
     const model = gpt();
     try {

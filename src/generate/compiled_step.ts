@@ -7,9 +7,11 @@
  * step writes the new ids, runs the ops and reads the logits of each row's last position as
  * Float32Array rows: no tfjs tensor, no tfjs kernel.
  *
- * Positions as the eager stepper (graph_step.ts) takes them: before the first step, the prompt
- * positions `[0, shortest prompt - 1)` in one call (only the ops up to the last attention's: its
- * logits are not read), then one position per step.
+ * Positions: the first step runs the shortest prompt's positions in one call (the time to first
+ * token: one batched pass of the prompt rows, the logits of its last rows only), then one position
+ * per step. A step that must catch up more positions than the buffers hold runs them in chunks of
+ * the shortest prompt's length, all but the last through the ops up to the last attention's only
+ * (their logits are not read).
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -20,6 +22,9 @@ import type {StepPlan} from './graph_plan';
 import {compileStep, ProgramOp, StepProgram} from './step_compile';
 import {chooseStepKernels} from './step_kernels_choice';
 import {StepMemory, StepMemoryCounts, stepMemory} from './step_memory';
+
+/** Rows from which a float32 product runs `denseRows` (packed operands) rather than `dense`. */
+export const DENSE_ROWS_FROM = 5;
 
 /** What the last compiled run did (tests and reports read it). */
 export interface CompiledRunReport {
@@ -109,6 +114,7 @@ class CompiledRunner implements DecodeStep {
   private readonly caches: Array<[number, number]>;
   private readonly keyMask: number;
   private readonly work: number;
+  private readonly rowsWork: number;
   private readonly report: CompiledRunReport;
   /** Positions written so far (the next run starts there). */
   private position = 0;
@@ -121,7 +127,7 @@ class CompiledRunner implements DecodeStep {
   ) {
     const B = lengths.length;
     this.B = B;
-    this.chunk = Math.max(1, Math.min(...lengths) - 1);
+    this.chunk = Math.max(1, Math.min(...lengths));
     this.kernels = chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
     this.offsets = [];
     for (const v of program.values) {
@@ -142,6 +148,9 @@ class CompiledRunner implements DecodeStep {
     ]);
     this.keyMask = program.usesKeyMask ? memory.alloc(B * maxLength) : 0;
     this.work = memory.alloc(maxLength * 4);
+    // the products of a prefill's rows: one scratch for every call, allocated once here
+    this.rowsWork =
+      B * this.chunk >= DENSE_ROWS_FROM ? memory.alloc(this.kernels.denseRowsWorkBytes) : 0;
     this.report = {
       kernels: this.kernels.kind,
       memory: memory.kind,
@@ -159,10 +168,14 @@ class CompiledRunner implements DecodeStep {
   next(ids: number[][], index: number, active: readonly boolean[]): Float32Array[] {
     void active; // every row runs, so that the caches hold every position
     const previous = index - 1;
-    while (this.position < previous) {
-      this.run(ids, this.position, Math.min(this.chunk, previous - this.position), false);
+    // positions up to `previous` in chunks; the chunk that ends there runs the whole program (its
+    // last rows give the logits), the others the ops up to the last attention's
+    while (this.position + this.chunk <= previous) {
+      this.run(ids, this.position, this.chunk, false);
     }
-    this.run(ids, previous, 1, true);
+    const t = previous + 1 - this.position;
+    // a position already written is an error (run's message says which were expected)
+    this.run(ids, t < 1 ? previous : this.position, Math.max(1, t), true);
     const V = this.program.values[this.program.logits].width;
     const at = this.offsets[this.program.logits];
     const logits = new Float32Array(this.memory.memory.buffer, at, this.B * V);
@@ -203,9 +216,13 @@ class CompiledRunner implements DecodeStep {
     const w = (i: number) => (i < 0 ? 0 : this.weights[i]);
     const rowsOf = (v: number) => (this.program.values[v].rows === 'all' ? B * t : B);
     switch (o.op) {
-      case 'dense':
-        k.dense(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out));
+      case 'dense': {
+        const rows = rowsOf(o.x);
+        if (rows >= DENSE_ROWS_FROM) {
+          k.denseRows(rows, o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out), this.rowsWork);
+        } else k.dense(rows, o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out));
         return;
+      }
       case 'denseT':
         k.denseT(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), at(o.out));
         return;
