@@ -25,6 +25,7 @@ import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../src/generate
 import type {DecodeStep} from '../src/generate/decode_loop';
 import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
 import {GraphStepper} from '../src/generate/graph_step';
+import {compileStep} from '../src/generate/step_compile';
 import {describeBackends, expectNoLeak} from './helpers/backends';
 
 const V = 23;
@@ -313,6 +314,32 @@ describeBackends('compiled decoding step', (backend) => {
           })
         ).kernels.length;
       expect(await kernelsOf(MAX)).toBe(await kernelsOf(6));
+    } finally {
+      model.dispose();
+    }
+  });
+
+  it("after the last attention op only each row's last position is computed (the last decoder's feed-forward part too)", () => {
+    const model = gpt();
+    try {
+      const {program} = compileStep(planOf(model));
+      if (program == null) throw new Error('not compiled');
+      const last = program.ops.map((o) => o.op).lastIndexOf('attention');
+      expect(program.cachedOps).toBe(last + 1);
+      const after = program.ops.slice(last + 1);
+      // the last TransformerDecoder's output projection and its two feed-forward products (then
+      // the tied logits, a denseT)
+      expect(after.filter((o) => o.op === 'dense').length).toBe(3);
+      const operands = ['x', 'a', 'b', 'q', 'qs', 'ids', 'like', 'out'] as const;
+      for (const o of after) {
+        for (const name of operands) {
+          if (!(name in o)) continue;
+          const v = (o as unknown as Record<string, number>)[name];
+          // a lastRows reads the rows of every position and writes the last ones
+          const want = o.op === 'lastRows' && name === 'x' ? 'all' : 'last';
+          expect([o.op, name, program.values[v].rows]).toEqual([o.op, name, want]);
+        }
+      }
     } finally {
       model.dispose();
     }
