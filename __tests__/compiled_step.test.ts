@@ -21,7 +21,12 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
 } from '../src';
-import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../src/generate/compiled_step';
+import {
+  compiledStep,
+  lastCompiledRun,
+  lastCompileRefusal,
+  lastProgramReused,
+} from '../src/generate/compiled_step';
 import type {DecodeStep} from '../src/generate/decode_loop';
 import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
 import {GraphStepper} from '../src/generate/graph_step';
@@ -340,6 +345,27 @@ describeBackends('compiled decoding step', (backend) => {
           expect([o.op, name, program.values[v].rows]).toEqual([o.op, name, want]);
         }
       }
+    } finally {
+      model.dispose();
+    }
+  });
+
+  it('a later generate call reuses the compiled program, and reads weights set since (the tokens of recomputing)', async () => {
+    const model = gpt();
+    try {
+      const prompt = [[1, 2, 3]];
+      const first = await generate(model, prompt, {maxLength: 9});
+      expect(lastProgramReused).toBe(false);
+      const second = await generate(model, prompt, {maxLength: 9});
+      expect(lastProgramReused).toBe(true);
+      expect(await second.array()).toEqual(await first.array());
+      randomize(model, 77); // setWeights: new values in the same variables
+      const third = await generate(model, prompt, {maxLength: 9});
+      expect(lastProgramReused).toBe(true);
+      const recomputed = await generate(model, prompt, {maxLength: 9, useCache: false});
+      expect(await third.array()).toEqual(await recomputed.array());
+      expect(await third.array()).not.toEqual(await first.array());
+      tf.dispose([first, second, third, recomputed]);
     } finally {
       model.dispose();
     }

@@ -19,7 +19,7 @@ import {COMPILED_STEP} from '../kernels/flags';
 import type {StepKernels} from '../kernels/step_kernels_api';
 import type {DecodeStep} from './decode_loop';
 import type {StepPlan} from './graph_plan';
-import {compileStep, ProgramOp, StepProgram} from './step_compile';
+import {CompileResult, compileStep, ProgramOp, StepProgram} from './step_compile';
 import {chooseStepKernels} from './step_kernels_choice';
 import {StepMemory, StepMemoryCounts, stepMemory} from './step_memory';
 
@@ -90,7 +90,7 @@ function compile(
       };
     }
   }
-  const compiled = compileStep(plan);
+  const compiled = compileOnce(plan);
   if (compiled.program == null) return {step: null, reason: compiled.reason};
   const found = stepMemory();
   if (found.memory == null) return {step: null, reason: found.reason};
@@ -102,6 +102,60 @@ function compile(
     throw e;
   }
 }
+
+/**
+ * Programs compiled before, by the model output they compute: `generate` plans a model again at
+ * each call, and compiling its plan takes a few tenths of a millisecond of the time to the first
+ * token (the layers' rules read their configs), so a program is kept for the next call while
+ * what it was compiled from is unchanged (see {@link programKey}).
+ */
+const programs = new WeakMap<object, {key: unknown[]; result: CompileResult}>();
+
+/**
+ * What a program depends on, compared by identity: the plan's nodes (their calls, kinds and row
+ * layout) and flags, and each planned layer's weight variables (setWeights writes into the same
+ * variables, which the program reads at run time; a layer given other variables compiles again).
+ */
+function programKey(plan: StepPlan): unknown[] {
+  const key: unknown[] = [
+    plan.input,
+    plan.padding,
+    plan.masksZeroIds,
+    plan.zeroKeysExact,
+    plan.zeroQueries,
+  ];
+  for (const p of plan.nodes) {
+    key.push(p.node, p.kind, p.flattenRows === true);
+    const {weights} = p.layer as unknown as {weights?: Array<{read(): tf.Tensor}>};
+    key.push(weights?.length ?? -1);
+    for (const w of weights ?? []) key.push(w.read());
+  }
+  return key;
+}
+
+/** `compileStep(plan)`, or the program compiled for the same key before. */
+function compileOnce(plan: StepPlan): CompileResult {
+  const key = programKey(plan);
+  const known = programs.get(plan.output);
+  const disposed = (ts: tf.Tensor[]) => ts.some((t) => t.isDisposed);
+  if (
+    known != null &&
+    known.key.length === key.length &&
+    known.key.every((v, i) => v === key[i]) &&
+    !(known.result.program != null && disposed(known.result.program.weights)) &&
+    !(known.result.program != null && disposed(known.result.program.packed))
+  ) {
+    lastProgramReused = true;
+    return known.result;
+  }
+  const result = compileStep(plan);
+  programs.set(plan.output, {key, result});
+  lastProgramReused = false;
+  return result;
+}
+
+/** Whether the last compiled `generate` call reused the program of an earlier call (tests). */
+export let lastProgramReused = false;
 
 /** Runs a program on its buffers. */
 class CompiledRunner implements DecodeStep {
