@@ -5,8 +5,9 @@
  * no rule or which rule declined. The program is independent of the batch, the step's length
  * and the memory: the runtime (compiled_step.ts) allocates its values and runs it.
  *
- * After the last attention node every op works on the last position of each row only (the
- * logits are needed there alone): the values still read past that point are cut to those rows.
+ * After the last attention op (inside its node: a decoder block's feed-forward part included)
+ * every op works on the last position of each row only (the logits are needed there alone): the
+ * values still read past that point are cut to those rows.
  *
  * int8 layers (Keras 3's `_int8_call`): a product quantizes its input rows first (a `quantize`
  * op into an int8 value and its per-row scales, made once per value and shared by the products
