@@ -21,10 +21,16 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
 } from '../src';
-import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../src/generate/compiled_step';
+import {
+  compiledStep,
+  lastCompiledRun,
+  lastCompileRefusal,
+  lastProgramReused,
+} from '../src/generate/compiled_step';
 import type {DecodeStep} from '../src/generate/decode_loop';
 import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
 import {GraphStepper} from '../src/generate/graph_step';
+import {compileStep} from '../src/generate/step_compile';
 import {describeBackends, expectNoLeak} from './helpers/backends';
 
 const V = 23;
@@ -313,6 +319,66 @@ describeBackends('compiled decoding step', (backend) => {
           })
         ).kernels.length;
       expect(await kernelsOf(MAX)).toBe(await kernelsOf(6));
+    } finally {
+      model.dispose();
+    }
+  });
+
+  it("after the last attention op only each row's last position is computed (the last decoder's feed-forward part too)", () => {
+    const model = gpt();
+    try {
+      const {program} = compileStep(planOf(model));
+      if (program == null) throw new Error('not compiled');
+      const last = program.ops.map((o) => o.op).lastIndexOf('attention');
+      expect(program.cachedOps).toBe(last + 1);
+      const after = program.ops.slice(last + 1);
+      // the last TransformerDecoder's output projection and its two feed-forward products (then
+      // the tied logits, a denseT)
+      expect(after.filter((o) => o.op === 'dense').length).toBe(3);
+      const operands = ['x', 'a', 'b', 'q', 'qs', 'ids', 'like', 'out'] as const;
+      for (const o of after) {
+        for (const name of operands) {
+          if (!(name in o)) continue;
+          const v = (o as unknown as Record<string, number>)[name];
+          // a lastRows reads the rows of every position and writes the last ones
+          const want = o.op === 'lastRows' && name === 'x' ? 'all' : 'last';
+          expect([o.op, name, program.values[v].rows]).toEqual([o.op, name, want]);
+        }
+      }
+    } finally {
+      model.dispose();
+    }
+  });
+
+  it('a later generate call reuses the compiled program, and reads weights set since (the tokens of recomputing)', async () => {
+    const model = gpt();
+    try {
+      const prompt = [[1, 2, 3]];
+      const first = await generate(model, prompt, {maxLength: 9});
+      expect(lastProgramReused).toBe(false);
+      const second = await generate(model, prompt, {maxLength: 9});
+      expect(lastProgramReused).toBe(true);
+      expect(await second.array()).toEqual(await first.array());
+      randomize(model, 77); // setWeights: new values in the same variables
+      const third = await generate(model, prompt, {maxLength: 9});
+      expect(lastProgramReused).toBe(true);
+      const recomputed = await generate(model, prompt, {maxLength: 9, useCache: false});
+      expect(await third.array()).toEqual(await recomputed.array());
+      expect(await third.array()).not.toEqual(await first.array());
+      tf.dispose([first, second, third, recomputed]);
+    } finally {
+      model.dispose();
+    }
+  });
+
+  it('the first token is one run over the whole prompt (the time to first token), then one run per token', async () => {
+    const model = gpt();
+    try {
+      const prompt = [[1, 2, 3, 4, 5, 6]];
+      (await generate(model, prompt, {maxLength: 7})).dispose();
+      expect(lastCompiledRun?.runs).toBe(1);
+      (await generate(model, prompt, {maxLength: 10})).dispose();
+      expect(lastCompiledRun?.runs).toBe(4);
     } finally {
       model.dispose();
     }

@@ -34,6 +34,41 @@ const rand = (n: number, seed: number) => {
 };
 
 describe('plain-JavaScript step kernels', () => {
+  it('denseRows = dense = a float64 loop (1e-5 relative), through an object that overrides dense', () => {
+    const {memory, put, f32} = arena();
+    const k = jsStepKernels(memory);
+    const [rows, kk, n] = [7, 19, 11];
+    const xv = rand(rows * kk, 3);
+    const wv = rand(kk * n, 4);
+    const bv = rand(n, 5);
+    const [x, w, b] = [put(xv), put(wv), put(bv)];
+    const out = put(new Array(rows * n).fill(NaN));
+    const work = put(new Array(k.denseRowsWorkBytes / 4).fill(NaN));
+    k.denseRows(rows, kk, n, x, w, b, StepActivation.Relu, out, work);
+    const want: number[] = [];
+    for (let r = 0; r < rows; r++) {
+      for (let j = 0; j < n; j++) {
+        let s = bv[j];
+        for (let p = 0; p < kk; p++) s += xv[r * kk + p] * wv[p * n + j];
+        want.push(Math.max(s, 0));
+      }
+    }
+    f32(out, rows * n).forEach((v, i) =>
+      expect(Math.abs(v - want[i])).toBeLessThan(1e-5 * (1 + Math.abs(want[i]))),
+    );
+    // step_kernels_choice.ts spreads these kernels under its own dense: denseRows runs that one
+    let called = 0;
+    const spread = {
+      ...k,
+      dense(...args: Parameters<typeof k.dense>) {
+        called++;
+        k.dense(...args);
+      },
+    };
+    spread.denseRows(rows, kk, n, x, w, b, StepActivation.Relu, out, work);
+    expect(called).toBe(1);
+  });
+
   it('rmsNorm: x / sqrt(mean(x^2) + eps) * gamma, within 1e-6', () => {
     const {memory, put, f32} = arena();
     const k = jsStepKernels(memory);

@@ -289,6 +289,28 @@ const PRODUCT_SIZES: Array<[number, number, number]> = [
   [9, 31, 23],
 ];
 
+/**
+ * denseRows' cases: rows 5-40 (6 and 7 off its 4-row tiles, 131 past its 128-row groups), n off
+ * its 8-wide panels (and under one), k off 4 and past its 256-deep blocks (2 and 3 blocks); rows
+ * under 5 as dense.
+ */
+const ROWS_PRODUCT_SIZES: Array<[number, number, number]> = [
+  [1, 13, 33],
+  [3, 29, 11],
+  [4, 45, 19],
+  [5, 31, 23],
+  [6, 29, 11],
+  [7, 9, 5],
+  [9, 300, 19],
+  [13, 257, 37],
+  [17, 515, 41],
+  [24, 64, 48],
+  [32, 256, 64],
+  [37, 130, 3],
+  [40, 45, 1031],
+  [131, 17, 13],
+];
+
 /** The kernel suite, on `setup()`'s memory. */
 function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): void {
   let K: StepKernels;
@@ -298,6 +320,34 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
     K = s.kernels;
     A = s.arena();
   });
+
+  for (const [rows, k, n] of ROWS_PRODUCT_SIZES) {
+    it(`denseRows = a float64 loop (1e-5 relative), scratch of NaN, nothing written past out: rows ${rows}, k ${k}, n ${n}`, () => {
+      const xv = values(rows * k, rows + 9 * k);
+      const wv = values(k * n, k + 5 * n);
+      const bv = values(n, n + 13);
+      const x = A.f32(xv);
+      const w = A.f32(wv);
+      const b = A.f32(bv);
+      // the scratch holds NaN (what a previous call or a fresh allocation left must not matter)
+      const work = A.out(K.denseRowsWorkBytes / 4);
+      const out = A.out(rows * n + 8);
+      K.denseRows(rows, k, n, x, w, 0, StepActivation.None, out, work);
+      const got = A.readF32(out, rows * n + 8);
+      expect(
+        relError(got.subarray(0, rows * n), productRef(xv, wv, rows, k, n, false)),
+      ).toBeLessThan(1e-5);
+      expect(Array.from(got.subarray(rows * n), (v) => Number.isNaN(v))).toEqual(
+        new Array(8).fill(true),
+      );
+      // the same scratch again (now holding this call's panels), with a bias and gelu
+      K.denseRows(rows, k, n, x, w, b, StepActivation.GeluTanh, out, work);
+      const want = productRef(xv, wv, rows, k, n, false).map((v, i) =>
+        actRef(Math.fround(v + bv[i % n]), StepActivation.GeluTanh),
+      );
+      expect(relError(A.readF32(out, rows * n), want)).toBeLessThan(1e-5);
+    });
+  }
 
   for (const [rows, k, n] of PRODUCT_SIZES) {
     it(`dense = a float64 loop (1e-5 relative): rows ${rows}, k ${k}, n ${n}, with and without bias`, () => {

@@ -17,6 +17,8 @@
  * `--copies=N` (float32 products): N copies of each weight, each call on the next one, so the
  * weights come from memory as in a model whose weights exceed the caches (GPT-2 small's 340 MB
  * of blocks per token) rather than from the L3 cache as one warmed weight does.
+ * Float32 products of DENSE_ROWS_FROM rows and more (a prefill) time `denseRows`, as the compiled
+ * step runs them (a baseline module without it: `dense`).
  * `--baseline=file.wasm`: another build of wasm/step_kernels.ts (e.g. an older commit's, decoded
  * from its src/kernels/step_kernels_binary.ts) timed beside the current one, interleaved, on the
  * same operands: a before / after in one process.
@@ -28,6 +30,7 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import {StepActivation, type StepKernels} from '../src/kernels/step_kernels_api';
 import {stepKernelsFailure, stepKernelsOn, stepKernelsReady} from '../src/kernels/step_kernels';
+import {DENSE_ROWS_FROM} from '../src/generate/compiled_step';
 
 interface WasmParts {
   dataIdMap: {get(id: tf.DataId): {memoryOffset: number}};
@@ -43,7 +46,11 @@ interface WasmParts {
 type Kernels = Pick<
   StepKernels,
   'dense' | 'denseT' | 'quantizeRows' | 'denseInt8' | 'denseTInt8' | 'attend' | 'layerNorm'
-> & {activate(n: number, x: number, act: StepActivation, out: number): void};
+> & {
+  activate(n: number, x: number, act: StepActivation, out: number): void;
+  /** The prefill's product (absent from modules before it): timed for DENSE_ROWS_FROM rows on. */
+  denseRows?: StepKernels['denseRows'];
+};
 
 const arg = (name: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -132,6 +139,8 @@ async function main(): Promise<void> {
     return worst;
   };
 
+  // the scratch of denseRows (the compiled step allocates one per generate call), 16-aligned
+  const rowsWork = (malloc(stepKernelsOn(memory)!.denseRowsWorkBytes + 16) + 15) & ~15;
   const withBase = base != null;
   console.log(
     `medians of ${RUNS} runs, ms (products: GB/s of weights read once; prefill rows also GFLOP/s)`,
@@ -173,7 +182,9 @@ async function main(): Promise<void> {
         () => {
           const wc = c < 0 ? w : copies[next[c]++ % COPIES];
           if (transposed) L.denseT(rows, k, n, at(x), at(wc), out);
-          else L.dense(rows, k, n, at(x), at(wc), 0, StepActivation.None, out);
+          else if (rows >= DENSE_ROWS_FROM && L.denseRows != null) {
+            L.denseRows(rows, k, n, at(x), at(wc), 0, StepActivation.None, out, rowsWork);
+          } else L.dense(rows, k, n, at(x), at(wc), 0, StepActivation.None, out);
         };
       const int8 = (L: Kernels) => () => {
         L.quantizeRows(rows, k, at(x), q, qs);

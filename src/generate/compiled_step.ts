@@ -7,9 +7,11 @@
  * step writes the new ids, runs the ops and reads the logits of each row's last position as
  * Float32Array rows: no tfjs tensor, no tfjs kernel.
  *
- * Positions as the eager stepper (graph_step.ts) takes them: before the first step, the prompt
- * positions `[0, shortest prompt - 1)` in one call (only the ops up to the last attention's: its
- * logits are not read), then one position per step.
+ * Positions: the first step runs the shortest prompt's positions in one call (the time to first
+ * token: one batched pass of the prompt rows, the logits of its last rows only), then one position
+ * per step. A step that must catch up more positions than the buffers hold runs them in chunks of
+ * the shortest prompt's length, all but the last through the ops up to the last attention's only
+ * (their logits are not read).
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -17,9 +19,12 @@ import {COMPILED_STEP} from '../kernels/flags';
 import type {StepKernels} from '../kernels/step_kernels_api';
 import type {DecodeStep} from './decode_loop';
 import type {StepPlan} from './graph_plan';
-import {compileStep, ProgramOp, StepProgram} from './step_compile';
+import {CompileResult, compileStep, ProgramOp, StepProgram} from './step_compile';
 import {chooseStepKernels} from './step_kernels_choice';
 import {StepMemory, StepMemoryCounts, stepMemory} from './step_memory';
+
+/** Rows from which a float32 product runs `denseRows` (packed operands) rather than `dense`. */
+export const DENSE_ROWS_FROM = 5;
 
 /** What the last compiled run did (tests and reports read it). */
 export interface CompiledRunReport {
@@ -85,7 +90,7 @@ function compile(
       };
     }
   }
-  const compiled = compileStep(plan);
+  const compiled = compileOnce(plan);
   if (compiled.program == null) return {step: null, reason: compiled.reason};
   const found = stepMemory();
   if (found.memory == null) return {step: null, reason: found.reason};
@@ -98,6 +103,60 @@ function compile(
   }
 }
 
+/**
+ * Programs compiled before, by the model output they compute: `generate` plans a model again at
+ * each call, and compiling its plan takes a few tenths of a millisecond of the time to the first
+ * token (the layers' rules read their configs), so a program is kept for the next call while
+ * what it was compiled from is unchanged (see {@link programKey}).
+ */
+const programs = new WeakMap<object, {key: unknown[]; result: CompileResult}>();
+
+/**
+ * What a program depends on, compared by identity: the plan's nodes (their calls, kinds and row
+ * layout) and flags, and each planned layer's weight variables (setWeights writes into the same
+ * variables, which the program reads at run time; a layer given other variables compiles again).
+ */
+function programKey(plan: StepPlan): unknown[] {
+  const key: unknown[] = [
+    plan.input,
+    plan.padding,
+    plan.masksZeroIds,
+    plan.zeroKeysExact,
+    plan.zeroQueries,
+  ];
+  for (const p of plan.nodes) {
+    key.push(p.node, p.kind, p.flattenRows === true);
+    const {weights} = p.layer as unknown as {weights?: Array<{read(): tf.Tensor}>};
+    key.push(weights?.length ?? -1);
+    for (const w of weights ?? []) key.push(w.read());
+  }
+  return key;
+}
+
+/** `compileStep(plan)`, or the program compiled for the same key before. */
+function compileOnce(plan: StepPlan): CompileResult {
+  const key = programKey(plan);
+  const known = programs.get(plan.output);
+  const disposed = (ts: tf.Tensor[]) => ts.some((t) => t.isDisposed);
+  if (
+    known != null &&
+    known.key.length === key.length &&
+    known.key.every((v, i) => v === key[i]) &&
+    !(known.result.program != null && disposed(known.result.program.weights)) &&
+    !(known.result.program != null && disposed(known.result.program.packed))
+  ) {
+    lastProgramReused = true;
+    return known.result;
+  }
+  const result = compileStep(plan);
+  programs.set(plan.output, {key, result});
+  lastProgramReused = false;
+  return result;
+}
+
+/** Whether the last compiled `generate` call reused the program of an earlier call (tests). */
+export let lastProgramReused = false;
+
 /** Runs a program on its buffers. */
 class CompiledRunner implements DecodeStep {
   private readonly kernels: StepKernels;
@@ -109,6 +168,7 @@ class CompiledRunner implements DecodeStep {
   private readonly caches: Array<[number, number]>;
   private readonly keyMask: number;
   private readonly work: number;
+  private readonly rowsWork: number;
   private readonly report: CompiledRunReport;
   /** Positions written so far (the next run starts there). */
   private position = 0;
@@ -121,7 +181,7 @@ class CompiledRunner implements DecodeStep {
   ) {
     const B = lengths.length;
     this.B = B;
-    this.chunk = Math.max(1, Math.min(...lengths) - 1);
+    this.chunk = Math.max(1, Math.min(...lengths));
     this.kernels = chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
     this.offsets = [];
     for (const v of program.values) {
@@ -142,6 +202,9 @@ class CompiledRunner implements DecodeStep {
     ]);
     this.keyMask = program.usesKeyMask ? memory.alloc(B * maxLength) : 0;
     this.work = memory.alloc(maxLength * 4);
+    // the products of a prefill's rows: one scratch for every call, allocated once here
+    this.rowsWork =
+      B * this.chunk >= DENSE_ROWS_FROM ? memory.alloc(this.kernels.denseRowsWorkBytes) : 0;
     this.report = {
       kernels: this.kernels.kind,
       memory: memory.kind,
@@ -159,10 +222,14 @@ class CompiledRunner implements DecodeStep {
   next(ids: number[][], index: number, active: readonly boolean[]): Float32Array[] {
     void active; // every row runs, so that the caches hold every position
     const previous = index - 1;
-    while (this.position < previous) {
-      this.run(ids, this.position, Math.min(this.chunk, previous - this.position), false);
+    // positions up to `previous` in chunks; the chunk that ends there runs the whole program (its
+    // last rows give the logits), the others the ops up to the last attention's
+    while (this.position + this.chunk <= previous) {
+      this.run(ids, this.position, this.chunk, false);
     }
-    this.run(ids, previous, 1, true);
+    const t = previous + 1 - this.position;
+    // a position already written is an error (run's message says which were expected)
+    this.run(ids, t < 1 ? previous : this.position, Math.max(1, t), true);
     const V = this.program.values[this.program.logits].width;
     const at = this.offsets[this.program.logits];
     const logits = new Float32Array(this.memory.memory.buffer, at, this.B * V);
@@ -203,9 +270,13 @@ class CompiledRunner implements DecodeStep {
     const w = (i: number) => (i < 0 ? 0 : this.weights[i]);
     const rowsOf = (v: number) => (this.program.values[v].rows === 'all' ? B * t : B);
     switch (o.op) {
-      case 'dense':
-        k.dense(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out));
+      case 'dense': {
+        const rows = rowsOf(o.x);
+        if (rows >= DENSE_ROWS_FROM) {
+          k.denseRows(rows, o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out), this.rowsWork);
+        } else k.dense(rows, o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out));
         return;
+      }
       case 'denseT':
         k.denseT(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), at(o.out));
         return;

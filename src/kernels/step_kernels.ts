@@ -23,6 +23,8 @@ interface Exports {
   layerNorm(...args: Parameters<StepKernels['layerNorm']>): void;
   rmsNorm(...args: Parameters<StepKernels['rmsNorm']>): void;
   dense(...args: Parameters<StepKernels['dense']>): void;
+  denseRows(...args: Parameters<StepKernels['denseRows']>): void;
+  denseRowsWorkBytes(): number;
   denseT(...args: Parameters<StepKernels['denseT']>): void;
   quantizeRows(...args: Parameters<StepKernels['quantizeRows']>): void;
   denseInt8(...args: Parameters<StepKernels['denseInt8']>): void;
@@ -154,6 +156,8 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     layerNorm: x.layerNorm,
     rmsNorm: x.rmsNorm,
     dense: x.dense,
+    denseRows: x.denseRows,
+    denseRowsWorkBytes: x.denseRowsWorkBytes(),
     denseT: x.denseT,
     quantizeRows: x.quantizeRows,
     denseInt8: x.denseInt8,

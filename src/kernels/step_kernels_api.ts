@@ -66,6 +66,25 @@ export interface StepKernels {
     act: StepActivation,
     out: number,
   ): void;
+  /**
+   * `dense` for several rows (a prompt's prefill), with a scratch `work` of at least
+   * {@link StepKernels.denseRowsWorkBytes} bytes (16-aligned; the caller allocates it once and
+   * passes it to every call): the SIMD module packs the rows and each weight panel there before
+   * its register tiles multiply them. Any row count is accepted (fewer than 4: as `dense`).
+   */
+  denseRows(
+    rows: number,
+    k: number,
+    n: number,
+    x: number,
+    w: number,
+    bias: number,
+    act: StepActivation,
+    out: number,
+    work: number,
+  ): void;
+  /** Bytes of the scratch `denseRows` needs (independent of its sizes). */
+  readonly denseRowsWorkBytes: number;
   /** `out [rows, n] = x [rows, k] · wᵀ` with w `[n, k]` (tied logits against an embedding table). */
   denseT(rows: number, k: number, n: number, x: number, w: number, out: number): void;
   /**

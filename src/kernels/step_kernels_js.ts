@@ -173,6 +173,13 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
       }
       for (let q = 0; q < rows; q++) act(n, f(out) + q * n, a);
     },
+    // as `dense` (no scratch needed): called as a method, so that an object built on these
+    // kernels with its own `dense` (generate/step_kernels_choice.ts: the SIMD sgemm for several
+    // rows) runs that one
+    denseRows(rows, k, n, x, w, bias, a, out) {
+      this.dense(rows, k, n, x, w, bias, a, out);
+    },
+    denseRowsWorkBytes: 16,
     denseT(rows, k, n, x, w, out) {
       views();
       const F = f32;
