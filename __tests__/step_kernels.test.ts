@@ -20,6 +20,7 @@ import {
   stepKernelsReady,
 } from '../src/kernels/step_kernels';
 import {STEP_KERNELS_WASM_BASE64} from '../src/kernels/step_kernels_binary';
+import {jsStepKernels} from '../src/kernels/step_kernels_js';
 import {useBackend} from './helpers/backends';
 import {withFlags} from './helpers/kernels';
 import {values} from './helpers/kernel_reference';
@@ -311,6 +312,38 @@ const ROWS_PRODUCT_SIZES: Array<[number, number, number]> = [
   [131, 17, 13],
 ];
 
+/**
+ * `packInt8` against the definition (tfjs holds int8 weights as float32): every n from 1 to 40
+ * and 1000 (the 16-value SIMD blocks and their tails), -127, 127 and -0 included; then each
+ * refused kind of value (a fraction, -128, 128, NaN, infinities, 1e10) at the first, a middle and
+ * the last index, with valid values after it: the index of that value, never of a later one.
+ */
+function packInt8Checks(K: StepKernels, A: Arena): void {
+  const pick = (i: number) => [-127, 127, 0, -0, 1, -1, 64, -100][i % 8] + ((i * 37) % 11) - 5;
+  for (const n of [...Array.from({length: 40}, (_, i) => i + 1), 1000]) {
+    const v = Array.from({length: n}, (_, i) => Math.max(-127, Math.min(127, pick(i))));
+    v[0] = -127;
+    v[n - 1] = 127;
+    const src = A.f32(v);
+    const dst = A.i8(new Array(n + 16).fill(99));
+    expect(K.packInt8(n, src, dst)).toBe(-1);
+    expect(Array.from(A.readI8(dst, n))).toEqual(v.map((x) => (x === 0 ? 0 : x)));
+    expect(Array.from(A.readI8(dst + n, 16))).toEqual(new Array(16).fill(99));
+  }
+  for (const bad of [0.5, -128, 128, NaN, Infinity, -Infinity, 1e10, 126.99999]) {
+    for (const n of [17, 40, 1000]) {
+      for (const at of [0, Math.floor(n / 2), n - 1]) {
+        const v = Array.from({length: n}, (_, i) => (i % 5) - 2);
+        v[at] = bad;
+        if (at + 20 < n) v[at + 20] = 0.25; // a later bad value (another block) is not reported
+        const src = A.f32(v);
+        const dst = A.i8(new Array(n).fill(0));
+        expect([bad, n, at, K.packInt8(n, src, dst)]).toEqual([bad, n, at, at]);
+      }
+    }
+  }
+}
+
 /** The kernel suite, on `setup()`'s memory. */
 function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): void {
   let K: StepKernels;
@@ -319,6 +352,10 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
     const s = setup();
     K = s.kernels;
     A = s.arena();
+  });
+
+  it('packInt8: whole numbers in [-127, 127] as int8, nothing past n; the first other value by index', () => {
+    packInt8Checks(K, A);
   });
 
   for (const [rows, k, n] of ROWS_PRODUCT_SIZES) {
@@ -814,6 +851,11 @@ describe('the decoding step SIMD kernels', () => {
     // a shared memory cannot be imported (the module's memory is not shared): null, no throw
     const shared = new WebAssembly.Memory({initial: 1, maximum: 2, shared: true});
     expect(stepKernelsOn(shared)).toBeNull();
+  });
+
+  it('packInt8 of the JavaScript kernels: the same checks', () => {
+    const own = stepKernelsMemory(1 << 20);
+    packInt8Checks(jsStepKernels(own), new Arena(own, stepKernelsHeapBase()));
   });
 
   describe('on a memory of its own', () => {

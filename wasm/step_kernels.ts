@@ -1503,6 +1503,48 @@ export function gather(rows: i32, dim: i32, ids: usize, table: usize, out: usize
   }
 }
 
+/**
+ * int8 weights that tfjs holds as float32: `dst[i] = src[i]` as int8 where every value is a whole
+ * number in [-127, 127]; returns the index of the first other value (a fraction, NaN, an
+ * infinity, -128 or beyond), or -1. dst may not overlap src.
+ */
+export function packInt8(n: i32, src: usize, dst: usize): i32 {
+  const lo = i32x4.splat(-127);
+  const hi = i32x4.splat(127);
+  let i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const at = src + <usize>i * 4;
+    const a = v128.load(at);
+    const b = v128.load(at, 16);
+    const c = v128.load(at, 32);
+    const d = v128.load(at, 48);
+    const ia = i32x4.trunc_sat_f32x4_s(a);
+    const ib = i32x4.trunc_sat_f32x4_s(b);
+    const ic = i32x4.trunc_sat_f32x4_s(c);
+    const id = i32x4.trunc_sat_f32x4_s(d);
+    // whole: converting back gives the value (NaN never equals); then the range
+    const whole = v128.and(
+      v128.and(f32x4.eq(f32x4.convert_i32x4_s(ia), a), f32x4.eq(f32x4.convert_i32x4_s(ib), b)),
+      v128.and(f32x4.eq(f32x4.convert_i32x4_s(ic), c), f32x4.eq(f32x4.convert_i32x4_s(id), d)),
+    );
+    const min = i32x4.min_s(i32x4.min_s(ia, ib), i32x4.min_s(ic, id));
+    const max = i32x4.max_s(i32x4.max_s(ia, ib), i32x4.max_s(ic, id));
+    const ok = v128.and(whole, v128.and(i32x4.ge_s(min, lo), i32x4.le_s(max, hi)));
+    if (!i32x4.all_true(ok)) break; // the scalar loop below finds which value
+    const ab = i16x8.narrow_i32x4_s(ia, ib);
+    const cd = i16x8.narrow_i32x4_s(ic, id);
+    v128.store(dst + <usize>i, i8x16.narrow_i16x8_s(ab, cd));
+  }
+  for (; i < n; i++) {
+    const v = load<f32>(src + <usize>i * 4);
+    if (!(v >= -127 && v <= 127)) return i; // NaN fails both
+    const q = <i32>v;
+    if (<f32>q != v) return i;
+    store<i8>(dst + <usize>i, <i8>q);
+  }
+  return -1;
+}
+
 /** Keras 3's int8 Embedding: `out[r, :] = f32(table[ids[r], :]) / scale[ids[r]]`, table int8. */
 export function gatherInt8(
   rows: i32,

@@ -194,7 +194,7 @@ class CompiledRunner implements DecodeStep {
       );
     }
     this.weights = program.weights.map((t) => memory.weight(t));
-    this.packed = program.packed.map((t) => memory.int8Weight(t));
+    this.packed = program.packed.map((t) => memory.int8Weight(t, this.kernels));
     const cacheBytes = (width: number) => B * maxLength * width * 4;
     this.caches = program.caches.map((w) => [
       memory.alloc(cacheBytes(w)),

@@ -34,6 +34,7 @@ interface Exports {
   activate(n: number, x: number, act: StepActivation, out: number): void;
   gather(...args: Parameters<StepKernels['gather']>): void;
   gatherInt8(...args: Parameters<StepKernels['gatherInt8']>): void;
+  packInt8(...args: Parameters<StepKernels['packInt8']>): number;
   addPositions(...args: Parameters<StepKernels['addPositions']>): void;
   writeCache(...args: Parameters<StepKernels['writeCache']>): void;
   attend(...args: Parameters<StepKernels['attend']>): void;
@@ -167,6 +168,7 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     activate: x.activate,
     gather: x.gather,
     gatherInt8: x.gatherInt8,
+    packInt8: x.packInt8,
     addPositions: x.addPositions,
     writeCache: x.writeCache,
     attend: x.attend,

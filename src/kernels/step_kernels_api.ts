@@ -129,6 +129,12 @@ export interface StepKernels {
   activate(n: number, x: number, act: StepActivation, out: number): void;
   /** `out[r, :] = table[ids[r], :]`; ids int32 `[rows]`, table `[vocab, dim]`. */
   gather(rows: number, dim: number, ids: number, table: number, out: number): void;
+  /**
+   * int8 weights held as float32 (tfjs has no int8): `dst[i] = src[i]` as int8 over n values,
+   * src float32, dst int8 (not overlapping); returns the index of the first value that is not a
+   * whole number in [-127, 127] (NaN and infinities included), or -1.
+   */
+  packInt8(n: number, src: number, dst: number): number;
   /** Keras 3's int8 Embedding lookup: `out[r, :] = table[ids[r], :] / scale[ids[r]]`, table int8. */
   gatherInt8(
     rows: number,

@@ -261,6 +261,18 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         F.copyWithin(f(out) + r * dim, from, from + dim);
       }
     },
+    packInt8(n, src, dst) {
+      views();
+      const F = f32;
+      const I8 = i8;
+      for (let i = 0; i < n; i++) {
+        const v = F[f(src) + i];
+        const q = v | 0; // differs from v for a fraction, NaN, an infinity or past int32
+        if (q !== v || q < -127 || q > 127) return i;
+        I8[dst + i] = q;
+      }
+      return -1;
+    },
     gatherInt8(rows, dim, ids, table, scale, out) {
       views();
       const F = f32;
