@@ -607,6 +607,15 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
     declaredElements(readers) + declaredElements(taskReaders),
     files.label,
   );
+  // the tokenizer's and preprocessor's files are read and checked before the model is built, so
+  // that a broken one refuses the preset without building (and leaking) its weights
+  const tokenizerJson = (await files.has('tokenizer.json'))
+    ? await readJson(files, 'tokenizer.json')
+    : null;
+  const tokenizerFolder = tokenizerJson == null ? '' : presetAssetFolder(tokenizerJson);
+  const preprocessorJson = (await files.has('preprocessor.json'))
+    ? await readJson(files, 'preprocessor.json')
+    : null;
   const prefix = taskCls == null ? '' : `layers/${snakeCase(backboneCls)}/`;
   const weights = await readHubWeights(
     [
@@ -622,18 +631,13 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
     // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
     model = buildModel(taskCls, task, weights);
   }
-  const tokenizerJson = (await files.has('tokenizer.json'))
-    ? await readJson(files, 'tokenizer.json')
-    : null;
   return {
     model,
     className: taskCls ?? backboneCls,
     backbone: task == null ? model : null,
     tokenizerJson,
-    tokenizerFolder: tokenizerJson == null ? '' : presetAssetFolder(tokenizerJson),
-    preprocessorJson: (await files.has('preprocessor.json'))
-      ? await readJson(files, 'preprocessor.json')
-      : null,
+    tokenizerFolder,
+    preprocessorJson,
   };
 }
 
@@ -667,17 +671,14 @@ export async function loadKerasHubPreset(
   const opened = await open(source, options);
   const built = await load(opened, options);
   try {
+    const preprocessor = preprocessorOf(built.preprocessorJson);
     const tokenizer =
       built.tokenizerJson == null
         ? null
         : await tokenizerOf(built.tokenizerJson, opened.files, built.tokenizerFolder);
+    // last: the view adds a reference to each layer, which model.dispose() alone would keep
     const backbone = built.backbone ?? backboneView(built.model, built.className);
-    return {
-      model: built.model,
-      backbone,
-      tokenizer,
-      preprocessor: preprocessorOf(built.preprocessorJson),
-    };
+    return {model: built.model, backbone, tokenizer, preprocessor};
   } catch (e) {
     built.model.dispose();
     throw e;

@@ -1,0 +1,102 @@
+/**
+ * The Keras user paths tried as a new user (and a hostile one) would: loadKerasHubPreset,
+ * loadKerasModel, generateText and saveKerasFile given broken, truncated or wrong inputs. Each
+ * must refuse with an error saying what was expected and what arrived, not a TypeError, and
+ * leave no tensor behind (tf.memory().numTensors before / after the rejected call).
+ */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+
+import {loadKerasHubPreset, loadKerasModel} from '../src';
+import type {KerasHubPreset} from '../src';
+
+const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
+const enc = (s: string) => new TextEncoder().encode(s);
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+
+/** Every file of a folder by its path inside it. */
+function filesOf(dir: string, under = ''): Map<string, Uint8Array> {
+  const out = new Map<string, Uint8Array>();
+  for (const e of fs.readdirSync(path.join(dir, under), {withFileTypes: true})) {
+    const rel = under === '' ? e.name : `${under}/${e.name}`;
+    if (e.isDirectory()) for (const [k, v] of filesOf(dir, rel)) out.set(k, v);
+    else out.set(rel, new Uint8Array(fs.readFileSync(path.join(dir, rel))));
+  }
+  return out;
+}
+
+/** The gpt2 preset's files with `name` replaced by `text`. */
+function gpt2With(name: string, edit: (text: string) => string): Map<string, Uint8Array> {
+  const files = filesOf(path.join(DIR, 'gpt2'));
+  files.set(name, enc(edit(dec(files.get(name) as Uint8Array))));
+  return files;
+}
+
+/** A JSON file's text with `config[key]` set to `value`. */
+const withConfig = (key: string, value: unknown) => (text: string) => {
+  const json = JSON.parse(text) as {config: Record<string, unknown>};
+  json.config[key] = value;
+  return JSON.stringify(json);
+};
+
+/** Expects `run` to reject with `message`, leaving as many tensors as before. */
+async function rejectsWithoutLeak(run: () => Promise<unknown>, message: RegExp): Promise<void> {
+  const before = tf.memory().numTensors;
+  await expect(run()).rejects.toThrow(message);
+  expect(tf.memory().numTensors).toBe(before);
+}
+
+beforeAll(() => tf.setBackend('cpu'));
+
+describe('a preset that fails to load frees the model it had built', () => {
+  it('tokenizer.json that is not JSON', async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('tokenizer.json', () => '<html></html>')),
+      /tokenizer\.json is not valid JSON/,
+    );
+  });
+
+  it('preprocessor.json that is not JSON', async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('preprocessor.json', () => '{')),
+      /preprocessor\.json is not valid JSON/,
+    );
+  });
+
+  it("a preprocessor's sequence_length of -1", async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('preprocessor.json', withConfig('sequence_length', -1))),
+      /expected the preprocessor's sequence_length to be a whole number > 0, received -1/,
+    );
+  });
+
+  it("a tokenizer's config_file leading out of the assets", async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('tokenizer.json', withConfig('config_file', '../x.json'))),
+      /expected the tokenizer's config_file to be a plain file name, received "\.\.\/x\.json"/,
+    );
+  });
+
+  it('loadKerasModel on a preset folder whose tokenizer.json is not JSON', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      fs.cpSync(path.join(DIR, 'gpt2'), dir, {recursive: true});
+      fs.writeFileSync(path.join(dir, 'tokenizer.json'), '<html></html>');
+      await rejectsWithoutLeak(() => loadKerasModel(dir), /tokenizer\.json is not valid JSON/);
+    } finally {
+      fs.rmSync(dir, {recursive: true});
+    }
+  });
+
+  it('the same preset, repaired, loads and frees all it made', async () => {
+    const before = tf.memory().numTensors;
+    const preset: KerasHubPreset = await loadKerasHubPreset(filesOf(path.join(DIR, 'gpt2')));
+    expect(preset.preprocessor?.sequenceLength).toBeGreaterThan(0);
+    preset.model.dispose();
+    preset.backbone.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
