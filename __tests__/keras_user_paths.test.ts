@@ -10,7 +10,7 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {loadKerasHubPreset, loadKerasModel} from '../src';
+import {generateText, loadKerasHubPreset, loadKerasModel} from '../src';
 import type {KerasHubPreset} from '../src';
 
 const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
@@ -98,5 +98,35 @@ describe('a preset that fails to load frees the model it had built', () => {
     preset.model.dispose();
     preset.backbone.dispose();
     expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('generateText refuses a maxLength the model cannot take before allocating rows', () => {
+  let gpt2: KerasHubPreset;
+  let llama3: KerasHubPreset;
+  beforeAll(async () => {
+    gpt2 = await loadKerasHubPreset(path.join(DIR, 'gpt2'));
+    llama3 = await loadKerasHubPreset(path.join(DIR, 'llama3'));
+  });
+  afterAll(() => {
+    for (const p of [gpt2, llama3]) {
+      p.model.dispose();
+      p.backbone.dispose();
+    }
+  });
+
+  it("GPT-2: a maxLength past its position embedding names the model's limit", async () => {
+    // padding 1e9 ids per row first ran the process out of memory (a crash, not an error)
+    await rejectsWithoutLeak(
+      () => generateText(gpt2, 'The quick', {maxLength: 1e9}),
+      /maxLength 1000000000 exceeds the model's position limit \d+ .*expected maxLength in \[1, \d+\]/,
+    );
+  });
+
+  it('Llama 3 (rotary positions, no limit): the memory estimate refuses it', async () => {
+    await rejectsWithoutLeak(
+      () => generateText(llama3, ['a', 'b'], {maxLength: 1e9}),
+      /maxLength 1000000000 for 2 prompts needs about .* over memoryLimit 2\.00 GiB/,
+    );
   });
 });
