@@ -130,3 +130,25 @@ describe('generateText refuses a maxLength the model cannot take before allocati
     );
   });
 });
+
+describe('paths that name nothing', () => {
+  it('loadKerasModel of a missing .keras / .h5 file says the file is missing (not to convert it)', async () => {
+    for (const name of ['missing.keras', 'missing.h5']) {
+      const file = path.join(os.tmpdir(), 'keras-user-none', name);
+      const err = (await loadKerasModel(file).catch((e: Error) => e)) as Error;
+      expect(err.message).toMatch(
+        new RegExp(`^loadKerasModel: cannot read ${file.replace(/[.\\/]/g, '\\$&')}: no such file`),
+      );
+      expect(err.message).not.toMatch(/tensorflowjs_converter|model\.json/);
+    }
+  });
+
+  it('an empty path is refused by name, not read as the current folder', async () => {
+    await expect(loadKerasModel('')).rejects.toThrow(
+      /^loadKerasModel: expected a path, a URL, the bytes .* received an empty string$/,
+    );
+    await expect(loadKerasHubPreset('')).rejects.toThrow(
+      /^loadKerasHubPreset: expected a preset folder path or URL, .* received an empty string$/,
+    );
+  });
+});

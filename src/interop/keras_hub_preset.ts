@@ -92,6 +92,10 @@ function fail(message: string): never {
   throw new Error(`loadKerasHubPreset: ${message}`);
 }
 
+const EXPECTED_SOURCE =
+  'expected a preset folder path or URL, a .keras file (path, URL, bytes, Blob), a File[] / ' +
+  'FileList or a Map of path -> bytes';
+
 const isObject = (v: unknown): v is Obj => v != null && typeof v === 'object' && !Array.isArray(v);
 
 function parseJson(bytes: Uint8Array, what: string): unknown {
@@ -313,6 +317,7 @@ async function open(
   }
   if (typeof source === 'string' || source instanceof URL) {
     const where = String(source);
+    if (where === '') fail(`${EXPECTED_SOURCE}, received an empty string`);
     if (/^https?:\/\//i.test(where)) {
       if (fetcher == null) fail(`${where} is a URL but there is no fetch; pass options.fetch`);
       if (isKerasName(where)) {
@@ -357,10 +362,7 @@ async function open(
     for (const f of list) map.set(f.webkitRelativePath || f.name, f);
     return {files: mapFiles(map, 'the files given'), kerasFile: false};
   }
-  fail(
-    'expected a preset folder path or URL, a .keras file (path, URL, bytes, Blob), a File[] / ' +
-      `FileList or a Map of path -> bytes, received ${source === null ? 'null' : typeof source}`,
-  );
+  fail(`${EXPECTED_SOURCE}, received ${source === null ? 'null' : typeof source}`);
 }
 
 // ---------------------------------------------------------------------------------------------
