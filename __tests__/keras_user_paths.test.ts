@@ -12,6 +12,8 @@ import * as tf from '@tensorflow/tfjs';
 
 import {generateText, loadKerasHubPreset, loadKerasModel} from '../src';
 import type {KerasHubPreset} from '../src';
+import {parseFromKeras} from '../src/train/from_keras';
+import {UsageError} from '../src/train/options';
 
 const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -150,5 +152,30 @@ describe('paths that name nothing', () => {
     await expect(loadKerasHubPreset('')).rejects.toThrow(
       /^loadKerasHubPreset: expected a preset folder path or URL, .* received an empty string$/,
     );
+  });
+});
+
+describe('a folder that is no model, and the CLI given no file', () => {
+  it('loadKerasModel of a folder with neither config.json nor model.json names what it looked for', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'notes.txt'), 'not a model');
+      await expect(loadKerasModel(dir)).rejects.toThrow(
+        new RegExp(
+          `^loadKerasModel: expected the folder ${dir.replace(/[.\\/]/g, '\\$&')} to hold ` +
+            'config.json \\(a Keras 3 model or keras-hub preset\\) or model.json \\(a converted ' +
+            'model\\), received neither$',
+        ),
+      );
+    } finally {
+      fs.rmSync(dir, {recursive: true});
+    }
+  });
+
+  it('--from-keras with an empty value is a usage error', () => {
+    for (const argv of [['--from-keras='], ['--from-keras=', '--out', 'models']]) {
+      expect(() => parseFromKeras(argv)).toThrow(UsageError);
+      expect(() => parseFromKeras(argv)).toThrow(/^--from-keras needs a value$/);
+    }
   });
 });

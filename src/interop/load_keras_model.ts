@@ -37,6 +37,12 @@ async function loadPath(target: string, options: LoadKerasModelOptions): Promise
       const hub = await kerasHubModelOf({folder: p}, p, options);
       return hub ?? loadArtifacts(await keras3FilesArtifacts(folderFiles(p), options));
     }
+    if (!has('model.json')) {
+      fail(
+        `expected the folder ${p} to hold config.json (a Keras 3 model or keras-hub preset) or ` +
+          'model.json (a converted model), received neither',
+      );
+    }
     return loadConverted(fileSystem(p));
   }
   if (st?.isFile() && !p.toLowerCase().endsWith('.json')) {
