@@ -10,7 +10,7 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {generateText, loadKerasHubPreset, loadKerasModel} from '../src';
+import {generateText, loadKerasHubPreset, loadKerasModel, saveKerasFile} from '../src';
 import type {KerasHubPreset} from '../src';
 import {parseFromKeras} from '../src/train/from_keras';
 import {UsageError} from '../src/train/options';
@@ -177,5 +177,39 @@ describe('a folder that is no model, and the CLI given no file', () => {
       expect(() => parseFromKeras(argv)).toThrow(UsageError);
       expect(() => parseFromKeras(argv)).toThrow(/^--from-keras needs a value$/);
     }
+  });
+});
+
+/** A layer of the user's own, registered with tfjs: Keras has no class of that name. */
+class DoubleIt extends tf.layers.Layer {
+  static className = 'DoubleIt';
+  override call(x: tf.Tensor | tf.Tensor[]): tf.Tensor {
+    return tf.tidy(() => tf.mul(Array.isArray(x) ? x[0] : x, 2));
+  }
+}
+tf.serialization.registerClass(DoubleIt);
+
+describe('saveKerasFile refuses what Keras could not load back', () => {
+  it('a layer Keras has no class for, by its name and class', async () => {
+    const input = tf.input({shape: [3]});
+    const dense = tf.layers.dense({units: 2, name: 'dense_in'}).apply(input) as tf.SymbolicTensor;
+    const out = new DoubleIt({name: 'double_it'}).apply(dense) as tf.SymbolicTensor;
+    const model = tf.model({inputs: input, outputs: out});
+    const before = tf.memory().numTensors;
+    await expect(saveKerasFile(model)).rejects.toThrow(
+      /^saveKerasFile: layer 'double_it' is a DoubleIt, which Keras has no class for \(expected tfjs' built-in layers or this package's\)/,
+    );
+    expect(tf.memory().numTensors).toBe(before);
+    model.dispose();
+  });
+
+  it('something other than a model, by what it received', async () => {
+    const save = saveKerasFile as unknown as (m: unknown) => Promise<Uint8Array>;
+    await expect(save(null)).rejects.toThrow(
+      /^saveKerasFile: expected a tf.LayersModel .*received null$/,
+    );
+    await expect(save({})).rejects.toThrow(
+      /^saveKerasFile: expected a tf.LayersModel .*received object$/,
+    );
   });
 });
