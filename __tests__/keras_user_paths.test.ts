@@ -213,3 +213,36 @@ describe('saveKerasFile refuses what Keras could not load back', () => {
     );
   });
 });
+
+describe('saveKerasFile to a path that cannot hold the file', () => {
+  const input = tf.input({shape: [3]});
+  const model = tf.model({
+    inputs: input,
+    outputs: tf.layers.dense({units: 2}).apply(input) as tf.SymbolicTensor,
+  });
+  afterAll(() => model.dispose());
+
+  it('a folder: refused by name, nothing written beside it', async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    const dir = path.join(parent, 'out');
+    fs.mkdirSync(dir);
+    try {
+      await expect(saveKerasFile(model, dir)).rejects.toThrow(
+        new RegExp(
+          `^saveKerasFile: expected a file path, received the folder ${dir.replace(/[.\\/]/g, '\\$&')}$`,
+        ),
+      );
+      expect(fs.readdirSync(parent)).toEqual(['out']);
+      expect(fs.readdirSync(dir)).toEqual([]);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it('a file in a folder that does not exist', async () => {
+    const file = path.join(os.tmpdir(), 'keras-user-no-such-folder', 'm.keras');
+    await expect(saveKerasFile(model, file)).rejects.toThrow(
+      /^saveKerasFile: cannot write .*m\.keras: the folder .*keras-user-no-such-folder does not exist$/,
+    );
+  });
+});
