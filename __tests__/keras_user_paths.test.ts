@@ -246,3 +246,37 @@ describe('saveKerasFile to a path that cannot hold the file', () => {
     );
   });
 });
+
+describe("loadKerasHubPreset's options and fetch, when they misbehave", () => {
+  const load = loadKerasHubPreset as unknown as (s: unknown, o?: unknown) => Promise<unknown>;
+  const url = 'https://example.com/gpt2/';
+
+  it('a fetch that answers something other than a Response', async () => {
+    await expect(load(url, {fetch: async () => null})).rejects.toThrow(
+      /^loadKerasHubPreset: fetching https:\/\/example\.com\/gpt2\/config\.json: expected a Response, received null$/,
+    );
+  });
+
+  it('a fetch that rejects with a string keeps the reason', async () => {
+    await expect(
+      load(url, {
+        fetch: () => Promise.reject('offline'),
+      }),
+    ).rejects.toThrow(
+      /^loadKerasHubPreset: cannot fetch https:\/\/example\.com\/gpt2\/config\.json: offline$/,
+    );
+  });
+
+  it('options that are not an object, or hold no functions', async () => {
+    const folder = path.join(DIR, 'gpt2');
+    await expect(load(folder, null)).rejects.toThrow(
+      /^loadKerasHubPreset: expected options to be an object .*received null$/,
+    );
+    await expect(load(folder, {fetch: 5})).rejects.toThrow(
+      /^loadKerasHubPreset: expected options\.fetch to be a function, received number$/,
+    );
+    await expect(load(folder, {onProgress: 'yes'})).rejects.toThrow(
+      /^loadKerasHubPreset: expected options\.onProgress to be a function, received string$/,
+    );
+  });
+});

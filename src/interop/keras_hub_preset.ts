@@ -175,12 +175,17 @@ function urlFiles(base: string, fetcher: (url: string) => Promise<Response>): Pr
     if (p == null) {
       const url = new URL(name, root).toString();
       p = fetcher(url).then(
-        (r) => {
+        (r: Response | null | undefined) => {
+          if (r == null || typeof r !== 'object' || typeof r.status !== 'number') {
+            fail(
+              `fetching ${url}: expected a Response, received ${r === null ? 'null' : typeof r}`,
+            );
+          }
           if (r.status === 404) return null;
           if (!r.ok) fail(`fetching ${url}: expected status 200, received ${r.status}`);
           return r;
         },
-        (e: Error) => fail(`cannot fetch ${url}: ${e.message}`),
+        (e: unknown) => fail(`cannot fetch ${url}: ${e instanceof Error ? e.message : String(e)}`),
       );
       pending.set(name, p);
     }
@@ -649,6 +654,21 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
     : buildPreset(opened.files, options);
 }
 
+function checkOptions(options: unknown): void {
+  if (options == null || typeof options !== 'object') {
+    fail(
+      'expected options to be an object such as {onProgress, fetch}, received ' +
+        (options === null ? 'null' : typeof options),
+    );
+  }
+  for (const key of ['fetch', 'onProgress'] as const) {
+    const f = (options as LoadKerasHubPresetOptions)[key];
+    if (f != null && typeof f !== 'function') {
+      fail(`expected options.${key} to be a function, received ${typeof f}`);
+    }
+  }
+}
+
 /**
  * Loads a keras-hub preset: a `save_to_preset` folder (config.json, model.weights.h5, task.json
  * and task.weights.h5 where keras-hub writes them, preprocessor.json, tokenizer.json,
@@ -670,6 +690,7 @@ export async function loadKerasHubPreset(
   source: KerasHubPresetSource,
   options: LoadKerasHubPresetOptions = {},
 ): Promise<KerasHubPreset> {
+  checkOptions(options);
   const opened = await open(source, options);
   const built = await load(opened, options);
   try {
