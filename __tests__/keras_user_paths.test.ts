@@ -18,6 +18,8 @@ import {
   saveKerasFile,
 } from '../src';
 import type {KerasHubPreset} from '../src';
+import {zipEntries, zipEntryBytes} from '../src/io/zip_entries';
+import {writeZip} from '../src/io/zip_writer';
 import {parseFromKeras} from '../src/train/from_keras';
 import {UsageError} from '../src/train/options';
 
@@ -336,5 +338,39 @@ describe('loadTokenizer given what is not a tokenizer folder', () => {
     } finally {
       fs.rmSync(parent, {recursive: true});
     }
+  });
+});
+
+describe('loadKerasModel names itself in the errors of the keras-hub route', () => {
+  /** A .keras file's bytes with config.json edited. */
+  async function withConfig(file: string, edit: (text: string) => string): Promise<Uint8Array> {
+    const bytes = new Uint8Array(fs.readFileSync(file));
+    const out = [];
+    for (const [name, entry] of zipEntries(bytes, 'a fixture')) {
+      const data = await zipEntryBytes(bytes, entry, bytes.length * 100);
+      out.push({name, data: name === 'config.json' ? enc(edit(dec(data))) : data});
+    }
+    return writeZip(out);
+  }
+
+  it('a plain .keras whose config.json is not JSON', async () => {
+    const bytes = await withConfig(
+      path.join(__dirname, '..', 'fixtures', 'keras_files', 'functional.keras'),
+      () => '<html></html>',
+    );
+    await rejectsWithoutLeak(
+      () => loadKerasModel(bytes),
+      /^loadKerasModel: the bytes given\/config\.json is not valid JSON/,
+    );
+  });
+
+  it('a keras-hub .keras of a class not implemented', async () => {
+    const bytes = await withConfig(path.join(DIR, 'gpt2.keras'), (text) =>
+      text.replace('"GPT2CausalLM"', '"GemmaCausalLM"'),
+    );
+    await rejectsWithoutLeak(
+      () => loadKerasModel(bytes),
+      /^loadKerasModel: the bytes given\/config\.json holds the class "GemmaCausalLM", which is not implemented \(expected one of /,
+    );
   });
 });

@@ -717,18 +717,29 @@ export async function kerasHubModelOf(
   label: string,
   options: LoadKerasHubPresetOptions = {},
 ): Promise<LayersModel | null> {
-  let files: PresetFiles;
-  if (source instanceof Uint8Array) {
-    if (!isZip(source)) return null;
-    files = zipFiles(source, label);
-  } else {
-    files = folderFiles(await nodeFs(source.folder), source.folder);
+  try {
+    let files: PresetFiles;
+    if (source instanceof Uint8Array) {
+      if (!isZip(source)) return null;
+      files = zipFiles(source, label);
+    } else {
+      files = folderFiles(await nodeFs(source.folder), source.folder);
+    }
+    if (!(await files.has('config.json'))) return null;
+    const config = parseJson(
+      await files.read('config.json', MAX_JSON_BYTES),
+      `${label}/config.json`,
+    );
+    if (!isKerasHubObject(config)) return null;
+    const kerasFile = source instanceof Uint8Array;
+    return (await load({files, kerasFile}, options)).model;
+  } catch (e) {
+    // the caller is loadKerasModel: its errors say so
+    if (e instanceof Error && e.message.startsWith('loadKerasHubPreset: ')) {
+      e.message = `loadKerasModel: ${e.message.slice('loadKerasHubPreset: '.length)}`;
+    }
+    throw e;
   }
-  if (!(await files.has('config.json'))) return null;
-  const config = parseJson(await files.read('config.json', MAX_JSON_BYTES), `${label}/config.json`);
-  if (!isKerasHubObject(config)) return null;
-  const kerasFile = source instanceof Uint8Array;
-  return (await load({files, kerasFile}, options)).model;
 }
 
 /** Whether a serialized object is keras-hub's (`registered_name` `keras_hub>...`, or its module). */
