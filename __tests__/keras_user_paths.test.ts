@@ -374,3 +374,12 @@ describe('loadKerasModel names itself in the errors of the keras-hub route', () 
     );
   });
 });
+
+describe("a preset's tokenizer asset that does not parse", () => {
+  it('is named with its place in the preset, by the function called', async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('assets/tokenizer/vocabulary.json', () => 'x')),
+      /^loadKerasHubPreset: the files given\/assets\/tokenizer: vocabulary\.json is not valid JSON/,
+    );
+  });
+});

@@ -520,7 +520,14 @@ async function tokenizerOf(json: Obj, files: PresetFiles, folder: string): Promi
       fail(`${files.label}/${path} is not valid UTF-8`);
     }
   }
-  return tokenizerFromPreset(json, assets);
+  try {
+    return tokenizerFromPreset(json, assets);
+  } catch (e) {
+    // the assets' errors, named by their place in the preset
+    return fail(
+      `${files.label}/${folder}: ${(e as Error).message.replace(/^loadTokenizer: /, '')}`,
+    );
+  }
 }
 
 /** The assets folder of a tokenizer in a preset: `assets/<config_file stem>`. */
