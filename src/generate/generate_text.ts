@@ -10,6 +10,7 @@
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {generate} from './generate';
+import {checkMaxLength, checkMemory} from './generate_checks';
 import type {GenerateOptions} from './generate';
 import type {SamplerOptions} from './samplers';
 
@@ -121,6 +122,9 @@ export async function generateText(
   if (!Number.isInteger(maxLength) || maxLength < 2) {
     fail(`expected maxLength to be a whole number >= 2, received ${String(maxLength)}`);
   }
+  // the model's position limit and the ids' memory, checked before the rows are padded to it
+  checkMaxLength(model, maxLength);
+  checkMemory(texts.length, maxLength, null, null, options.memoryLimit);
   const start = preprocessor.addStartToken ? tokenizer.startTokenId : undefined;
   if (preprocessor.addStartToken && start == null) {
     fail('the preprocessor adds a start token, but the tokenizer has no startTokenId');

@@ -10,6 +10,7 @@ import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {Hdf5Dtype, Hdf5Group, writeHdf5} from '../io/hdf5_writer';
 import {writeZip} from '../io/zip_writer';
+import {contractOf} from '../layers/engine/contract';
 import {Keras3ExportOptions, toKeras3Artifacts} from './keras3_export';
 
 /** The Keras version the config is written for (metadata.json's keras_version). */
@@ -35,6 +36,49 @@ function kerasDate(d: Date): string {
     `${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())}`
   );
 }
+
+/** tfjs-layers' classes that Keras 3 has under the same name (tfjs' abstract classes left out). */
+const TFJS_KERAS_CLASSES = new Set(
+  (
+    'Activation Add AlphaDropout Average AveragePooling1D AveragePooling2D AveragePooling3D ' +
+    'BatchNormalization Bidirectional CategoryEncoding CenterCrop Concatenate Conv1D Conv2D ' +
+    'Conv2DTranspose Conv3D Conv3DTranspose ConvLSTM2D Cropping2D Dense DepthwiseConv2D Dot ' +
+    'Dropout ELU EinsumDense Embedding Flatten GRU GaussianDropout GaussianNoise ' +
+    'GlobalAveragePooling1D GlobalAveragePooling2D GlobalMaxPooling1D GlobalMaxPooling2D ' +
+    'InputLayer LSTM LayerNormalization LeakyReLU Masking MaxPooling1D MaxPooling2D MaxPooling3D ' +
+    'Maximum Minimum MultiHeadAttention Multiply PReLU Permute RandomHeight RandomWidth ReLU ' +
+    'RepeatVector Rescaling Reshape Resizing SeparableConv2D SimpleRNN Softmax SpatialDropout1D ' +
+    'ThresholdedReLU TimeDistributed UpSampling2D ZeroPadding2D'
+  ).split(' '),
+);
+
+/** Refuses what is not a layers model, and a layer of a class Keras has none for. */
+function checkSavable(model: unknown): void {
+  if (
+    model == null ||
+    typeof model !== 'object' ||
+    typeof (model as LayersModel).save !== 'function' ||
+    !Array.isArray((model as LayersModel).layers)
+  ) {
+    fail(
+      'expected a tf.LayersModel (a functional tf.model), received ' +
+        (model === null ? 'null' : typeof model),
+    );
+  }
+  for (const layer of (model as LayersModel).layers) {
+    const cls = layer.getClassName();
+    if (!TFJS_KERAS_CLASSES.has(cls) && contractOf(cls) == null && !isModelClass(cls)) {
+      fail(
+        `layer '${layer.name}' is a ${cls}, which Keras has no class for (expected tfjs' ` +
+          "built-in layers or this package's); Keras could not load the file back",
+      );
+    }
+  }
+}
+
+/** A nested model (refused, with its own message, by the export). */
+const isModelClass = (cls: string) =>
+  cls === 'Model' || cls === 'Functional' || cls === 'Sequential';
 
 /** The model's save artifacts (topology, weight specs and bytes), as `model.save` gives them. */
 async function artifactsOf(model: LayersModel): Promise<tf.io.ModelArtifacts> {
@@ -116,6 +160,7 @@ export async function kerasFileBytes(
   model: LayersModel,
   options: SaveKerasFileOptions = {},
 ): Promise<Uint8Array> {
+  checkSavable(model);
   const {date = new Date(), ...exportOptions} = options;
   const keras3 = await toKeras3Artifacts(await artifactsOf(model), exportOptions);
   const text = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));

@@ -92,6 +92,10 @@ function fail(message: string): never {
   throw new Error(`loadKerasHubPreset: ${message}`);
 }
 
+const EXPECTED_SOURCE =
+  'expected a preset folder path or URL, a .keras file (path, URL, bytes, Blob), a File[] / ' +
+  'FileList or a Map of path -> bytes';
+
 const isObject = (v: unknown): v is Obj => v != null && typeof v === 'object' && !Array.isArray(v);
 
 function parseJson(bytes: Uint8Array, what: string): unknown {
@@ -171,12 +175,17 @@ function urlFiles(base: string, fetcher: (url: string) => Promise<Response>): Pr
     if (p == null) {
       const url = new URL(name, root).toString();
       p = fetcher(url).then(
-        (r) => {
+        (r: Response | null | undefined) => {
+          if (r == null || typeof r !== 'object' || typeof r.status !== 'number') {
+            fail(
+              `fetching ${url}: expected a Response, received ${r === null ? 'null' : typeof r}`,
+            );
+          }
           if (r.status === 404) return null;
           if (!r.ok) fail(`fetching ${url}: expected status 200, received ${r.status}`);
           return r;
         },
-        (e: Error) => fail(`cannot fetch ${url}: ${e.message}`),
+        (e: unknown) => fail(`cannot fetch ${url}: ${e instanceof Error ? e.message : String(e)}`),
       );
       pending.set(name, p);
     }
@@ -313,6 +322,7 @@ async function open(
   }
   if (typeof source === 'string' || source instanceof URL) {
     const where = String(source);
+    if (where === '') fail(`${EXPECTED_SOURCE}, received an empty string`);
     if (/^https?:\/\//i.test(where)) {
       if (fetcher == null) fail(`${where} is a URL but there is no fetch; pass options.fetch`);
       if (isKerasName(where)) {
@@ -357,10 +367,7 @@ async function open(
     for (const f of list) map.set(f.webkitRelativePath || f.name, f);
     return {files: mapFiles(map, 'the files given'), kerasFile: false};
   }
-  fail(
-    'expected a preset folder path or URL, a .keras file (path, URL, bytes, Blob), a File[] / ' +
-      `FileList or a Map of path -> bytes, received ${source === null ? 'null' : typeof source}`,
-  );
+  fail(`${EXPECTED_SOURCE}, received ${source === null ? 'null' : typeof source}`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -513,7 +520,14 @@ async function tokenizerOf(json: Obj, files: PresetFiles, folder: string): Promi
       fail(`${files.label}/${path} is not valid UTF-8`);
     }
   }
-  return tokenizerFromPreset(json, assets);
+  try {
+    return tokenizerFromPreset(json, assets);
+  } catch (e) {
+    // the assets' errors, named by their place in the preset
+    return fail(
+      `${files.label}/${folder}: ${(e as Error).message.replace(/^loadTokenizer: /, '')}`,
+    );
+  }
 }
 
 /** The assets folder of a tokenizer in a preset: `assets/<config_file stem>`. */
@@ -607,6 +621,15 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
     declaredElements(readers) + declaredElements(taskReaders),
     files.label,
   );
+  // the tokenizer's and preprocessor's files are read and checked before the model is built, so
+  // that a broken one refuses the preset without building (and leaking) its weights
+  const tokenizerJson = (await files.has('tokenizer.json'))
+    ? await readJson(files, 'tokenizer.json')
+    : null;
+  const tokenizerFolder = tokenizerJson == null ? '' : presetAssetFolder(tokenizerJson);
+  const preprocessorJson = (await files.has('preprocessor.json'))
+    ? await readJson(files, 'preprocessor.json')
+    : null;
   const prefix = taskCls == null ? '' : `layers/${snakeCase(backboneCls)}/`;
   const weights = await readHubWeights(
     [
@@ -622,18 +645,13 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
     // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
     model = buildModel(taskCls, task, weights);
   }
-  const tokenizerJson = (await files.has('tokenizer.json'))
-    ? await readJson(files, 'tokenizer.json')
-    : null;
   return {
     model,
     className: taskCls ?? backboneCls,
     backbone: task == null ? model : null,
     tokenizerJson,
-    tokenizerFolder: tokenizerJson == null ? '' : presetAssetFolder(tokenizerJson),
-    preprocessorJson: (await files.has('preprocessor.json'))
-      ? await readJson(files, 'preprocessor.json')
-      : null,
+    tokenizerFolder,
+    preprocessorJson,
   };
 }
 
@@ -641,6 +659,21 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
   return opened.kerasFile
     ? buildKerasFile(opened.files, options)
     : buildPreset(opened.files, options);
+}
+
+function checkOptions(options: unknown): void {
+  if (options == null || typeof options !== 'object') {
+    fail(
+      'expected options to be an object such as {onProgress, fetch}, received ' +
+        (options === null ? 'null' : typeof options),
+    );
+  }
+  for (const key of ['fetch', 'onProgress'] as const) {
+    const f = (options as LoadKerasHubPresetOptions)[key];
+    if (f != null && typeof f !== 'function') {
+      fail(`expected options.${key} to be a function, received ${typeof f}`);
+    }
+  }
 }
 
 /**
@@ -664,20 +697,18 @@ export async function loadKerasHubPreset(
   source: KerasHubPresetSource,
   options: LoadKerasHubPresetOptions = {},
 ): Promise<KerasHubPreset> {
+  checkOptions(options);
   const opened = await open(source, options);
   const built = await load(opened, options);
   try {
+    const preprocessor = preprocessorOf(built.preprocessorJson);
     const tokenizer =
       built.tokenizerJson == null
         ? null
         : await tokenizerOf(built.tokenizerJson, opened.files, built.tokenizerFolder);
+    // last: the view adds a reference to each layer, which model.dispose() alone would keep
     const backbone = built.backbone ?? backboneView(built.model, built.className);
-    return {
-      model: built.model,
-      backbone,
-      tokenizer,
-      preprocessor: preprocessorOf(built.preprocessorJson),
-    };
+    return {model: built.model, backbone, tokenizer, preprocessor};
   } catch (e) {
     built.model.dispose();
     throw e;
@@ -693,18 +724,29 @@ export async function kerasHubModelOf(
   label: string,
   options: LoadKerasHubPresetOptions = {},
 ): Promise<LayersModel | null> {
-  let files: PresetFiles;
-  if (source instanceof Uint8Array) {
-    if (!isZip(source)) return null;
-    files = zipFiles(source, label);
-  } else {
-    files = folderFiles(await nodeFs(source.folder), source.folder);
+  try {
+    let files: PresetFiles;
+    if (source instanceof Uint8Array) {
+      if (!isZip(source)) return null;
+      files = zipFiles(source, label);
+    } else {
+      files = folderFiles(await nodeFs(source.folder), source.folder);
+    }
+    if (!(await files.has('config.json'))) return null;
+    const config = parseJson(
+      await files.read('config.json', MAX_JSON_BYTES),
+      `${label}/config.json`,
+    );
+    if (!isKerasHubObject(config)) return null;
+    const kerasFile = source instanceof Uint8Array;
+    return (await load({files, kerasFile}, options)).model;
+  } catch (e) {
+    // the caller is loadKerasModel: its errors say so
+    if (e instanceof Error && e.message.startsWith('loadKerasHubPreset: ')) {
+      e.message = `loadKerasModel: ${e.message.slice('loadKerasHubPreset: '.length)}`;
+    }
+    throw e;
   }
-  if (!(await files.has('config.json'))) return null;
-  const config = parseJson(await files.read('config.json', MAX_JSON_BYTES), `${label}/config.json`);
-  if (!isKerasHubObject(config)) return null;
-  const kerasFile = source instanceof Uint8Array;
-  return (await load({files, kerasFile}, options)).model;
 }
 
 /** Whether a serialized object is keras-hub's (`registered_name` `keras_hub>...`, or its module). */

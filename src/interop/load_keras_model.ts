@@ -11,7 +11,9 @@ import type {LayersModel} from '@tensorflow/tfjs-layers';
 import {loadKerasModel as loadConverted} from './keras';
 import {keras3FilesArtifacts, LoadKerasModelOptions, MAX_WEIGHTS_BYTES} from './keras_file';
 import {kerasHubModelOf} from './keras_hub_preset';
+import {fail} from './keras_json';
 import {
+  isKerasFileName,
   KerasModelSource,
   loadArtifacts,
   loadKerasModel as loadAnywhere,
@@ -26,6 +28,7 @@ export type {KerasModelSource} from './keras_source';
 async function loadPath(target: string, options: LoadKerasModelOptions): Promise<LayersModel> {
   const p = path.resolve(target.replace(/^file:\/\//, ''));
   const st = await fs.promises.stat(p).catch(() => null);
+  if (st == null && isKerasFileName(p)) fail(`cannot read ${p}: no such file`);
   if (st?.isDirectory()) {
     // a converted model (model.json) or a Keras 3 folder (config.json + weights)
     const has = (name: string) => fs.existsSync(path.join(p, name));
@@ -33,6 +36,12 @@ async function loadPath(target: string, options: LoadKerasModelOptions): Promise
       // a keras-hub preset folder (config.json's class is keras-hub's), else a Keras 3 folder
       const hub = await kerasHubModelOf({folder: p}, p, options);
       return hub ?? loadArtifacts(await keras3FilesArtifacts(folderFiles(p), options));
+    }
+    if (!has('model.json')) {
+      fail(
+        `expected the folder ${p} to hold config.json (a Keras 3 model or keras-hub preset) or ` +
+          'model.json (a converted model), received neither',
+      );
     }
     return loadConverted(fileSystem(p));
   }
@@ -55,10 +64,16 @@ async function loadPath(target: string, options: LoadKerasModelOptions): Promise
  * const model = await loadKerasModel('converted/model.json');
  * ```
  */
-export function loadKerasModel(
+export async function loadKerasModel(
   source: KerasModelSource,
   options: LoadKerasModelOptions = {},
 ): Promise<LayersModel> {
+  if (source === '') {
+    fail(
+      'expected a path, a URL, the bytes of a .keras / .h5 file (ArrayBuffer, Uint8Array, Blob) ' +
+        'or an IOHandler, received an empty string',
+    );
+  }
   if (
     typeof source === 'string' &&
     (source.startsWith('file://') || !/^[a-z][a-z0-9+.-]*:\/\//i.test(source))

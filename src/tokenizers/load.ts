@@ -43,6 +43,18 @@ export async function loadTokenizer(
   source: string | URL,
   options: LoadTokenizerOptions = {},
 ): Promise<Tokenizer> {
+  if (options === null || typeof options !== 'object') {
+    throw new Error(
+      'loadTokenizer: expected options to be an object such as {maxFileBytes, fetch}, received ' +
+        `${options === null ? 'null' : typeof options}.`,
+    );
+  }
+  if (!(typeof source === 'string' || source instanceof URL) || source === '') {
+    throw new Error(
+      'loadTokenizer: source must be a folder path or an http(s) URL, received ' +
+        `${source === undefined ? 'undefined' : JSON.stringify(source)}.`,
+    );
+  }
   const limit = options.maxFileBytes ?? DEFAULT_MAX_TOKENIZER_FILE_BYTES;
   if (!(Number.isInteger(limit) && limit > 0)) {
     throw new Error(
@@ -245,6 +257,7 @@ interface NodeFs {
   promises: {
     stat(path: string): Promise<{size: number; isFile(): boolean}>;
     readFile(path: string): Promise<Uint8Array>;
+    realpath(path: string): Promise<string>;
   };
 }
 
@@ -270,8 +283,19 @@ async function fileReader(folder: string, limit: number): Promise<ReadText> {
       throw new Error(`loadTokenizer: missing file ${name} (expected at ${path}).`);
     }
     if (!stat.isFile()) throw new Error(`loadTokenizer: ${name} is not a file (at ${path}).`);
+    // links are followed, but must stay inside the folder's real path
+    const [real, root] = await Promise.all([
+      fs.promises.realpath(path),
+      fs.promises.realpath(base === '' ? '/' : base),
+    ]);
+    const sep = root.includes('\\') ? '\\' : '/';
+    if (!real.startsWith(root.endsWith(sep) ? root : root + sep)) {
+      throw new Error(
+        `loadTokenizer: refusing ${name}: it leads to ${real}, outside the folder ${folder}.`,
+      );
+    }
     if (stat.size > limit) throw tooLarge(name, stat.size, limit);
-    const bytes = await fs.promises.readFile(path);
+    const bytes = await fs.promises.readFile(real);
     if (bytes.length > limit) throw tooLarge(name, bytes.length, limit);
     return utf8Strict(bytes, name);
   };
@@ -285,7 +309,20 @@ function urlReader(
   const root = base.endsWith('/') ? base : base + '/';
   return async (name) => {
     const url = new URL(name, root).toString();
-    const response = await fetcher(url);
+    let response: Response;
+    try {
+      response = await fetcher(url);
+    } catch (e) {
+      throw new Error(
+        `loadTokenizer: cannot fetch ${url}: ${e instanceof Error ? e.message : String(e)}.`,
+      );
+    }
+    if (response == null || typeof response !== 'object' || typeof response.ok !== 'boolean') {
+      throw new Error(
+        `loadTokenizer: fetching ${url}: expected a Response, received ` +
+          `${response === null ? 'null' : typeof response}.`,
+      );
+    }
     if (!response.ok) {
       throw new Error(
         response.status === 404

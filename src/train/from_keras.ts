@@ -43,6 +43,7 @@ export function parseFromKeras(argv: string[]): FromKerasOptions | null {
       }
       i++;
     }
+    if (value === '') throw new UsageError(`--${m[1]} needs a value`);
     values[m[1]] = value;
   }
   return {file: values['from-keras'], out: values.out ?? 'models', backend: values.backend ?? null};
