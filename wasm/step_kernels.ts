@@ -1080,6 +1080,125 @@ function sumsInt8(
   const n16 = <usize>(n & ~15);
   const nAll = <usize>n;
   let p = 0;
+  if (!two) {
+    // one row: four inner indices a pass (two i16 pairs), so the int32 sums in out are loaded
+    // and stored once per four rows of w instead of once per two
+    for (; p + 4 <= k; p += 4) {
+      const wa = w + <usize>p * ld;
+      const wb = wa + ld;
+      const wc = wb + ld;
+      const wd = wc + ld;
+      const a0 = <i32>load<i8>(qa + <usize>p);
+      const a1 = <i32>load<i8>(qa + <usize>p + 1);
+      const a2 = <i32>load<i8>(qa + <usize>p + 2);
+      const a3 = <i32>load<i8>(qa + <usize>p + 3);
+      const pa = i32x4.splat((a0 & 0xffff) | (a1 << 16));
+      const pc = i32x4.splat((a2 & 0xffff) | (a3 << 16));
+      let j: usize = 0;
+      for (; j < n16; j += 16) {
+        const x = v128.load(wa + j);
+        const y = v128.load(wb + j);
+        const z = v128.load(wc + j);
+        const v = v128.load(wd + j);
+        const lo = i8x16.shuffle(x, y, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const lo2 = i8x16.shuffle(z, v, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const o = oa + j * 4;
+        v128.store(
+          o,
+          i32x4.add(
+            v128.load(o),
+            i32x4.add(
+              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), pa),
+              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo2), pc),
+            ),
+          ),
+        );
+        v128.store(
+          o,
+          i32x4.add(
+            v128.load(o, 16),
+            i32x4.add(
+              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), pa),
+              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo2), pc),
+            ),
+          ),
+          16,
+        );
+        const hi = i8x16.shuffle(
+          x,
+          y,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const hi2 = i8x16.shuffle(
+          z,
+          v,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        v128.store(
+          o,
+          i32x4.add(
+            v128.load(o, 32),
+            i32x4.add(
+              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), pa),
+              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi2), pc),
+            ),
+          ),
+          32,
+        );
+        v128.store(
+          o,
+          i32x4.add(
+            v128.load(o, 48),
+            i32x4.add(
+              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), pa),
+              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi2), pc),
+            ),
+          ),
+          48,
+        );
+      }
+      for (; j < nAll; j++) {
+        store<i32>(
+          oa + j * 4,
+          load<i32>(oa + j * 4) +
+            a0 * <i32>load<i8>(wa + j) +
+            a1 * <i32>load<i8>(wb + j) +
+            a2 * <i32>load<i8>(wc + j) +
+            a3 * <i32>load<i8>(wd + j),
+        );
+      }
+    }
+  }
   for (; p + 2 <= k; p += 2) {
     const wa = w + <usize>p * ld;
     const wb = wa + ld;
