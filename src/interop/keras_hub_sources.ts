@@ -1,0 +1,294 @@
+/**
+ * Where a keras-hub preset's files come from, for `loadKerasHubPreset` and `loadKerasModel`: a
+ * folder on disk (Node; names kept inside it, links leading out refused), a URL base (each file
+ * fetched by name), a `.keras` zip (path, URL, bytes, Blob), a dropped folder's `File[]` or a Map
+ * of path -> bytes; each file's size checked before it is read.
+ */
+import {zipEntries, zipEntryBytes} from '../io/zip_entries';
+import {KerasFiles, MAX_WEIGHTS_BYTES} from './keras_file';
+
+/** A file of a dropped preset folder: a `File` (its `webkitRelativePath`, else its name, is its path). */
+export interface PresetFile extends Blob {
+  /** The file's name (its path when it has no `webkitRelativePath`). */
+  readonly name: string;
+  /** Its path in a chosen or dropped folder (`gpt2/config.json`), where the browser gives one. */
+  readonly webkitRelativePath?: string;
+}
+
+/**
+ * What {@link loadKerasHubPreset} reads: a folder path (Node) or URL of a preset; a `.keras`
+ * file's path, URL or bytes (ArrayBuffer, Uint8Array, Blob, File); a dropped folder (`File[]` or
+ * a `FileList` from `<input type=file webkitdirectory>` or a drop); or a Map from the path inside
+ * the preset (`config.json`, `assets/tokenizer/vocabulary.json`) to its bytes.
+ */
+export type KerasHubPresetSource =
+  | string
+  | URL
+  | ArrayBuffer
+  | Uint8Array
+  | Blob
+  | ArrayLike<PresetFile>
+  | ReadonlyMap<string, Blob | Uint8Array | ArrayBuffer>;
+
+/** The files of a preset by path inside it (`assets/tokenizer/merges.txt`). */
+export type PresetFiles = KerasFiles;
+
+function fail(message: string): never {
+  throw new Error(`loadKerasHubPreset: ${message}`);
+}
+
+const EXPECTED_SOURCE =
+  'expected a preset folder path or URL, a .keras file (path, URL, bytes, Blob), a File[] / ' +
+  'FileList or a Map of path -> bytes';
+
+const toBytes = async (v: Blob | Uint8Array | ArrayBuffer): Promise<Uint8Array> =>
+  v instanceof Uint8Array
+    ? v
+    : v instanceof ArrayBuffer
+      ? new Uint8Array(v)
+      : new Uint8Array(await v.arrayBuffer());
+
+const sizeOf = (v: Blob | Uint8Array | ArrayBuffer): number =>
+  v instanceof Uint8Array || v instanceof ArrayBuffer ? v.byteLength : v.size;
+
+/**
+ * The files of a Map keyed by path. Paths are taken with `/` separators; when no `config.json`
+ * is at the top but every path starts with one folder (a dropped folder's
+ * `webkitRelativePath`: `gpt2/config.json`), that folder is dropped.
+ */
+export function mapFiles(
+  entries: ReadonlyMap<string, Blob | Uint8Array | ArrayBuffer>,
+  label: string,
+): PresetFiles {
+  const byPath = new Map<string, Blob | Uint8Array | ArrayBuffer>();
+  for (const [key, value] of entries) {
+    if (typeof key !== 'string')
+      fail(`expected the Map's keys to be paths, received ${typeof key}`);
+    byPath.set(key.replace(/\\/g, '/').replace(/^\.?\//, ''), value);
+  }
+  if (!byPath.has('config.json')) {
+    const firsts = new Set([...byPath.keys()].map((k) => k.split('/')[0]));
+    const [only] = [...firsts];
+    if (firsts.size === 1 && byPath.has(`${only}/config.json`)) {
+      const stripped = new Map<string, Blob | Uint8Array | ArrayBuffer>();
+      for (const [k, v] of byPath) stripped.set(k.slice(only.length + 1), v);
+      return mapFiles(stripped, `${label} (${only}/)`);
+    }
+  }
+  return {
+    label,
+    has: async (name) => byPath.has(name),
+    read: async (name, maxBytes) => {
+      const value = byPath.get(name);
+      if (value == null) fail(`missing file ${name} in ${label}`);
+      if (sizeOf(value) > maxBytes) {
+        fail(`${name} holds ${sizeOf(value)} bytes, more than the ${maxBytes} allowed`);
+      }
+      return toBytes(value);
+    },
+  };
+}
+
+/** The files of a preset at a URL: each file fetched once (a missing one answers 404). */
+export function urlFiles(base: string, fetcher: (url: string) => Promise<Response>): PresetFiles {
+  const root = base.endsWith('/') ? base : `${base}/`;
+  const pending = new Map<string, Promise<Response | null>>();
+  const get = (name: string): Promise<Response | null> => {
+    let p = pending.get(name);
+    if (p == null) {
+      const url = new URL(name, root).toString();
+      p = fetcher(url).then(
+        (r: Response | null | undefined) => {
+          if (r == null || typeof r !== 'object' || typeof r.status !== 'number') {
+            fail(
+              `fetching ${url}: expected a Response, received ${r === null ? 'null' : typeof r}`,
+            );
+          }
+          if (r.status === 404) return null;
+          if (!r.ok) fail(`fetching ${url}: expected status 200, received ${r.status}`);
+          return r;
+        },
+        (e: unknown) => fail(`cannot fetch ${url}: ${e instanceof Error ? e.message : String(e)}`),
+      );
+      pending.set(name, p);
+    }
+    return p;
+  };
+  return {
+    label: root,
+    has: async (name) => (await get(name)) != null,
+    read: async (name, maxBytes) => {
+      const response = await get(name);
+      pending.delete(name);
+      if (response == null) fail(`missing file ${name} (${new URL(name, root)} answered 404)`);
+      const declared = Number(response.headers.get('content-length'));
+      if (Number.isFinite(declared) && declared > maxBytes) {
+        await response.body?.cancel();
+        fail(`${name} declares ${declared} bytes, more than the ${maxBytes} allowed`);
+      }
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      if (bytes.length > maxBytes) {
+        fail(`${name} holds ${bytes.length} bytes, more than the ${maxBytes} allowed`);
+      }
+      return bytes;
+    },
+  };
+}
+
+export interface NodeFs {
+  promises: {
+    stat(path: string): Promise<{size: number; isFile(): boolean; isDirectory(): boolean}>;
+    readFile(path: string): Promise<Uint8Array>;
+    realpath(path: string): Promise<string>;
+  };
+}
+
+export async function nodeFs(what: string): Promise<NodeFs> {
+  // a module name in a variable: bundlers for the browser leave it alone
+  const moduleName = 'fs';
+  try {
+    return (await import(moduleName)) as NodeFs;
+  } catch {
+    return fail(
+      `reading ${what} needs Node's fs; in the browser pass a URL, a .keras file's bytes, the ` +
+        'files of a dropped folder (File[]) or a Map of path -> bytes',
+    );
+  }
+}
+
+/** The files of a local folder: names are the package's own (checked), links must stay inside. */
+export function folderFiles(fs: NodeFs, dir: string): PresetFiles {
+  const base = dir.replace(/[\\/]+$/, '');
+  const resolve = async (name: string): Promise<string | null> => {
+    if (name.split('/').some((p) => p === '' || p === '.' || p === '..' || /[\\\0]/.test(p))) {
+      fail(`refusing the file name ${JSON.stringify(name)}: expected a path inside ${dir}`);
+    }
+    let real: string;
+    try {
+      real = await fs.promises.realpath(`${base}/${name}`);
+    } catch {
+      return null;
+    }
+    const root = await fs.promises.realpath(base);
+    const sep = root.includes('\\') ? '\\' : '/';
+    if (!real.startsWith(root.endsWith(sep) ? root : root + sep)) {
+      fail(`refusing ${base}/${name}: it leads to ${real}, outside the preset folder ${dir}`);
+    }
+    return real;
+  };
+  return {
+    label: dir,
+    has: async (name) => {
+      const real = await resolve(name);
+      return real != null && (await fs.promises.stat(real)).isFile();
+    },
+    read: async (name, maxBytes) => {
+      const real = await resolve(name);
+      if (real == null) fail(`missing file ${name} (expected at ${base}/${name})`);
+      const st = await fs.promises.stat(real);
+      if (!st.isFile()) fail(`expected ${base}/${name} to be a file`);
+      if (st.size > maxBytes) {
+        fail(`${base}/${name} holds ${st.size} bytes, more than the ${maxBytes} allowed`);
+      }
+      const data = await fs.promises.readFile(real);
+      return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    },
+  };
+}
+
+/** The entries of a `.keras` archive (a keras-hub task or backbone saved with `.save`). */
+export function zipFiles(bytes: Uint8Array, label: string): PresetFiles {
+  const entries = zipEntries(bytes, 'a .keras file (a zip archive)');
+  return {
+    label,
+    has: async (name) => entries.has(name),
+    read: async (name, maxBytes) => {
+      const entry = entries.get(name);
+      if (entry == null) fail(`missing file ${name} in ${label}`);
+      return zipEntryBytes(bytes, entry, maxBytes);
+    },
+  };
+}
+
+export const isBlob = (x: unknown): x is Blob => typeof Blob !== 'undefined' && x instanceof Blob;
+export const isZip = (b: Uint8Array) => b.length >= 4 && b[0] === 0x50 && b[1] === 0x4b;
+export const isKerasName = (s: string) => /\.keras$/i.test(s.split(/[?#]/)[0]);
+
+export interface Opened {
+  files: PresetFiles;
+  /** A `.keras` file (everything in config.json and assets/) rather than a preset folder. */
+  kerasFile: boolean;
+}
+
+async function fetchBytes(url: string, fetcher: (url: string) => Promise<Response>) {
+  const files = urlFiles(url.replace(/[^/]*$/, ''), fetcher);
+  const name = url.split(/[?#]/)[0].replace(/^.*\//, '');
+  return files.read(name, MAX_WEIGHTS_BYTES);
+}
+
+export async function openPreset(
+  source: KerasHubPresetSource,
+  fetchOption: ((url: string) => Promise<Response>) | undefined,
+): Promise<Opened> {
+  const fetcher = fetchOption ?? (typeof fetch === 'function' ? fetch : undefined);
+  if (source instanceof Uint8Array || source instanceof ArrayBuffer) {
+    const bytes = source instanceof Uint8Array ? source : new Uint8Array(source);
+    return {files: zipFiles(bytes, 'the bytes given'), kerasFile: true};
+  }
+  if (isBlob(source)) {
+    const name = (source as Partial<PresetFile>).name;
+    const bytes = new Uint8Array(await source.arrayBuffer());
+    return {files: zipFiles(bytes, name || 'the Blob given'), kerasFile: true};
+  }
+  if (source instanceof Map) {
+    return {files: mapFiles(source, 'the files given'), kerasFile: false};
+  }
+  if (typeof source === 'string' || source instanceof URL) {
+    const where = String(source);
+    if (where === '') fail(`${EXPECTED_SOURCE}, received an empty string`);
+    if (/^https?:\/\//i.test(where)) {
+      if (fetcher == null) fail(`${where} is a URL but there is no fetch; pass options.fetch`);
+      if (isKerasName(where)) {
+        return {files: zipFiles(await fetchBytes(where, fetcher), where), kerasFile: true};
+      }
+      return {files: urlFiles(where, fetcher), kerasFile: false};
+    }
+    if (
+      /^[a-z][a-z0-9+.-]*:/i.test(where) &&
+      !/^file:/i.test(where) &&
+      !/^[a-z]:[\\/]/i.test(where)
+    ) {
+      fail(
+        `expected a folder or .keras path, a URL, bytes or files, received ${JSON.stringify(where)}`,
+      );
+    }
+    const p = /^file:/i.test(where) ? decodeURIComponent(new URL(where).pathname) : where;
+    const fs = await nodeFs(p);
+    const st = await fs.promises.stat(p).catch(() => null);
+    if (st == null) fail(`no such file or folder: ${p}`);
+    if (st.isDirectory()) return {files: folderFiles(fs, p), kerasFile: false};
+    if (st.size > MAX_WEIGHTS_BYTES) {
+      fail(`${p} holds ${st.size} bytes, more than the ${MAX_WEIGHTS_BYTES} allowed`);
+    }
+    const data = await fs.promises.readFile(p);
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (!isZip(bytes)) {
+      fail(
+        `expected ${p} to be a preset folder or a .keras file (a zip archive, starting with "PK")`,
+      );
+    }
+    return {files: zipFiles(bytes, p), kerasFile: true};
+  }
+  if (source != null && typeof (source as ArrayLike<PresetFile>).length === 'number') {
+    const list = Array.from(source as ArrayLike<PresetFile>);
+    if (!list.every(isBlob)) fail('expected every entry of the list to be a File');
+    if (list.length === 1 && isKerasName(list[0].name)) {
+      const bytes = new Uint8Array(await list[0].arrayBuffer());
+      return {files: zipFiles(bytes, list[0].name), kerasFile: true};
+    }
+    const map = new Map<string, Blob>();
+    for (const f of list) map.set(f.webkitRelativePath || f.name, f);
+    return {files: mapFiles(map, 'the files given'), kerasFile: false};
+  }
+  fail(`${EXPECTED_SOURCE}, received ${source === null ? 'null' : typeof source}`);
+}
