@@ -7,7 +7,7 @@
  *
  * After the last attention op (inside its node: a decoder block's feed-forward part included)
  * every op works on the last position of each row only (the logits are needed there alone): the
- * values still read past that point are cut to those rows.
+ * values still read past that point are cut to those rows (step_cut.ts).
  *
  * int8 layers (Keras 3's `_int8_call`): a product quantizes its input rows first (a `quantize`
  * op into an int8 value and its per-row scales, made once per value and shared by the products
@@ -29,6 +29,7 @@ import type {
 } from '../layers/engine/step_program';
 import type {StepPlan} from './graph_plan';
 import {decodingOf} from './layer_rules';
+import {cutAfterLastAttention} from './step_cut';
 
 /**
  * A value of the program: `all` rows `[B * t, width]`, or the `last` row of each batch row
@@ -556,109 +557,6 @@ export function compileStep(plan: StepPlan): CompileResult {
     },
     reason: null,
   };
-}
-
-/** The value operands an op reads and the values it writes (weights are not values). */
-function operands(o: ProgramOp): {reads: number[]; writes: number[]} {
-  switch (o.op) {
-    case 'quantize':
-      return {reads: [o.x], writes: [o.q, o.qs]};
-    case 'denseInt8':
-    case 'denseTInt8':
-      return {reads: [o.q, o.qs], writes: [o.out]};
-    case 'gather':
-    case 'gatherInt8':
-      return {reads: [o.ids], writes: [o.out]};
-    case 'add':
-    case 'mul':
-      return {reads: [o.a, o.b], writes: [o.out]};
-    case 'positions':
-      return {reads: [o.like], writes: [o.out]};
-    case 'attention':
-      return {reads: [o.q, o.k, o.v], writes: [o.out]};
-    default:
-      return {reads: [o.x], writes: [o.out]};
-  }
-}
-
-/** `o` with its value operands renamed by `to` (those absent kept). */
-function renamed(o: ProgramOp, to: Map<number, number>): ProgramOp {
-  const r = (v: number) => to.get(v) ?? v;
-  switch (o.op) {
-    case 'quantize':
-      return {...o, x: r(o.x)};
-    case 'denseInt8':
-    case 'denseTInt8':
-      return {...o, q: r(o.q), qs: r(o.qs)};
-    case 'gather':
-    case 'gatherInt8':
-      return {...o, ids: r(o.ids)};
-    case 'add':
-    case 'mul':
-      return {...o, a: r(o.a), b: r(o.b)};
-    case 'positions':
-      return {...o, like: r(o.like)};
-    case 'attention':
-      return {...o, q: r(o.q), k: r(o.k), v: r(o.v)};
-    default:
-      return {...o, x: r(o.x)};
-  }
-}
-
-/**
- * The cut to the last rows moved from after the last attention node to right after the last
- * attention op: within a node that holds an attention and more (a TransformerDecoder's
- * feed-forward part after its attention), the ops after the attention then compute the last
- * row of each batch row only, not every position of a prefill. Every op but attention works row
- * by row, so the rows it computes are the rows it reads. The values read after the cut that were
- * written before it get a `lastRows` there (in place, as at a node cut); the values written after
- * it become `last` rows; a `lastRows` after it of a value that is now `last` is dropped (its value
- * shares that buffer, which then holds the last rows already).
- */
-function cutAfterLastAttention(
-  values: ProgramValue[],
-  ops: ProgramOp[],
-  cachedOps: number,
-): {values: ProgramValue[]; ops: ProgramOp[]; cachedOps: number} {
-  let at = -1;
-  ops.forEach((o, i) => {
-    if (o.op === 'attention') at = i + 1;
-  });
-  if (at < 0 || at >= cachedOps) return {values, ops, cachedOps};
-  const out = values.slice();
-  const writtenAfter = new Set<number>();
-  for (const o of ops.slice(at)) for (const v of operands(o).writes) writtenAfter.add(v);
-  const to = new Map<number, number>();
-  const cuts: ProgramOp[] = [];
-  for (const o of ops.slice(at)) {
-    for (const v of operands(o).reads) {
-      if (writtenAfter.has(v) || to.has(v) || out[v].rows === 'last') continue;
-      // int8 rows quantized before the cut (lastRows moves float32 / int32 rows): the cut stays
-      // after the node (no rule reads them there today: a node's quantized rows are its own)
-      if (out[v].dtype === 'int8') return {values, ops, cachedOps};
-      const last: ProgramValue = {...out[v], index: out.length, rows: 'last', aliasOf: v};
-      out.push(last);
-      to.set(v, last.index);
-      cuts.push({op: 'lastRows', x: v, width: last.width, out: last.index});
-    }
-  }
-  for (const v of writtenAfter) {
-    if (out[v].rows === 'all') out[v] = {...out[v], rows: 'last'};
-  }
-  const later: ProgramOp[] = [];
-  for (const o of ops.slice(at)) {
-    const r = renamed(o, to);
-    if (r.op === 'lastRows' && out[r.x].rows === 'last') {
-      // its value shares the buffer of x, which holds the last rows already (aliasOf: the
-      // buffer's first value, allocated before it)
-      let root = r.x;
-      while (out[root].aliasOf >= 0) root = out[root].aliasOf;
-      out[r.out] = {...out[r.out], aliasOf: root};
-      continue;
-    }
-    later.push(r);
-  }
-  return {values: out, ops: [...ops.slice(0, at), ...cuts, ...later], cachedOps: at};
 }
 
 function fail(reason: string): CompileResult {
