@@ -116,9 +116,10 @@ describe('plain-JavaScript step kernels', () => {
     expect(Array.from(new Int8Array(memory.buffer, q, rows * K))).toEqual(refQ);
     expect(f32(qs, rows)).toEqual(refS.map(fr));
     const out = put(new Array(rows * N).fill(0));
-    k.denseInt8(rows, K, N, q, qs, put(w, 'i8'), put(ws), put(bias), StepActivation.Relu, out);
-    const outT = put(new Array(rows * N).fill(0));
+    // the kernel [K, N] as denseInt8 reads it (packed transposed) and as a tied table: [N, K]
     const wT = Array.from({length: N * K}, (_, i) => w[(i % K) * N + Math.floor(i / K)]);
+    k.denseInt8(rows, K, N, q, qs, put(wT, 'i8'), put(ws), put(bias), StepActivation.Relu, out);
+    const outT = put(new Array(rows * N).fill(0));
     k.denseTInt8(rows, K, N, q, qs, put(wT, 'i8'), put(ws), outT);
     for (let r = 0; r < rows; r++) {
       for (let n = 0; n < N; n++) {

@@ -344,6 +344,66 @@ function packInt8Checks(K: StepKernels, A: Arena): void {
   }
 }
 
+/** `[k, n]` values as `[n, k]` (`t[j * k + p] = v[p * n + j]`), a plain loop. */
+function transposeInt8(v: ArrayLike<number>, k: number, n: number): Int8Array {
+  const t = new Int8Array(n * k);
+  for (let p = 0; p < k; p++) for (let j = 0; j < n; j++) t[j * k + p] = v[p * n + j];
+  return t;
+}
+
+/**
+ * `packInt8T` against the definition: kernels `[k, n]` of whole tiles (16 x 16), ragged edges on
+ * either side and both, and smaller than a tile, -127, 127 and -0 included: the transposed
+ * `[n, k]` int8, nothing written past it; then each refused kind of value, alone, in a whole
+ * tile, in the ragged columns and in the ragged rows: its index in the `[k, n]` values.
+ */
+function packInt8TChecks(K: StepKernels, A: Arena): void {
+  const sizes = [
+    [1, 1],
+    [3, 5],
+    [16, 16],
+    [32, 48],
+    [17, 16],
+    [16, 21],
+    [40, 45],
+    [15, 17],
+  ];
+  for (const [k, n] of sizes) {
+    const v = Array.from({length: k * n}, (_, i) => ((i * 37 + 11) % 255) - 127);
+    v[0] = -127;
+    v[k * n - 1] = 127;
+    if (k * n > 5) v[5] = -0;
+    const dst = A.i8(new Array(k * n + 16).fill(99));
+    expect([k, n, K.packInt8T(k, n, A.f32(v), dst)]).toEqual([k, n, -1]);
+    expect([k, n, Array.from(A.readI8(dst, k * n))]).toEqual([
+      k,
+      n,
+      Array.from(transposeInt8(v, k, n)),
+    ]);
+    expect(Array.from(A.readI8(dst + k * n, 16))).toEqual(new Array(16).fill(99));
+  }
+  for (const bad of [0.5, -128, 128, NaN, Infinity, 1e10]) {
+    for (const [k, n] of [
+      [40, 45],
+      [16, 16],
+    ]) {
+      // a whole tile, the ragged columns (j >= 32), the ragged rows (p >= 32), the last value
+      for (const [p, j] of [
+        [3, 7],
+        [20, 40],
+        [35, 9],
+        [k - 1, n - 1],
+      ]) {
+        if (p >= k || j >= n) continue;
+        const v = Array.from({length: k * n}, (_, i) => (i % 5) - 2);
+        v[p * n + j] = bad;
+        const got = K.packInt8T(k, n, A.f32(v), A.i8(new Array(k * n).fill(0)));
+        expect([bad, k, n, p, j, got]).toEqual([bad, k, n, p, j, p * n + j]);
+      }
+    }
+  }
+}
+
 /** The kernel suite, on `setup()`'s memory. */
 function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): void {
   let K: StepKernels;
@@ -356,6 +416,10 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
 
   it('packInt8: whole numbers in [-127, 127] as int8, nothing past n; the first other value by index', () => {
     packInt8Checks(K, A);
+  });
+
+  it("packInt8T: a kernel [k, n] as int8 [n, k] (denseInt8's layout), nothing past it; a refused value by index", () => {
+    packInt8TChecks(K, A);
   });
 
   for (const [rows, k, n] of ROWS_PRODUCT_SIZES) {
@@ -425,20 +489,19 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
       const bv = values(n, 5 + n);
       const q = A.i8(qv);
       const qs = A.f32(qsv);
-      const w = A.i8(wv);
       const ws = A.f32(wsv);
       const b = A.f32(bv);
       const out = A.out(rows * n);
-      K.denseInt8(rows, k, n, q, qs, w, ws, b, StepActivation.None, out);
+      // denseInt8 reads the kernel packed transposed ([n, k], as packInt8T packs it)
+      const wt = transposeInt8(wv, k, n);
+      const wto = A.i8(wt);
+      K.denseInt8(rows, k, n, q, qs, wto, ws, b, StepActivation.None, out);
       expect(A.readF32(out, rows * n)).toEqual(
         int8ProductRef(qv, qsv, wv, wsv, rows, k, n, false, bv),
       );
-      K.denseInt8(rows, k, n, q, qs, w, ws, 0, StepActivation.None, out);
+      K.denseInt8(rows, k, n, q, qs, wto, ws, 0, StepActivation.None, out);
       expect(A.readF32(out, rows * n)).toEqual(int8ProductRef(qv, qsv, wv, wsv, rows, k, n, false));
-      // the same values as a [n, k] table
-      const wt = new Int8Array(n * k);
-      for (let p = 0; p < k; p++) for (let j = 0; j < n; j++) wt[j * k + p] = wv[p * n + j];
-      const wto = A.i8(wt);
+      // the same values as a [n, k] table, the tied logits
       K.denseTInt8(rows, k, n, q, qs, wto, ws, out);
       expect(A.readF32(out, rows * n)).toEqual(int8ProductRef(qv, qsv, wt, wsv, rows, k, n, true));
     });
@@ -459,7 +522,8 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
     const qsv = new Float32Array(rows).fill(1);
     const wsv = new Float32Array(n).fill(1);
     const out = A.out(rows * n);
-    K.denseInt8(rows, k, n, A.i8(qv), A.f32(qsv), A.i8(wv), A.f32(wsv), 0, 0, out);
+    const wt = transposeInt8(wv, k, n);
+    K.denseInt8(rows, k, n, A.i8(qv), A.f32(qsv), A.i8(wt), A.f32(wsv), 0, 0, out);
     const want = int8ProductRef(qv, qsv, wv, wsv, rows, k, n, false);
     expect(A.readF32(out, rows * n)).toEqual(want);
     expect(Math.abs(want[0])).toBeGreaterThan(2 ** 24);
@@ -471,8 +535,6 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
     inF32 = f(inF32 + qv[k - 1] * wv[(k - 1) * n]);
     expect(inF32).not.toBe(want[0]);
     // and the tied logits on the same values as a [n, k] table
-    const wt = new Int8Array(n * k);
-    for (let p = 0; p < k; p++) for (let j = 0; j < n; j++) wt[j * k + p] = wv[p * n + j];
     K.denseTInt8(rows, k, n, A.i8(qv), A.f32(qsv), A.i8(wt), A.f32(wsv), out);
     expect(A.readF32(out, rows * n)).toEqual(want);
   });
@@ -491,7 +553,7 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
       n,
       A.i8(qv),
       A.f32(qsv),
-      A.i8(wv),
+      A.i8(transposeInt8(wv, k, n)),
       A.f32(wsv),
       A.f32(bv),
       StepActivation.GeluTanh,
@@ -856,6 +918,11 @@ describe('the decoding step SIMD kernels', () => {
   it('packInt8 of the JavaScript kernels: the same checks', () => {
     const own = stepKernelsMemory(1 << 20);
     packInt8Checks(jsStepKernels(own), new Arena(own, stepKernelsHeapBase()));
+  });
+
+  it('packInt8T of the JavaScript kernels: the same checks', () => {
+    const own = stepKernelsMemory(1 << 20);
+    packInt8TChecks(jsStepKernels(own), new Arena(own, stepKernelsHeapBase()));
   });
 
   describe('on a memory of its own', () => {

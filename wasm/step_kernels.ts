@@ -1061,263 +1061,6 @@ export function quantizeRows(rows: i32, k: i32, x: usize, q: usize, qs: usize): 
   }
 }
 
-// int32 sums, in out (as i32 [n]) of one or two rows of q against w int8 [k, n]: two inner indices
-// at a time, w's two rows interleaved byte by byte and widened to i16 pairs, i32x4.dot_i16x8_s
-// with the pair (q[p], q[p + 1]) of each row.
-function sumsInt8(
-  two: bool,
-  k: i32,
-  n: i32,
-  qa: usize,
-  qb: usize,
-  w: usize,
-  oa: usize,
-  ob: usize,
-): void {
-  memory.fill(oa, 0, <usize>n * 4);
-  if (two) memory.fill(ob, 0, <usize>n * 4);
-  const ld = <usize>n;
-  const n16 = <usize>(n & ~15);
-  const nAll = <usize>n;
-  let p = 0;
-  if (!two) {
-    // one row: four inner indices a pass (two i16 pairs), so the int32 sums in out are loaded
-    // and stored once per four rows of w instead of once per two
-    for (; p + 4 <= k; p += 4) {
-      const wa = w + <usize>p * ld;
-      const wb = wa + ld;
-      const wc = wb + ld;
-      const wd = wc + ld;
-      const a0 = <i32>load<i8>(qa + <usize>p);
-      const a1 = <i32>load<i8>(qa + <usize>p + 1);
-      const a2 = <i32>load<i8>(qa + <usize>p + 2);
-      const a3 = <i32>load<i8>(qa + <usize>p + 3);
-      const pa = i32x4.splat((a0 & 0xffff) | (a1 << 16));
-      const pc = i32x4.splat((a2 & 0xffff) | (a3 << 16));
-      let j: usize = 0;
-      for (; j < n16; j += 16) {
-        const x = v128.load(wa + j);
-        const y = v128.load(wb + j);
-        const z = v128.load(wc + j);
-        const v = v128.load(wd + j);
-        const lo = i8x16.shuffle(x, y, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const lo2 = i8x16.shuffle(z, v, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const o = oa + j * 4;
-        v128.store(
-          o,
-          i32x4.add(
-            v128.load(o),
-            i32x4.add(
-              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), pa),
-              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo2), pc),
-            ),
-          ),
-        );
-        v128.store(
-          o,
-          i32x4.add(
-            v128.load(o, 16),
-            i32x4.add(
-              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), pa),
-              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo2), pc),
-            ),
-          ),
-          16,
-        );
-        const hi = i8x16.shuffle(
-          x,
-          y,
-          8,
-          24,
-          9,
-          25,
-          10,
-          26,
-          11,
-          27,
-          12,
-          28,
-          13,
-          29,
-          14,
-          30,
-          15,
-          31,
-        );
-        const hi2 = i8x16.shuffle(
-          z,
-          v,
-          8,
-          24,
-          9,
-          25,
-          10,
-          26,
-          11,
-          27,
-          12,
-          28,
-          13,
-          29,
-          14,
-          30,
-          15,
-          31,
-        );
-        v128.store(
-          o,
-          i32x4.add(
-            v128.load(o, 32),
-            i32x4.add(
-              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), pa),
-              i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi2), pc),
-            ),
-          ),
-          32,
-        );
-        v128.store(
-          o,
-          i32x4.add(
-            v128.load(o, 48),
-            i32x4.add(
-              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), pa),
-              i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi2), pc),
-            ),
-          ),
-          48,
-        );
-      }
-      for (; j < nAll; j++) {
-        store<i32>(
-          oa + j * 4,
-          load<i32>(oa + j * 4) +
-            a0 * <i32>load<i8>(wa + j) +
-            a1 * <i32>load<i8>(wb + j) +
-            a2 * <i32>load<i8>(wc + j) +
-            a3 * <i32>load<i8>(wd + j),
-        );
-      }
-    }
-  }
-  for (; p + 2 <= k; p += 2) {
-    const wa = w + <usize>p * ld;
-    const wb = wa + ld;
-    const a0 = <i32>load<i8>(qa + <usize>p);
-    const a1 = <i32>load<i8>(qa + <usize>p + 1);
-    const pa = i32x4.splat((a0 & 0xffff) | (a1 << 16));
-    let j: usize = 0;
-    if (two) {
-      const b0 = <i32>load<i8>(qb + <usize>p);
-      const b1 = <i32>load<i8>(qb + <usize>p + 1);
-      const pb = i32x4.splat((b0 & 0xffff) | (b1 << 16));
-      for (; j < n16; j += 16) {
-        const x = v128.load(wa + j);
-        const y = v128.load(wb + j);
-        const lo = i8x16.shuffle(x, y, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const hi = i8x16.shuffle(
-          x,
-          y,
-          8,
-          24,
-          9,
-          25,
-          10,
-          26,
-          11,
-          27,
-          12,
-          28,
-          13,
-          29,
-          14,
-          30,
-          15,
-          31,
-        );
-        const l0 = i16x8.extend_low_i8x16_s(lo);
-        const l1 = i16x8.extend_high_i8x16_s(lo);
-        const h0 = i16x8.extend_low_i8x16_s(hi);
-        const h1 = i16x8.extend_high_i8x16_s(hi);
-        const o = oa + j * 4;
-        v128.store(o, i32x4.add(v128.load(o), i32x4.dot_i16x8_s(l0, pa)));
-        v128.store(o, i32x4.add(v128.load(o, 16), i32x4.dot_i16x8_s(l1, pa)), 16);
-        v128.store(o, i32x4.add(v128.load(o, 32), i32x4.dot_i16x8_s(h0, pa)), 32);
-        v128.store(o, i32x4.add(v128.load(o, 48), i32x4.dot_i16x8_s(h1, pa)), 48);
-        const u = ob + j * 4;
-        v128.store(u, i32x4.add(v128.load(u), i32x4.dot_i16x8_s(l0, pb)));
-        v128.store(u, i32x4.add(v128.load(u, 16), i32x4.dot_i16x8_s(l1, pb)), 16);
-        v128.store(u, i32x4.add(v128.load(u, 32), i32x4.dot_i16x8_s(h0, pb)), 32);
-        v128.store(u, i32x4.add(v128.load(u, 48), i32x4.dot_i16x8_s(h1, pb)), 48);
-      }
-      for (; j < nAll; j++) {
-        const u0 = <i32>load<i8>(wa + j);
-        const u1 = <i32>load<i8>(wb + j);
-        store<i32>(oa + j * 4, load<i32>(oa + j * 4) + a0 * u0 + a1 * u1);
-        store<i32>(ob + j * 4, load<i32>(ob + j * 4) + b0 * u0 + b1 * u1);
-      }
-    } else {
-      for (; j < n16; j += 16) {
-        const x = v128.load(wa + j);
-        const y = v128.load(wb + j);
-        const lo = i8x16.shuffle(x, y, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const hi = i8x16.shuffle(
-          x,
-          y,
-          8,
-          24,
-          9,
-          25,
-          10,
-          26,
-          11,
-          27,
-          12,
-          28,
-          13,
-          29,
-          14,
-          30,
-          15,
-          31,
-        );
-        const o = oa + j * 4;
-        v128.store(o, i32x4.add(v128.load(o), i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(lo), pa)));
-        v128.store(
-          o,
-          i32x4.add(v128.load(o, 16), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(lo), pa)),
-          16,
-        );
-        v128.store(
-          o,
-          i32x4.add(v128.load(o, 32), i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(hi), pa)),
-          32,
-        );
-        v128.store(
-          o,
-          i32x4.add(v128.load(o, 48), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(hi), pa)),
-          48,
-        );
-      }
-      for (; j < nAll; j++) {
-        store<i32>(
-          oa + j * 4,
-          load<i32>(oa + j * 4) + a0 * <i32>load<i8>(wa + j) + a1 * <i32>load<i8>(wb + j),
-        );
-      }
-    }
-  }
-  if (p < k) {
-    const wa = w + <usize>p * ld;
-    const a0 = <i32>load<i8>(qa + <usize>p);
-    const b0 = two ? <i32>load<i8>(qb + <usize>p) : 0;
-    for (let j: usize = 0; j < nAll; j++) {
-      const u = <i32>load<i8>(wa + j);
-      store<i32>(oa + j * 4, load<i32>(oa + j * 4) + a0 * u);
-      if (two) store<i32>(ob + j * 4, load<i32>(ob + j * 4) + b0 * u);
-    }
-  }
-}
-
 // out (i32 sums in place) = f32(sum) / (qs * ws[j]) for one row of n
 function descale(n: i32, s: f32, ws: usize, out: usize): void {
   const sv = f32x4.splat(s);
@@ -1336,8 +1079,10 @@ function descale(n: i32, s: f32, ws: usize, out: usize): void {
 }
 
 /**
- * Keras 3's int8 Dense: `out[r, j] = act(f32(Σ_p q[r, p] w[p, j]) / (qs[r] * ws[j]) + bias[j])`,
- * the sums exact in int32 (accumulated in `out`, then converted in place).
+ * Keras 3's int8 Dense: `out[r, j] = act(f32(Σ_p q[r, p] w[j, p]) / (qs[r] * ws[j]) + bias[j])`,
+ * the sums exact in int32. The kernel `[k, n]` is packed transposed (`packInt8T`): w int8
+ * `[n, k]`, each output's k weights contiguous, so one row streams w once, four weight rows a
+ * pass (the i8 -> i16 widening of q shared by four), with no partial sums in memory.
  */
 export function denseInt8(
   rows: i32,
@@ -1351,14 +1096,9 @@ export function denseInt8(
   act: i32,
   out: usize,
 ): void {
+  sumsT(rows, k, n, q, w, out);
   const ldo = <usize>n * 4;
-  let r = 0;
-  for (; r + 2 <= rows; r += 2) {
-    const qa = q + <usize>(r * k);
-    sumsInt8(true, k, n, qa, qa + <usize>k, w, out + <usize>r * ldo, out + <usize>(r + 1) * ldo);
-  }
-  if (r < rows) sumsInt8(false, k, n, q + <usize>(r * k), 0, w, out + <usize>r * ldo, 0);
-  for (r = 0; r < rows; r++) descale(n, load<f32>(qs + <usize>r * 4), ws, out + <usize>r * ldo);
+  for (let r = 0; r < rows; r++) descale(n, load<f32>(qs + <usize>r * 4), ws, out + <usize>r * ldo);
   finish(rows, n, bias, act, out);
 }
 
@@ -1461,26 +1201,30 @@ function dotInt8x4(k: i32, q: usize, w: usize, out: usize): void {
   store<i32>(out, s3, 12);
 }
 
-/** The int8 tied logits: `out[r, j] = f32(Σ_p q[r, p] w[j, p]) / (qs[r] * ws[j])`, w int8 [n, k]. */
-export function denseTInt8(
-  rows: i32,
-  k: i32,
-  n: i32,
-  q: usize,
-  qs: usize,
-  w: usize,
-  ws: usize,
-  out: usize,
-): void {
-  const ldo = <usize>n * 4;
+// one row (a decoding step): `out[j] = Σ_p q[p] w[j, p]` (as i32), w read once, front to back,
+// one stream (four streams a pass measured 2-3x slower here)
+function sumsRow(k: i32, n: i32, q: usize, w: usize, out: usize): void {
+  for (let j = 0; j < n; j++) {
+    store<i32>(out + <usize>j * 4, dotInt8Row(k, q, w + <usize>j * <usize>k));
+  }
+}
+
+// the int32 sums `out[r, j] = Σ_p q[r, p] w[j, p]` (as i32 in out), w int8 [n, k]; several rows
+// of q: four rows of w a pass against each (the four rows' k bytes stay in L1 across them)
+function sumsT(rows: i32, k: i32, n: i32, q: usize, w: usize, out: usize): void {
   if (rows == 1) {
-    // one row: the table read once, front to back
+    sumsRow(k, n, q, w, out);
+    return;
+  }
+  if (rows == 1) {
+    // one row (a decoding step): w read once, front to back, one stream (four streams a pass
+    // measured 2-3x slower here)
     for (let j = 0; j < n; j++) {
       store<i32>(out + <usize>j * 4, dotInt8Row(k, q, w + <usize>j * <usize>k));
     }
-    descale(n, load<f32>(qs), ws, out);
     return;
   }
+  const ldo = <usize>n * 4;
   const n4 = n & ~3;
   for (let j = 0; j < n4; j += 4) {
     const wj = w + <usize>j * <usize>k;
@@ -1496,6 +1240,21 @@ export function denseTInt8(
       );
     }
   }
+}
+
+/** The int8 tied logits: `out[r, j] = f32(Σ_p q[r, p] w[j, p]) / (qs[r] * ws[j])`, w int8 [n, k]. */
+export function denseTInt8(
+  rows: i32,
+  k: i32,
+  n: i32,
+  q: usize,
+  qs: usize,
+  w: usize,
+  ws: usize,
+  out: usize,
+): void {
+  sumsT(rows, k, n, q, w, out);
+  const ldo = <usize>n * 4;
   for (let r = 0; r < rows; r++) descale(n, load<f32>(qs + <usize>r * 4), ws, out + <usize>r * ldo);
 }
 
@@ -1662,6 +1421,296 @@ export function packInt8(n: i32, src: usize, dst: usize): i32 {
     store<i8>(dst + <usize>i, <i8>q);
   }
   return -1;
+}
+
+// set by int8Row when a value of its 16 is not a whole number in [-127, 127]
+let int8RowBad = false;
+
+// 16 float32 at `at`, whole numbers in [-127, 127], as 16 int8 (int8RowBad set when not)
+function int8Row(at: usize): v128 {
+  const a = v128.load(at);
+  const b = v128.load(at, 16);
+  const c = v128.load(at, 32);
+  const d = v128.load(at, 48);
+  const ia = i32x4.trunc_sat_f32x4_s(a);
+  const ib = i32x4.trunc_sat_f32x4_s(b);
+  const ic = i32x4.trunc_sat_f32x4_s(c);
+  const id = i32x4.trunc_sat_f32x4_s(d);
+  const whole = v128.and(
+    v128.and(f32x4.eq(f32x4.convert_i32x4_s(ia), a), f32x4.eq(f32x4.convert_i32x4_s(ib), b)),
+    v128.and(f32x4.eq(f32x4.convert_i32x4_s(ic), c), f32x4.eq(f32x4.convert_i32x4_s(id), d)),
+  );
+  const min = i32x4.min_s(i32x4.min_s(ia, ib), i32x4.min_s(ic, id));
+  const max = i32x4.max_s(i32x4.max_s(ia, ib), i32x4.max_s(ic, id));
+  const ok = v128.and(
+    whole,
+    v128.and(i32x4.ge_s(min, i32x4.splat(-127)), i32x4.le_s(max, i32x4.splat(127))),
+  );
+  if (!i32x4.all_true(ok)) int8RowBad = true;
+  return i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(ia, ib), i16x8.narrow_i32x4_s(ic, id));
+}
+
+// src[p * n + j] (float32) as int8 at dst[j * k + p]; the index in src of a value that is not a
+// whole number in [-127, 127], or -1
+function packInt8TScalar(
+  k: i32,
+  n: i32,
+  p0: i32,
+  p1: i32,
+  j0: i32,
+  j1: i32,
+  src: usize,
+  dst: usize,
+): i32 {
+  for (let p = p0; p < p1; p++) {
+    for (let j = j0; j < j1; j++) {
+      const v = load<f32>(src + <usize>(p * n + j) * 4);
+      if (!(v >= -127 && v <= 127)) return p * n + j; // NaN fails both
+      const q = <i32>v;
+      if (<f32>q != v) return p * n + j;
+      store<i8>(dst + <usize>j * <usize>k + <usize>p, <i8>q);
+    }
+  }
+  return -1;
+}
+
+/**
+ * An int8 Dense kernel that tfjs holds as float32 `[k, n]`, packed transposed for `denseInt8`:
+ * `dst[j * k + p] = src[p * n + j]` as int8, where every value is a whole number in [-127, 127];
+ * returns the index in src of a value that is not (a fraction, NaN, an infinity, -128 or
+ * beyond), or -1. 16 x 16 tiles: 16 rows checked and narrowed, transposed in registers by four
+ * rounds of byte interleaving, stored as 16 rows of dst.
+ */
+export function packInt8T(k: i32, n: i32, src: usize, dst: usize): i32 {
+  const k16 = k & ~15;
+  const n16 = n & ~15;
+  for (let p0 = 0; p0 < k16; p0 += 16) {
+    for (let j0 = 0; j0 < n16; j0 += 16) {
+      int8RowBad = false;
+      let x0 = int8Row(src + <usize>((p0 + 0) * n + j0) * 4);
+      let x1 = int8Row(src + <usize>((p0 + 1) * n + j0) * 4);
+      let x2 = int8Row(src + <usize>((p0 + 2) * n + j0) * 4);
+      let x3 = int8Row(src + <usize>((p0 + 3) * n + j0) * 4);
+      let x4 = int8Row(src + <usize>((p0 + 4) * n + j0) * 4);
+      let x5 = int8Row(src + <usize>((p0 + 5) * n + j0) * 4);
+      let x6 = int8Row(src + <usize>((p0 + 6) * n + j0) * 4);
+      let x7 = int8Row(src + <usize>((p0 + 7) * n + j0) * 4);
+      let x8 = int8Row(src + <usize>((p0 + 8) * n + j0) * 4);
+      let x9 = int8Row(src + <usize>((p0 + 9) * n + j0) * 4);
+      let x10 = int8Row(src + <usize>((p0 + 10) * n + j0) * 4);
+      let x11 = int8Row(src + <usize>((p0 + 11) * n + j0) * 4);
+      let x12 = int8Row(src + <usize>((p0 + 12) * n + j0) * 4);
+      let x13 = int8Row(src + <usize>((p0 + 13) * n + j0) * 4);
+      let x14 = int8Row(src + <usize>((p0 + 14) * n + j0) * 4);
+      let x15 = int8Row(src + <usize>((p0 + 15) * n + j0) * 4);
+      if (int8RowBad) return packInt8TScalar(k, n, p0, p0 + 16, j0, j0 + 16, src, dst);
+      for (let round = 0; round < 4; round++) {
+        const y0 = i8x16.shuffle(x0, x8, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y1 = i8x16.shuffle(
+          x0,
+          x8,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const y2 = i8x16.shuffle(x1, x9, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y3 = i8x16.shuffle(
+          x1,
+          x9,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const y4 = i8x16.shuffle(x2, x10, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y5 = i8x16.shuffle(
+          x2,
+          x10,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const y6 = i8x16.shuffle(x3, x11, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y7 = i8x16.shuffle(
+          x3,
+          x11,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const y8 = i8x16.shuffle(x4, x12, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y9 = i8x16.shuffle(
+          x4,
+          x12,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const y10 = i8x16.shuffle(x5, x13, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y11 = i8x16.shuffle(
+          x5,
+          x13,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const y12 = i8x16.shuffle(x6, x14, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y13 = i8x16.shuffle(
+          x6,
+          x14,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        const y14 = i8x16.shuffle(x7, x15, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const y15 = i8x16.shuffle(
+          x7,
+          x15,
+          8,
+          24,
+          9,
+          25,
+          10,
+          26,
+          11,
+          27,
+          12,
+          28,
+          13,
+          29,
+          14,
+          30,
+          15,
+          31,
+        );
+        x0 = y0;
+        x1 = y1;
+        x2 = y2;
+        x3 = y3;
+        x4 = y4;
+        x5 = y5;
+        x6 = y6;
+        x7 = y7;
+        x8 = y8;
+        x9 = y9;
+        x10 = y10;
+        x11 = y11;
+        x12 = y12;
+        x13 = y13;
+        x14 = y14;
+        x15 = y15;
+      }
+      v128.store(dst + <usize>(j0 + 0) * <usize>k + <usize>p0, x0);
+      v128.store(dst + <usize>(j0 + 1) * <usize>k + <usize>p0, x1);
+      v128.store(dst + <usize>(j0 + 2) * <usize>k + <usize>p0, x2);
+      v128.store(dst + <usize>(j0 + 3) * <usize>k + <usize>p0, x3);
+      v128.store(dst + <usize>(j0 + 4) * <usize>k + <usize>p0, x4);
+      v128.store(dst + <usize>(j0 + 5) * <usize>k + <usize>p0, x5);
+      v128.store(dst + <usize>(j0 + 6) * <usize>k + <usize>p0, x6);
+      v128.store(dst + <usize>(j0 + 7) * <usize>k + <usize>p0, x7);
+      v128.store(dst + <usize>(j0 + 8) * <usize>k + <usize>p0, x8);
+      v128.store(dst + <usize>(j0 + 9) * <usize>k + <usize>p0, x9);
+      v128.store(dst + <usize>(j0 + 10) * <usize>k + <usize>p0, x10);
+      v128.store(dst + <usize>(j0 + 11) * <usize>k + <usize>p0, x11);
+      v128.store(dst + <usize>(j0 + 12) * <usize>k + <usize>p0, x12);
+      v128.store(dst + <usize>(j0 + 13) * <usize>k + <usize>p0, x13);
+      v128.store(dst + <usize>(j0 + 14) * <usize>k + <usize>p0, x14);
+      v128.store(dst + <usize>(j0 + 15) * <usize>k + <usize>p0, x15);
+    }
+  }
+  let bad = packInt8TScalar(k, n, 0, k, n16, n, src, dst);
+  if (bad < 0) bad = packInt8TScalar(k, n, k16, k, 0, n16, src, dst);
+  return bad;
 }
 
 /** Keras 3's int8 Embedding: `out[r, :] = f32(table[ids[r], :]) / scale[ids[r]]`, table int8. */

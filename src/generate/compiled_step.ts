@@ -143,7 +143,7 @@ function compileOnce(plan: StepPlan): CompileResult {
     known.key.length === key.length &&
     known.key.every((v, i) => v === key[i]) &&
     !(known.result.program != null && disposed(known.result.program.weights)) &&
-    !(known.result.program != null && disposed(known.result.program.packed))
+    !(known.result.program != null && disposed(known.result.program.packed.map((p) => p.tensor)))
   ) {
     lastProgramReused = true;
     return known.result;
@@ -194,7 +194,9 @@ class CompiledRunner implements DecodeStep {
       );
     }
     this.weights = program.weights.map((t) => memory.weight(t));
-    this.packed = program.packed.map((t) => memory.int8Weight(t, this.kernels));
+    this.packed = program.packed.map((p) =>
+      memory.int8Weight(p.tensor, this.kernels, p.transposeRows),
+    );
     const cacheBytes = (width: number) => B * maxLength * width * 4;
     this.caches = program.caches.map((w) => [
       memory.alloc(cacheBytes(w)),
@@ -213,7 +215,7 @@ class CompiledRunner implements DecodeStep {
       weightOffsets: this.weights,
       weightIds: program.weights.map((t) => t.id),
       packedOffsets: this.packed,
-      packedIds: program.packed.map((t) => t.id),
+      packedIds: program.packed.map((p) => p.tensor.id),
       counts: memory.counts,
     };
     lastCompiledRun = this.report;

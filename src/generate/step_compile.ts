@@ -52,10 +52,20 @@ interface ProgramWeight extends StepWeight {
 }
 
 interface ProgramInt8Weight extends StepInt8Weight {
-  /** Its values' index in `packed`. */
-  readonly index: number;
+  /** Its values (whole numbers held in float32). */
+  readonly tensor: tf.Tensor;
   /** Its scale's index in `weights`. */
   readonly scale: number;
+}
+
+/**
+ * An int8 weight for the runtime to pack as int8: `transposeRows` 0 as it is (a table: lookups
+ * and the tied logits), > 0 a Dense kernel `[transposeRows, n]` packed transposed (`denseInt8`'s
+ * layout, each output's weights contiguous).
+ */
+export interface PackedInt8 {
+  readonly tensor: tf.Tensor;
+  readonly transposeRows: number;
 }
 
 /** One op; value and weight operands are indices. */
@@ -135,8 +145,8 @@ export interface StepProgram {
   values: ProgramValue[];
   /** The float32 weights' tensors, in weight-index order (one per distinct tensor). */
   weights: tf.Tensor[];
-  /** The int8 weights' tensors (whole numbers held in float32), packed as int8 by the runtime. */
-  packed: tf.Tensor[];
+  /** The int8 weights, packed as int8 by the runtime (one per distinct tensor and layout). */
+  packed: PackedInt8[];
   ops: ProgramOp[];
   /** The ids value (int32, width 1). */
   ids: number;
@@ -173,8 +183,8 @@ export function compileStep(plan: StepPlan): CompileResult {
   const values: ProgramValue[] = [];
   const weights: tf.Tensor[] = [];
   const weightIndex = new Map<number, number>();
-  const packed: tf.Tensor[] = [];
-  const packedIndex = new Map<number, number>();
+  const packed: PackedInt8[] = [];
+  const packedIndex = new Map<string, number>();
   /** The quantized rows of a value (by its index), made once. */
   const quantized = new Map<number, {q: number; qs: number}>();
   const ops: ProgramOp[] = [];
@@ -229,6 +239,18 @@ export function compileStep(plan: StepPlan): CompileResult {
     return made;
   };
   const int8 = (w: StepInt8Weight) => w as ProgramInt8Weight;
+  /** The index in `packed` of an int8 weight in a layout (see PackedInt8). */
+  const packedOf = (w: StepInt8Weight, transposeRows: number): number => {
+    const {tensor} = int8(w);
+    const key = `${tensor.id}/${transposeRows}`;
+    let index = packedIndex.get(key);
+    if (index == null) {
+      index = packed.length;
+      packed.push({tensor, transposeRows});
+      packedIndex.set(key, index);
+    }
+    return index;
+  };
   const need = (w: StepWeight, size: number, what: string) => {
     if (w.size !== size) {
       throw new Error(`${what}: expected a weight of ${size} values, received ${w.size}`);
@@ -250,14 +272,8 @@ export function compileStep(plan: StepPlan): CompileResult {
           declined: `an int8 weight of dtype ${t.dtype} with a scale of dtype ${s.dtype} (expected float32 for both)`,
         };
       }
-      let index = packedIndex.get(t.id);
-      if (index == null) {
-        index = packed.length;
-        packed.push(t);
-        packedIndex.set(t.id, index);
-      }
       const w: ProgramInt8Weight = {
-        index,
+        tensor: t,
         size: t.size,
         scale: floatWeight(s).index,
         scaleSize: s.size,
@@ -307,7 +323,7 @@ export function compileStep(plan: StepPlan): CompileResult {
         op: 'denseInt8',
         q,
         qs,
-        w: int8(kernel).index,
+        w: packedOf(kernel, xv.width),
         ws: int8(kernel).scale,
         bias: bias == null ? -1 : wt(bias),
         k: xv.width,
@@ -331,7 +347,7 @@ export function compileStep(plan: StepPlan): CompileResult {
         op: 'denseTInt8',
         q,
         qs,
-        w: int8(table).index,
+        w: packedOf(table, 0),
         ws: int8(table).scale,
         k: xv.width,
         n: rows,
@@ -387,7 +403,7 @@ export function compileStep(plan: StepPlan): CompileResult {
       ops.push({
         op: 'gatherInt8',
         ids: iv.index,
-        table: int8(table).index,
+        table: packedOf(table, 0),
         scale: int8(table).scale,
         dim,
         out: out.index,

@@ -46,11 +46,13 @@ export interface StepMemory {
   weight(t: tf.Tensor): number;
   /**
    * Where an int8 weight's values are: the whole numbers in [-127, 127] of the float32 tensor `t`,
-   * packed as int8 into a buffer of the run (once per run); any other value is an error. With
-   * `kernels` (on this memory) and the float32 values in it (tfjs-wasm's heap), packed by
-   * `kernels.packInt8`.
+   * packed as int8 into a buffer of the run (once per run and layout); any other value is an
+   * error. `transposeRows` > 0: `t` is a Dense kernel `[transposeRows, n]`, packed transposed
+   * (`[n, transposeRows]`, `denseInt8`'s layout); 0: as it is. With `kernels` (on this memory)
+   * and the float32 values in it (tfjs-wasm's heap), packed by `kernels.packInt8` /
+   * `kernels.packInt8T`.
    */
-  int8Weight(t: tf.Tensor, kernels?: StepKernels): number;
+  int8Weight(t: tf.Tensor, kernels?: StepKernels, transposeRows?: number): number;
   readonly counts: StepMemoryCounts;
   /** Frees every buffer. */
   dispose(): void;
@@ -122,7 +124,7 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
 }
 
 /**
- * `int8Weight` of a memory: each tensor packed once (by tensor id) into a buffer from
+ * `int8Weight` of a memory: each tensor packed once per layout (by tensor id) into a buffer from
  * `alloc`, from its float32 values (`valuesOf`, read after the allocation), each checked to be a
  * whole number in [-127, 127].
  */
@@ -130,10 +132,17 @@ function packer(
   self: () => StepMemory,
   valuesOf: (t: tf.Tensor) => Float32Array,
   offsetInMemory?: (t: tf.Tensor) => number,
-): (t: tf.Tensor, kernels?: StepKernels) => number {
-  const done = new Map<number, number>();
-  return (t, kernels) => {
-    const known = done.get(t.id);
+): (t: tf.Tensor, kernels?: StepKernels, transposeRows?: number) => number {
+  const done = new Map<string, number>();
+  return (t, kernels, transposeRows = 0) => {
+    const k = transposeRows;
+    if (k < 0 || !Number.isInteger(k) || (k > 0 && t.size % k !== 0)) {
+      throw new Error(
+        `generate: an int8 kernel of ${t.size} values (tensor ${t.id}) cannot be rows of ${k}`,
+      );
+    }
+    const key = `${t.id}/${k}`;
+    const known = done.get(key);
     if (known != null) return known;
     const m = self();
     const at = m.alloc(t.size);
@@ -145,21 +154,40 @@ function packer(
     };
     if (kernels != null && offsetInMemory != null) {
       // the float32 values are in the kernels' memory: one SIMD pass (GPT-2 small: 85M values)
-      const bad = kernels.packInt8(t.size, offsetInMemory(t), at);
+      const bad =
+        k > 0
+          ? kernels.packInt8T(k, t.size / k, offsetInMemory(t), at)
+          : kernels.packInt8(t.size, offsetInMemory(t), at);
       if (bad >= 0) refuse(bad);
     } else {
       const from = valuesOf(t);
       const to = new Int8Array(m.memory.buffer, at, t.size);
-      // one pass: v | 0 differs from v for a fraction, NaN, an infinity or a value past int32
-      for (let i = 0; i < from.length; i++) {
+      // v | 0 differs from v for a fraction, NaN, an infinity or a value past int32
+      const whole = (i: number): number => {
         const v = from[i];
         const q = v | 0;
         if (q !== v || q < -127 || q > 127) refuse(i);
-        to[i] = q;
+        return q;
+      };
+      if (k === 0) {
+        for (let i = 0; i < from.length; i++) to[i] = whole(i);
+      } else {
+        // to[j * k + p] = from[p * n + j], in 64 x 64 tiles (both sides stay in the caches)
+        const n = t.size / k;
+        const T = 64;
+        for (let p0 = 0; p0 < k; p0 += T) {
+          const p1 = Math.min(k, p0 + T);
+          for (let j0 = 0; j0 < n; j0 += T) {
+            const j1 = Math.min(n, j0 + T);
+            for (let p = p0; p < p1; p++) {
+              for (let j = j0; j < j1; j++) to[j * k + p] = whole(p * n + j);
+            }
+          }
+        }
       }
     }
     m.counts.packed++;
-    done.set(t.id, at);
+    done.set(key, at);
     return at;
   };
 }

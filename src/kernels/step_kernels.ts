@@ -35,6 +35,7 @@ interface Exports {
   gather(...args: Parameters<StepKernels['gather']>): void;
   gatherInt8(...args: Parameters<StepKernels['gatherInt8']>): void;
   packInt8(...args: Parameters<StepKernels['packInt8']>): number;
+  packInt8T(...args: Parameters<StepKernels['packInt8T']>): number;
   addPositions(...args: Parameters<StepKernels['addPositions']>): void;
   writeCache(...args: Parameters<StepKernels['writeCache']>): void;
   attend(...args: Parameters<StepKernels['attend']>): void;
@@ -169,6 +170,7 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     gather: x.gather,
     gatherInt8: x.gatherInt8,
     packInt8: x.packInt8,
+    packInt8T: x.packInt8T,
     addPositions: x.addPositions,
     writeCache: x.writeCache,
     attend: x.attend,

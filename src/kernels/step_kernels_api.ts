@@ -95,8 +95,9 @@ export interface StepKernels {
    */
   quantizeRows(rows: number, k: number, x: number, q: number, qs: number): void;
   /**
-   * Keras 3's int8 Dense: `out[r, n] = act(float32(sum_k q[r, k] * w[k, n]) / (qs[r] * ws[n]) +
-   * bias[n])` with the sum exact in int32; w int8 `[k, n]`, ws float32 `[n]`.
+   * Keras 3's int8 Dense: `out[r, n] = act(float32(sum_k q[r, k] * kernel[k, n]) / (qs[r] *
+   * ws[n]) + bias[n])` with the sum exact in int32; w is the int8 kernel packed transposed by
+   * `packInt8T` (`w[n, k] = kernel[k, n]`: each output's weights contiguous), ws float32 `[n]`.
    */
   denseInt8(
     rows: number,
@@ -135,6 +136,12 @@ export interface StepKernels {
    * whole number in [-127, 127] (NaN and infinities included), or -1.
    */
   packInt8(n: number, src: number, dst: number): number;
+  /**
+   * An int8 Dense kernel held as float32 `[k, n]`, packed transposed for `denseInt8`:
+   * `dst[j * k + p] = src[p * n + j]` as int8; returns the index in src of a value that is not a
+   * whole number in [-127, 127] (NaN and infinities included), or -1.
+   */
+  packInt8T(k: number, n: number, src: number, dst: number): number;
   /** Keras 3's int8 Embedding lookup: `out[r, :] = table[ids[r], :] / scale[ids[r]]`, table int8. */
   gatherInt8(
     rows: number,

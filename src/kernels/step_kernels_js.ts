@@ -216,7 +216,7 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
       const I8 = i8;
       unscale(rows, n, qs, ws, out, (r, j) => {
         let s = 0;
-        for (let i = 0; i < k; i++) s += I8[q + r * k + i] * I8[w + i * n + j];
+        for (let i = 0; i < k; i++) s += I8[q + r * k + i] * I8[w + j * k + i];
         return s;
       });
       for (let r = 0; r < rows; r++) {
@@ -270,6 +270,21 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         const q = v | 0; // differs from v for a fraction, NaN, an infinity or past int32
         if (q !== v || q < -127 || q > 127) return i;
         I8[dst + i] = q;
+      }
+      return -1;
+    },
+    packInt8T(k, n, src, dst) {
+      views();
+      const F = f32;
+      const I8 = i8;
+      const from = f(src);
+      for (let p = 0; p < k; p++) {
+        for (let j = 0; j < n; j++) {
+          const v = F[from + p * n + j];
+          const q = v | 0;
+          if (q !== v || q < -127 || q > 127) return p * n + j;
+          I8[dst + j * k + p] = q;
+        }
       }
       return -1;
     },
