@@ -355,7 +355,8 @@ function transposeInt8(v: ArrayLike<number>, k: number, n: number): Int8Array {
  * `packInt8T` against the definition: kernels `[k, n]` of whole tiles (16 x 16), ragged edges on
  * either side and both, and smaller than a tile, -127, 127 and -0 included: the transposed
  * `[n, k]` int8, nothing written past it; then each refused kind of value, alone, in a whole
- * tile, in the ragged columns and in the ragged rows: its index in the `[k, n]` values.
+ * tile, in the ragged columns and in the ragged rows: its index in the `[k, n]` values; and a
+ * kernel packed in blocks of rows, each into its place.
  */
 function packInt8TChecks(K: StepKernels, A: Arena): void {
   const sizes = [
@@ -374,13 +375,28 @@ function packInt8TChecks(K: StepKernels, A: Arena): void {
     v[k * n - 1] = 127;
     if (k * n > 5) v[5] = -0;
     const dst = A.i8(new Array(k * n + 16).fill(99));
-    expect([k, n, K.packInt8T(k, n, A.f32(v), dst)]).toEqual([k, n, -1]);
+    expect([k, n, K.packInt8T(k, n, A.f32(v), dst, k)]).toEqual([k, n, -1]);
     expect([k, n, Array.from(A.readI8(dst, k * n))]).toEqual([
       k,
       n,
       Array.from(transposeInt8(v, k, n)),
     ]);
     expect(Array.from(A.readI8(dst + k * n, 16))).toEqual(new Array(16).fill(99));
+  }
+  // a kernel packed in blocks of its rows, each into its place (ldd = the kernel's k): 16, 16, 8
+  {
+    const [k, n] = [40, 45];
+    const v = Array.from({length: k * n}, (_, i) => ((i * 53 + 7) % 255) - 127);
+    const src = A.f32(v);
+    const dst = A.i8(new Array(k * n).fill(99));
+    for (const [p0, rows] of [
+      [0, 16],
+      [16, 16],
+      [32, 8],
+    ]) {
+      expect(K.packInt8T(rows, n, src + p0 * n * 4, dst + p0, k)).toBe(-1);
+    }
+    expect(Array.from(A.readI8(dst, k * n))).toEqual(Array.from(transposeInt8(v, k, n)));
   }
   for (const bad of [0.5, -128, 128, NaN, Infinity, 1e10]) {
     for (const [k, n] of [
@@ -397,7 +413,7 @@ function packInt8TChecks(K: StepKernels, A: Arena): void {
         if (p >= k || j >= n) continue;
         const v = Array.from({length: k * n}, (_, i) => (i % 5) - 2);
         v[p * n + j] = bad;
-        const got = K.packInt8T(k, n, A.f32(v), A.i8(new Array(k * n).fill(0)));
+        const got = K.packInt8T(k, n, A.f32(v), A.i8(new Array(k * n).fill(0)), k);
         expect([bad, k, n, p, j, got]).toEqual([bad, k, n, p, j, p * n + j]);
       }
     }

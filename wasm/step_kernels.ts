@@ -1450,10 +1450,10 @@ function int8Row(at: usize): v128 {
   return i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(ia, ib), i16x8.narrow_i32x4_s(ic, id));
 }
 
-// src[p * n + j] (float32) as int8 at dst[j * k + p]; the index in src of a value that is not a
+// src[p * n + j] (float32) as int8 at dst[j * ldd + p]; the index in src of a value that is not a
 // whole number in [-127, 127], or -1
 function packInt8TScalar(
-  k: i32,
+  ldd: i32,
   n: i32,
   p0: i32,
   p1: i32,
@@ -1468,7 +1468,7 @@ function packInt8TScalar(
       if (!(v >= -127 && v <= 127)) return p * n + j; // NaN fails both
       const q = <i32>v;
       if (<f32>q != v) return p * n + j;
-      store<i8>(dst + <usize>j * <usize>k + <usize>p, <i8>q);
+      store<i8>(dst + <usize>j * <usize>ldd + <usize>p, <i8>q);
     }
   }
   return -1;
@@ -1476,12 +1476,13 @@ function packInt8TScalar(
 
 /**
  * An int8 Dense kernel that tfjs holds as float32 `[k, n]`, packed transposed for `denseInt8`:
- * `dst[j * k + p] = src[p * n + j]` as int8, where every value is a whole number in [-127, 127];
+ * `dst[j * ldd + p] = src[p * n + j]` as int8 (ldd = k for the whole kernel; a block of its rows
+ * packs into its place with ldd the kernel's k), where every value is a whole number in [-127, 127];
  * returns the index in src of a value that is not (a fraction, NaN, an infinity, -128 or
  * beyond), or -1. 16 x 16 tiles: 16 rows checked and narrowed, transposed in registers by four
  * rounds of byte interleaving, stored as 16 rows of dst.
  */
-export function packInt8T(k: i32, n: i32, src: usize, dst: usize): i32 {
+export function packInt8T(k: i32, n: i32, src: usize, dst: usize, ldd: i32): i32 {
   const k16 = k & ~15;
   const n16 = n & ~15;
   for (let p0 = 0; p0 < k16; p0 += 16) {
@@ -1503,7 +1504,7 @@ export function packInt8T(k: i32, n: i32, src: usize, dst: usize): i32 {
       let x13 = int8Row(src + <usize>((p0 + 13) * n + j0) * 4);
       let x14 = int8Row(src + <usize>((p0 + 14) * n + j0) * 4);
       let x15 = int8Row(src + <usize>((p0 + 15) * n + j0) * 4);
-      if (int8RowBad) return packInt8TScalar(k, n, p0, p0 + 16, j0, j0 + 16, src, dst);
+      if (int8RowBad) return packInt8TScalar(ldd, n, p0, p0 + 16, j0, j0 + 16, src, dst);
       for (let round = 0; round < 4; round++) {
         const y0 = i8x16.shuffle(x0, x8, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
         const y1 = i8x16.shuffle(
@@ -1690,26 +1691,26 @@ export function packInt8T(k: i32, n: i32, src: usize, dst: usize): i32 {
         x14 = y14;
         x15 = y15;
       }
-      v128.store(dst + <usize>(j0 + 0) * <usize>k + <usize>p0, x0);
-      v128.store(dst + <usize>(j0 + 1) * <usize>k + <usize>p0, x1);
-      v128.store(dst + <usize>(j0 + 2) * <usize>k + <usize>p0, x2);
-      v128.store(dst + <usize>(j0 + 3) * <usize>k + <usize>p0, x3);
-      v128.store(dst + <usize>(j0 + 4) * <usize>k + <usize>p0, x4);
-      v128.store(dst + <usize>(j0 + 5) * <usize>k + <usize>p0, x5);
-      v128.store(dst + <usize>(j0 + 6) * <usize>k + <usize>p0, x6);
-      v128.store(dst + <usize>(j0 + 7) * <usize>k + <usize>p0, x7);
-      v128.store(dst + <usize>(j0 + 8) * <usize>k + <usize>p0, x8);
-      v128.store(dst + <usize>(j0 + 9) * <usize>k + <usize>p0, x9);
-      v128.store(dst + <usize>(j0 + 10) * <usize>k + <usize>p0, x10);
-      v128.store(dst + <usize>(j0 + 11) * <usize>k + <usize>p0, x11);
-      v128.store(dst + <usize>(j0 + 12) * <usize>k + <usize>p0, x12);
-      v128.store(dst + <usize>(j0 + 13) * <usize>k + <usize>p0, x13);
-      v128.store(dst + <usize>(j0 + 14) * <usize>k + <usize>p0, x14);
-      v128.store(dst + <usize>(j0 + 15) * <usize>k + <usize>p0, x15);
+      v128.store(dst + <usize>(j0 + 0) * <usize>ldd + <usize>p0, x0);
+      v128.store(dst + <usize>(j0 + 1) * <usize>ldd + <usize>p0, x1);
+      v128.store(dst + <usize>(j0 + 2) * <usize>ldd + <usize>p0, x2);
+      v128.store(dst + <usize>(j0 + 3) * <usize>ldd + <usize>p0, x3);
+      v128.store(dst + <usize>(j0 + 4) * <usize>ldd + <usize>p0, x4);
+      v128.store(dst + <usize>(j0 + 5) * <usize>ldd + <usize>p0, x5);
+      v128.store(dst + <usize>(j0 + 6) * <usize>ldd + <usize>p0, x6);
+      v128.store(dst + <usize>(j0 + 7) * <usize>ldd + <usize>p0, x7);
+      v128.store(dst + <usize>(j0 + 8) * <usize>ldd + <usize>p0, x8);
+      v128.store(dst + <usize>(j0 + 9) * <usize>ldd + <usize>p0, x9);
+      v128.store(dst + <usize>(j0 + 10) * <usize>ldd + <usize>p0, x10);
+      v128.store(dst + <usize>(j0 + 11) * <usize>ldd + <usize>p0, x11);
+      v128.store(dst + <usize>(j0 + 12) * <usize>ldd + <usize>p0, x12);
+      v128.store(dst + <usize>(j0 + 13) * <usize>ldd + <usize>p0, x13);
+      v128.store(dst + <usize>(j0 + 14) * <usize>ldd + <usize>p0, x14);
+      v128.store(dst + <usize>(j0 + 15) * <usize>ldd + <usize>p0, x15);
     }
   }
-  let bad = packInt8TScalar(k, n, 0, k, n16, n, src, dst);
-  if (bad < 0) bad = packInt8TScalar(k, n, k16, k, 0, n16, src, dst);
+  let bad = packInt8TScalar(ldd, n, 0, k, n16, n, src, dst);
+  if (bad < 0) bad = packInt8TScalar(ldd, n, k16, k, 0, n16, src, dst);
   return bad;
 }
 

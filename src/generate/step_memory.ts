@@ -123,6 +123,9 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
   return heap;
 }
 
+/** The float32 values a memory of its own takes in at a time to pack int8 weights (1 MB). */
+const SCRATCH_VALUES = 1 << 18;
+
 /**
  * `int8Weight` of a memory: each tensor packed once per layout (by tensor id) into a buffer from
  * `alloc`, from its float32 values (`valuesOf`, read after the allocation), each checked to be a
@@ -134,6 +137,8 @@ function packer(
   offsetInMemory?: (t: tf.Tensor) => number,
 ): (t: tf.Tensor, kernels?: StepKernels, transposeRows?: number) => number {
   const done = new Map<string, number>();
+  /** A memory of its own: where blocks of float32 values are copied in to be packed. */
+  let scratch = {at: 0, values: 0};
   return (t, kernels, transposeRows = 0) => {
     const k = transposeRows;
     if (k < 0 || !Number.isInteger(k) || (k > 0 && t.size % k !== 0)) {
@@ -156,9 +161,27 @@ function packer(
       // the float32 values are in the kernels' memory: one SIMD pass (GPT-2 small: 85M values)
       const bad =
         k > 0
-          ? kernels.packInt8T(k, t.size / k, offsetInMemory(t), at)
+          ? kernels.packInt8T(k, t.size / k, offsetInMemory(t), at, k)
           : kernels.packInt8(t.size, offsetInMemory(t), at);
       if (bad >= 0) refuse(bad);
+    } else if (kernels != null) {
+      // a memory of its own: the values copied in blocks into a scratch of the memory, each
+      // block packed by the kernels (rows of the kernel in 16s, the tiles packInt8T transposes)
+      const from = valuesOf(t);
+      const n = k > 0 ? t.size / k : t.size;
+      const rows = k > 0 ? Math.max(16, Math.floor(SCRATCH_VALUES / n / 16) * 16) : 0;
+      const block = k > 0 ? rows * n : SCRATCH_VALUES;
+      if (scratch.values < block) scratch = {at: m.alloc(block * 4), values: block};
+      const view = new Float32Array(m.memory.buffer, scratch.at, block);
+      for (let i = 0; i < t.size; i += block) {
+        const size = Math.min(block, t.size - i);
+        view.set(from.subarray(i, i + size));
+        const bad =
+          k > 0
+            ? kernels.packInt8T(size / n, n, scratch.at, at + i / n, k)
+            : kernels.packInt8(size, scratch.at, at + i);
+        if (bad >= 0) refuse(i + bad);
+      }
     } else {
       const from = valuesOf(t);
       const to = new Int8Array(m.memory.buffer, at, t.size);

@@ -138,10 +138,11 @@ export interface StepKernels {
   packInt8(n: number, src: number, dst: number): number;
   /**
    * An int8 Dense kernel held as float32 `[k, n]`, packed transposed for `denseInt8`:
-   * `dst[j * k + p] = src[p * n + j]` as int8; returns the index in src of a value that is not a
-   * whole number in [-127, 127] (NaN and infinities included), or -1.
+   * `dst[j * ldd + p] = src[p * n + j]` as int8 (ldd = k for a whole kernel; k of its rows pack
+   * into their place with ldd the kernel's own k); returns the index in src of a value that is
+   * not a whole number in [-127, 127] (NaN and infinities included), or -1.
    */
-  packInt8T(k: number, n: number, src: number, dst: number): number;
+  packInt8T(k: number, n: number, src: number, dst: number, ldd: number): number;
   /** Keras 3's int8 Embedding lookup: `out[r, :] = table[ids[r], :] / scale[ids[r]]`, table int8. */
   gatherInt8(
     rows: number,

@@ -273,7 +273,7 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
       }
       return -1;
     },
-    packInt8T(k, n, src, dst) {
+    packInt8T(k, n, src, dst, ldd) {
       views();
       const F = f32;
       const I8 = i8;
@@ -283,7 +283,7 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
           const v = F[from + p * n + j];
           const q = v | 0;
           if (q !== v || q < -127 || q > 127) return p * n + j;
-          I8[dst + j * k + p] = q;
+          I8[dst + j * ldd + p] = q;
         }
       }
       return -1;

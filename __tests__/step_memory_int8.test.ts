@@ -1,0 +1,103 @@
+/**
+ * The step memory's int8 packing (src/generate/step_memory.ts `int8Weight`), on each backend's
+ * memory (tfjs-wasm's heap: one SIMD pass over the values in place; a memory of its own on cpu /
+ * tensorflow: the values copied in blocks of 2^18 into a scratch, each block packed by the
+ * kernels). A Dense kernel `[k, n]` packs transposed (`[n, k]`, denseInt8's layout), a table as it
+ * is. The weights here exceed one block (several blocks of rows, and of a table), and the
+ * references are plain loops over the tensors' values.
+ */
+import * as tf from '@tensorflow/tfjs';
+
+import {chooseStepKernels} from '../src/generate/step_kernels_choice';
+import {stepMemory, type StepMemory} from '../src/generate/step_memory';
+import {stepKernelsReady} from '../src/kernels/step_kernels';
+import {describeBackends} from './helpers/backends';
+
+/** Whole numbers in [-127, 127], -127 and 127 included, not periodic in any small stride. */
+const ints = (size: number, seed: number) =>
+  Float32Array.from({length: size}, (_, i) => ((i * 7919 + seed * 104729) % 255) - 127);
+
+describeBackends('step memory int8 packing', (backend) => {
+  let memory: StepMemory;
+  beforeAll(async () => {
+    await stepKernelsReady();
+  });
+  beforeEach(() => {
+    const m = stepMemory();
+    if (m.memory == null) throw new Error(`no step memory on ${backend}: ${m.reason}`);
+    memory = m.memory;
+  });
+  afterEach(() => memory.dispose());
+
+  const kernels = () => chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
+  const bytes = (at: number, size: number) => new Int8Array(memory.memory.buffer, at, size);
+
+  it('a Dense kernel [k, n] of several blocks packs transposed; a table as it is; each once per layout', () => {
+    // [40, 9000]: 16 rows a block (16 x 9000 values) on a memory of its own, the last block 8 rows
+    const [k, n] = [40, 9000];
+    const values = ints(k * n, 1);
+    const t = tf.tensor2d(values, [k, n]);
+    const table = tf.tensor2d(ints(700 * 1000, 2), [700, 1000]); // 2.7 blocks of 2^18
+    try {
+      const K = kernels();
+      const at = memory.int8Weight(t, K, k);
+      const got = bytes(at, k * n);
+      let wrong = 0;
+      for (let p = 0; p < k; p++) {
+        for (let j = 0; j < n; j++) if (got[j * k + p] !== values[p * n + j]) wrong++;
+      }
+      expect(wrong).toBe(0);
+      const asIs = memory.int8Weight(table, K);
+      const tv = table.dataSync();
+      const tg = bytes(asIs, table.size);
+      let tableWrong = 0;
+      for (let i = 0; i < table.size; i++) if (tg[i] !== tv[i]) tableWrong++;
+      expect(tableWrong).toBe(0);
+      // once per run and layout: the same offset again; the other layout is another buffer
+      expect(memory.int8Weight(t, K, k)).toBe(at);
+      const plain = memory.int8Weight(t, K);
+      expect(plain).not.toBe(at);
+      expect(Array.from(bytes(plain, 20))).toEqual(Array.from(values.subarray(0, 20)));
+      expect(memory.counts.packed).toBe(3);
+    } finally {
+      t.dispose();
+      table.dispose();
+    }
+  });
+
+  it('a refused value in a later block is named by its index in the tensor, either layout', () => {
+    const [k, n] = [40, 9000];
+    for (const [index, value] of [
+      [35 * n + 17, 0.5], // the third block of rows, inside a 16 x 16 tile
+      [20 * n + n - 3, -128], // the second block, in the ragged columns (9000 = 562 * 16 + 8)
+      [300_000, NaN], // the second block of 2^18 values (the table layout), row 33 of the kernel
+    ] as Array<[number, number]>) {
+      const values = ints(k * n, 3);
+      values[index] = value;
+      const t = tf.tensor2d(values, [k, n]);
+      try {
+        for (const rows of [k, 0]) {
+          expect(() => memory.int8Weight(t, kernels(), rows)).toThrow(
+            new RegExp(
+              `an int8 weight \\(tensor \\d+, shape \\[40,9000\\]\\) holds ${String(value).replace('.', '\\.')} ` +
+                `at index ${index}; expected whole numbers in \\[-127, 127\\]`,
+            ),
+          );
+        }
+      } finally {
+        t.dispose();
+      }
+    }
+  });
+
+  it('refuses rows that do not divide the kernel', () => {
+    const t = tf.tensor2d(ints(6 * 10, 4), [6, 10]);
+    try {
+      expect(() => memory.int8Weight(t, kernels(), 7)).toThrow(
+        /an int8 kernel of 60 values \(tensor \d+\) cannot be rows of 7/,
+      );
+    } finally {
+      t.dispose();
+    }
+  });
+});
