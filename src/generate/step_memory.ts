@@ -33,6 +33,8 @@ export interface StepMemoryCounts {
   uploads: number;
   /** int8 weights packed into the memory (each once per run, on every backend). */
   packed: number;
+  /** Times a memory of its own grew (by half its size or more at a time; 0 on wasm). */
+  grows: number;
 }
 
 /** A run's memory. */
@@ -84,7 +86,7 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
   const memory = memoryOf(backend);
   if (memory == null || typeof backend.wasm?._malloc !== 'function') return null;
   const taken = new Set<number>();
-  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0};
+  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0, grows: 0};
   const offsetOf = (t: tf.Tensor) => {
     const data = backend.dataIdMap.get(t.dataId);
     if (data == null)
@@ -222,13 +224,24 @@ function ownMemory(): StepMemory {
   // offset 0 means "absent" to the kernels, and the package's SIMD modules, which the kernels may
   // instantiate on this memory, keep their own data below 1024 / below the step module's base
   let top = Math.max(1024, stepKernelsHeapBase());
-  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0};
+  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0, grows: 0};
   const weights = new Map<number, number>();
   const alloc = (bytes: number) => {
     const at = top;
     top = (top + bytes + 15) & ~15;
     const pages = Math.ceil(top / PAGE) - memory.buffer.byteLength / PAGE;
-    if (pages > 0) memory.grow(pages);
+    if (pages > 0) {
+      // by half the memory's size or more: each grow may copy or remap the whole memory (GPT-2
+      // small's weights in steps of their sizes: 190 ms of growing), and pages never written
+      // take no resident memory; past what the engine allows, what is needed
+      const more = Math.max(pages, Math.ceil(memory.buffer.byteLength / PAGE / 2));
+      try {
+        memory.grow(more);
+      } catch {
+        memory.grow(pages);
+      }
+      counts.grows++;
+    }
     counts.live++;
     counts.allocated++;
     return at; // a fresh memory is zeroed

@@ -1,5 +1,6 @@
 /**
- * The step memory's int8 packing (src/generate/step_memory.ts `int8Weight`), on each backend's
+ * The step memory (src/generate/step_memory.ts): a memory of its own grows by half its size or
+ * more at a time; its int8 packing (`int8Weight`), on each backend's
  * memory (tfjs-wasm's heap: one SIMD pass over the values in place; a memory of its own on cpu /
  * tensorflow: the values copied in blocks of 2^18 into a scratch, each block packed by the
  * kernels). A Dense kernel `[k, n]` packs transposed (`[n, k]`, denseInt8's layout), a table as it
@@ -88,6 +89,31 @@ describeBackends('step memory int8 packing', (backend) => {
         t.dispose();
       }
     }
+  });
+
+  it('200 buffers of 1 MB: zeroed, apart; a memory of its own grows a few times, not 200', () => {
+    const MB = 1 << 20;
+    const at: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const b = memory.alloc(MB);
+      const bytes = new Uint8Array(memory.memory.buffer, b, MB);
+      const ends = [...bytes.subarray(0, 16), ...bytes.subarray(MB - 16)];
+      expect([i, ...ends]).toEqual([i, ...new Array(32).fill(0)]);
+      new Uint8Array(memory.memory.buffer, b, 16).fill(i + 1);
+      new Uint8Array(memory.memory.buffer, b + MB - 16, 16).fill(i + 1);
+      at.push(b);
+    }
+    // each buffer still holds what was written at its ends (none overlaps the next)
+    const kept = at.map((b, i) => {
+      const bytes = new Uint8Array(memory.memory.buffer);
+      return bytes[b] === i + 1 && bytes[b + MB - 1] === i + 1;
+    });
+    expect(kept.every(Boolean)).toBe(true);
+    if (memory.kind === 'own') {
+      // from one page, by half or more: 1.5^20 pages > 200 MB (exact steps would grow 200 times)
+      expect(memory.counts.grows).toBeGreaterThan(0);
+      expect(memory.counts.grows).toBeLessThanOrEqual(25);
+    } else expect(memory.counts.grows).toBe(0);
   });
 
   it('refuses rows that do not divide the kernel', () => {
