@@ -15,7 +15,9 @@
  * TransformerDecoders, TokenAndPositionEmbedding with MultiHeadAttention blocks whose
  * feed-forward and logits are EinsumDense, and with tfjs' Dense. The tokens of greedy generation
  * with the eager stepper equal those of recomputing the prefix (`useCache: false`) and of the
- * compiled step; no tensor is left behind.
+ * compiled step; no tensor is left behind. The pieces that cut programs are checked against plain
+ * loops: layer normalization without tiles, the bias inside the product, the cache written by a
+ * scatter (a few rows) or by split and concatenation (more).
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -31,7 +33,10 @@ import {
 } from '../src';
 import {COMPILED_STEP, OWN_KERNELS} from '../src/kernels/flags';
 import {GraphStepper} from '../src/generate/graph_step';
+import {fusedBiasProduct, layerNormLastAxis} from '../src/layers/core/fused_ops';
 import {useBackend} from './helpers/backends';
+import {expectClose} from './helpers/close';
+import {randTensor} from './helpers/data';
 import {recordKernels} from './helpers/kernel_calls';
 import {withFlags} from './helpers/kernels';
 import {hubFixture} from './hub_families_fixture';
@@ -227,6 +232,150 @@ describe('programs of one eager decoding step [cpu, as webgl / webgpu]', () => {
         );
         expect(rows).toEqual(recomputed);
         expect(rows).toEqual(await tokens(model, prompt, true)); // compiled (cpu)
+      });
+    });
+  }
+});
+
+/** Layer normalization over the last axis, in plain loops (float64). */
+function layerNormLoops(x: number[][], gamma: number[], beta: number[], eps: number): number[][] {
+  return x.map((row) => {
+    const mean = row.reduce((p, v) => p + v, 0) / row.length;
+    const variance = row.reduce((p, v) => p + (v - mean) ** 2, 0) / row.length;
+    return row.map((v, i) => ((v - mean) / Math.sqrt(variance + eps)) * gamma[i] + beta[i]);
+  });
+}
+
+/** Kernel names `f` runs. */
+function kernelsOf(f: () => tf.Tensor): string[] {
+  const recorder = recordKernels();
+  recorder.recording = true;
+  try {
+    f().dispose();
+  } finally {
+    recorder.restore();
+  }
+  return recorder.calls.map((c) => c.name);
+}
+
+describe("the eager step's pieces against plain loops [cpu]", () => {
+  beforeAll(() => useBackend('cpu'));
+  const Dm = 6;
+
+  it("layer normalization untiled: plain loops within 1e-5, tfjs' LayerNormalization to the bit, fewer kernels", async () => {
+    const weights = [randTensor([Dm], 5, 1), randTensor([Dm], 6, 1)];
+    const [gamma, beta] = weights.map((w) => Array.from(w.dataSync()));
+    /** A built LayerNormalization (epsilon 1e-3) for inputs of this rank. */
+    const layerNorm = (rank: number) => {
+      const layer = tf.layers.layerNormalization({epsilon: 1e-3});
+      layer.build([...new Array<null>(rank - 1).fill(null), Dm]);
+      layer.setWeights(weights);
+      return layer;
+    };
+    const ln = layerNorm(2);
+    for (const shape of [
+      [1, Dm],
+      [3, Dm],
+      [2, 3, Dm],
+      [1, 1, Dm],
+    ]) {
+      const x = randTensor(shape, 7 + shape.length, 2);
+      const layer = layerNorm(shape.length);
+      const before = tf.memory().numTensors;
+      const y = layerNormLastAxis(layer, x) as tf.Tensor;
+      expect(y).not.toBeNull();
+      expect(y.shape).toEqual(shape);
+      const flat = tf.reshape(x, [-1, Dm]);
+      const rows = (await flat.array()) as number[][];
+      const yRows = tf.reshape(y, [-1, Dm]);
+      expectClose(yRows, layerNormLoops(rows, gamma, beta, 1e-3), 1e-5, 1e-5);
+      tf.dispose([flat, yRows]);
+      const theirs = layer.apply(x) as tf.Tensor;
+      expect(Array.from(y.dataSync())).toEqual(Array.from(theirs.dataSync()));
+      tf.dispose([y, theirs]);
+      expect(tf.memory().numTensors).toBe(before);
+      // one row: no Tile at all; several: the mean and variance only (tfjs' layer tiles four)
+      const tiles = kernelsOf(() => layerNormLastAxis(layer, x) as tf.Tensor).filter(
+        (k) => k === 'Tile',
+      );
+      expect(tiles.length).toBe(x.size === Dm ? 0 : 2);
+      x.dispose();
+      layer.weights.forEach((w) => w.dispose());
+    }
+    weights.forEach((w) => w.dispose());
+    // while a gradient is recorded (training), and over another axis: the layer itself
+    const x = randTensor([2, Dm], 9);
+    tf.grad((z: tf.Tensor) => {
+      expect(layerNormLastAxis(ln, z)).toBeNull();
+      return tf.sum(z);
+    })(x).dispose();
+    const other = tf.layers.layerNormalization({axis: 1});
+    other.build([null, 3, Dm]);
+    expect(layerNormLastAxis(other, randTensor([2, 3, Dm], 3))).toBeNull();
+    expect(layerNormLastAxis(tf.layers.dense({units: 2}), x)).toBeNull();
+    x.dispose();
+  });
+
+  it('bias inside the product: plain loops within 1e-5, one _FusedMatMul; not where the package has its own kernels', async () => {
+    const rows = randTensor([3, 5], 1);
+    const w = randTensor([5, 4], 2);
+    const b = randTensor([4], 3);
+    const [r, wv, bv] = [rows, w, b].map((t) => Array.from(t.dataSync()));
+    const loops = (relu: boolean) =>
+      Array.from({length: 3}, (_, i) =>
+        Array.from({length: 4}, (_, j) => {
+          let s = bv[j];
+          for (let k = 0; k < 5; k++) s += r[i * 5 + k] * wv[k * 4 + j];
+          return relu ? Math.max(0, s) : s;
+        }),
+      );
+    await withFlags({[OWN_KERNELS]: false}, async () => {
+      for (const act of ['linear', 'relu']) {
+        const y = fusedBiasProduct(rows, w, b, act) as tf.Tensor;
+        expectClose(y, loops(act === 'relu'), 1e-5, 1e-5);
+        y.dispose();
+        const ks = kernelsOf(() => fusedBiasProduct(rows, w, b, act) as tf.Tensor);
+        expect(programs(ks)).toEqual(['_FusedMatMul']);
+      }
+      expect(fusedBiasProduct(rows, w, null)).toBeNull();
+    });
+    await withFlags({[OWN_KERNELS]: true}, async () => {
+      expect(fusedBiasProduct(rows, w, b)).toBeNull(); // the package's SIMD product and bias
+    });
+    tf.dispose([rows, w, b]);
+  });
+
+  for (const [t, how] of [
+    [2, 'one scatter'],
+    [9, 'split and concatenation (more than 16 rows)'],
+  ] as Array<[number, string]>) {
+    it(`the cache written at positions 1 .. ${t} by ${how}: this call's keys and values there, the rest untouched`, () => {
+      tf.tidy(() => {
+        const x = randTensor([1, t, 8], 4);
+        const mha = new MultiHeadAttention({numHeads: 2, keyDim: 4, useCausalMask: true});
+        mha.apply(x);
+        mha.setWeights(mha.getWeights().map((w, i) => randTensor(w.shape, 20 + i, 0.5)));
+        const S = t + 2;
+        const cache0 = tf.fill([1, 2, S, 2, 4], 7);
+        const recorder = recordKernels();
+        recorder.recording = true;
+        let cache: tf.Tensor;
+        try {
+          [, cache] = mha.apply(x, {cache: cache0, cacheUpdateIndex: 1}) as tf.Tensor[];
+        } finally {
+          recorder.restore();
+        }
+        const scatters = recorder.calls.filter((c) => c.name === 'TensorScatterUpdate');
+        expect(scatters.length).toBe(t === 2 ? 1 : 0);
+        const c = cache.arraySync() as number[][][][][];
+        const k = (mha.keyDense as EinsumDense).apply(x) as tf.Tensor; // [1, t, 2, 4]
+        const v = (mha.valueDense as EinsumDense).apply(x) as tf.Tensor;
+        for (const kv of [0, 1]) {
+          expect(c[0][kv][0].flat()).toEqual(new Array(8).fill(7));
+          expect(c[0][kv][S - 1].flat()).toEqual(new Array(8).fill(7));
+        }
+        expectClose(tf.tensor(c[0][0].slice(1, 1 + t)), tf.squeeze(k, [0]), 1e-6, 1e-6);
+        expectClose(tf.tensor(c[0][1].slice(1, 1 + t)), tf.squeeze(v, [0]), 1e-6, 1e-6);
       });
     });
   }
