@@ -3,10 +3,14 @@
  * called eagerly with `layer.apply` on the new positions, position-aware layers with
  * `startIndex`, cached attention with its key / value cache `[batch, 2, maxLength, ...]` and
  * `cacheUpdateIndex`. The caches stay on the backend between steps; a step reads back nothing.
+ * tfjs' LayerNormalization nodes run in fewer kernels with the same values (layer_norm in
+ * layers/core/fused_ops.ts), and a one-position step's logits are not sliced: on webgl / webgpu,
+ * where this stepper runs, every kernel but a reshape is a shader program.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
+import {layerNormLastAxis} from '../layers/core/fused_ops';
 import type {PlannedNode, StepPlan} from './graph_plan';
 
 /** `[B, t, D]` fed as rows `[B * t, D]` and the output shaped back `[B, t, ...]`. */
@@ -96,11 +100,11 @@ export class GraphStepper {
           const masks = p.cache?.entry.readsKerasMasks === true ? keyMask : null;
           kwargs = {...kwargs, ...(p.cache?.entry.cacheKwargs(cache, start, masks) ?? {})};
         }
-        const result = (
-          p.flattenRows === true && !Array.isArray(arg) && arg.kerasMask == null
+        const plain = !Array.isArray(arg) && arg.kerasMask == null;
+        const result = ((plain ? layerNormLastAxis(p.layer, arg) : null) ??
+          (p.flattenRows === true && plain
             ? applyToRows(p.layer, arg, kwargs)
-            : p.layer.apply(arg, kwargs)
-        ) as tf.Tensor | tf.Tensor[];
+            : p.layer.apply(arg, kwargs))) as tf.Tensor | tf.Tensor[];
         let outputs = Array.isArray(result) ? result : [result];
         if (cache != null) {
           newCaches.push(outputs[outputs.length - 1]);
@@ -113,7 +117,9 @@ export class GraphStepper {
       }
       const out = values.get(this.plan.output.id) as tf.Tensor; // [batch, t, vocab]
       const V = out.shape[2] as number;
-      const last = tf.reshape(tf.slice(out, [0, t - 1, 0], [this.batch, 1, V]), [this.batch, V]);
+      // one position: its logits are the output as they are (no Slice program)
+      const lastRow = t === 1 ? out : tf.slice(out, [0, t - 1, 0], [this.batch, 1, V]);
+      const last = tf.reshape(lastRow, [this.batch, V]);
       return {logits: last as tf.Tensor2D, caches: newCaches};
     });
     let i = 0;

@@ -80,9 +80,37 @@ export function keysAndValues(
   }
   // keys and values written at once: rows [index, index + t) of [B * 2, S, N * H]
   const rows = tf.reshape(cache, [B * 2, S, N * H]);
-  const [before, , after] = splitRows(rows, [index, t, S - index - t]);
   const middle = tf.reshape(tf.stack([newKeys, newValues], 1), [B * 2, t, N * H]);
-  const updated = tf.reshape(tf.concat([before, middle, after], 1), [B, 2, S, N, H]);
+  const updated = tf.reshape(writeRows(rows, middle, index), [B, 2, S, N, H]);
   const [keys, values] = halves(updated);
   return {keys, values, cache: updated}; // [B, 2, S, N, H]
+}
+
+/**
+ * Rows (updates) of the cache beyond which its rows are written by split and concatenation: webgl's
+ * scatter program reads every update for each output element.
+ */
+const SCATTER_ROWS = 16;
+
+/**
+ * `rows` `[R, S, W]` with `middle` `[R, t, W]` written at `[:, index, :]`: a few rows (a decoding
+ * step) as one scatter (one program on webgl, against the slices, stack and concatenation of a
+ * split), more as split and concatenation; the same values either way.
+ */
+function writeRows(rows: tf.Tensor, middle: tf.Tensor, index: number): tf.Tensor {
+  const [R, S, W] = rows.shape as [number, number, number];
+  const t = middle.shape[1] as number;
+  if (R * t <= SCATTER_ROWS && tf.getKernel('TensorScatterUpdate', tf.getBackend()) != null) {
+    const at = new Int32Array(R * t * 2);
+    for (let r = 0; r < R; r++) {
+      for (let i = 0; i < t; i++) {
+        at[(r * t + i) * 2] = r;
+        at[(r * t + i) * 2 + 1] = index + i;
+      }
+    }
+    const indices = tf.tensor2d(at, [R * t, 2], 'int32');
+    return tf.tensorScatterUpdate(rows, indices, tf.reshape(middle, [R * t, W]));
+  }
+  const [before, , after] = splitRows(rows, [index, t, S - index - t]);
+  return tf.concat([before, middle, after], 1);
 }

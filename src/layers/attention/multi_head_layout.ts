@@ -39,8 +39,23 @@ function isHeadSwap(perm: number[]): boolean {
   return perm.length === 4 && perm[0] === 0 && perm[1] === 2 && perm[2] === 1 && perm[3] === 3;
 }
 
+/**
+ * Whether `perm` keeps the order of the axes longer than 1, so that permuting is a reshape (no
+ * copy; no program on webgl / webgpu): the heads of one position (`[B, 1, N, w] -> [B, N, 1, w]`,
+ * a decoding step), or one head.
+ */
+function onlyUnitAxesMove(shape: number[], perm: number[]): boolean {
+  const moved = perm.filter((p) => shape[p] !== 1);
+  return moved.every((p, i) => i === 0 || moved[i - 1] < p);
+}
+
 function permute(x: tf.Tensor, perm: number[]): tf.Tensor {
   if (perm.every((p, i) => p === i)) return x;
+  if (onlyUnitAxesMove(x.shape, perm))
+    return reshapeTo(
+      x,
+      perm.map((p) => x.shape[p]),
+    );
   return isHeadSwap(perm) ? swapAxes12(x) : tf.transpose(x, perm);
 }
 

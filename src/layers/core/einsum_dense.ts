@@ -8,6 +8,7 @@ import {einsum} from '../../ops/einsum';
 import {addBias} from '../../kernels/bias_add';
 import {reshapeTo} from '../../ops/reshape';
 import {mm} from '../../kernels/matmul';
+import {fusedBiasProduct} from './fused_ops';
 import {
   Activation,
   ActivationIdentifier,
@@ -303,18 +304,20 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       const outSize = outDims.reduce((p, d) => p * d, 1);
       const w = reshapeTo(kernel, [inner, outSize]); // [prod B, prod O], a view of the kernel
       const rows = reshapeTo(x, [-1, inner]);
+      const bias = this.bias?.read() ?? null;
+      // a bias over every output axis: on webgl / webgpu inside the product's program
+      const whole = bias != null && bias.size === outSize ? reshapeTo(bias, [outSize]) : null;
+      const fused = this.kernelScale == null ? fusedBiasProduct(rows, w, whole) : null;
       let y =
-        this.kernelScale != null
+        fused ??
+        (this.kernelScale != null
           ? int8Dense(
               rows as tf.Tensor2D,
               w as tf.Tensor2D,
               reshapeTo(this.kernelScale.read(), [outSize]) as tf.Tensor1D,
             )
-          : mm(rows, w); // [prod F, prod O]
-      const bias = this.bias?.read() ?? null;
-      if (bias != null && bias.size === outSize) {
-        y = addBias(y, reshapeTo(bias, [outSize])); // bias over every output axis
-      }
+          : mm(rows, w)); // [prod F, prod O]
+      if (fused == null && whole != null) y = addBias(y, whole);
       let out = reshapeTo(y, [...free, ...outDims]); // [...F, ...O]
       if (bias != null && bias.size !== outSize) out = tf.add(out, bias);
       return this.activation.apply(scaled(out));

@@ -13,6 +13,7 @@ import {addBias} from '../../kernels/bias_add';
 import {ownKernels} from '../../kernels/flags';
 import {mm} from '../../kernels/matmul';
 import {reshapeTo} from '../../ops/reshape';
+import {fusedBiasProduct, layerNormLastAxis} from '../core/fused_ops';
 import {CompositeLayer} from '../engine/composite_layer';
 import {
   Activation,
@@ -26,6 +27,9 @@ import {formatShape, isShapeList, Shape} from '../engine/shapes';
 import {blockOptions, TransformerBlockArgs} from './transformer_block_args';
 
 export type {TransformerBlockArgs} from './transformer_block_args';
+
+/** The activations tfjs' fused product applies in its own program. */
+const FUSED_ACTIVATIONS: readonly string[] = ['linear', 'relu', 'relu6', 'elu', 'sigmoid'];
 
 /**
  * A Keras mask (`[batch, length]`, true = keep) given by tfjs as a list (one per input) or
@@ -155,7 +159,8 @@ export abstract class TransformerBlock extends CompositeLayer {
     f: (y: tf.Tensor) => tf.Tensor,
     training: boolean,
   ): tf.Tensor {
-    const ln = (y: tf.Tensor) => norm.call(y, {}) as tf.Tensor;
+    // tfjs' LayerNormalization in fewer kernels, the same values (layer_norm.ts)
+    const ln = (y: tf.Tensor) => layerNormLastAxis(norm, y) ?? (norm.call(y, {}) as tf.Tensor);
     const y = this.drop(f(this.normalizeFirst ? ln(x) : x), training);
     const sum = tf.add(y, x);
     return this.normalizeFirst ? sum : ln(sum);
@@ -189,9 +194,14 @@ export abstract class TransformerBlock extends CompositeLayer {
     const dense = layer as layers.Layer;
     // an int8 layer (QuantizedDense) computes Keras' int8 product itself
     const int8 = 'quantizationMode' in dense;
-    if (int8 || !(ownKernels() && tf.getBackend() === 'cpu'))
-      return dense.call(rows, {}) as tf.Tensor;
+    if (int8) return dense.call(rows, {}) as tf.Tensor;
     const [kernel, bias] = dense.weights.map((w) => w.read()); // [D, units], [units]
+    // webgl / webgpu: the bias inside the product's program, and the activation when tfjs' fused
+    // product knows it (tfjs' Dense adds the bias in a program of its own before GELU)
+    const inProduct = FUSED_ACTIVATIONS.includes(activation);
+    const fused = fusedBiasProduct(rows, kernel, bias ?? null, inProduct ? activation : 'linear');
+    if (fused != null) return inProduct ? fused : this.activationOf(activation).apply(fused);
+    if (!(ownKernels() && tf.getBackend() === 'cpu')) return dense.call(rows, {}) as tf.Tensor;
     const y = mm(rows, kernel);
     return this.activationOf(activation).apply(bias == null ? y : addBias(y, bias));
   }
