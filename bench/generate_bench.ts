@@ -1,9 +1,12 @@
 /**
- * `npm run bench` (or `npm run bench -- --generate` alone): `generate` with the key / value
- * cache against recomputing the prefix at each step, on a small decoder-only model
+ * `npm run bench` (or `npm run bench -- --generate-cache` alone): `generate` with the key / value
+ * cache against recomputing the prefix at each step, on two small models: a decoder-only model
  * (TokenAndPositionEmbedding, 2 blocks of causal MultiHeadAttention + LayerNorm + feed-forward,
- * hidden 64, 4 heads, vocab 100, maxLength 288): 256 greedy tokens after a 32-token prompt,
- * batch 1. Per-token times (between successive steps, from `onStep`) at the start (tokens
+ * hidden 64, 4 heads, vocab 100, maxLength 288), and a maskZero model (TokenAndPositionEmbedding
+ * with maskZero, vocab 40, and 2 keras-hub TransformerDecoders, width 64, 4 heads; its logits
+ * favour the id 0 and it samples with a seed, so that about a third of the generated ids, and
+ * one in seven prompted ones, are masked keys inside the cache): 256 tokens (greedy, and sampled
+ * for the maskZero model) after a 32-token prompt, batch 1. Per-token times (between successive steps, from `onStep`) at the start (tokens
  * 32-63) and at the end (tokens 256-287), medians; whole generations, medians, and their ratio.
  * Both modes run interleaved, on the same model and prompt, and must give the same tokens.
  *
@@ -16,7 +19,13 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import {generate, MultiHeadAttention, TokenAndPositionEmbedding} from '../src';
+import {
+  generate,
+  type GenerateOptions,
+  MultiHeadAttention,
+  TokenAndPositionEmbedding,
+  TransformerDecoder,
+} from '../src';
 
 const HIDDEN = 64;
 const HEADS = 4;
@@ -54,6 +63,41 @@ function decoderOnly(): tf.LayersModel {
   return model;
 }
 
+const MASKED_VOCAB = 40;
+
+/** keras-hub style, ids with maskZero: every id 0 (prompted or generated) is a masked key. */
+function maskedDecoders(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  let x = new TokenAndPositionEmbedding({
+    vocabularySize: MASKED_VOCAB,
+    sequenceLength: MAX_LENGTH,
+    embeddingDim: HIDDEN,
+    maskZero: true,
+  }).apply(ids) as S;
+  for (let i = 0; i < BLOCKS; i++) {
+    x = new TransformerDecoder({intermediateDim: 2 * HIDDEN, numHeads: HEADS}).apply(x) as S;
+  }
+  const logits = tf.layers.dense({units: MASKED_VOCAB});
+  const model = tf.model({inputs: ids, outputs: logits.apply(x) as S});
+  model.setWeights(
+    model.getWeights().map((w, i) => tf.randomNormal(w.shape, 0, 0.3, 'float32', 200 + i)),
+  );
+  // the id 0 favoured: about a third of the sampled ids are 0 (counted in the results)
+  const bias = logits.getWeights()[1].arraySync() as number[];
+  bias[0] += 5;
+  logits.setWeights([logits.getWeights()[0], tf.tensor1d(bias)]);
+  return model;
+}
+
+/** How each model chooses its tokens (the same in both modes). */
+type Sampling = Pick<GenerateOptions, 'sampler' | 'seed'>;
+
+const MODELS: Record<string, {make: () => tf.LayersModel; vocab: number; sampling: Sampling}> = {
+  'decoder-only': {make: decoderOnly, vocab: VOCAB, sampling: {sampler: 'greedy'}},
+  // sampled with a seed: greedy on random weights repeats one id
+  maskZero: {make: maskedDecoders, vocab: MASKED_VOCAB, sampling: {sampler: 'random', seed: 7}},
+};
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -66,10 +110,16 @@ interface Run {
   tokens: number[];
 }
 
-async function once(model: tf.LayersModel, prompt: number[], useCache: boolean): Promise<Run> {
+async function once(
+  model: tf.LayersModel,
+  prompt: number[],
+  useCache: boolean,
+  sampling: Sampling,
+): Promise<Run> {
   const stamps = new Map<number, number>();
   const t0 = performance.now();
   const out = await generate(model, [prompt], {
+    ...sampling,
     maxLength: MAX_LENGTH,
     useCache,
     onStep: (t) => stamps.set(t, performance.now()),
@@ -105,25 +155,29 @@ function summarize(runs: Run[]): ModeResult {
   };
 }
 
-async function benchBackend(backend: string) {
+async function benchBackend(backend: string, name: string) {
   await tf.setBackend(backend);
   await tf.ready();
-  const model = decoderOnly();
-  const prompt = Array.from({length: PROMPT}, (_, i) => 1 + ((i * 37) % (VOCAB - 1)));
+  const {make, vocab, sampling} = MODELS[name];
+  const model = make();
+  // the maskZero model's prompt holds a few 0s too (masked keys from the prefill on)
+  const prompt = Array.from({length: PROMPT}, (_, i) =>
+    name === 'maskZero' && i % 7 === 3 ? 0 : 1 + ((i * 37) % (vocab - 1)),
+  );
   // warm-up (kernels, the JIT, wasm memory): a whole cached generation, a few recomputed steps
   for (const [useCache, maxLength] of [
     [true, MAX_LENGTH],
     [false, PROMPT + 4],
   ] as const) {
-    await generate(model, [prompt], {maxLength, useCache}).then((t) => t.dispose());
+    await generate(model, [prompt], {...sampling, maxLength, useCache}).then((t) => t.dispose());
   }
   const cached: Run[] = [];
   const recomputed: Run[] = [];
   const leaks: number[] = [];
   for (let i = 0; i < RUNS; i++) {
     const before = tf.memory().numTensors;
-    cached.push(await once(model, prompt, true));
-    recomputed.push(await once(model, prompt, false));
+    cached.push(await once(model, prompt, true, sampling));
+    recomputed.push(await once(model, prompt, false, sampling));
     leaks.push(tf.memory().numTensors - before);
     console.log(
       `${backend} run ${i + 1}/${RUNS}: cached ${cached[i].totalMs.toFixed(0)} ms, ` +
@@ -136,6 +190,9 @@ async function benchBackend(backend: string) {
   const r = summarize(recomputed);
   return {
     backend,
+    model: name,
+    /** Generated ids that are 0 (a cached run). */
+    generatedZeros: cached[0].tokens.slice(PROMPT).filter((t) => t === 0).length,
     cached: c,
     recomputed: r,
     sameTokens: same,
@@ -149,24 +206,27 @@ async function main(): Promise<void> {
   const backends = (process.env.BENCH_BACKENDS ?? 'wasm,cpu').split(',');
   const t0 = Date.now();
   const rows = [];
-  for (const backend of backends) rows.push(await benchBackend(backend));
+  for (const name of Object.keys(MODELS)) {
+    for (const backend of backends) rows.push(await benchBackend(backend, name));
+  }
   const out = {
     date: new Date().toISOString(),
     node: process.version,
     quick: QUICK,
     runs: RUNS,
     model: {hidden: HIDDEN, heads: HEADS, blocks: BLOCKS, vocab: VOCAB, maxLength: MAX_LENGTH},
+    maskedVocab: MASKED_VOCAB,
     prompt: PROMPT,
     seconds: (Date.now() - t0) / 1000,
     rows,
   };
   for (const x of rows) {
     console.log(
-      `${x.backend}: cached ${x.cached.startMs.toFixed(2)} -> ${x.cached.endMs.toFixed(2)} ms/token ` +
+      `${x.model}, ${x.backend}: cached ${x.cached.startMs.toFixed(2)} -> ${x.cached.endMs.toFixed(2)} ms/token ` +
         `(x${x.cachedFlatness.toFixed(2)}), recomputing ${x.recomputed.startMs.toFixed(1)} -> ` +
         `${x.recomputed.endMs.toFixed(1)} ms/token; whole generation ${x.cached.totalMs.toFixed(0)} ` +
         `vs ${x.recomputed.totalMs.toFixed(0)} ms (${x.speedup.toFixed(1)}x); same tokens: ` +
-        `${x.sameTokens}; leaked tensors: ${x.leakedTensors}`,
+        `${x.sameTokens}; leaked tensors: ${x.leakedTensors}; generated 0s: ${x.generatedZeros}`,
     );
   }
   fs.writeFileSync(
