@@ -14,7 +14,7 @@
  *          (also smallQkv, smallUp, smallDown, smallLogits: the small GPT-2's shapes)
  *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm] [--copies=N]
  *
- * `--copies=N` (float32 products): N copies of each weight, each call on the next one, so the
+ * `--copies=N`: N copies of each weight (float32 and int8), each call on the next one, so the
  * weights come from memory as in a model whose weights exceed the caches (GPT-2 small's 340 MB
  * of blocks per token) rather than from the L3 cache as one warmed weight does.
  * Float32 products of DENSE_ROWS_FROM rows and more (a prefill) time `denseRows`, as the compiled
@@ -166,9 +166,13 @@ async function main(): Promise<void> {
     // contender has just brought into the cache)
     const third = Math.floor(COPIES / 3);
     const next = [0, third, 2 * third];
-    const w8 = malloc(k * n);
-    const heap8 = new Int8Array(memory.buffer, w8, k * n);
-    for (let i = 0; i < k * n; i++) heap8[i] = ((i * 2654435761) >>> 24) - 128 || 1;
+    // the int8 weights (random bytes: the timing does not depend on the layout), COPIES of them
+    const w8s = Array.from({length: COPIES}, () => malloc(k * n));
+    for (const w8 of w8s) {
+      const heap8 = new Int8Array(memory.buffer, w8, k * n);
+      for (let i = 0; i < k * n; i++) heap8[i] = ((i * 2654435761) >>> 24) - 128 || 1;
+    }
+    let next8 = 0;
     const ws = malloc(4 * n);
     heapF32(ws, n).fill(100);
     for (const rows of rowCounts) {
@@ -188,6 +192,7 @@ async function main(): Promise<void> {
         };
       const int8 = (L: Kernels) => () => {
         L.quantizeRows(rows, k, at(x), q, qs);
+        const w8 = w8s[next8++ % COPIES];
         if (transposed) L.denseTInt8(rows, k, n, q, qs, w8, ws, out);
         else L.denseInt8(rows, k, n, q, qs, w8, ws, 0, StepActivation.None, out);
       };
@@ -221,7 +226,7 @@ async function main(): Promise<void> {
     }
     for (const c of copies) c.dispose();
     if (transposed) for (const c of wks) c.dispose();
-    backend.wasm._free(w8);
+    for (const w8 of w8s) backend.wasm._free(w8);
     backend.wasm._free(ws);
   }
   if (!OTHERS) return;
