@@ -30,6 +30,7 @@ import {
   ReversibleEmbedding,
   TokenAndPositionEmbedding,
   TransformerDecoder,
+  TransformerEncoder,
 } from '../src';
 import {COMPILED_STEP, OWN_KERNELS} from '../src/kernels/flags';
 import {GraphStepper} from '../src/generate/graph_step';
@@ -343,6 +344,34 @@ describe("the eager step's pieces against plain loops [cpu]", () => {
       expect(fusedBiasProduct(rows, w, b)).toBeNull(); // the package's SIMD product and bias
     });
     tf.dispose([rows, w, b]);
+  });
+
+  it("a transformer block's fused feed-forward trains with every activation (the gradients of the package's own path)", async () => {
+    // the feed-forward through tfjs' fused product (own kernels off, as on webgl / webgpu), with
+    // the activation inside it or after it, against the package's own path: the same loss and
+    // gradients (tfjs' fused product differentiates only linear and relu itself, and runs unfused
+    // while a gradient is recorded for the others)
+    for (const activation of ['relu', 'sigmoid', 'elu', 'relu6', 'gelu']) {
+      const block = new TransformerEncoder({intermediateDim: 8, numHeads: 2, activation});
+      const x = randTensor([2, 3, 4], 5);
+      block.apply(x);
+      block.setWeights(block.getWeights().map((w, i) => randTensor(w.shape, 40 + i, 0.5)));
+      const grads = () => {
+        const {value, grads: g} = tf.variableGrads(
+          () => tf.sum(tf.square(block.apply(x) as tf.Tensor)) as tf.Scalar,
+          block.trainableWeights.map((w) => (w as unknown as {val: tf.Variable}).val),
+        );
+        const out = [value, ...Object.values(g)].map((t) => Array.from(t.dataSync()));
+        tf.dispose([value, ...Object.values(g)]);
+        return out;
+      };
+      const fused = await withFlags({[OWN_KERNELS]: false}, async () => grads());
+      const own = await withFlags({[OWN_KERNELS]: true}, async () => grads());
+      expect([activation, fused.length]).toEqual([activation, own.length]);
+      fused.forEach((g, i) => expectClose(tf.tensor(g), tf.tensor(own[i]), 1e-4, 1e-4));
+      x.dispose();
+      block.weights.forEach((w) => w.dispose());
+    }
   });
 
   for (const [t, how] of [
