@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {splitRows} from '../../ops/attention_core';
+import {recordingGradients} from '../core/fused_ops';
 import type {CallSpec} from '../engine/call_spec';
 
 export interface KeysAndValues {
@@ -95,12 +96,17 @@ const SCATTER_ROWS = 16;
 /**
  * `rows` `[R, S, W]` with `middle` `[R, t, W]` written at `[:, index, :]`: a few rows (a decoding
  * step) as one scatter (one program on webgl, against the slices, stack and concatenation of a
- * split), more as split and concatenation; the same values either way.
+ * split), more as split and concatenation; the same values either way. Not while a gradient is
+ * recorded: tfjs has no gradient for TensorScatterUpdate (split and concatenation have one).
  */
 function writeRows(rows: tf.Tensor, middle: tf.Tensor, index: number): tf.Tensor {
   const [R, S, W] = rows.shape as [number, number, number];
   const t = middle.shape[1] as number;
-  if (R * t <= SCATTER_ROWS && tf.getKernel('TensorScatterUpdate', tf.getBackend()) != null) {
+  if (
+    R * t <= SCATTER_ROWS &&
+    !recordingGradients() &&
+    tf.getKernel('TensorScatterUpdate', tf.getBackend()) != null
+  ) {
     const at = new Int32Array(R * t * 2);
     for (let r = 0; r < R; r++) {
       for (let i = 0; i < t; i++) {

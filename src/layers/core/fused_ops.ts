@@ -52,7 +52,7 @@ interface TfjsLayerNorm {
 }
 
 /** Whether a gradient is being recorded (tfjs' engine state; not in its public type). */
-function recordingGradients(): boolean {
+export function recordingGradients(): boolean {
   const engine = tf.engine() as unknown as {state: {gradientDepth: number}};
   return engine.state.gradientDepth > 0;
 }
