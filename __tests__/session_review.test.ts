@@ -265,35 +265,41 @@ describeBackends('session review: int8 models of odd widths through generate', (
     });
   }
 
-  it('generate: the compiled int8 tokens are those of recomputing and of the eager stepper, leaving nothing', async () => {
-    for (const [D, , model] of models) {
-      const run = async (options: {useCache: boolean}) => {
-        let tokens!: number[][];
-        await expectNoLeak(async () => {
-          const out = await generate(
-            model,
-            ids.map((r) => r.slice(0, 18)),
-            {
-              maxLength: MAX,
-              promptLengths: lengths,
-              ...options,
-            },
-          );
-          tokens = (await out.array()) as number[][];
-          out.dispose();
-        });
-        return tokens;
-      };
-      const compiled = await run({useCache: true});
-      expect([D, lastCompileRefusal]).toEqual([D, null]);
-      tf.env().set('TFJS_ATTENTION_COMPILED_STEP', false);
-      const eager = await run({useCache: true});
-      tf.env().set('TFJS_ATTENTION_COMPILED_STEP', true);
-      const again = await run({useCache: false});
-      expect([D, compiled]).toEqual([D, again]);
-      expect([D, eager]).toEqual([D, again]);
-    }
-  });
+  afterEach(() => tf.env().set('TFJS_ATTENTION_SIMD', true));
+
+  for (const kernels of ['simd', 'js'] as const) {
+    it(`generate: the compiled int8 tokens (${kernels} kernels) are those of recomputing and of the eager stepper, leaving nothing`, async () => {
+      for (const [D, , model] of models) {
+        tf.env().set('TFJS_ATTENTION_SIMD', kernels === 'simd');
+        const run = async (options: {useCache: boolean}) => {
+          let tokens!: number[][];
+          await expectNoLeak(async () => {
+            const out = await generate(
+              model,
+              ids.map((r) => r.slice(0, 18)),
+              {
+                maxLength: MAX,
+                promptLengths: lengths,
+                ...options,
+              },
+            );
+            tokens = (await out.array()) as number[][];
+            out.dispose();
+          });
+          return tokens;
+        };
+        const compiled = await run({useCache: true});
+        expect([D, lastCompileRefusal]).toEqual([D, null]);
+        expect([D, lastCompiledRun?.kernels]).toEqual([D, kernels]);
+        tf.env().set('TFJS_ATTENTION_COMPILED_STEP', false);
+        const eager = await run({useCache: true});
+        tf.env().set('TFJS_ATTENTION_COMPILED_STEP', true);
+        const again = await run({useCache: false});
+        expect([D, compiled]).toEqual([D, again]);
+        expect([D, eager]).toEqual([D, again]);
+      }
+    });
+  }
 });
 
 describeBackends('session review: the cache written by one scatter', () => {
