@@ -159,7 +159,7 @@ export abstract class TransformerBlock extends CompositeLayer {
     f: (y: tf.Tensor) => tf.Tensor,
     training: boolean,
   ): tf.Tensor {
-    // tfjs' LayerNormalization in fewer kernels, the same values (layer_norm.ts)
+    // tfjs' LayerNormalization in fewer kernels, the same values (fused_ops.ts)
     const ln = (y: tf.Tensor) => layerNormLastAxis(norm, y) ?? (norm.call(y, {}) as tf.Tensor);
     const y = this.drop(f(this.normalizeFirst ? ln(x) : x), training);
     const sum = tf.add(y, x);
