@@ -302,6 +302,50 @@ describeBackends('session review: int8 models of odd widths through generate', (
   }
 });
 
+describeBackends('session review: an int8 table past one block of 2^18 values', (backend) => {
+  it("the compiled step's logits are the eager int8 stepper's: tied table [4100, 72] (295,200 values), feed-forward [72, 4103] and [4103, 72] (two blocks of rows each on a memory of its own)", async () => {
+    await stepKernelsReady();
+    const [V, D, MAX] = [4100, 72, 9];
+    const ids = tf.input({shape: [null], dtype: 'int32'});
+    const embedding = new ReversibleEmbedding({inputDim: V, outputDim: D, tieWeights: true});
+    let x = embedding.apply(ids) as S;
+    // blocks of 48 rows of 4103 and of 3632 rows of 72: 48 + 24, 3632 + 471
+    const wide = tf.layers.dense({units: V + 3, activation: 'relu'}).apply(x) as S;
+    x = tf.layers.add().apply([x, tf.layers.dense({units: D}).apply(wide) as S]) as S;
+    x = tf.layers.layerNormalization().apply(x) as S;
+    const float = tf.model({inputs: ids, outputs: embedding.apply(x, {reverse: true}) as S});
+    float.weights.forEach((w, i) => {
+      const t = tf.randomNormal(w.shape as number[], 0, 0.3, 'float32', 200 + i);
+      w.write(t);
+      t.dispose();
+    });
+    const model = quantize(float, 'int8');
+    try {
+      const rows = [[4099, 17, 2048, 4000, 3, 1, 4096, 77, 5]];
+      const lengths = [3];
+      const plan = planOf(model);
+      const eager = eagerLogits(plan, rows, lengths, MAX);
+      const made = compiledStep(plan, rows, lengths, MAX);
+      expect(made.reason).toBeNull();
+      const step = made.step as DecodeStep;
+      const compiled: Float32Array[][] = [];
+      try {
+        for (let index = 3; index < MAX; index++) {
+          compiled.push(step.next(rows, index, [false]) as Float32Array[]);
+        }
+      } finally {
+        step.dispose();
+      }
+      const d = maxDiff(eager, compiled);
+      console.log(`int8 table past 2^18 [${backend}]: max |logits diff| ${d}`);
+      expect(d).toBeLessThan(1e-5);
+    } finally {
+      float.dispose();
+      model.dispose();
+    }
+  });
+});
+
 describeBackends('session review: the cache written by one scatter', () => {
   it("a gradient through a cached call at the cache's last row (batch 2) is the whole sequence's", () => {
     const [B, T, D] = [2, 5, 6];
