@@ -20,6 +20,8 @@ import {
   TransformerEncoder,
 } from '../src';
 import {layerNormLastAxis} from '../src/layers/core/fused_ops';
+import {isInt8Layer} from '../src/layers/core/quantization';
+import {CompositeLayer} from '../src/layers/engine/composite_layer';
 import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../src/generate/compiled_step';
 import type {DecodeStep} from '../src/generate/decode_loop';
 import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
@@ -147,6 +149,17 @@ function oddModel(V: number, D: number, MAX: number): tf.LayersModel {
   return model;
 }
 
+/** The int8 weight tensors (values, not scales) of a model's layers, sublayers included. */
+function int8Weights(model: tf.LayersModel): number {
+  let n = 0;
+  const visit = (l: tf.layers.Layer) => {
+    if (isInt8Layer(l) && l.quantizationMode === 'int8') n += l.int8Weights().length;
+    if (l instanceof CompositeLayer) l.sublayers.forEach(visit);
+  };
+  model.layers.forEach(visit);
+  return n;
+}
+
 function planOf(model: tf.LayersModel): StepPlan {
   const {plan, reason} = planCachedDecoding(model);
   if (plan == null) throw new Error(`no plan: ${reason}`);
@@ -255,6 +268,10 @@ describeBackends('session review: int8 models of odd widths through generate', (
           }
           expect(tf.memory().numTensors).toBe(before);
           expect(lastCompiledRun?.kernels).toBe(kernels);
+          // every int8 weight packed: the embedding table, the Dense kernels, every EinsumDense
+          // kernel of the attention layers and the decoder (none left to a float path)
+          // 1 table + 4 (MultiHeadAttention) + 2 (Dense) + 4 (GroupQueryAttention) + 6 (decoder)
+          expect([D, int8Weights(model), lastCompiledRun?.counts.packed]).toEqual([D, 17, 17]);
           const d = maxDiff(eager, compiled);
           console.log(
             `odd int8 D=${D} lengths ${lengths} [${backend}, ${kernels}]: max |logits diff| ${d}`,
