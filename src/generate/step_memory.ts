@@ -125,7 +125,11 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
   return heap;
 }
 
-/** The float32 values a memory of its own takes in at a time to pack int8 weights (1 MB). */
+/**
+ * The float32 values a memory of its own takes in at a time to pack int8 weights (1 MB): a table
+ * 2^18 values at a time, a Dense kernel in whole multiples of 16 rows (16 rows, more than 2^18
+ * values, for a kernel wider than 2^14).
+ */
 const SCRATCH_VALUES = 1 << 18;
 
 /**
