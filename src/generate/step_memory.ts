@@ -50,11 +50,11 @@ export interface StepMemory {
    * Where an int8 weight's values are: the whole numbers in [-127, 127] of the float32 tensor `t`,
    * packed as int8 into a buffer of the run (once per run and layout); any other value is an
    * error. `transposeRows` > 0: `t` is a Dense kernel `[transposeRows, n]`, packed transposed
-   * (`[n, transposeRows]`, `denseInt8`'s layout); 0: as it is. With `kernels` (on this memory)
-   * and the float32 values in it (tfjs-wasm's heap), packed by `kernels.packInt8` /
-   * `kernels.packInt8T`.
+   * (`[n, transposeRows]`, `denseInt8`'s layout); 0: as it is. Packed by `kernels` (on this
+   * memory: `packInt8` / `packInt8T`), on tfjs-wasm's heap from the values in place, on a memory
+   * of its own a block of values at a time through a scratch.
    */
-  int8Weight(t: tf.Tensor, kernels?: StepKernels, transposeRows?: number): number;
+  int8Weight(t: tf.Tensor, kernels: StepKernels, transposeRows?: number): number;
   readonly counts: StepMemoryCounts;
   /** Frees every buffer. */
   dispose(): void;
@@ -134,14 +134,14 @@ const SCRATCH_VALUES = 1 << 18;
 
 /**
  * `int8Weight` of a memory: each tensor packed once per layout (by tensor id) into a buffer from
- * `alloc`, from its float32 values (`valuesOf`, read after the allocation), each checked to be a
- * whole number in [-127, 127].
+ * `alloc` by the kernels, from its float32 values (in place at `offsetInMemory`, or `valuesOf`
+ * copied in blocks), each checked to be a whole number in [-127, 127].
  */
 function packer(
   self: () => StepMemory,
   valuesOf: (t: tf.Tensor) => Float32Array,
   offsetInMemory?: (t: tf.Tensor) => number,
-): (t: tf.Tensor, kernels?: StepKernels, transposeRows?: number) => number {
+): (t: tf.Tensor, kernels: StepKernels, transposeRows?: number) => number {
   const done = new Map<string, number>();
   /** A memory of its own: where blocks of float32 values are copied in to be packed. */
   let scratch = {at: 0, values: 0};
@@ -163,14 +163,14 @@ function packer(
           `${valuesOf(t)[i]} at index ${i}; expected whole numbers in [-127, 127]`,
       );
     };
-    if (kernels != null && offsetInMemory != null) {
+    if (offsetInMemory != null) {
       // the float32 values are in the kernels' memory: one SIMD pass (GPT-2 small: 85M values)
       const bad =
         k > 0
           ? kernels.packInt8T(k, t.size / k, offsetInMemory(t), at, k)
           : kernels.packInt8(t.size, offsetInMemory(t), at);
       if (bad >= 0) refuse(bad);
-    } else if (kernels != null) {
+    } else {
       // a memory of its own: the values copied in blocks into a scratch of the memory, each
       // block packed by the kernels (rows of the kernel in 16s, the tiles packInt8T transposes)
       const from = valuesOf(t);
@@ -187,32 +187,6 @@ function packer(
             ? kernels.packInt8T(size / n, n, scratch.at, at + i / n, k)
             : kernels.packInt8(size, scratch.at, at + i);
         if (bad >= 0) refuse(i + bad);
-      }
-    } else {
-      const from = valuesOf(t);
-      const to = new Int8Array(m.memory.buffer, at, t.size);
-      // v | 0 differs from v for a fraction, NaN, an infinity or a value past int32
-      const whole = (i: number): number => {
-        const v = from[i];
-        const q = v | 0;
-        if (q !== v || q < -127 || q > 127) refuse(i);
-        return q;
-      };
-      if (k === 0) {
-        for (let i = 0; i < from.length; i++) to[i] = whole(i);
-      } else {
-        // to[j * k + p] = from[p * n + j], in 64 x 64 tiles (both sides stay in the caches)
-        const n = t.size / k;
-        const T = 64;
-        for (let p0 = 0; p0 < k; p0 += T) {
-          const p1 = Math.min(k, p0 + T);
-          for (let j0 = 0; j0 < n; j0 += T) {
-            const j1 = Math.min(n, j0 + T);
-            for (let p = p0; p < p1; p++) {
-              for (let j = j0; j < j1; j++) to[j * k + p] = whole(p * n + j);
-            }
-          }
-        }
       }
     }
     m.counts.packed++;
