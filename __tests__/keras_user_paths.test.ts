@@ -364,6 +364,19 @@ describe('loadKerasModel names itself in the errors of the keras-hub route', () 
     );
   });
 
+  it('a plain .keras with a layer class neither tfjs nor the package has: what to register', async () => {
+    const file = path.join(__dirname, '..', 'fixtures', 'keras_files', 'functional.keras');
+    const bytes = await withConfig(file, (text) => {
+      const edited = text.replace('"class_name": "Dense"', '"class_name": "WeirdDense"');
+      if (edited === text) throw new Error('the fixture has no Dense layer to rename');
+      return edited;
+    });
+    await rejectsWithoutLeak(
+      () => loadKerasModel(bytes),
+      /^loadKerasModel: the model has a layer of class 'WeirdDense', which neither tfjs nor tfjs-attention provides \(a custom layer\): write it in JavaScript as a tf\.layers\.Layer subclass whose static className is 'WeirdDense', register it with tf\.serialization\.registerClass/,
+    );
+  });
+
   it('a keras-hub .keras of a class not implemented', async () => {
     const bytes = await withConfig(path.join(DIR, 'gpt2.keras'), (text) =>
       text.replace('"GPT2CausalLM"', '"GemmaCausalLM"'),

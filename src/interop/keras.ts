@@ -321,6 +321,22 @@ export async function convertKerasArtifacts(
  * @param source an IOHandler, or a URL that tfjs's registered handlers (http, indexeddb, ...) load.
  */
 export async function loadKerasModel(source: string | tf.io.IOHandler): Promise<LayersModel> {
+  try {
+    return await loadConverted(source);
+  } catch (e) {
+    // tfjs' deserializer meets a class nobody registered: a custom Keras layer
+    const unknown = e instanceof Error ? /^Unknown layer: ([^\s.]+)/.exec(e.message) : null;
+    if (unknown == null) throw e;
+    return fail(
+      `the model has a layer of class '${unknown[1]}', which neither tfjs nor tfjs-attention ` +
+        `provides (a custom layer): write it in JavaScript as a tf.layers.Layer subclass whose ` +
+        `static className is '${unknown[1]}', register it with tf.serialization.registerClass, ` +
+        'and load the model again',
+    );
+  }
+}
+
+async function loadConverted(source: string | tf.io.IOHandler): Promise<LayersModel> {
   let handler: tf.io.IOHandler;
   if (typeof source === 'string') {
     const handlers = tf.io.getLoadHandlers(source);
