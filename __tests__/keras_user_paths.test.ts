@@ -211,6 +211,20 @@ describe('saveKerasFile refuses what Keras could not load back', () => {
     model.dispose();
   });
 
+  it("tfjs' layers whose class Keras 3 removed (ThresholdedReLU, RandomWidth)", async () => {
+    for (const [layer, cls] of [
+      [tf.layers.thresholdedReLU({theta: 0.5, name: 'gone'}), 'ThresholdedReLU'],
+      [tf.layers.randomWidth({factor: 0.1, name: 'gone'}), 'RandomWidth'],
+    ] as Array<[tf.layers.Layer, string]>) {
+      const input = tf.input({shape: [4, 4, 1]});
+      const model = tf.model({inputs: input, outputs: layer.apply(input) as tf.SymbolicTensor});
+      await expect(saveKerasFile(model)).rejects.toThrow(
+        new RegExp(`^saveKerasFile: layer 'gone' is a ${cls}, which Keras has no class for`),
+      );
+      model.dispose();
+    }
+  });
+
   it('something other than a model, by what it received', async () => {
     const save = saveKerasFile as unknown as (m: unknown) => Promise<Uint8Array>;
     await expect(save(null)).rejects.toThrow(

@@ -37,7 +37,11 @@ function kerasDate(d: Date): string {
   );
 }
 
-/** tfjs-layers' classes that Keras 3 has under the same name (tfjs' abstract classes left out). */
+/**
+ * tfjs-layers' classes that Keras 3 has under the same name (tfjs' abstract classes left out;
+ * checked against Keras 3.15's `keras.layers`, which has no ThresholdedReLU, RandomHeight or
+ * RandomWidth).
+ */
 const TFJS_KERAS_CLASSES = new Set(
   (
     'Activation Add AlphaDropout Average AveragePooling1D AveragePooling2D AveragePooling3D ' +
@@ -46,9 +50,9 @@ const TFJS_KERAS_CLASSES = new Set(
     'Dropout ELU EinsumDense Embedding Flatten GRU GaussianDropout GaussianNoise ' +
     'GlobalAveragePooling1D GlobalAveragePooling2D GlobalMaxPooling1D GlobalMaxPooling2D ' +
     'InputLayer LSTM LayerNormalization LeakyReLU Masking MaxPooling1D MaxPooling2D MaxPooling3D ' +
-    'Maximum Minimum MultiHeadAttention Multiply PReLU Permute RandomHeight RandomWidth ReLU ' +
+    'Maximum Minimum MultiHeadAttention Multiply PReLU Permute ReLU ' +
     'RepeatVector Rescaling Reshape Resizing SeparableConv2D SimpleRNN Softmax SpatialDropout1D ' +
-    'ThresholdedReLU TimeDistributed UpSampling2D ZeroPadding2D'
+    'TimeDistributed UpSampling2D ZeroPadding2D'
   ).split(' '),
 );
 
