@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {splitRows} from '../../ops/attention_core';
-import {recordingGradients} from '../core/fused_ops';
+import {recordingGradients} from '../../ops/gradient_recording';
 import type {CallSpec} from '../engine/call_spec';
 
 export interface KeysAndValues {

@@ -15,6 +15,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {layers} from '@tensorflow/tfjs-layers';
 
 import {ownKernels} from '../../kernels/flags';
+import {recordingGradients} from '../../ops/gradient_recording';
 
 /**
  * `rows · w + bias` (2-D rows `[N, k]`, a weight `w` `[k, units]`, a bias `[units]`) as tfjs'
@@ -49,12 +50,6 @@ interface TfjsLayerNorm {
   scale: boolean;
   gamma?: {read(): tf.Tensor} | null;
   beta?: {read(): tf.Tensor} | null;
-}
-
-/** Whether a gradient is being recorded (tfjs' engine state; not in its public type). */
-export function recordingGradients(): boolean {
-  const engine = tf.engine() as unknown as {state: {gradientDepth: number}};
-  return engine.state.gradientDepth > 0;
 }
 
 /**
