@@ -25,6 +25,16 @@ export interface Tokenizer {
   readonly endTokenId?: number;
   /** keras-hub's `pad_token_id`. */
   readonly padTokenId?: number;
+  /**
+   * The ids generation stops at, as keras-hub's `CausalLM.generate` stops (its `end_token_id`,
+   * and for Llama 3 its `end_token2_id`, `<|eot_id|>`). Absent: `[endTokenId]`.
+   */
+  readonly stopTokenIds?: readonly number[];
+  /**
+   * The ids keras-hub strips from generated text (its tokenizer's `special_token_ids`, e.g. Llama
+   * 3's `<|start_header_id|>`). Absent: start, end and pad ids.
+   */
+  readonly specialTokenIds?: readonly number[];
 }
 
 /** The id of `token` in a vocabulary, or an error naming the tokenizer and the token. */
