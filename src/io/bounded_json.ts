@@ -73,3 +73,23 @@ export function parseBoundedJson(
     throw new Error(`${owner}: ${what} is not valid JSON (${(e as Error).message}).`);
   }
 }
+
+/**
+ * The limits of a model's JSON files: a Keras `config.json`, `metadata.json`, keras-hub's
+ * `task.json` / `preprocessor.json` / `tokenizer.json`, a tf-keras 2 `.h5` file's `model_config`
+ * attribute, a tfjs `model.json`.
+ *
+ * Measured with Keras 3.15 (`serialize_keras_object(model)` as `.keras` files hold it,
+ * `weights=None`): the largest `keras.applications` configs are NASNetLarge (1,033,360
+ * characters), EfficientNetV2L (964,219), InceptionResNetV2 (728,573), DenseNet201 (669,350) and
+ * ResNet152V2 (523,394), all 10 or 11 levels deep. 8 MiB is eight times the largest; 256 levels
+ * leave room for dozens of functional models nested inside each other (each adds 3 levels).
+ */
+export const CONFIG_JSON_LIMITS: JsonLimits = {maxChars: 8 * 2 ** 20, maxDepth: 256};
+
+/**
+ * The limits of a weights manifest (Keras 3's sharded `model.weights.json`: a flat map of weight
+ * path -> shard file): at 100 characters a weight, 16 MiB names over 160,000 weights; the map is
+ * a few levels deep.
+ */
+export const WEIGHTS_MANIFEST_JSON_LIMITS: JsonLimits = {maxChars: 16 * 2 ** 20, maxDepth: 16};
