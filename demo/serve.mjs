@@ -6,6 +6,7 @@ import {execFileSync} from 'node:child_process';
 import {createReadStream, existsSync} from 'node:fs';
 import {createServer} from 'node:http';
 import {dirname, extname, join, resolve} from 'node:path';
+import {pipeline} from 'node:stream';
 import {fileURLToPath} from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -111,13 +112,20 @@ const server = createServer((req, res) => {
       return;
     }
     const stream = createReadStream(file);
-    stream.on('error', (e) => reply(res, 500, `cannot read ${req.url}: ${e.message}`));
+    // an error before the file opened gets a 500; once piping, pipeline owns both ends
+    const openFailed = (e) => reply(res, 500, `cannot read ${req.url}: ${e.message}`);
+    stream.once('error', openFailed);
+    // a client that goes away before the response ends must not keep the file open
+    res.once('close', () => stream.destroy());
     stream.once('open', () => {
+      stream.off('error', openFailed);
       res.writeHead(200, {
         'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
         'cache-control': 'no-cache',
       });
-      stream.pipe(res);
+      // pipeline destroys the file stream when the response closes early (a dropped client),
+      // so no download leaves a descriptor behind; a read error cuts the response
+      pipeline(stream, res, () => {});
     });
   } catch (e) {
     console.error(`demo: ${req.method} ${req.url}: ${e.message}`);
