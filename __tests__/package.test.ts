@@ -2,7 +2,9 @@
 import {execFileSync} from 'child_process';
 import * as os from 'os';
 import * as fs from 'fs';
+import {builtinModules} from 'module';
 import * as path from 'path';
+import * as ts from 'typescript';
 
 const root = path.resolve(__dirname, '..');
 
@@ -175,5 +177,120 @@ describe('the built package', () => {
       registered: true,
       fs: false,
     });
+  });
+});
+
+/** A module specifier's package name: '@scope/name/sub/path' -> '@scope/name', 'name/x' -> 'name'. */
+function packageOf(specifier: string): string {
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+}
+
+interface SourceImport {
+  file: string;
+  pkg: string;
+  /** inside a try block: the code handles the package being absent (an optional load) */
+  optional: boolean;
+}
+
+/**
+ * The packages src/ loads at run time, from the TypeScript syntax tree (comments and doc
+ * examples are not code): `import ... from`, `export ... from`, `import 'x'`, `require('x')` and
+ * `import('x')` with a literal name. `import type` is left out: the build erases it.
+ */
+function runtimeImports(dir: string): SourceImport[] {
+  const found: SourceImport[] = [];
+  const builtins = new Set(builtinModules);
+  for (const entry of fs.readdirSync(dir, {recursive: true, withFileTypes: true})) {
+    if (!entry.isFile() || !/\.ts$/.test(entry.name) || entry.name.endsWith('.d.ts')) continue;
+    const file = path.join(entry.parentPath, entry.name);
+    const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest);
+    const add = (specifier: string, node: ts.Node) => {
+      if (specifier.startsWith('.') || specifier.startsWith('node:')) return;
+      if (builtins.has(specifier.split('/')[0])) return;
+      let optional = false;
+      for (let n: ts.Node = node; n.parent; n = n.parent) {
+        if (ts.isTryStatement(n.parent) && n.parent.tryBlock === n) optional = true;
+      }
+      found.push({file: path.relative(root, file), pkg: packageOf(specifier), optional});
+    };
+    const visit = (node: ts.Node): void => {
+      if (
+        (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+        node.moduleSpecifier &&
+        ts.isStringLiteral(node.moduleSpecifier)
+      ) {
+        const typeOnly = ts.isImportDeclaration(node)
+          ? (node.importClause?.isTypeOnly ?? false)
+          : node.isTypeOnly;
+        if (!typeOnly) add(node.moduleSpecifier.text, node);
+      } else if (
+        ts.isCallExpression(node) &&
+        (node.expression.kind === ts.SyntaxKind.ImportKeyword ||
+          (ts.isIdentifier(node.expression) && node.expression.text === 'require')) &&
+        node.arguments.length === 1 &&
+        ts.isStringLiteral(node.arguments[0])
+      ) {
+        add(node.arguments[0].text, node);
+      }
+      ts.forEachChild(node, visit);
+    };
+    // parent pointers for the try-block check
+    const setParents = (node: ts.Node): void =>
+      ts.forEachChild(node, (child) => {
+        (child as {parent: ts.Node}).parent = node;
+        setParents(child);
+      });
+    setParents(source);
+    visit(source);
+  }
+  return found;
+}
+
+describe("the package's dependencies", () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>;
+    peerDependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+  };
+  const imports = runtimeImports(path.join(root, 'src'));
+
+  it('finds the imports it is meant to find (fflate behind import(), the CLI loading tfjs)', () => {
+    const keys = imports.map((i) => `${i.pkg} ${i.file}${i.optional ? ' (optional)' : ''}`);
+    expect(keys).toContain('fflate src/io/zip_entries.ts');
+    expect(keys).toContain('pngjs src/viz/heatmap_png.ts');
+    expect(keys).toContain('@tensorflow/tfjs src/train/cli.ts (optional)');
+    // a doc example in a comment is not an import
+    expect(imports.map((i) => i.pkg)).not.toContain('tfjs-attention');
+  });
+
+  it('declares only runtime dependencies that src/ imports', () => {
+    const imported = new Set(imports.map((i) => i.pkg));
+    const unused = Object.keys(pkg.dependencies ?? {}).filter((d) => !imported.has(d));
+    // a package only a script or a test uses belongs in devDependencies
+    expect({'dependencies that src/ never imports': unused}).toEqual({
+      'dependencies that src/ never imports': [],
+    });
+  });
+
+  it('declares every package src/ imports as a dependency or a peer dependency', () => {
+    const declared = new Set([
+      ...Object.keys(pkg.dependencies ?? {}),
+      ...Object.keys(pkg.peerDependencies ?? {}),
+    ]);
+    // an import inside a try block is an optional load: the code says what to install
+    const undeclared = imports
+      .filter((i) => !i.optional && !declared.has(i.pkg))
+      .map((i) => `${i.pkg} (${i.file})`);
+    expect({'imports of undeclared packages': [...new Set(undeclared)]}).toEqual({
+      'imports of undeclared packages': [],
+    });
+  });
+
+  it('declares each package once: no runtime dependency is also a dev or peer dependency', () => {
+    const dev = new Set(Object.keys(pkg.devDependencies ?? {}));
+    const peer = new Set(Object.keys(pkg.peerDependencies ?? {}));
+    const twice = Object.keys(pkg.dependencies ?? {}).filter((d) => dev.has(d) || peer.has(d));
+    expect(twice).toEqual([]);
   });
 });
