@@ -193,6 +193,26 @@ describeBackends('AdditiveAttention', () => {
       );
     });
   });
+
+  it("the Keras form must be called on a list, as Keras' _validate_inputs raises; the d2l form takes one tensor", () => {
+    const before = tf.memory().numTensors;
+    const x = tf.ones([1, 2, 3]);
+    expect(() => new AdditiveAttention({name: 'bahdanau'}).apply(x)).toThrow(
+      "Layer 'bahdanau' (AdditiveAttention): AdditiveAttention layer must be called on a list " +
+        'of inputs, namely [query, value] or [query, value, key]; received a single tensor of ' +
+        'shape [1, 2, 3] (for self-attention pass [x, x])',
+    );
+    expect(tf.memory().numTensors).toBe(before + 1);
+    const layers = [new AdditiveAttention(), new AdditiveAttention({numHiddens: 4})];
+    const outs = [layers[0].apply([x, x]), layers[1].apply(x)] as tf.Tensor[];
+    expect(outs.map((o) => o.shape)).toEqual([
+      [1, 2, 3],
+      [1, 2, 3],
+    ]);
+    tf.dispose([x, ...outs]);
+    layers.forEach((l) => l.dispose());
+    expect(tf.memory().numTensors).toBe(before);
+  });
 });
 
 describeBackends('AdditiveAttention with zero keys', (backend) => {

@@ -399,6 +399,24 @@ describeBackends('Attention and DotProductAttention: the mask argument', () => {
     expect(tf.memory().numTensors).toBe(before);
   });
 
+  it("the Keras layer must be called on a list, as Keras' _validate_inputs raises; the d2l layer takes one tensor", () => {
+    const before = tf.memory().numTensors;
+    const x = tf.ones([1, 2, 3]);
+    expect(() => new Attention({name: 'luong'}).apply(x)).toThrow(
+      "Layer 'luong' (Attention): Attention layer must be called on a list of inputs, namely " +
+        '[query, value] or [query, value, key]; received a single tensor of shape [1, 2, 3] ' +
+        '(for self-attention pass [x, x])',
+    );
+    expect(tf.memory().numTensors).toBe(before + 1);
+    // [x, x] is Keras' self-attention; d2l's DotProductAttention keeps apply(x)
+    const pair = new Attention().apply([x, x]) as tf.Tensor;
+    const single = new DotProductAttention().apply(x) as tf.Tensor;
+    expect(pair.shape).toEqual([1, 2, 3]);
+    expect(single.shape).toEqual([1, 2, 3]);
+    tf.dispose([x, pair, single]);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
   it('in a functional model with masked inputs, predict still works (tfjs passes the first mask alone)', () => {
     tf.tidy(() => {
       const ids = tf.input({shape: [3], dtype: 'int32'});

@@ -185,4 +185,31 @@ describeBackends('GroupQueryAttention', () => {
       expect(() => layer.apply(tf.ones([2, 3, 4, 5]))).toThrow(/expected a query of rank 3/);
     });
   });
+
+  it("refuses a query and a value of different widths in computeOutputShape, as Keras' does", () => {
+    // Keras 3.15 GroupedQueryAttention.compute_output_shape raises "The last dimension of
+    // `query_shape` and `value_shape` must be equal"; its eager call does not check
+    const layer = new GroupQueryAttention({
+      name: 'gqa',
+      headDim: 2,
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+    });
+    expect(() =>
+      layer.computeOutputShape([
+        [null, 3, 8],
+        [null, 5, 6],
+      ]),
+    ).toThrow(
+      "Layer 'gqa' (GroupQueryAttention): the last dimension of the query and the value must " +
+        'be equal, but are 8 and 6; received query [null, 3, 8] and value [null, 5, 6]',
+    );
+    const q = tf.input({shape: [3, 8]});
+    const v = tf.input({shape: [5, 6]});
+    expect(() => layer.apply([q, v])).toThrow('must be equal, but are 8 and 6');
+    // equal widths (and a key of another width) are fine, as in Keras
+    const k = tf.input({shape: [5, 4]});
+    const out = layer.apply([q, tf.input({shape: [5, 8]}), k]) as tf.SymbolicTensor;
+    expect(out.shape).toEqual([null, 3, 8]);
+  });
 });

@@ -55,7 +55,7 @@ describeBackends('runtime inputs', () => {
           [[NaN, 2], 'NaN'],
           [[1.5, 2], '1.5'],
         ] as Array<[number[], string]>) {
-          expect(() => layer.apply(x, {validLens: tf.tensor1d(lens)})).toThrow(
+          expect(() => layer.apply([x, x], {validLens: tf.tensor1d(lens)})).toThrow(
             `expected validLens to hold whole numbers >= 0, received ${shown} at flat index 0`,
           );
         }

@@ -378,9 +378,10 @@ export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCa
             useBias: false,
             dropout: 0.1,
           }),
+        // the value as wide as the query (Keras' compute_output_shape), the key not
         inputShapes: [
           [2, 4, 6],
-          [2, 3, 5],
+          [2, 3, 6],
           [2, 3, 7],
         ],
         outputShape: [2, 4, 6],

@@ -110,6 +110,11 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
     return this.numHiddens !== null || this.useScale ? ['query', 'key'] : [];
   }
 
+  /** The Keras form (no `numHiddens`); the d2l form takes a single tensor as self-attention. */
+  protected override kerasForm(): boolean {
+    return this.numHiddens === null;
+  }
+
   protected override requiresSameFeatures(): boolean {
     return this.numHiddens === null;
   }

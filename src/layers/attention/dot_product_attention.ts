@@ -201,6 +201,21 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
     return {output: rows ? tf.mul(output, rows) : output, scores};
   }
 
+  /** Whether Keras has this form of the layer, which Keras calls on a list only. */
+  protected kerasForm(): boolean {
+    return true;
+  }
+
+  /** Keras' `_validate_inputs`: the Keras forms must be called on `[query, value]` (or `key`). */
+  protected override checkSingleTensorCall(input: tf.Tensor): void {
+    if (!this.kerasForm()) return;
+    throw new Error(
+      `Layer '${this.name}' (${this.getClassName()}): ${this.getClassName()} layer must be ` +
+        `called on a list of inputs, namely [query, value] or [query, value, key]; received ` +
+        `a single tensor of shape ${formatShape(input.shape)} (for self-attention pass [x, x])`,
+    );
+  }
+
   protected requiresSameFeatures(): boolean {
     return true;
   }
@@ -302,6 +317,11 @@ export class DotProductAttention<S extends boolean = false> extends Attention<S>
     checkConstructorArgs('DotProductAttention', args);
     super({...args, useScale: false, scoreMode: 'dot'});
     this.scoresAfterDropout = false;
+  }
+
+  /** The d2l layer, which Keras does not have: a single tensor is self-attention. */
+  protected override kerasForm(): boolean {
+    return false;
   }
 
   protected override dotScale(query: tf.Tensor): number {

@@ -187,6 +187,21 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
     return [query[query.length - 1]];
   }
 
+  /**
+   * Keras' `compute_output_shape`: the query and the value of the same width (the output has the
+   * query's shape). Keras checks it on symbolic calls only, and so does this layer.
+   */
+  protected override checkOutputShapeInputs({query, value}: AttentionParts<Shape>): void {
+    const [q, v] = [query[query.length - 1], value[value.length - 1]];
+    if (q != null && v != null && q !== v) {
+      throw new Error(
+        `Layer '${this.name}' (GroupQueryAttention): the last dimension of the query and the ` +
+          `value must be equal, but are ${q} and ${v}; received query ${formatShape(query)} ` +
+          `and value ${formatShape(value)}`,
+      );
+    }
+  }
+
   /** Query, value and key of rank 3 (`[batch, length, features]`). */
   protected override checkRanks({query, value, key}: {query: Shape; value: Shape; key: Shape}) {
     for (const [role, shape] of Object.entries({query, value, key})) {

@@ -137,6 +137,19 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
 
   // ---- the call ---------------------------------------------------------------------------------
 
+  /**
+   * An eager call on one tensor (not a list) is self-attention; a layer that Keras calls on a
+   * list only throws here (tfjs' own calls hand over lists, and a functional model's node keeps
+   * its inputs as saved). Default: accepted.
+   */
+  protected checkSingleTensorCall(_input: tf.Tensor): void {}
+
+  /**
+   * Checks of `computeOutputShape` beyond those of build (Keras' `compute_output_shape`, which
+   * Keras runs on symbolic calls only). Default: none.
+   */
+  protected checkOutputShapeInputs(_parts: AttentionParts<Shape>): void {}
+
   /** The layer's settings that take part in resolving a call. */
   protected callSettings(): CallSettings {
     return {
@@ -193,6 +206,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
     const list = toList(inputs);
     if (!(list[0] instanceof SymbolicTensor)) {
       const spec = resolveCall(list as tf.Tensor[], kwargs, this.callSettings());
+      if (!Array.isArray(inputs)) this.checkSingleTensorCall(list[0] as tf.Tensor);
       // only query / value / key go positionally, so tfjs' build sees unambiguous shapes
       const main: InputsWithSpec = (list as tf.Tensor[]).filter(
         (_, i) => spec.roles[i] === 'query' || spec.roles[i] === 'value' || spec.roles[i] === 'key',
@@ -273,6 +287,7 @@ export abstract class BaseAttention<S extends boolean = boolean> extends Composi
   override computeOutputShape(inputShape: Shape | Shape[]): Shape | Shape[] {
     const spec = this.shapeSpec(inputShape);
     const parts = BaseAttention.shapesOf(spec.parts);
+    this.checkOutputShapeInputs(parts);
     const out = this.outputShapeOf(parts);
     return spec.returnAttentionScores ? [out, this.scoresShapeOf(parts)] : out;
   }
