@@ -114,7 +114,7 @@ describe('saveKerasFile', () => {
     expect(Array.from(h5.subarray(0, 8))).toEqual([0x89, 0x48, 0x44, 0x46, 0x0d, 0x0a, 0x1a, 0x0a]);
   });
 
-  it('writes the file at a path (Node), atomically, and refuses a path in the browser build', async () => {
+  it('writes the file at a path (Node), atomically', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-save-'));
     try {
       const file = path.join(dir, 'model.keras');
@@ -124,6 +124,71 @@ describe('saveKerasFile', () => {
     } finally {
       fs.rmSync(dir, {recursive: true, force: true});
     }
+  });
+
+  it('names the path it could not write and why, not its temporary file (/proc/self/x.keras)', async () => {
+    // Linux's /proc/self is a folder that takes no new file: the temporary file's open fails
+    const before = tf.memory().numTensors;
+    const message = await saveKerasFile(m, '/proc/self/x.keras').then(
+      () => 'written',
+      (e: Error) => e.message,
+    );
+    expect(message).toBe(
+      'saveKerasFile: could not write /proc/self/x.keras: the folder /proc/self does not accept ' +
+        'new files (ENOENT); expected a writable path in a folder that accepts new files ' +
+        '(the file is written beside the target, then renamed to it)',
+    );
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it("refuses a layer or model name holding '/', which Keras 3.15's keras.Operation refuses", async () => {
+    // Keras 3.15, keras/src/ops/operation.py: `if not isinstance(name, str) or "/" in name: raise`
+    const dense = () => {
+      const x = tf.input({shape: [3], name: 'x'});
+      return {x, y: tf.layers.dense({units: 2, name: 'a/b'}).apply(x) as S};
+    };
+    const {x, y} = dense();
+    const slash = tf.model({inputs: x, outputs: y});
+    const before = tf.memory().numTensors;
+    await expect(saveKerasFile(slash)).rejects.toThrow(
+      'saveKerasFile: the layer name "a/b" holds \'/\', which Keras 3 refuses in a name ' +
+        '(keras.Operation: "Argument `name` must be a string and cannot contain character `/`"); ' +
+        "expected a name without '/': rename the layer before saving",
+    );
+    expect(tf.memory().numTensors).toBe(before);
+    slash.dispose();
+    const other = dense();
+    const inner = tf.layers.dense({units: 2, name: 'c'});
+    const named = tf.model({inputs: other.x, outputs: inner.apply(other.x) as S, name: 'm/1'});
+    await expect(saveKerasFile(named)).rejects.toThrow(
+      'saveKerasFile: the model name "m/1" holds \'/\'',
+    );
+    named.dispose();
+  });
+
+  it('refuses a nested model and a Sequential model under its own name', async () => {
+    const x = tf.input({shape: [3], name: 'x'});
+    const innerIn = tf.input({shape: [3], name: 'inner_x'});
+    const inner = tf.model({
+      inputs: innerIn,
+      outputs: tf.layers.dense({units: 2, name: 'inner_dense'}).apply(innerIn) as S,
+      name: 'inner',
+    });
+    const outer = tf.model({inputs: x, outputs: inner.apply(x) as S, name: 'outer'});
+    const before = tf.memory().numTensors;
+    await expect(saveKerasFile(outer)).rejects.toThrow(
+      "saveKerasFile: layer 'inner' is a nested model; export a flat functional model",
+    );
+    expect(tf.memory().numTensors).toBe(before);
+    outer.dispose();
+    const seq = tf.sequential({layers: [tf.layers.dense({units: 2, inputShape: [3]})]});
+    await expect(saveKerasFile(seq)).rejects.toThrow(
+      'saveKerasFile: expected a functional model (tf.model), not a Sequential',
+    );
+    seq.dispose();
+  });
+
+  it('refuses a path in the browser build', async () => {
     const browser = await import('../src/interop/keras_file_save');
     await expect(browser.saveKerasFile(m, 'x.keras')).rejects.toThrow(
       'saveKerasFile: a path is written in Node only; in the browser, save the returned bytes',

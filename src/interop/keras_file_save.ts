@@ -69,7 +69,14 @@ function checkSavable(model: unknown): void {
         (model === null ? 'null' : typeof model),
     );
   }
-  for (const layer of (model as LayersModel).layers) {
+  const named = model as LayersModel;
+  for (const [what, name] of [
+    ['model', named.name],
+    ...named.layers.map((l) => ['layer', l.name]),
+  ]) {
+    checkKerasName(what, name);
+  }
+  for (const layer of named.layers) {
     const cls = layer.getClassName();
     if (!TFJS_KERAS_CLASSES.has(cls) && contractOf(cls) == null && !isModelClass(cls)) {
       fail(
@@ -77,6 +84,20 @@ function checkSavable(model: unknown): void {
           "built-in layers or this package's); Keras could not load the file back",
       );
     }
+  }
+}
+
+/**
+ * Refuses a name Keras 3.15 refuses: `keras.Operation` (every layer, the model too) takes a
+ * string without `/` (its weight paths are `/`-separated), else load_model fails.
+ */
+function checkKerasName(what: string, name: string): void {
+  if (typeof name !== 'string' || name.includes('/')) {
+    fail(
+      `the ${what} name ${JSON.stringify(name)} holds '/', which Keras 3 refuses in a name ` +
+        '(keras.Operation: "Argument `name` must be a string and cannot contain character `/`"); ' +
+        `expected a name without '/': rename the ${what} before saving`,
+    );
   }
 }
 
@@ -166,7 +187,13 @@ export async function kerasFileBytes(
 ): Promise<Uint8Array> {
   checkSavable(model);
   const {date = new Date(), ...exportOptions} = options;
-  const keras3 = await toKeras3Artifacts(await artifactsOf(model), exportOptions);
+  // the export's refusals (a nested model, valid lengths, ...) are this function's
+  const keras3 = await toKeras3Artifacts(await artifactsOf(model), exportOptions).catch(
+    (e: unknown) => {
+      const message = e instanceof Error ? e.message : String(e);
+      throw new Error(message.replace(/^toKeras3Artifacts: /, 'saveKerasFile: '));
+    },
+  );
   const text = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
   return writeZip(
     [

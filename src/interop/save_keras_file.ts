@@ -24,6 +24,34 @@ async function checkTarget(file: unknown): Promise<void> {
   if (!parent?.isDirectory()) fail(`cannot write ${file}: the folder ${dir} does not exist`);
 }
 
+/** Why the system refused a write, in words, by its error code. */
+const WRITE_REFUSALS: Record<string, string> = {
+  ENOENT: 'does not accept new files',
+  EACCES: 'denies permission to write in it',
+  EPERM: 'does not permit writing in it',
+  EROFS: 'is on a read-only file system',
+  ENOSPC: 'has no space left on its device',
+  EDQUOT: 'is over its disk quota',
+  ENOTDIR: 'lies under a path that is not a folder',
+};
+
+/**
+ * The error of a failed write: the user's path and the folder's refusal (the system's message
+ * names the temporary file, which the user never asked for).
+ */
+function writeError(file: string, e: unknown): Error {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  const dir = path.dirname(path.resolve(file));
+  const why =
+    code != null && WRITE_REFUSALS[code] != null
+      ? `the folder ${dir} ${WRITE_REFUSALS[code]} (${code})`
+      : `the system refused it (${code ?? String(e)})`;
+  return new Error(
+    `saveKerasFile: could not write ${file}: ${why}; expected a writable path in a folder that ` +
+      'accepts new files (the file is written beside the target, then renamed to it)',
+  );
+}
+
 /**
  * Saves `model` as a `.keras` file that `keras.saving.load_model` reads; writes it to `file`
  * when given, and returns its bytes.
@@ -44,6 +72,8 @@ export async function saveKerasFile(
     try {
       await fs.promises.writeFile(temporary, bytes);
       await fs.promises.rename(temporary, file);
+    } catch (e) {
+      throw writeError(file, e);
     } finally {
       await fs.promises.rm(temporary, {force: true});
     }
