@@ -5,9 +5,18 @@
  * that are not an array, models that are not ids -> logits [batch, T, vocab], unknown options.
  * Every error says what was expected and what was received; a refused run leaves no tensor.
  */
+import * as path from 'path';
+
 import * as tf from '@tensorflow/tfjs';
 
-import {generate, MultiHeadAttention, PositionEmbedding, TokenAndPositionEmbedding} from '../src';
+import {
+  generate,
+  generateText,
+  loadKerasModel,
+  MultiHeadAttention,
+  PositionEmbedding,
+  TokenAndPositionEmbedding,
+} from '../src';
 import type {GenerateOptions} from '../src';
 import {sampleNext} from '../src/generate/samplers';
 
@@ -300,7 +309,7 @@ describe('generate refuses what it cannot run', () => {
       await refused(
         classifier,
         opts({maxLength: 4}),
-        /^generate: expected a model taking token ids \[batch, length\] \(and optionally a padding mask \[batch, length\]\) and returning one tensor of logits \[batch, length, vocab\], received inputs ids \[null, 4\] int32 and outputs cls\/\w+ \[null, 9\] float32$/,
+        /^generate: the model is not a causal language model: expected a model taking token ids \[batch, length\] \(and optionally a padding mask \[batch, length\]\) and returning one tensor of logits \[batch, length, vocab\], received inputs ids \[null, 4\] int32 and outputs cls\/\w+ \[null, 9\] float32$/,
       );
       const vectors = tf.input({shape: [null, 4], name: 'vectors'});
       const dense = tf.model({
@@ -310,6 +319,24 @@ describe('generate refuses what it cannot run', () => {
       await refused(dense, opts(), /received inputs vectors \[null, null, 4\] float32 and outputs/);
       classifier.dispose();
       dense.dispose();
+    });
+
+    it('refuses a keras-hub BERT text classifier (loadKerasModel) as not a causal LM, in generate and generateText', async () => {
+      const file = path.join(__dirname, 'fixtures', 'hub_presets', 'bert.keras');
+      const bert = await loadKerasModel(file);
+      // what it got: three inputs, logits [batch, classes]
+      const got =
+        /received inputs token_ids \[null, null\] int32, segment_ids \[null, null\] int32, padding_mask \[null, null\] int32 and outputs \S+ \[null, 2\] float32$/;
+      await refused(bert, opts(), /^generate: the model is not a causal language model: expected/);
+      await refused(bert, opts(), got);
+      const tokenizer = {encode: () => [1], decode: () => '', startTokenId: 1, endTokenId: 2};
+      const preprocessor = {sequenceLength: 8, addStartToken: true};
+      const before = tf.memory().numTensors;
+      await expect(generateText({model: bert, tokenizer, preprocessor}, 'a')).rejects.toThrow(
+        /^generateText: the model is not a causal language model: expected .*logits \[batch, length, vocab\]/,
+      );
+      expect(tf.memory().numTensors).toBe(before);
+      bert.dispose();
     });
 
     it('refuses unknown options, naming the accepted ones', async () => {

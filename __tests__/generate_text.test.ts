@@ -12,14 +12,21 @@ import {generate, generateText} from '../src';
 import type {TextTokenizer} from '../src';
 
 // vocabulary: 0..9 are 'a'..'j' (one byte each); 10 and 11 are the two UTF-8 bytes of 'é';
-// 12 is the end token, 13 the start token (no text); the pad id is 0 ('a', as GPT-2's '!')
-const V = 14;
+// 12 is the end token, 13 the start token; 14..16 are Llama 3's <|eot_id|>, <|start_header_id|>
+// and <|end_header_id|> (special tokens: no text); the pad id is 0 ('a', as GPT-2's '!')
+const V = 17;
 const END = 12;
 const START = 13;
+const EOT = 14;
+const HEADER = 15;
+const HEADER_END = 16;
 const BYTES: number[][] = [
   ...Array.from({length: 10}, (_, i) => [0x61 + i]),
   [0xc3],
   [0xa9],
+  [],
+  [],
+  [],
   [],
   [],
 ];
@@ -30,10 +37,35 @@ const tokenizer: TextTokenizer = {
   startTokenId: START,
   endTokenId: END,
   padTokenId: 0,
+  // keras-hub's GPT-2: special_token_ids holds <|endoftext|> (start and end) alone; the pad id 0
+  // is an ordinary token ('!')
+  specialTokenIds: [START, END],
 };
 
-// the next token of each token: start -> 'b', 'a' -> 'b', 'b' -> é (10, 11), é -> 'c', 'c' -> end
-const NEXT: Record<number, number> = {[START]: 1, 0: 1, 1: 10, 10: 11, 11: 2, 2: END};
+// keras-hub's Llama3Tokenizer: stop_token_ids="auto" is [end_token_id, end_token2_id (<|eot_id|>)];
+// special_token_ids: start, end, <|eot_id|> and the header tokens
+const llama3: TextTokenizer = {
+  ...tokenizer,
+  stopTokenIds: [END, EOT],
+  specialTokenIds: [START, END, EOT, HEADER, HEADER_END],
+};
+
+// the next token of each token: start -> 'b', 'a' -> 'b', 'b' -> é (10, 11), é -> 'c', 'c' -> end;
+// a chat turn: 'd' -> <|start_header_id|> -> 'e' -> <|end_header_id|> -> 'f' -> <|eot_id|> -> 'g'
+const NEXT: Record<number, number> = {
+  [START]: 1,
+  0: 1,
+  1: 10,
+  10: 11,
+  11: 2,
+  2: END,
+  3: HEADER,
+  [HEADER]: 4,
+  4: HEADER_END,
+  [HEADER_END]: 5,
+  5: EOT,
+  [EOT]: 6,
+};
 
 function bigramModel(): tf.LayersModel {
   const ids = tf.input({shape: [null], dtype: 'int32'});
@@ -73,9 +105,40 @@ describe('generateText', () => {
     ]);
   });
 
-  it('a second stop token (Llama 3) stops the row and is a special token', async () => {
-    const llama = {...tokenizer, endToken2Id: 2};
-    expect(await generateText({model, tokenizer: llama, preprocessor}, 'b')).toEqual(['bé']);
+  it('Llama 3: stops at any of stopTokenIds (<|eot_id|>) and strips every specialTokenIds id', async () => {
+    // keras-hub: 'd' then <|start_header_id|> e <|end_header_id|> f <|eot_id|>, where the row
+    // stops (the mask keeps up to and including the stop token); the special ids are stripped
+    const before = tf.memory().numTensors;
+    expect(await generateText({model, tokenizer: llama3, preprocessor}, 'd')).toEqual(['def']);
+    expect(
+      await generateText({model, tokenizer: llama3, preprocessor}, 'd', {stripPrompt: true}),
+    ).toEqual(['ef']);
+    // streamed: the special tokens come with no text, the row's pieces add up to its text
+    const seen: Array<[number, string]> = [];
+    await generateText({model, tokenizer: llama3, preprocessor}, 'd', {
+      onToken: (_row, id, text) => seen.push([id, text]),
+    });
+    expect(seen).toEqual([
+      [HEADER, ''],
+      [4, 'e'],
+      [HEADER_END, ''],
+      [5, 'f'],
+      [EOT, ''],
+    ]);
+    expect(tf.memory().numTensors).toBe(before);
+    // a stop token that is not special is kept in the text (keras-hub strips special ids only):
+    // stopping at é's first byte leaves it alone, decoded as U+FFFD
+    const stopInside = {...tokenizer, stopTokenIds: [10]};
+    expect(await generateText({model, tokenizer: stopInside, preprocessor}, 'b')).toEqual([
+      'b\uFFFD',
+    ]);
+  });
+
+  it('without stopTokenIds a row stops at endTokenId alone', async () => {
+    // <|eot_id|> is then an ordinary (special) token: 'g' follows it, then the end token
+    const {stopTokenIds, ...noStops} = llama3;
+    void stopTokenIds;
+    expect(await generateText({model, tokenizer: noStops, preprocessor}, 'd')).toEqual(['defg']);
   });
 
   it('maxLength cuts the prompt (keras-hub keeps its beginning) and bounds generation', async () => {
@@ -140,6 +203,63 @@ describe('generateText', () => {
       [4, [2, 11]],
       [5, [END, 2]],
     ]);
+  });
+
+  it('refuses unknown options as generate does (max_length: did you mean maxLength?)', async () => {
+    const before = tf.memory().numTensors;
+    const run = (options: unknown) =>
+      generateText({model, tokenizer, preprocessor}, 'b', options as never);
+    await expect(run({max_length: 4})).rejects.toThrow(
+      "generateText: unknown option 'max_length' (did you mean maxLength?); expected options " +
+        'among maxLength, seed, stripPrompt, onToken, useCache, onFallback, memoryLimit, ' +
+        'sampler, k, p, temperature',
+    );
+    await expect(run({maxLength: 4, endId: 2})).rejects.toThrow(
+      "generateText: unknown option 'endId'; expected options among",
+    );
+    await expect(run(null)).rejects.toThrow(
+      'generateText: expected options to be an object such as {maxLength: 32}, received null',
+    );
+    // the samplers' and the seed's checks name generateText, before anything is generated
+    await expect(run({sampler: 'topk'})).rejects.toThrow(
+      'generateText: expected sampler to be one of greedy, topK, topP, temperature, random, received "topk"',
+    );
+    await expect(run({seed: -1})).rejects.toThrow(
+      'generateText: expected seed to be a whole number in [0, 4294967296), received -1',
+    );
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('refuses a tokenizer that does not fit the model before generating, naming both sizes', async () => {
+    const before = tf.memory().numTensors;
+    const onToken = jest.fn();
+    const big = {...tokenizer, vocabularySize: 50257};
+    await expect(
+      generateText({model, tokenizer: big, preprocessor}, 'b', {onToken}),
+    ).rejects.toThrow(
+      "generateText: the tokenizer does not fit the model: expected a tokenizer of the model's " +
+        `vocabulary size ${V} (its logits' last axis), received one of vocabularySize 50257`,
+    );
+    const small = {...tokenizer, vocabularySize: 12};
+    await expect(generateText({model, tokenizer: small, preprocessor}, 'b')).rejects.toThrow(
+      `expected a tokenizer of the model's vocabulary size ${V} (its logits' last axis), ` +
+        'received one of vocabularySize 12',
+    );
+    // a tokenizer that does not say its size: its ids are checked against the model's
+    await expect(
+      generateText({model, tokenizer: {...tokenizer, endTokenId: 50256}, preprocessor}, 'b'),
+    ).rejects.toThrow(
+      'generateText: the tokenizer does not fit the model: expected its stopTokenIds[0] to be a ' +
+        `token id in [0, ${V}) (the model's vocabulary), received 50256`,
+    );
+    await expect(
+      generateText({model, tokenizer: {...tokenizer, startTokenId: 99}, preprocessor}, 'b'),
+    ).rejects.toThrow('expected its startTokenId to be a token id in [0, 17)');
+    expect(onToken).not.toHaveBeenCalled();
+    // the same size is accepted
+    const same = {...tokenizer, vocabularySize: V};
+    expect(await generateText({model, tokenizer: same, preprocessor}, 'b')).toEqual(['béc']);
+    expect(tf.memory().numTensors).toBe(before);
   });
 
   it('refuses what it cannot use, saying what it expected', async () => {

@@ -39,20 +39,26 @@ function show(value: unknown): string {
   return json === undefined ? String(value) : json.length > 80 ? `${json.slice(0, 77)}...` : json;
 }
 
-/** Throws unless `options` is an object whose keys are all known options. */
-export function checkOptionNames(options: unknown): void {
+/**
+ * Throws unless `options` is an object whose keys are all among `known` (default: `generate`'s
+ * options); `fn` names the public function in the error.
+ */
+export function checkOptionNames(
+  options: unknown,
+  known: readonly string[] = GENERATE_OPTIONS,
+  fn = 'generate',
+): void {
   if (options == null || typeof options !== 'object' || Array.isArray(options)) {
     throw new Error(
-      `generate: expected options to be an object such as {maxLength: 32}, received ${show(options)}`,
+      `${fn}: expected options to be an object such as {maxLength: 32}, received ${show(options)}`,
     );
   }
-  const known: readonly string[] = GENERATE_OPTIONS;
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;
     const camel = camelCase(name);
     const hint = camel !== name && known.includes(camel) ? ` (did you mean ${camel}?)` : '';
     throw new Error(
-      `generate: unknown option '${name}'${hint}; expected options among ${known.join(', ')}`,
+      `${fn}: unknown option '${name}'${hint}; expected options among ${known.join(', ')}`,
     );
   }
 }
@@ -83,13 +89,13 @@ export function checkTokenId(name: string, value: unknown, vocab: number | null)
 }
 
 /** Throws unless `seed` is unset or a whole number in [0, 2**32) (mulberry32's state). */
-export function checkSeed(seed: unknown): void {
+export function checkSeed(seed: unknown, fn = 'generate'): void {
   if (
     seed !== undefined &&
     !(Number.isInteger(seed) && (seed as number) >= 0 && (seed as number) < 2 ** 32)
   ) {
     throw new Error(
-      `generate: expected seed to be a whole number in [0, ${2 ** 32}), received ${show(seed)}`,
+      `${fn}: expected seed to be a whole number in [0, ${2 ** 32}), received ${show(seed)}`,
     );
   }
 }
@@ -191,18 +197,21 @@ export function positionLimit(model: LayersModel): {limit: number; why: string} 
   return best;
 }
 
-/** Returns `maxLength` when it is a whole number >= 1 within the model's position limit. */
-export function checkMaxLength(model: LayersModel, maxLength: unknown): number {
+/**
+ * Returns `maxLength` when it is a whole number >= 1 within the model's position limit; `fn`
+ * names the public function in the error.
+ */
+export function checkMaxLength(model: LayersModel, maxLength: unknown, fn = 'generate'): number {
   const limit = positionLimit(model);
   if (!(Number.isInteger(maxLength) && (maxLength as number) >= 1)) {
     throw new Error(
-      `generate: expected maxLength to be a whole number in [1, ${limit?.limit ?? 'any'}], ` +
+      `${fn}: expected maxLength to be a whole number in [1, ${limit?.limit ?? 'any'}], ` +
         `received ${show(maxLength)}`,
     );
   }
   if (limit != null && (maxLength as number) > limit.limit) {
     throw new Error(
-      `generate: maxLength ${maxLength as number} exceeds the model's position limit ` +
+      `${fn}: maxLength ${maxLength as number} exceeds the model's position limit ` +
         `${limit.limit} (${limit.why}); expected maxLength in [1, ${limit.limit}]`,
     );
   }
@@ -247,24 +256,28 @@ export function memoryEstimate(
   return {total: logits + cache + ids, parts: parts.join('; ')};
 }
 
-/** Throws when the estimate is over `memoryLimit` (bytes; default 2 GiB). */
+/**
+ * Throws when the estimate is over `memoryLimit` (bytes; default 2 GiB); `fn` names the public
+ * function in the error.
+ */
 export function checkMemory(
   batch: number,
   maxLength: number,
   vocab: number | null,
   plan: StepPlan | null,
   memoryLimit: unknown,
+  fn = 'generate',
 ): void {
   const limit = memoryLimit ?? DEFAULT_MEMORY_LIMIT;
   if (!(typeof limit === 'number' && limit > 0)) {
     throw new Error(
-      `generate: expected memoryLimit to be a number of bytes > 0, received ${show(memoryLimit)}`,
+      `${fn}: expected memoryLimit to be a number of bytes > 0, received ${show(memoryLimit)}`,
     );
   }
   const {total, parts} = memoryEstimate(batch, maxLength, vocab, plan);
   if (total > limit) {
     throw new Error(
-      `generate: maxLength ${maxLength} for ${batch} prompts needs about ${bytes(total)} ` +
+      `${fn}: maxLength ${maxLength} for ${batch} prompts needs about ${bytes(total)} ` +
         `(${parts}), over memoryLimit ${bytes(limit)}; expected a smaller maxLength or batch, ` +
         'or a larger memoryLimit',
     );

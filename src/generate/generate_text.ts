@@ -3,15 +3,18 @@
  * max_length)` does with its preprocessor (keras_hub/src/models/causal_lm.py and
  * causal_lm_preprocessor.py): each prompt tokenized, packed as `[start token] + ids` (no end
  * token: generation continues the prompt), truncated to `maxLength`, right-padded with the pad
- * id; generation stops a row at the tokenizer's end token(s) (`stop_token_ids="auto"`: the end
- * token, and Llama 3's second end token); the output keeps each row up to and including its stop
- * token, drops the tokenizer's special tokens, and is detokenized, prompt included.
+ * id; generation stops a row at the tokenizer's stop tokens (`stop_token_ids="auto"`: the end
+ * token, and Llama 3's second end token `<|eot_id|>`); the output keeps each row up to and
+ * including its stop token, drops the tokenizer's special tokens (`generate_postprocess`:
+ * `special_token_ids`, e.g. Llama 3's `<|start_header_id|>`), and is detokenized, prompt included.
  */
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {generate} from './generate';
-import {checkMaxLength, checkMemory} from './generate_checks';
+import {checkMaxLength, checkMemory, checkOptionNames, checkSeed} from './generate_checks';
 import type {GenerateOptions} from './generate';
+import {checkModelInputs} from './model_inputs';
+import {checkSampler} from './samplers';
 import type {SamplerOptions} from './samplers';
 
 /** What {@link generateText} needs of a tokenizer (the package's tokenizers have it). */
@@ -22,14 +25,25 @@ export interface TextTokenizer {
   decode(ids: number[]): string;
   /** The start token keras-hub's packer puts first (`add_start_token`). */
   startTokenId?: number;
-  /** The stop token. */
+  /** The end token (the stop token when `stopTokenIds` is absent). */
   endTokenId?: number;
-  /** A second stop token (Llama 3's `<|eot_id|>`, keras-hub's `end_token2_id`). */
-  endToken2Id?: number;
   /** The padding id of packed prompts. Default 0 (keras-hub's GPT-2 and Llama 3). */
   padTokenId?: number;
-  /** keras-hub's `special_token_ids`, dropped from the output; default the start and end tokens. */
+  /**
+   * The ids a row stops at (keras-hub's `stop_token_ids="auto"`: the end token, and Llama 3's
+   * `<|eot_id|>`, its `end_token2_id`). Absent: `[endTokenId]`.
+   */
+  stopTokenIds?: readonly number[];
+  /**
+   * The ids dropped from the output text (keras-hub's `special_token_ids`, e.g. Llama 3's
+   * `<|start_header_id|>`). Absent: the start, end and pad ids.
+   */
   specialTokenIds?: readonly number[];
+  /**
+   * The number of entries of the vocabulary: when given, it must equal the model's vocabulary
+   * (its logits' last axis), checked before anything is generated.
+   */
+  vocabularySize?: number;
 }
 
 /** keras-hub's CausalLM preprocessor settings (its preprocessor.json). */
@@ -65,6 +79,27 @@ export interface GenerateTextOptions extends SamplerOptions {
   memoryLimit?: number;
 }
 
+/** Every option {@link generateText} accepts (the keys of GenerateTextOptions). */
+export const GENERATE_TEXT_OPTIONS = [
+  'maxLength',
+  'seed',
+  'stripPrompt',
+  'onToken',
+  'useCache',
+  'onFallback',
+  'memoryLimit',
+  'sampler',
+  'k',
+  'p',
+  'temperature',
+] as const;
+
+// a type error here when an option is added to GenerateTextOptions and not to the list, or back
+type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const optionsListed: SameKeys<keyof GenerateTextOptions, (typeof GENERATE_TEXT_OPTIONS)[number]> =
+  true;
+void optionsListed;
+
 /** A causal LM with its tokenizer and preprocessor settings (what `loadKerasHubPreset` gives). */
 export interface TextGenerator {
   /** token ids (and a padding mask) -> logits `[batch, T, vocab]`. */
@@ -80,6 +115,39 @@ function fail(message: string): never {
 }
 
 /**
+ * Throws unless the tokenizer fits the model: its vocabulary size (when it says) equals the
+ * model's, and the ids generateText feeds or stops at lie in the model's vocabulary.
+ */
+function checkTokenizerFits(
+  tokenizer: TextTokenizer,
+  vocab: number | null,
+  ids: {start: number | undefined; padId: number; stops: readonly unknown[]},
+): void {
+  const size = tokenizer.vocabularySize;
+  if (vocab != null && size != null && size !== vocab) {
+    fail(
+      `the tokenizer does not fit the model: expected a tokenizer of the model's vocabulary ` +
+        `size ${vocab} (its logits' last axis), received one of vocabularySize ${size}`,
+    );
+  }
+  const named: Array<[string, unknown]> = [
+    ['startTokenId', ids.start],
+    ['padTokenId', ids.padId],
+    ...ids.stops.map((id, i): [string, unknown] => [`stopTokenIds[${i}]`, id]),
+  ];
+  for (const [name, id] of named) {
+    if (name === 'startTokenId' && id === undefined) continue;
+    const top = vocab ?? 2 ** 31 - 1;
+    if (!(Number.isInteger(id) && (id as number) >= 0 && (id as number) < top)) {
+      fail(
+        `the tokenizer does not fit the model: expected its ${name} to be a token id in ` +
+          `[0, ${top}) (the model's vocabulary), received ${String(id)}`,
+      );
+    }
+  }
+}
+
+/**
  * The text `decode(ids)` adds to `before`, held back while it ends inside a character, unless
  * this is the row's `last` token (then the U+FFFD the returned text ends with is streamed too).
  */
@@ -90,8 +158,9 @@ function completed(text: string, before: string, last: boolean): string {
 }
 
 /**
- * Generates text for each prompt, as keras-hub's `CausalLM.generate(prompts, max_length)`
- * (greedy by default; the samplers of {@link generate}).
+ * Generates text for each prompt, as keras-hub's `CausalLM.generate(prompts, max_length)` does
+ * with the model compiled with `sampler="greedy"` (greedy is the default here; keras-hub's own
+ * default sampler is top-k; the other samplers of {@link generate} are options).
  *
  * ```js
  * const [text] = await generateText(preset, 'The quick brown fox', {maxLength: 32});
@@ -114,28 +183,35 @@ export async function generateText(
         `saved with its preprocessor; received none for ${missing.map(([k]) => k).join(', ')}`,
     );
   }
+  checkOptionNames(options, GENERATE_TEXT_OPTIONS, 'generateText');
+  checkSampler(options, 'generateText');
+  checkSeed(options.seed, 'generateText');
   const texts = typeof prompts === 'string' ? [prompts] : prompts;
   if (!Array.isArray(texts) || texts.length === 0 || !texts.every((t) => typeof t === 'string')) {
     fail(`expected a prompt string or a non-empty array of strings, received ${typeof prompts}`);
   }
+  const vocab = checkModelInputs(model, 'generateText');
   const maxLength = options.maxLength ?? preprocessor.sequenceLength;
   if (!Number.isInteger(maxLength) || maxLength < 2) {
     fail(`expected maxLength to be a whole number >= 2, received ${String(maxLength)}`);
   }
   // the model's position limit and the ids' memory, checked before the rows are padded to it
-  checkMaxLength(model, maxLength);
-  checkMemory(texts.length, maxLength, null, null, options.memoryLimit);
+  checkMaxLength(model, maxLength, 'generateText');
+  checkMemory(texts.length, maxLength, null, null, options.memoryLimit, 'generateText');
   const start = preprocessor.addStartToken ? tokenizer.startTokenId : undefined;
   if (preprocessor.addStartToken && start == null) {
     fail('the preprocessor adds a start token, but the tokenizer has no startTokenId');
   }
   const padId = tokenizer.padTokenId ?? 0;
-  const stops = [tokenizer.endTokenId, tokenizer.endToken2Id].filter(
-    (id): id is number => id != null,
-  );
+  const stops: readonly number[] =
+    tokenizer.stopTokenIds ?? (tokenizer.endTokenId != null ? [tokenizer.endTokenId] : []);
+  if (!Array.isArray(stops)) {
+    fail(`expected the tokenizer's stopTokenIds to be an array of ids, received ${typeof stops}`);
+  }
+  checkTokenizerFits(tokenizer, vocab, {start, padId, stops});
   const special = new Set(
     tokenizer.specialTokenIds ??
-      [tokenizer.startTokenId, tokenizer.endTokenId, tokenizer.endToken2Id].filter(
+      [tokenizer.startTokenId, tokenizer.endTokenId, tokenizer.padTokenId].filter(
         (id) => id != null,
       ),
   );
@@ -160,8 +236,9 @@ export async function generateText(
             if (!special.has(id)) {
               generated[row].push(id);
               const whole = tokenizer.decode(generated[row]);
-              // the row's last token: the last position, or a stop token (special: no text)
-              text = completed(whole, streamed[row], position === maxLength - 1);
+              // the row's last token: the last position, or a stop token
+              const last = position === maxLength - 1 || stops.includes(id);
+              text = completed(whole, streamed[row], last);
               streamed[row] += text;
             }
             options.onToken?.(row, id, text);

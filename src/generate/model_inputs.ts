@@ -7,11 +7,12 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 /**
- * Throws unless the model takes ids `[batch, T]` (or ids and a padding mask `[batch, T]`) and
- * returns one tensor of logits `[batch, T, vocab]`; returns the vocabulary size (null when the
- * output's last axis is not fixed).
+ * Throws unless the model is a causal language model: it takes ids `[batch, T]` (or ids and a
+ * padding mask `[batch, T]`) and returns one tensor of logits `[batch, T, vocab]` (a text
+ * classifier's `[batch, classes]` is refused by what it is); returns the vocabulary size (null
+ * when the output's last axis is not fixed). `fn` names the public function in the error.
  */
-export function checkModelInputs(model: LayersModel): number | null {
+export function checkModelInputs(model: LayersModel, fn = 'generate'): number | null {
   const ins = model.inputs;
   const outs = model.outputs;
   const ids = ins[0];
@@ -29,9 +30,10 @@ export function checkModelInputs(model: LayersModel): number | null {
         .map((i) => `${i.name} [${i.shape.map((d) => d ?? 'null').join(', ')}] ${i.dtype}`)
         .join(', ');
     throw new Error(
-      `generate: expected a model taking token ids [batch, length] (and optionally a padding mask ` +
-        `[batch, length]) and returning one tensor of logits [batch, length, vocab], received ` +
-        `inputs ${describe(ins)} and outputs ${describe(outs)}`,
+      `${fn}: the model is not a causal language model: expected a model taking token ids ` +
+        `[batch, length] (and optionally a padding mask [batch, length]) and returning one ` +
+        `tensor of logits [batch, length, vocab], received inputs ${describe(ins)} and outputs ` +
+        `${describe(outs)}`,
     );
   }
   const vocab = outs[0].shape[2];

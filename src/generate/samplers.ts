@@ -23,10 +23,10 @@ export interface SamplerOptions {
 
 const SAMPLERS: SamplerName[] = ['greedy', 'topK', 'topP', 'temperature', 'random'];
 
-/** Throws unless the sampler and its options are valid. */
-export function checkSampler(o: SamplerOptions): void {
+/** Throws unless the sampler and its options are valid; `fn` names the public function. */
+export function checkSampler(o: SamplerOptions, fn = 'generate'): void {
   const fail = (what: string, value: unknown) => {
-    throw new Error(`generate: expected ${what}, received ${JSON.stringify(value)}`);
+    throw new Error(`${fn}: expected ${what}, received ${JSON.stringify(value)}`);
   };
   if (o.sampler !== undefined && !SAMPLERS.includes(o.sampler)) {
     fail(`sampler to be one of ${SAMPLERS.join(', ')}`, o.sampler);
@@ -47,7 +47,7 @@ export function checkSampler(o: SamplerOptions): void {
   ) {
     // JSON.stringify writes Infinity as null
     throw new Error(
-      `generate: expected temperature to be a finite number > 0 whose inverse is finite, ` +
+      `${fn}: expected temperature to be a finite number > 0 whose inverse is finite, ` +
         `received ${typeof o.temperature === 'number' ? String(o.temperature) : JSON.stringify(o.temperature)}`,
     );
   }
