@@ -295,6 +295,33 @@ describeBackends('int8 layers', () => {
     emb.weights.forEach((w) => w.dispose());
   });
 
+  it("quantize refuses a model that is already int8, as Keras' 'is already quantized' does", () => {
+    const model = buildModel();
+    const q = quantize(model, 'int8');
+    const before = tf.memory().numTensors;
+    // Keras 3.15: "Layer 'x' is already quantized with dtype_policy='int8_from_float32'.
+    // Received: mode=int8"; the first int8 layer of the model here is the Embedding 'emb'
+    expect(() => quantize(q, 'int8')).toThrow(
+      "quantize: layer 'emb' (QuantizedEmbedding) is already quantized with " +
+        "dtype_policy='int8_from_float32'; received mode='int8'. Keras refuses to quantize a " +
+        'quantized layer again: quantize the float model instead',
+    );
+    // an int8 layer inside a composite layer counts too: GroupQueryAttention's projections
+    const x = tf.input({shape: [3, 4]});
+    const gqa = new GroupQueryAttention({headDim: 2, numQueryHeads: 2, numKeyValueHeads: 1});
+    const float = tf.model({inputs: x, outputs: gqa.apply([x, x]) as tf.SymbolicTensor});
+    const inner = quantize(float, 'int8');
+    const held = tf.memory().numTensors;
+    expect(() => quantize(inner, 'int8')).toThrow(
+      "quantize: layer 'query' (EinsumDense) is already quantized",
+    );
+    expect(tf.memory().numTensors).toBe(held);
+    inner.dispose();
+    float.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    [model, q].forEach((m) => m.dispose());
+  });
+
   it('errors name what was expected and received', () => {
     const model = buildModel();
     expect(() => quantize(model, 'int4' as 'int8')).toThrow(

@@ -6,7 +6,13 @@ import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {CompositeLayer} from '../engine/composite_layer';
 import {contractOf} from '../engine/contract';
-import {int8Replacement, isInt8Layer, QuantizationMode, quantizeInto} from './quantization';
+import {
+  Int8Layer,
+  int8Replacement,
+  isInt8Layer,
+  QuantizationMode,
+  quantizeInto,
+} from './quantization';
 
 type Config = tf.serialization.ConfigDict;
 type Registered = [
@@ -62,6 +68,22 @@ function allLayers(model: {layers: layers.Layer[]}): layers.Layer[] {
 }
 
 /**
+ * Keras 3.15 refuses to quantize a layer twice (`Layer._check_quantize_args`: "Layer 'x' is
+ * already quantized with dtype_policy='int8_from_float32'"), and so `model.quantize` of a model
+ * with any int8 layer; so does this, naming the first such layer (sublayers included).
+ */
+function refuseQuantized(model: LayersModel, mode: QuantizationMode): void {
+  const quantized = allLayers(model).find((l) => isInt8Layer(l) && l.quantizationMode != null);
+  if (quantized == null) return;
+  const policy = `${(quantized as unknown as Int8Layer).quantizationMode}_from_float32`;
+  throw new Error(
+    `quantize: layer '${quantized.name}' (${quantized.getClassName()}) is already quantized ` +
+      `with dtype_policy='${policy}'; received mode='${mode}'. Keras refuses to quantize a ` +
+      `quantized layer again: quantize the float model instead`,
+  );
+}
+
+/**
  * Keras 3's `model.quantize("int8")` for a tfjs model: a new model, the same graph, in which
  * every `Dense` (tfjs') becomes a {@link QuantizedDense}, every `Embedding` a
  * {@link QuantizedEmbedding}, and every `EinsumDense` and `ReversibleEmbedding` (also inside
@@ -73,6 +95,7 @@ function allLayers(model: {layers: layers.Layer[]}): layers.Layer[] {
  *
  * Keras changes the model in place; a tfjs model cannot change a layer's class in place, so this
  * returns a new model and leaves `model` as it was (dispose it when it is no longer needed).
+ * A model that already holds an int8 layer is refused, as Keras refuses it.
  * One divergence: keras-hub 0.32's `ReversibleEmbedding` is a subclass that Keras 3.15's
  * `model.quantize` skips (its `quantize` checks the exact class), so a keras-hub model quantized
  * in Keras keeps float tied logits; this quantizes them (as Keras' own
@@ -85,6 +108,7 @@ export function quantize(model: LayersModel, mode: 'int8'): LayersModel {
   if (!(model instanceof LayersModel)) {
     throw new Error('quantize: expected a tf.LayersModel (functional or sequential)');
   }
+  refuseQuantized(model, mode);
   const className = model.getClassName();
   const entry = registered(className);
   if (entry == null) throw new Error(`quantize: the model class '${className}' is not registered`);
