@@ -1,5 +1,5 @@
 /** The built package, used as a user would: plain Node require / import, types, browser bundle. */
-import {execFileSync} from 'child_process';
+import {execFileSync, spawnSync} from 'child_process';
 import * as os from 'os';
 import * as fs from 'fs';
 import {builtinModules} from 'module';
@@ -292,5 +292,41 @@ describe("the package's dependencies", () => {
     const peer = new Set(Object.keys(pkg.peerDependencies ?? {}));
     const twice = Object.keys(pkg.dependencies ?? {}).filter((d) => dev.has(d) || peer.has(d));
     expect(twice).toEqual([]);
+  });
+});
+
+describe('installing the checkout', () => {
+  it('has no npm config that npm does not know (every npm command would warn about it)', () => {
+    const r = spawnSync('npm', ['pkg', 'get', 'name'], {cwd: root, encoding: 'utf8'});
+    expect(r.status).toBe(0);
+    expect(r.stderr).not.toMatch(/Unknown (project|user|global|builtin) config/);
+  });
+
+  it("skips onnxruntime-node's CUDA download in .ci/run, with the variable its install script reads", () => {
+    // the install script of the onnxruntime-node installed here: without a flag it downloads
+    // the CUDA libraries on linux/x64; ONNXRUNTIME_NODE_INSTALL=skip turns that off
+    const flag = (env: Record<string, string>) => {
+      const clean = Object.fromEntries(
+        Object.entries(process.env).filter(([k]) => !/onnxruntime/i.test(k)),
+      );
+      const out = execFileSync(
+        process.execPath,
+        [
+          '-e',
+          `const u = require('onnxruntime-node/script/install-utils.js');
+           const m = require('onnxruntime-node/script/install-metadata.js');
+           console.log(JSON.stringify({flag: u.parseInstallFlag() ?? null, linux: m.requirements['linux/x64']}));`,
+        ],
+        {cwd: root, env: {...clean, ...env}, encoding: 'utf8'},
+      );
+      return JSON.parse(out.trim().split('\n').pop() as string);
+    };
+    expect(flag({})).toEqual({flag: null, linux: ['cuda12']});
+    expect(flag({ONNXRUNTIME_NODE_INSTALL: 'skip'})).toEqual({flag: false, linux: ['cuda12']});
+    // .ci/run sets it before its npm ci
+    const ci = fs.readFileSync(path.join(root, '.ci', 'run'), 'utf8');
+    const exported = ci.search(/^export ONNXRUNTIME_NODE_INSTALL=skip$/m);
+    expect(exported).toBeGreaterThan(-1);
+    expect(ci.search(/^[^#\n]*\bnpm ci\b/m)).toBeGreaterThan(exported);
   });
 });

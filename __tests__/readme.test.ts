@@ -33,6 +33,13 @@ describe('README', () => {
     expect(pkg.scripts.test).toBe('jest');
   });
 
+  it("says how to skip onnxruntime-node's CUDA download, next to the set-up commands", () => {
+    // package.test.ts checks that onnxruntime-node's install script reads this variable
+    const note = readme.indexOf('`ONNXRUNTIME_NODE_INSTALL=skip npm install`');
+    expect(note).toBeGreaterThan(readme.indexOf('npm install && npm run train'));
+    expect(note).toBeLessThan(readme.indexOf('## Install'));
+  });
+
   it('names only npm scripts that exist', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
     const named = allDocs.flatMap((file) =>

@@ -1,8 +1,11 @@
 /**
  * A browser app as a user builds one: the packed tarball (npm pack) installed into a fresh app
- * with `npm install <tgz> --offline` (its one dependency, pngjs, and tfjs linked from this
- * checkout: no registry), an app importing `@tensorflow/tfjs` and `tfjs-attention` bundled by
- * esbuild for the browser, served on 127.0.0.1 and run in headless Chromium.
+ * with `npm install <tgz> --offline`, an app importing `@tensorflow/tfjs` and `tfjs-attention`
+ * bundled by esbuild for the browser, served on 127.0.0.1 and run in headless Chromium.
+ *
+ * No registry and no npm cache: the package's runtime dependencies (and theirs) are installed
+ * from this checkout's node_modules (file: folders, copied with --install-links), tfjs is linked
+ * from it, and npm runs with an empty cache of its own, so the test passes on a fresh machine.
  *
  * Checks: the bundler took the package's `browser` export condition (dist/browser.mjs, and no
  * other file of the package); the bundle holds no Node-only module; in the page, a functional
@@ -95,13 +98,51 @@ let meta: {inputs: Record<string, {imports: Array<{path: string; original?: stri
 let browser: Browser;
 let server: {url: string; close: () => Promise<void>};
 
+let npmCache: string;
+
 function run(cmd: string, args: string[], cwd: string): string {
-  return execFileSync(cmd, args, {cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']});
+  // an empty cache: what npm needs must come from the tarball and this checkout
+  const env = {...process.env, npm_config_cache: npmCache};
+  return execFileSync(cmd, args, {cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']});
+}
+
+/** The folder node would load `name` from when required in `from` (up to the checkout). */
+function packageFolder(name: string, from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, 'node_modules', name);
+    if (fs.existsSync(path.join(candidate, 'package.json'))) return candidate;
+    if (dir === root || dir === path.dirname(dir)) {
+      throw new Error(`${name} (needed by ${from}) is not installed in ${root}: run npm ci`);
+    }
+  }
+}
+
+/**
+ * The package's runtime dependencies and theirs, as `file:` folders of this checkout's
+ * node_modules: name -> spec for the app's package.json.
+ */
+function localDependencies(): Record<string, string> {
+  const found: Record<string, string> = {};
+  const visit = (dir: string) => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
+    for (const name of Object.keys(pkg.dependencies ?? {})) {
+      const folder = packageFolder(name, dir);
+      if (found[name] === `file:${folder}`) continue;
+      if (found[name] !== undefined) {
+        throw new Error(`two copies of ${name} are needed: ${found[name]} and ${folder}`);
+      }
+      found[name] = `file:${folder}`;
+      visit(folder);
+    }
+  };
+  visit(root);
+  return found;
 }
 
 beforeAll(async () => {
   // dist/ is built by the globalSetup (browser/global_setup.js)
   app = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-browser-app-'));
+  npmCache = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-npm-cache-'));
   const tgz = run(
     'npm',
     ['pack', '--silent', '--ignore-scripts', '--pack-destination', app],
@@ -113,7 +154,8 @@ beforeAll(async () => {
       name: 'app',
       version: '1.0.0',
       private: true,
-      dependencies: {pngjs: `file:${path.join(root, 'node_modules', 'pngjs')}`},
+      // what the tarball depends on, already there: npm needs no registry to resolve it
+      dependencies: localDependencies(),
     }),
   );
   // the peers (tfjs) are not installed by npm: linked from this checkout below
@@ -123,6 +165,7 @@ beforeAll(async () => {
       'install',
       `./${tgz}`,
       '--offline',
+      '--install-links',
       '--legacy-peer-deps',
       '--ignore-scripts',
       '--no-audit',
@@ -162,6 +205,7 @@ afterAll(async () => {
   await browser?.close();
   await server?.close();
   if (app !== undefined) fs.rmSync(app, {recursive: true, force: true});
+  if (npmCache !== undefined) fs.rmSync(npmCache, {recursive: true, force: true});
 });
 
 describe('an app bundled from the packed tarball', () => {
