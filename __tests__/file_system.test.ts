@@ -5,6 +5,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import {fileSystem, MultiHeadAttention} from '../src';
+import {CONFIG_JSON_LIMITS} from '../src/io/bounded_json';
 import {expectClose} from './helpers/close';
 
 function tmp(): string {
@@ -101,6 +102,23 @@ describe('fileSystem', () => {
       fs.writeFileSync(path.join(dir, 'model.json'), JSON.stringify(json));
       await expect(tf.loadLayersModel(fileSystem(dir))).rejects.toThrow(/refusing weights path/);
     }
+    fs.rmSync(dir, {recursive: true});
+  });
+
+  it("checks model.json's size and depth before parsing it", async () => {
+    const dir = tmp();
+    const file = path.join(dir, 'model.json');
+    const deep = '['.repeat(5000) + ']'.repeat(5000);
+    fs.writeFileSync(file, `{"modelTopology": ${deep}, "weightsManifest": []}`);
+    await expect(tf.loadLayersModel(fileSystem(dir))).rejects.toThrow(
+      `fileSystem: ${file} nests arrays / objects more than ${CONFIG_JSON_LIMITS.maxDepth} deep`,
+    );
+    const pad = 'x'.repeat(CONFIG_JSON_LIMITS.maxChars);
+    fs.writeFileSync(file, `{"modelTopology": {}, "weightsManifest": [], "pad": "${pad}"}`);
+    await expect(tf.loadLayersModel(fileSystem(dir))).rejects.toThrow(
+      `fileSystem: ${file} holds ${pad.length + 55} bytes; at most ${CONFIG_JSON_LIMITS.maxChars} ` +
+        'are read',
+    );
     fs.rmSync(dir, {recursive: true});
   });
 

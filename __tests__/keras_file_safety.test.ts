@@ -10,6 +10,8 @@ import * as tf from '@tensorflow/tfjs';
 import {unzipSync, zipSync, Zippable} from 'fflate';
 
 import {loadKerasModel} from '../src';
+import {CONFIG_JSON_LIMITS} from '../src/io/bounded_json';
+import {loadBounded} from './helpers/bounded_load';
 
 const dir = path.join(__dirname, '..', 'fixtures', 'keras_files');
 const read = (name: string) => new Uint8Array(fs.readFileSync(path.join(dir, name)));
@@ -226,4 +228,90 @@ describe('loadKerasModel reads only the files it names', () => {
       "model.weights.json names the shard 'model_00001.weights.h5', which is missing",
     );
   });
+});
+
+describe("loadKerasModel checks a JSON file's size and depth before parsing it", () => {
+  let tmp: string;
+  beforeEach(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-json-'))));
+  afterEach(() => fs.rmSync(tmp, {recursive: true, force: true}));
+
+  it('a small .keras file whose config.json inflates to 20 MB of [[[...]]]: refused from its declared size, in a bounded child', () => {
+    const nested = '['.repeat(10 * 2 ** 20) + ']'.repeat(10 * 2 ** 20);
+    const entries: Zippable = {
+      ...entriesOf('sequential.keras'),
+      'config.json': [text(nested), {level: 9}],
+    };
+    const file = path.join(tmp, 'nested.keras');
+    fs.writeFileSync(file, zipSync(entries, {level: 0}));
+    expect(fs.statSync(file).size).toBeLessThan(200_000);
+    const r = loadBounded('loadKerasModel', file);
+    expect(r.died).toBeUndefined();
+    expect(r.message).toBe(
+      `reading a .keras file: the entry "config.json" declares ${nested.length} ` +
+        `bytes, more than the ${CONFIG_JSON_LIMITS.maxChars} allowed`,
+    );
+    // nothing near the 20 MB entry was inflated, let alone parsed (parsing took gigabytes)
+    expect(r.maxRssMiB).toBeLessThan(400);
+  });
+
+  it('a config.json nesting 200,000 objects (deflated to a few KB): the depth is named', async () => {
+    const deep = '{"a":'.repeat(200_000) + '1' + '}'.repeat(200_000);
+    const entries: Zippable = {
+      ...entriesOf('sequential.keras'),
+      'config.json': [text(deep), {level: 9}],
+    };
+    const bytes = zipSync(entries, {level: 0});
+    expect(bytes.length).toBeLessThan(40_000);
+    await expect(loadKerasModel(bytes)).rejects.toThrow(
+      `loadKerasModel: the bytes given/config.json nests arrays / objects more than ` +
+        `${CONFIG_JSON_LIMITS.maxDepth} deep; expected at most ${CONFIG_JSON_LIMITS.maxDepth} levels.`,
+    );
+  });
+
+  it('metadata.json and model.weights.json are checked the same way', async () => {
+    const deep = '['.repeat(5000) + ']'.repeat(5000);
+    const entries: Zippable = {...entriesOf('sequential.keras'), 'metadata.json': text(deep)};
+    await expect(loadKerasModel(zipSync(entries, {level: 0}))).rejects.toThrow(
+      /the bytes given\/metadata\.json nests arrays \/ objects more than 256 deep/,
+    );
+    for (const f of fs.readdirSync(path.join(dir, 'sharded'))) {
+      fs.copyFileSync(path.join(dir, 'sharded', f), path.join(tmp, f));
+    }
+    fs.writeFileSync(path.join(tmp, 'model.weights.json'), `{"weight_map": ${deep}}`);
+    await expect(loadKerasModel(tmp)).rejects.toThrow(
+      /model\.weights\.json nests arrays \/ objects more than 16 deep/,
+    );
+  });
+
+  it('a tf-keras 2 .h5 model whose model_config attribute nests 5,000 levels', async () => {
+    await expect(loadKerasModel(read('../hdf5_hostile/deep_model_config.h5'))).rejects.toThrow(
+      "loadKerasModel: the bytes given's model_config attribute nests arrays / objects more " +
+        `than ${CONFIG_JSON_LIMITS.maxDepth} deep`,
+    );
+  });
+});
+
+describe('loadKerasModel on HDF5 groups that contain themselves (bounded child: these hung)', () => {
+  let tmp: string;
+  beforeAll(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-h5-loop-'))));
+  afterAll(() => fs.rmSync(tmp, {recursive: true, force: true}));
+
+  for (const [name, link, target] of [
+    ['loop', 'layers/loop', 'layers'],
+    ['back', 'layers/back', '/'],
+  ]) {
+    it(`${link}, a hard link to '${target}' (h5py, fixtures/hdf5_hostile.py): named, promptly`, () => {
+      const weights = read(`../hdf5_hostile/${name}.weights.h5`);
+      const file = path.join(tmp, `${name}.keras`);
+      const entries: Zippable = {...entriesOf('sequential.keras'), 'model.weights.h5': weights};
+      fs.writeFileSync(file, zipSync(entries, {level: 0}));
+      const r = loadBounded('loadKerasModel', file);
+      expect(r.died).toBeUndefined();
+      expect(r.message).toBe(
+        `reading ${file}/model.weights.h5: the group '${link}' is a hard link to '${target}', ` +
+          'a group already walked (a group that contains itself); expected each group once, as ' +
+          'Keras writes them',
+      );
+    });
+  }
 });

@@ -12,6 +12,12 @@
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
+import {
+  CONFIG_JSON_LIMITS,
+  JsonLimits,
+  parseBoundedJson,
+  WEIGHTS_MANIFEST_JSON_LIMITS,
+} from '../io/bounded_json';
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
 import {Hdf5Dataset, Hdf5Reader, isHdf5} from '../io/hdf5_datasets';
@@ -35,19 +41,24 @@ export interface KerasFiles {
   read(name: string, maxBytes: number): Promise<Uint8Array>;
 }
 
-/** The most bytes a JSON file of a model (config.json, model.weights.json) may take: 64 MiB. */
-export const MAX_JSON_BYTES = 64 * 2 ** 20;
+/**
+ * The most bytes a model's JSON file (config.json, metadata.json, task.json, preprocessor.json)
+ * may take: {@link CONFIG_JSON_LIMITS}' characters (a UTF-8 byte is at most one character).
+ */
+export const MAX_JSON_BYTES = CONFIG_JSON_LIMITS.maxChars;
 /** The most bytes a weights file is inflated to (2 GiB); stored entries are never copied. */
 export const MAX_WEIGHTS_BYTES = 2 ** 31 - 1;
 
 const decoder = new TextDecoder('utf-8');
 
-function parseJson(bytes: Uint8Array, what: string): Json {
-  try {
-    return JSON.parse(decoder.decode(bytes)) as Json;
-  } catch (e) {
-    fail(`${what} is not valid JSON (${(e as Error).message})`);
-  }
+/** JSON of a loaded file, its size and depth checked first (bounded_json.ts). */
+function parseJson(bytes: Uint8Array, what: string, limits = CONFIG_JSON_LIMITS): Json {
+  return parseBoundedJson(decoder.decode(bytes), what, limits, 'loadKerasModel') as Json;
+}
+
+/** Reads a JSON file of `files` no larger than `limits` allow, and parses it. */
+async function readJsonFile(files: KerasFiles, name: string, limits: JsonLimits): Promise<Json> {
+  return parseJson(await files.read(name, limits.maxChars), `${files.label}/${name}`, limits);
 }
 
 /** The converter drops these keys everywhere in a Keras 3 config (keras_h5_conversion.py). */
@@ -174,10 +185,7 @@ export async function readKeras3Weights(
     return [await Hdf5Reader.open(bytes, `${files.label}/${base}.h5`)];
   }
   if (await files.has(`${base}.json`)) {
-    const map = parseJson(
-      await files.read(`${base}.json`, MAX_JSON_BYTES),
-      `${files.label}/${base}.json`,
-    );
+    const map = await readJsonFile(files, `${base}.json`, WEIGHTS_MANIFEST_JSON_LIMITS);
     const weightMap = isObj(map) ? map.weight_map : undefined;
     if (!isObj(weightMap)) {
       fail(`expected ${files.label}/${base}.json to hold a weight_map object (Keras 3 shards)`);
@@ -220,16 +228,13 @@ export async function keras3FilesArtifacts(
   if (!(await files.has('config.json'))) {
     fail(`expected ${files.label} to hold config.json (a Keras 3 model's topology)`);
   }
-  const config = parseJson(
-    await files.read('config.json', MAX_JSON_BYTES),
-    `${files.label}/config.json`,
-  );
+  const config = await readJsonFile(files, 'config.json', CONFIG_JSON_LIMITS);
   if (!isObj(config) || !isObj(config.config)) {
     fail(`expected ${files.label}/config.json to hold a model config ({class_name, config})`);
   }
   let kerasVersion: Json = null;
   if (await files.has('metadata.json')) {
-    const meta = parseJson(await files.read('metadata.json', MAX_JSON_BYTES), 'metadata.json');
+    const meta = await readJsonFile(files, 'metadata.json', CONFIG_JSON_LIMITS);
     if (isObj(meta)) kerasVersion = meta.keras_version ?? null;
   }
   const topology: Obj = {keras_version: kerasVersion, model_config: dropKeys(config)};
@@ -269,7 +274,12 @@ export async function keras2H5Artifacts(
         `[${Object.keys(attrs).join(', ')}]${weightsOnly}`,
     );
   }
-  const config = parseJson(new TextEncoder().encode(attrs.model_config), `${label} model_config`);
+  const config = parseBoundedJson(
+    attrs.model_config,
+    `${label}'s model_config attribute`,
+    CONFIG_JSON_LIMITS,
+    'loadKerasModel',
+  ) as Json;
   const topology: Obj = {
     keras_version: typeof attrs.keras_version === 'string' ? attrs.keras_version : null,
     backend: typeof attrs.backend === 'string' ? attrs.backend : null,

@@ -9,6 +9,7 @@ import * as fs from 'fs';
 import * as tf from '@tensorflow/tfjs-core';
 
 import {saveModelFiles} from './atomic_save';
+import {CONFIG_JSON_LIMITS, parseBoundedJson} from './bounded_json';
 import {locate, notAModelFolder} from './paths';
 import {registerModelFolder, FolderWeights} from './model_folder';
 import {checkManifest, planWeights, readWeights, streamWeights} from './safe_read';
@@ -54,21 +55,27 @@ export function fileSystem(target: string, options: FileSystemOptions = {}): Fil
     sha: string | null;
   }> => {
     let text: string;
+    let size = 0;
     try {
       const st = await fs.promises.stat(modelJson);
       if (!st.isFile()) throw new Error('not a regular file');
-      text = await fs.promises.readFile(modelJson, 'utf8');
+      size = st.size;
+      // a file over the limit is refused below, before a byte of it is read
+      text =
+        size > CONFIG_JSON_LIMITS.maxChars ? '' : await fs.promises.readFile(modelJson, 'utf8');
     } catch (e) {
       const why = await notAModelFolder(where);
       if (why !== null) throw new Error(`fileSystem: cannot load ${modelJson}: ${why}`);
       throw new Error(`fileSystem: cannot read ${modelJson}: ${(e as Error).message}`);
     }
-    let json: tf.io.ModelJSON & {weightsSha256?: unknown};
-    try {
-      json = JSON.parse(text);
-    } catch (e) {
-      throw new Error(`fileSystem: ${modelJson} is not valid JSON: ${(e as Error).message}`);
+    if (size > CONFIG_JSON_LIMITS.maxChars) {
+      throw new Error(
+        `fileSystem: ${modelJson} holds ${size} bytes; at most ${CONFIG_JSON_LIMITS.maxChars} ` +
+          'are read (a model.json of topology and weights manifest is far smaller)',
+      );
     }
+    const json = parseBoundedJson(text, modelJson, CONFIG_JSON_LIMITS, 'fileSystem') as
+      (tf.io.ModelJSON & {weightsSha256?: unknown}) | null;
     if (json == null || typeof json !== 'object' || json.modelTopology == null) {
       throw new Error(`fileSystem: ${modelJson} has no modelTopology; expected a tfjs model.json`);
     }

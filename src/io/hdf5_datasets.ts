@@ -6,7 +6,7 @@
  * in a type tfjs holds, and that every byte it declares lies inside the file: a small file
  * declaring a 40 GB dataset is refused from its header, before anything is allocated.
  */
-import type {Dataset, Group, File as H5File} from 'jsfive';
+import type {DataObjects, Dataset, Group, File as H5File} from 'jsfive';
 
 /** A dataset's place in the file and what tfjs makes of it. */
 export interface Hdf5Dataset {
@@ -25,6 +25,9 @@ export interface Hdf5Dataset {
 
 const SIGNATURE = [0x89, 0x48, 0x44, 0x46, 0x0d, 0x0a, 0x1a, 0x0a];
 const DATA_LAYOUT_MESSAGE = 0x0008;
+const LINK_MESSAGE = 0x0006;
+/** How deep groups may nest under the walked root: Keras' weights paths are a few levels deep. */
+export const MAX_GROUP_DEPTH = 64;
 const TYPES: Record<string, {dtype: 'float32' | 'int32'; size: number}> = {
   '<f4': {dtype: 'float32', size: 4},
   '<f8': {dtype: 'float32', size: 8},
@@ -102,13 +105,85 @@ export class Hdf5Reader {
     throw new Error(`reading ${this.label}: ${message}`);
   }
 
+  /**
+   * The object at `path`, walked one link at a time: a soft link, an external link or any link
+   * but a hard one is refused by name (Keras writes none; jsfive follows a soft link to itself
+   * until the stack overflows, and fails on an external one with a TypeError).
+   */
   private node(path: string): Group | Dataset {
-    if (path === '' || path === '/') return this.file;
+    let at: Group | Dataset = this.file;
+    let walked = '';
+    for (const name of path.split('/')) {
+      if (name === '') continue;
+      if (!(at instanceof this.GroupClass)) {
+        this.fail(`cannot read '${path}': '${walked}' is a dataset, not a group`);
+      }
+      const where: string = walked === '' ? name : `${walked}/${name}`;
+      at = this.child(at, name, where);
+      walked = where;
+    }
+    return at;
+  }
+
+  /** The object `name` of `group` (at `path`), by a hard link only. */
+  private child(group: Group, name: string, path: string): Group | Dataset {
+    const link = group._links[name];
+    if (link === undefined) this.fail(`cannot read '${path}': no such group or dataset`);
+    if (typeof link === 'string') {
+      this.fail(
+        `'${path}' is a soft link (to ${JSON.stringify(link)}); soft links are not supported ` +
+          '(expected groups and datasets only, as Keras writes them)',
+      );
+    }
     try {
-      return this.file.get(path);
+      return group.get(name);
     } catch (e) {
+      const bad = this.unsupportedLink(link);
+      if (bad != null) {
+        this.fail(
+          `'${path}/${bad.name}' is ${bad.kind}; it is not supported (expected groups and ` +
+            'datasets only, as Keras writes them)',
+        );
+      }
       this.fail(`cannot read '${path}' (${String(e)})`);
     }
+  }
+
+  /**
+   * The first link of the group at `address` that jsfive cannot follow (an external link, a
+   * user-defined one), found from its link messages, or null.
+   */
+  private unsupportedLink(address: number): {name: string; kind: string} | null {
+    const DataObjectsClass = this.file._dataobjects.constructor as new (
+      fh: ArrayBuffer,
+      offset: number,
+    ) => DataObjects;
+    let objects: DataObjects;
+    try {
+      objects = new DataObjectsClass(this.bytes.buffer as ArrayBuffer, address);
+    } catch {
+      return null;
+    }
+    const b = this.bytes;
+    for (const msg of objects.msgs) {
+      if (msg.get('type') !== LINK_MESSAGE) continue;
+      let at = msg.get('offset_to_message') ?? b.length;
+      if (at + 2 > b.length) continue;
+      const flags = b[at + 1];
+      at += 2;
+      const type = (flags & 0x08) !== 0 ? b[at++] : 0;
+      if ((flags & 0x04) !== 0) at += 8; // creation order
+      if ((flags & 0x10) !== 0) at += 1; // character set
+      const size = 1 << (flags & 3);
+      let length = 0;
+      for (let i = size - 1; i >= 0; i--) length = length * 256 + (b[at + i] ?? 0);
+      at += size;
+      if (type === 0 || type === 1 || at + length > b.length) continue;
+      const name = new TextDecoder('utf-8').decode(b.subarray(at, at + length));
+      const kind = type === 64 ? 'an external link (to another file)' : `a link of type ${type}`;
+      return {name, kind};
+    }
+    return null;
   }
 
   /** Whether `path` names a group. */
@@ -137,18 +212,48 @@ export class Hdf5Reader {
     }
   }
 
-  /** The paths of every dataset under `root`, depth first, names sorted (as h5py lists them). */
+  /**
+   * The paths of every dataset under `root`, depth first, names sorted (as h5py lists them).
+   * Each group is visited once, by its address: a group reached a second time (a hard link to
+   * itself or to a group above it, which would make the walk endless, or a second name of a
+   * group) is refused, and so are groups nested more than {@link MAX_GROUP_DEPTH} deep.
+   */
   datasetPaths(root: string, skip: (path: string) => boolean = () => false): string[] {
     const out: string[] = [];
-    const stack = [root];
+    const start = this.node(root);
+    if (!(start instanceof this.GroupClass)) this.fail(`expected a group at '${root}'`);
+    const rootPath = root === '/' ? '' : root;
+    const seen = new Map<number, string>([[start._dataobjects.offset, rootPath || '/']]);
+    const stack: Array<{group: Group; path: string; depth: number}> = [
+      {group: start, path: rootPath, depth: 0},
+    ];
     while (stack.length > 0) {
-      const at = stack.pop() as string;
-      const children = [...this.keys(at)].sort().reverse();
-      for (const name of children) {
-        const p = at === '/' || at === '' ? name : `${at}/${name}`;
+      const {group, path: at, depth} = stack.pop() as (typeof stack)[number];
+      for (const name of [...group.keys].sort()) {
+        const p = at === '' ? name : `${at}/${name}`;
         if (skip(p)) continue;
-        if (this.isGroup(p)) stack.push(p);
-        else out.unshift(p);
+        const link = group._links[name];
+        const node = this.child(group, name, p);
+        if (!(node instanceof this.GroupClass)) {
+          out.push(p);
+          continue;
+        }
+        const first = seen.get(link as number);
+        if (first != null) {
+          this.fail(
+            `the group '${p}' is a hard link to '${first}', a group already walked (` +
+              `${first === '/' || p.startsWith(`${first}/`) ? 'a group that contains itself' : 'a second name of a group'}` +
+              '); expected each group once, as Keras writes them',
+          );
+        }
+        if (depth + 1 > MAX_GROUP_DEPTH) {
+          this.fail(
+            `the group '${p}' is nested ${depth + 1} groups deep; expected at most ` +
+              `${MAX_GROUP_DEPTH} (Keras' weights are a few levels deep)`,
+          );
+        }
+        seen.set(link as number, p);
+        stack.push({group: node, path: p, depth: depth + 1});
       }
     }
     return out.sort();
@@ -180,9 +285,17 @@ export class Hdf5Reader {
       layoutMessage.get('offset_to_message'),
     );
     if (layout !== 1) {
+      const how =
+        layout === 0
+          ? 'compactly (in its header)'
+          : layout === 2
+            ? 'in chunks (chunked or compressed)'
+            : layout === 3
+              ? 'as a virtual dataset (its values mapped from other datasets or files)'
+              : `with data layout class ${layout}`;
       this.fail(
-        `dataset '${path}' is stored ${layout === 2 ? 'in chunks (chunked or compressed)' : 'compactly'}; ` +
-          'expected contiguous storage, as Keras writes weights',
+        `dataset '${path}' is stored ${how}, which is not supported; expected contiguous ` +
+          'storage, as Keras writes weights',
       );
     }
     if (at + 8 > this.bytes.length) this.fail(`dataset '${path}' has a truncated layout message`);
