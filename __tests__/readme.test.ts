@@ -3,7 +3,9 @@
  * Transformers walkthrough as examples/ runs it, a fidelity table that covers every fixture, and
  * links that lead to files. (Their code blocks run in docs_blocks.test.ts.)
  */
+import {spawnSync} from 'child_process';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 
 import {docFiles} from './helpers/doc_blocks';
@@ -38,6 +40,53 @@ describe('README', () => {
     const note = readme.indexOf('`ONNXRUNTIME_NODE_INSTALL=skip npm install`');
     expect(note).toBeGreaterThan(readme.indexOf('npm install && npm run train'));
     expect(note).toBeLessThan(readme.indexOf('## Install'));
+  });
+
+  it('states the test count and time in the sentence .ci/run checks against its own run', () => {
+    const m = /About ([\d,]+) tests in about (\d+) minutes on 2 cores/.exec(readme);
+    expect(m).not.toBeNull();
+    const tests = Number((m as RegExpExecArray)[1].replace(/,/g, ''));
+    const minutes = Number((m as RegExpExecArray)[2]);
+    // .ci/run runs the check on its jest report
+    expect(read('.ci/run')).toContain('node scripts/readme_test_count.mjs "$report/jest.json"');
+    // the check, on jest reports made up here: one that agrees with README, and ones that do not
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-readme-count-'));
+    const check = (total: number, seconds: number, readmeFile = 'README.md') => {
+      const report = path.join(dir, 'jest.json');
+      const start = 1_700_000_000_000;
+      fs.writeFileSync(
+        report,
+        JSON.stringify({
+          numTotalTests: total,
+          startTime: start,
+          testResults: [
+            {startTime: start, endTime: start + (seconds * 1000) / 2},
+            {startTime: start + 1000, endTime: start + seconds * 1000},
+          ],
+        }),
+      );
+      const script = path.join(root, 'scripts', 'readme_test_count.mjs');
+      const r = spawnSync(process.execPath, [script, report, path.join(root, readmeFile)], {
+        encoding: 'utf8',
+      });
+      return {status: r.status, out: r.stdout + r.stderr};
+    };
+    try {
+      expect(check(tests, minutes * 60).status).toBe(0);
+      expect(check(Math.round(tests * 1.05), minutes * 60 * 1.5).status).toBe(0);
+      const fewer = check(Math.round(tests * 0.8), minutes * 60);
+      expect(fewer.status).toBe(1);
+      expect(fewer.out).toMatch(/README\.md is off in the count/);
+      const slower = check(tests, minutes * 60 * 3);
+      expect(slower.status).toBe(1);
+      expect(slower.out).toMatch(/README\.md is off in the time/);
+      // a README without the sentence cannot be checked, and says so
+      const noClaim = check(tests, minutes * 60, 'SECURITY.md');
+      expect(noClaim.status).toBe(2);
+      expect(noClaim.out).toMatch(/expected a sentence "About N tests in about M minutes/);
+    } finally {
+      fs.rmSync(dir, {recursive: true, force: true});
+    }
   });
 
   it('names only npm scripts that exist', () => {
