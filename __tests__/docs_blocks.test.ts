@@ -171,6 +171,30 @@ describe('the documentation', () => {
     );
   });
 
+  it('says "clone" before every block that needs one (files or npm scripts the package lacks)', () => {
+    // the npm package holds dist/ and the docs; models/, the fixtures, the scripts and the npm
+    // run scripts are only in a clone of the repository
+    const cloneOnly =
+      /(^|[\s'"`(=])(\.\/)?(models|fixtures|__tests__|scale|examples|bench|scripts|demo)\/|\bnpm run\b/m;
+    const unsaid: string[] = [];
+    const needing: string[] = [];
+    for (const file of docFiles()) {
+      const lines = fs.readFileSync(path.join(root, file), 'utf8').split('\n');
+      for (const b of blocksOf(file)) {
+        if (b.lang === 'text' || b.lang === 'json' || !cloneOnly.test(b.code)) continue;
+        needing.push(where(b));
+        // the block's section: from the heading above it to the block
+        let start = b.line - 2;
+        while (start > 0 && !/^#/.test(lines[start])) start--;
+        if (!/\bclone\b/i.test(lines.slice(start, b.line - 1).join('\n'))) unsaid.push(where(b));
+      }
+    }
+    expect(needing).toContain(
+      where(blocksOf('README.md').find((b) => b.code.includes("fileSystem('models/addition')"))!),
+    );
+    expect(unsaid).toEqual([]);
+  });
+
   it('loads html blocks only from scripts the browser suite serves', () => {
     const tfjsVersion = JSON.parse(
       fs.readFileSync(path.join(root, 'node_modules/@tensorflow/tfjs/package.json'), 'utf8'),
