@@ -54,8 +54,7 @@ function maxDiff(a: number[] | number[][] | number[][][], b: number[] | number[]
 }
 
 function dispose(p: KerasHubPreset) {
-  p.model.dispose();
-  if (p.backbone !== p.model) p.backbone.dispose();
+  p.dispose();
 }
 
 async function causalLogits(model: tf.LayersModel, e: Expected): Promise<number[][][]> {
@@ -198,6 +197,63 @@ describe('keras-hub .keras files and loadKerasModel', () => {
       dispose(backbone);
       expect(tf.memory().numTensors).toBe(before);
     });
+  });
+});
+
+describe('disposing a preset', () => {
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+  });
+
+  it.each(['gpt2', 'bert'])(
+    '%s: model.dispose() alone frees every tensor when backbone was never read',
+    async (name) => {
+      const before = tf.memory().numTensors;
+      const preset = await loadKerasHubPreset(path.join(DIR, name));
+      expect(tf.memory().numTensors).toBeGreaterThan(before);
+      preset.model.dispose();
+      expect(tf.memory().numTensors).toBe(before);
+      // the backbone cannot be read any more, and says why
+      expect(() => preset.backbone).toThrow(
+        "loadKerasHubPreset: the preset's backbone was read after its model was disposed",
+      );
+      preset.dispose(); // nothing left to free: no error
+      expect(tf.memory().numTensors).toBe(before);
+    },
+  );
+
+  it('preset.dispose() frees the model and the backbone it made, read or not', async () => {
+    const before = tf.memory().numTensors;
+    const read = await loadKerasHubPreset(path.join(DIR, 'gpt2'));
+    const backbone = read.backbone;
+    expect(read.backbone).toBe(backbone); // made once
+    read.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    read.dispose();
+    const unread = await loadKerasHubPreset(path.join(DIR, 'llama3'));
+    unread.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    // a backbone saved alone: model and backbone are one model
+    const alone = await loadKerasHubPreset(path.join(DIR, 'gpt2_backbone.keras'));
+    expect(alone.backbone).toBe(alone.model);
+    alone.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('a backbone that was read keeps working after model.dispose(), until it is disposed', async () => {
+    const e = expected('gpt2');
+    const before = tf.memory().numTensors;
+    const preset = await loadKerasHubPreset(path.join(DIR, 'gpt2'));
+    const {backbone} = preset;
+    preset.model.dispose();
+    expect(tf.memory().numTensors).toBeGreaterThan(before);
+    const ids = tf.tensor2d(e.token_ids, undefined, 'int32');
+    const mask = tf.tensor2d(e.padding_mask, undefined, 'int32');
+    const out = backbone.predict([ids, mask]) as tf.Tensor;
+    expect(out.shape).toEqual([e.token_ids.length, e.token_ids[0].length, 16]);
+    tf.dispose([ids, mask, out]);
+    backbone.dispose();
+    expect(tf.memory().numTensors).toBe(before);
   });
 });
 

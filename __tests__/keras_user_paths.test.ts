@@ -105,8 +105,7 @@ describe('a preset that fails to load frees the model it had built', () => {
     const before = tf.memory().numTensors;
     const preset: KerasHubPreset = await loadKerasHubPreset(filesOf(path.join(DIR, 'gpt2')));
     expect(preset.preprocessor?.sequenceLength).toBeGreaterThan(0);
-    preset.model.dispose();
-    preset.backbone.dispose();
+    preset.dispose();
     expect(tf.memory().numTensors).toBe(before);
   });
 });
@@ -119,10 +118,7 @@ describe('generateText refuses a maxLength the model cannot take before allocati
     llama3 = await loadKerasHubPreset(path.join(DIR, 'llama3'));
   });
   afterAll(() => {
-    for (const p of [gpt2, llama3]) {
-      p.model.dispose();
-      p.backbone.dispose();
-    }
+    for (const p of [gpt2, llama3]) p.dispose();
   });
 
   it("GPT-2: a maxLength past its position embedding names the model's limit", async () => {

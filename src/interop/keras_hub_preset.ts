@@ -17,7 +17,6 @@ import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
 import {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from '../hub_models/build';
 import type {HubWeightValue} from '../hub_models/family';
-import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
 import {Hdf5Reader} from '../io/hdf5_datasets';
 import {
   DEFAULT_MAX_TOKENIZER_FILE_BYTES,
@@ -54,14 +53,22 @@ export interface KerasHubPreset {
   /** The task (GPT2CausalLM, BertTextClassifier, Llama3CausalLM) when the preset has one, else the backbone. */
   model: LayersModel;
   /**
-   * The backbone: its inputs -> its outputs. With a task, a model over the task's own layers
-   * (no second copy of the weights); dispose both, in any order, to free them.
+   * The backbone: its inputs -> its outputs. With a task, a model over the task's own layers (no
+   * second copy of the weights), made when first read: once read, it keeps the layers it uses
+   * alive until it is disposed too (dispose both, in any order, or call `dispose()`). Never read,
+   * it holds nothing, and `model.dispose()` frees every weight. Reading it after `model` was
+   * disposed is an error. A preset without a task: `model` itself.
    */
-  backbone: LayersModel;
+  readonly backbone: LayersModel;
   /** The preset's tokenizer, null when it has none (a backbone saved alone). */
   tokenizer: Tokenizer | null;
   /** The preprocessor's settings, null when it has none. */
   preprocessor: KerasHubPreprocessor | null;
+  /**
+   * Frees every weight of the preset: disposes `model`, and `backbone` if it was read (either
+   * may have been disposed already; a second call does nothing).
+   */
+  dispose(): void;
 }
 
 /** Options of {@link loadKerasHubPreset}. */
@@ -80,10 +87,12 @@ function fail(message: string): never {
 
 const isObject = (v: unknown): v is Obj => v != null && typeof v === 'object' && !Array.isArray(v);
 
-/** JSON of a preset's file, its size and depth checked first (bounded_json.ts). */
 function parseJson(bytes: Uint8Array, what: string): unknown {
-  const text = new TextDecoder('utf-8').decode(bytes);
-  return parseBoundedJson(text, what, CONFIG_JSON_LIMITS, 'loadKerasHubPreset');
+  try {
+    return JSON.parse(new TextDecoder('utf-8').decode(bytes));
+  } catch (e) {
+    fail(`${what} is not valid JSON (${(e as Error).message})`);
+  }
 }
 
 async function readJson(files: PresetFiles, name: string): Promise<Obj> {
@@ -431,13 +440,49 @@ export async function loadKerasHubPreset(
       built.tokenizerJson == null
         ? null
         : await tokenizerOf(built.tokenizerJson, opened.files, built.tokenizerFolder);
-    // last: the view adds a reference to each layer, which model.dispose() alone would keep
-    const backbone = built.backbone ?? backboneView(built.model, built.className);
-    return {model: built.model, backbone, tokenizer, preprocessor};
+    return presetOf(built, tokenizer, preprocessor);
   } catch (e) {
     built.model.dispose();
     throw e;
   }
+}
+
+/** Whether a model was disposed (tfjs' containers count references; 0: disposed). */
+const isDisposed = (m: LayersModel) => (m as unknown as {_refCount: number | null})._refCount === 0;
+
+/**
+ * The preset of a built model: `backbone` a view made when first read (the view adds a reference
+ * to each layer it uses, which `model.dispose()` alone would keep), `dispose` for both.
+ */
+function presetOf(
+  built: Built,
+  tokenizer: Tokenizer | null,
+  preprocessor: KerasHubPreprocessor | null,
+): KerasHubPreset {
+  const {model} = built;
+  let view: LayersModel | null = built.backbone;
+  return {
+    model,
+    get backbone(): LayersModel {
+      if (view == null) {
+        if (isDisposed(model)) {
+          fail(
+            `the preset's backbone was read after its model was disposed (model.dispose() freed ` +
+              `every weight, the backbone's too); expected backbone to be read before ` +
+              `model.dispose(), or preset.dispose() to free both`,
+          );
+        }
+        view = backboneView(model, built.className);
+      }
+      return view;
+    },
+    tokenizer,
+    preprocessor,
+    dispose() {
+      if (view != null && view !== model && !isDisposed(view)) view.dispose();
+      if (!isDisposed(model)) model.dispose();
+    },
+  };
 }
 
 /**
