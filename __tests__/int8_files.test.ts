@@ -264,6 +264,48 @@ describe('Keras 3 int8 files: what is read and checked', () => {
     );
   });
 
+  it('a scale of 0, NaN, Infinity or a negative value is refused, naming the layer (Keras writes 127 / max|w|)', async () => {
+    const bytes = new Uint8Array(fs.readFileSync(path.join(DIR, 'functional.keras')));
+    const name = 'layers/multi_head_attention/query_dense/vars/2';
+    for (const bad of [0, NaN, Infinity, -0.5]) {
+      const artifacts = await kerasBytesArtifacts(bytes, 'functional.keras');
+      const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData ?? []).slice(0);
+      let offset = 0; // the scale's bytes: every weight before it is 4 bytes a value
+      for (const s of artifacts.weightSpecs ?? []) {
+        if (s.name === name) break;
+        offset += s.shape.reduce((a, b) => a * b, 1) * 4;
+      }
+      new Float32Array(data, offset + 4 * 5, 1)[0] = bad; // its sixth value
+      const before = tf.memory().numTensors;
+      await expect(loadArtifacts({...artifacts, weightData: data})).rejects.toThrow(
+        "loadKerasModel: layer 'multi_head_attention' (layers/multi_head_attention/query_dense/" +
+          `vars/0, int8 [16, 2, 8]): its scale ${name}: expected positive finite scale values ` +
+          `(Keras writes 127 / max|w|), received ${String(bad)} at flat index 5`,
+      );
+      expect(tf.memory().numTensors).toBe(before);
+    }
+  });
+
+  it('an int8 preset scale of 0, NaN, Infinity or a negative value is refused, naming the layer', async () => {
+    const p =
+      'layers/gpt2_backbone/layers/transformer_decoder/_self_attention_layer/key_dense/vars/2';
+    for (const bad of [0, NaN, -Infinity, -2]) {
+      const weights = await gpt2Weights();
+      const scale = weights.get(p) as Weight;
+      const values = Float32Array.from(scale.values);
+      values[3] = bad;
+      weights.set(p, {...scale, values});
+      const before = tf.memory().numTensors;
+      expect(() => buildKerasHubModel('GPT2CausalLM', taskConfig(), weights)).toThrow(
+        `GPT2CausalLM: layer 'key': the scale ${p} of the int8 weight ` +
+          'layers/gpt2_backbone/layers/transformer_decoder/_self_attention_layer/key_dense/' +
+          'vars/0 expected positive finite scale values (Keras writes 127 / max|w|), received ' +
+          `${String(bad)} at flat index 3`,
+      );
+      expect(tf.memory().numTensors).toBe(before);
+    }
+  });
+
   it('an int8 preset scale of the wrong shape is refused, naming the layer and both shapes', async () => {
     const weights = await gpt2Weights();
     const p =

@@ -12,7 +12,13 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {Int8Layer, int8Replacement, isInt8Layer} from '../layers/core/quantization';
+import {
+  badScaleText,
+  badScaleValue,
+  Int8Layer,
+  int8Replacement,
+  isInt8Layer,
+} from '../layers/core/quantization';
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {contractOf} from '../layers/engine/contract';
@@ -248,6 +254,14 @@ function checkInt8Layers(
           `${cls}: layer '${layer.name}': the scale ${sPath} of the int8 weight ${vPath} ` +
             `${shapeText(kernel.shape)} expected shape ${shapeText(scale.shape)}, received ` +
             `${shapeText(got)}`,
+        );
+      }
+      const sv = s as HubWeightValue | tf.Tensor;
+      const bad = badScaleValue(sv instanceof tf.Tensor ? sv.dataSync() : sv.values);
+      if (bad != null) {
+        throw new Error(
+          `${cls}: layer '${layer.name}': the scale ${sPath} of the int8 weight ${vPath} ` +
+            `${badScaleText(bad)}`,
         );
       }
     }

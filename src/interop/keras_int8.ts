@@ -20,7 +20,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {contractOf, snakeCase} from '../layers/engine/contract';
-import {int8Replacement} from '../layers/core/quantization';
+import {badScaleText, badScaleValue, int8Replacement} from '../layers/core/quantization';
 import {fail, isObj, Json, Obj} from './keras_json';
 
 const MODEL_CLASSES = ['Functional', 'Model', 'Sequential'];
@@ -137,7 +137,8 @@ export function checkInt8Scales(
   specs: tf.io.WeightsManifestEntry[],
   isInt8: (s: tf.io.WeightsManifestEntry) => boolean,
   layerNames: ReadonlyMap<string, string> = new Map(),
-): void {
+): Array<{scale: tf.io.WeightsManifestEntry; what: string}> {
+  const scales: Array<{scale: tf.io.WeightsManifestEntry; what: string}> = [];
   const folders = new Map<string, Array<{index: number; spec: tf.io.WeightsManifestEntry}>>();
   for (const spec of specs) {
     const m = /^(.*\/)vars\/(\d+)$/.exec(spec.name);
@@ -171,8 +172,49 @@ export function checkInt8Scales(
             `received ${shapeText(scale.shape)}`,
         );
       }
+      scales.push({scale, what: `${what}: its scale ${scale.name}`});
     });
   }
+  return scales;
+}
+
+/**
+ * Checks the values of each int8 weight's scale in the artifacts' weight data (`scales` from
+ * {@link checkInt8Scales}): positive and finite, as Keras writes them, else an error naming the
+ * layer. A loader that reads the weights another way calls {@link checkInt8ScaleValues} per scale.
+ */
+function checkScaleData(
+  specs: tf.io.WeightsManifestEntry[],
+  data: ArrayBuffer,
+  scales: Array<{scale: tf.io.WeightsManifestEntry; what: string}>,
+): void {
+  const offsets = new Map<string, number>();
+  let offset = 0;
+  for (const s of specs) {
+    offsets.set(s.name, offset);
+    offset += s.shape.reduce((p, d) => p * d, 1) * (s.dtype === 'bool' ? 1 : 4);
+  }
+  for (const {scale, what} of scales) {
+    const at = offsets.get(scale.name) as number;
+    const size = scale.shape.reduce((p, d) => p * d, 1);
+    if (
+      scale.dtype !== 'float32' ||
+      scale.quantization != null ||
+      at + size * 4 > data.byteLength
+    ) {
+      continue; // not plain float32 values: tfjs' loader names what is wrong with them
+    }
+    checkInt8ScaleValues(new Float32Array(data.slice(at, at + size * 4)), what);
+  }
+}
+
+/**
+ * Refuses scale values Keras could not have written (zero, negative, NaN, infinite), under
+ * `loadKerasModel`'s name; `what` names the layer and the scale.
+ */
+export function checkInt8ScaleValues(values: ArrayLike<number>, what: string): void {
+  const bad = badScaleValue(values);
+  if (bad != null) fail(`${what}: ${badScaleText(bad)}`);
 }
 
 /**
@@ -195,9 +237,10 @@ export function rewriteInt8(
     specs.length > 0,
     names,
   );
-  checkInt8Scales(specs, isInt8, names);
+  const scales = checkInt8Scales(specs, isInt8, names);
   if (int32.length === 0 || artifacts.weightData == null) return {artifacts, specs};
   const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData).slice(0);
+  checkScaleData(specs, data, scales);
   let offset = 0;
   const out = specs.map((s) => {
     const size = s.shape.reduce((p, d) => p * d, 1);

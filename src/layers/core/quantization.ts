@@ -29,6 +29,28 @@ export function quantizationModeOf(value: unknown, where: string): QuantizationM
   );
 }
 
+/**
+ * The first scale value Keras could not have written, or null: Keras' int8 scales are
+ * `127 / (max|w| + 1e-7)` (positive and finite by construction); a zero, negative, NaN or
+ * infinite one would make every output of the layer NaN or wrong. Loaders call this on each int8
+ * weight's scale before building and name the layer.
+ */
+export function badScaleValue(values: ArrayLike<number>): {index: number; value: number} | null {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!(v > 0 && v < Infinity)) return {index: i, value: v};
+  }
+  return null;
+}
+
+/** The error text of a bad scale value (after the loader's prefix naming the layer). */
+export function badScaleText(bad: {index: number; value: number}): string {
+  return (
+    `expected positive finite scale values (Keras writes 127 / max|w|), received ` +
+    `${String(bad.value)} at flat index ${bad.index}`
+  );
+}
+
 /** One int8 weight of a layer: its values, its scale, and the axes its scale reduces. */
 export interface Int8Weight {
   /** The int8 values (whole numbers in [-127, 127]) in a float32 variable, the float weight's shape. */
