@@ -32,7 +32,12 @@ interface Case {
 }
 interface Expected {
   class: string;
+  /** keras-hub's CausalLM.generate stop ids ("auto") and tokenizer.special_token_ids, ascending. */
+  stopTokenIds: number[];
+  specialTokenIds: number[];
   cases: Case[];
+  /** [text, keras-hub tf.data ids, Hugging Face ids] (byte-level BPE only). */
+  corpus: [string, number[], number[]][];
   decodes: {ids: number[]; decoded: string; decodedHex: string}[];
 }
 
@@ -176,10 +181,14 @@ describe('byte-level BPE: special tokens and splitting', () => {
     expect(t.encode('butterfly')).toEqual([3, 8]);
     expect(t.encode('butter')).toEqual([3]);
     expect(t.decode([3, 8])).toBe('butterfly');
-    // keras-hub's GPT2Tokenizer docstring vocabulary.
+    // keras-hub's GPT2Tokenizer docstring vocabulary, with ids 1-3 filled: ids must be
+    // [0, vocabularySize).
     const gpt2 = new GPT2Tokenizer({
       vocabulary: {
         '<|endoftext|>': 0,
+        b: 1,
+        d: 2,
+        e: 3,
         a: 4,
         Ġquick: 5,
         Ġfox: 6,
@@ -203,6 +212,30 @@ describe('byte-level BPE: special tokens and splitting', () => {
       merges: ['Ġ q', 'u i', 'c k', 'ui ck', 'Ġq uick', 'Ġ f', 'o x', 'Ġf ox'],
     });
     expect(gpt2.encode('a quick fox.')).toEqual([4, 5, 6, 22]);
+  });
+});
+
+describe('generation ids: the stop and special tokens of keras-hub 0.32', () => {
+  for (const name of [...BPE, ...WORD_PIECE]) {
+    test(`${name}: stopTokenIds and specialTokenIds are keras-hub's`, () => {
+      const fixture = expected(name);
+      const t = tokenizer(name);
+      expect(t.stopTokenIds).toEqual(fixture.stopTokenIds);
+      expect(t.specialTokenIds).toEqual(fixture.specialTokenIds);
+    });
+  }
+
+  test('llama3: generation stops at <|end_of_text|> and <|eot_id|>; the header tokens are special', () => {
+    const t = tokenizer('llama3');
+    const fixture = expected('llama3');
+    expect(fixture.stopTokenIds).toHaveLength(2);
+    expect(fixture.stopTokenIds).toContain(t.tokenToId('<|eot_id|>'));
+    expect(fixture.stopTokenIds).toContain(t.tokenToId('<|end_of_text|>'));
+    for (const token of ['<|start_header_id|>', '<|end_header_id|>', '<|begin_of_text|>']) {
+      expect(fixture.specialTokenIds).toContain(t.tokenToId(token));
+    }
+    expect(t.stopTokenIds).toEqual(fixture.stopTokenIds);
+    expect(t.specialTokenIds).toEqual(fixture.specialTokenIds);
   });
 });
 

@@ -4,6 +4,7 @@
  * GPT-2's byte alphabet and merged by rank, the merged symbols looked up in the vocabulary.
  */
 import {byteTables, utf8Bytes, utf8Lossy} from './byte_level';
+import {MergeTable} from './bpe_merge';
 import {checkIds, requireToken} from './tokenizer';
 import type {Tokenizer} from './tokenizer';
 
@@ -49,8 +50,15 @@ export interface BytePairTokenizerOptions {
   addPrefixSpace?: boolean;
 }
 
-/** How many split pieces are remembered (keras-hub keeps a cache of merged words too). */
-const CACHE_LIMIT = 65536;
+/**
+ * The merged ids of split pieces are remembered (keras-hub keeps a cache of merged words too),
+ * up to this many bytes in all, counted as 2 bytes a character and 8 an id, plus 64 an entry;
+ * the cache is emptied when a new entry would pass it.
+ */
+export const PIECE_CACHE_BYTES = 8 * 1024 * 1024;
+
+/** Pieces longer than this many characters are merged each time, never cached. */
+export const PIECE_CACHE_MAX_CHARS = 256;
 
 /**
  * Byte-level BPE with keras-hub's assets: `vocabulary.json` and `merges.txt`.
@@ -71,6 +79,13 @@ export class BytePairTokenizer implements Tokenizer {
   startTokenId?: number;
   endTokenId?: number;
   padTokenId?: number;
+  /**
+   * The ids keras-hub's `CausalLM.generate` stops at: its `end_token_id` and, for Llama 3, its
+   * `end_token2_id`. keras-hub's BytePairTokenizer has no end token: none.
+   */
+  stopTokenIds: readonly number[] = [];
+  /** keras-hub's `special_token_ids` (stripped from generated text), ascending. None here. */
+  specialTokenIds: readonly number[] = [];
   /** keras-hub's `unsplittable_tokens`. */
   readonly unsplittableTokens: readonly string[];
   /** keras-hub's `add_prefix_space`: a space is put before the text. */
@@ -79,10 +94,14 @@ export class BytePairTokenizer implements Tokenizer {
   readonly splitPattern: string;
   private readonly vocabulary: ReadonlyMap<string, number>;
   private readonly tokens: Map<number, string>;
-  private readonly ranks: Map<string, number>;
+  private readonly mergeTable: MergeTable;
+  private readonly mergeRules: readonly string[];
+  /** The vocabulary id of each byte's symbol, -1 where the vocabulary lacks it. */
+  private readonly byteIds: Int32Array;
   private readonly splitter: RegExp;
   private readonly specialSplitter: RegExp | undefined;
   private readonly cache = new Map<string, number[]>();
+  private cacheBytes = 0;
 
   /** The id of a special token this tokenizer needs, or an error naming it. */
   protected special(token: string): number {
@@ -103,7 +122,11 @@ export class BytePairTokenizer implements Tokenizer {
     for (const [token, id] of this.vocabulary) {
       if (!this.tokens.has(id)) this.tokens.set(id, token);
     }
-    this.ranks = toRanks(options.merges, this.vocabulary, name);
+    const ranks = toRanks(options.merges, this.vocabulary, name);
+    this.mergeRules = options.merges;
+    this.mergeTable = new MergeTable(ranks, this.vocabulary, this.vocabularySize);
+    const {byteToChar} = byteTables();
+    this.byteIds = Int32Array.from(byteToChar, (c) => this.vocabulary.get(c) ?? -1);
     const pattern = options.splitPattern ?? 'gpt2';
     this.splitPattern =
       pattern === 'gpt2' || pattern === 'llama3' ? splitPatternSource(pattern) : pattern;
@@ -193,41 +216,40 @@ export class BytePairTokenizer implements Tokenizer {
       let ids = this.cache.get(piece);
       if (ids === undefined) {
         ids = this.mergePiece(piece);
-        if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
-        this.cache.set(piece, ids);
+        if (piece.length <= PIECE_CACHE_MAX_CHARS) {
+          const bytes = 2 * piece.length + 8 * ids.length + 64;
+          if (this.cacheBytes + bytes > PIECE_CACHE_BYTES) {
+            this.cache.clear();
+            this.cacheBytes = 0;
+          }
+          this.cache.set(piece, ids);
+          this.cacheBytes += bytes;
+        }
       }
       for (const id of ids) out.push(id);
     }
   }
 
-  /** BPE of one piece: repeatedly merges the leftmost adjacent pair of lowest rank. */
+  /** BPE of one piece: repeatedly merges the leftmost adjacent pair of lowest rank (O(n log n)). */
   private mergePiece(piece: string): number[] {
-    const {byteToChar} = byteTables();
-    const symbols: string[] = [];
-    for (const b of utf8Bytes(piece)) symbols.push(byteToChar[b]);
-    for (;;) {
-      let best = Infinity;
-      let at = -1;
-      for (let i = 0; i + 1 < symbols.length; i++) {
-        const rank = this.ranks.get(symbols[i] + ' ' + symbols[i + 1]);
-        if (rank !== undefined && rank < best) {
-          best = rank;
-          at = i;
-        }
-      }
-      if (at < 0) break;
-      symbols.splice(at, 2, symbols[at] + symbols[at + 1]);
-    }
-    return symbols.map((symbol) => {
-      const id = this.vocabulary.get(symbol);
-      if (id === undefined) {
+    const bytes = utf8Bytes(piece);
+    const symbols = new Array<number>(bytes.length);
+    for (let i = 0; i < bytes.length; i++) symbols[i] = this.byteIds[bytes[i]];
+    const ids = this.mergeTable.merge(symbols);
+    for (const id of ids) {
+      if (id < 0) {
+        const {byteToChar} = byteTables();
+        const symbol =
+          id === -1
+            ? byteToChar[bytes[symbols.indexOf(-1)]]
+            : (this.mergeRules[-2 - id] ?? '').replace(' ', '');
         throw new Error(
           `${this.owner}.encode: the symbol ${JSON.stringify(symbol)} of ${JSON.stringify(piece)} ` +
             'is not in the vocabulary (a byte-level vocabulary holds all 256 byte symbols).',
         );
       }
-      return id;
-    });
+    }
+    return ids;
   }
 }
 
@@ -254,6 +276,8 @@ export class GPT2Tokenizer extends BytePairTokenizer {
     this.startTokenId = eos;
     this.endTokenId = eos;
     this.padTokenId = 0;
+    this.stopTokenIds = [eos];
+    this.specialTokenIds = [eos];
   }
 }
 
@@ -296,6 +320,14 @@ export class Llama3Tokenizer extends BytePairTokenizer {
     this.startTokenId = this.special(options.bosToken ?? '<|begin_of_text|>');
     this.endTokenId = this.special(options.eosToken ?? '<|end_of_text|>');
     this.padTokenId = 0;
+    // keras-hub adds <|eot_id|> as end_token2 when the end token is <|end_of_text|>; generate
+    // stops at both, and its postprocessing strips every special token (pad 0 is not one).
+    const stops = [this.endTokenId];
+    if ((options.eosToken ?? '<|end_of_text|>') === '<|end_of_text|>') {
+      stops.push(this.special('<|eot_id|>'));
+    }
+    this.stopTokenIds = [...new Set(stops)].sort((a, b) => a - b);
+    this.specialTokenIds = [...new Set(specials.map((t) => this.special(t)))].sort((a, b) => a - b);
   }
 }
 
@@ -324,18 +356,30 @@ function toVocabularyMap(
     vocabulary instanceof Map
       ? [...(vocabulary as ReadonlyMap<string, number>).entries()]
       : Object.entries(vocabulary);
+  if (entries.length === 0) {
+    throw new Error(`${owner}: the vocabulary is empty; expected token -> id entries.`);
+  }
+  // Ids index the embedding table: whole numbers in [0, size), each id one token.
+  const size = entries.length;
+  const owners = new Map<number, string>();
   const map = new Map<string, number>();
   for (const [token, id] of entries) {
-    if (!Number.isInteger(id) || id < 0) {
+    if (!Number.isInteger(id) || id < 0 || id >= size) {
       throw new Error(
-        `${owner}: vocabulary ids must be whole numbers >= 0; ${JSON.stringify(token)} has ` +
-          `${JSON.stringify(id)}.`,
+        `${owner}: vocabulary ids must be whole numbers in [0, ${size - 1}] (the vocabulary has ` +
+          `${size} entries); ${JSON.stringify(token)} has ${JSON.stringify(id)}.`,
       );
     }
+    const other = owners.get(id);
+    if (other !== undefined) {
+      throw new Error(
+        `${owner}: vocabulary id ${id} is given to two tokens, ${JSON.stringify(other)} and ` +
+          `${JSON.stringify(token)}; expected each id once.`,
+      );
+    }
+    owners.set(id, token);
     map.set(token, id);
   }
-  if (map.size === 0)
-    throw new Error(`${owner}: the vocabulary is empty; expected token -> id entries.`);
   return map;
 }
 

@@ -58,6 +58,10 @@ export class WordPieceTokenizer implements Tokenizer {
   startTokenId?: number;
   endTokenId?: number;
   padTokenId?: number;
+  /** keras-hub's WordPieceTokenizer has no end token: none (BertTokenizer: `[SEP]`). */
+  stopTokenIds: readonly number[] = [];
+  /** keras-hub's `special_token_ids`: none (BertTokenizer: `[CLS]`, `[SEP]`, `[PAD]`, `[MASK]`). */
+  specialTokenIds: readonly number[] = [];
   /** keras-hub's `lowercase`. */
   readonly lowercase: boolean;
   /** keras-hub's `strip_accents`. */
@@ -241,6 +245,13 @@ export class BertTokenizer extends WordPieceTokenizer {
     this.endTokenId = this.tokenToId('[SEP]');
     this.padTokenId = this.tokenToId('[PAD]');
     this.maskTokenId = this.tokenToId('[MASK]') as number;
+    this.stopTokenIds = [this.endTokenId as number];
+    this.specialTokenIds = sortedIds([
+      this.startTokenId as number,
+      this.endTokenId as number,
+      this.padTokenId as number,
+      this.maskTokenId,
+    ]);
   }
 }
 
@@ -255,6 +266,11 @@ export function caseFold(word: string): string {
     folded += ch === '\u0131' ? ch : ch.toLowerCase().toUpperCase().toLowerCase();
   }
   return folded.normalize('NFKC').replace(/\p{Default_Ignorable_Code_Point}/gu, '');
+}
+
+/** Distinct ids, ascending (keras-hub's `special_token_ids` is a set). */
+function sortedIds(ids: readonly number[]): number[] {
+  return [...new Set(ids)].sort((a, b) => a - b);
 }
 
 function escapeRegExp(s: string): string {
