@@ -299,7 +299,8 @@ describe('installing the checkout', () => {
   it('has no npm config that npm does not know (every npm command would warn about it)', () => {
     const r = spawnSync('npm', ['pkg', 'get', 'name'], {cwd: root, encoding: 'utf8'});
     expect(r.status).toBe(0);
-    expect(r.stderr).not.toMatch(/Unknown (project|user|global|builtin) config/);
+    // the project's .npmrc only: a user's own ~/.npmrc is not this repository's business
+    expect(r.stderr).not.toMatch(/Unknown project config/);
   });
 
   it("skips onnxruntime-node's CUDA download in .ci/run, with the variable its install script reads", () => {
