@@ -177,20 +177,16 @@ describe('errors at the boundaries', () => {
   beforeAll(() => tf.setBackend('cpu'));
   const fixture = (name: string) => path.join(__dirname, 'fixtures', 'keras', name);
 
-  it('a Keras file (.keras, .h5) says to convert it and load the folder with model.json', async () => {
+  it('a Keras file (.keras, .h5) says to load it with loadKerasModel', async () => {
     const dir = tmp();
-    for (const [name, format] of [
-      ['model.keras', 'keras_keras'],
-      ['model.h5', 'keras'],
-      ['MODEL.H5', 'keras'],
-    ]) {
+    for (const name of ['model.keras', 'model.h5', 'MODEL.H5']) {
       const file = path.join(dir, name);
       fs.writeFileSync(file, 'PK'); // a real file: stat of <file>/model.json gave ENOTDIR
-      const expected = new RegExp(
-        `${name.replace('.', '\\.')} is a Keras file, not a folder converted for tfjs.*` +
-          `tensorflowjs_converter --input_format ${format} .*model\\.json`,
+      await expect(load(file)).rejects.toThrow(
+        `fileSystem: cannot load ${path.join(file, 'model.json')}: ${file} is a Keras file, not ` +
+          `a folder converted for tfjs: load it with loadKerasModel(${JSON.stringify(file)}), ` +
+          'which reads .keras and .h5 files directly',
       );
-      await expect(load(file)).rejects.toThrow(expected);
       // loadKerasModel reads Keras files itself: these 2 bytes are no zip archive, nor HDF5
       await expect(loadKerasModel(file)).rejects.toThrow(
         /to be a \.keras file \(a zip archive, starting with "PK"\) or a tf-keras 2 \.h5 model .* received 2 bytes starting with "PK"/,
@@ -200,13 +196,27 @@ describe('errors at the boundaries', () => {
     }
     // a missing .keras path is named as missing, with the same advice
     await expect(load(path.join(dir, 'gone.keras'))).rejects.toThrow(
-      /gone\.keras does not exist.*convert/,
+      /gone\.keras does not exist; .* load it with loadKerasModel\(".*gone\.keras"\)/,
     );
     // a folder named like a Keras file that holds a converted model still loads
     const named = path.join(dir, 'converted.keras');
     fs.cpSync(fixture('k2_mha_cross_key'), named, {recursive: true});
     (await loadKerasModel(named)).dispose();
     fs.rmSync(dir, {recursive: true});
+  });
+
+  it('a Keras 3 model folder or a keras-hub preset given to fileSystem names its loader', async () => {
+    const keras3 = path.join(__dirname, '..', 'fixtures', 'keras_files', 'sharded');
+    await expect(load(keras3)).rejects.toThrow(
+      `${keras3} is a Keras 3 model folder (config.json, no model.json), not a folder converted ` +
+        `for tfjs: load it with loadKerasModel(${JSON.stringify(keras3)})`,
+    );
+    const preset = path.join(__dirname, 'fixtures', 'hub_presets', 'gpt2');
+    await expect(load(preset)).rejects.toThrow(
+      `${preset} is a keras-hub preset (config.json, no model.json), not a folder converted for ` +
+        `tfjs: load it with loadKerasHubPreset(${JSON.stringify(preset)}) (model, tokenizer and ` +
+        `preprocessor) or loadKerasModel(${JSON.stringify(preset)}) (the model)`,
+    );
   });
 
   it('a converted Keras model given to tf.loadLayersModel says to use loadKerasModel', async () => {

@@ -265,6 +265,42 @@ describe('saveKerasFile to a path that cannot hold the file', () => {
   });
 });
 
+describe('a preset over http fetches nothing outside its base URL', () => {
+  const base = 'https://example.com/presets/gpt2/';
+  const FOREIGN = 'FOREIGN-SECRET-BYTES';
+
+  /** The gpt2 preset served at `base`, its weights as shards named `shard`; every URL asked. */
+  function serve(shard: string) {
+    const files = filesOf(path.join(DIR, 'gpt2'));
+    files.delete('model.weights.h5');
+    files.set('model.weights.json', enc(JSON.stringify({weight_map: {'layers/x': [shard]}})));
+    const asked: string[] = [];
+    const fetch = async (url: string) => {
+      asked.push(url);
+      const bytes = url.startsWith(base) ? files.get(url.slice(base.length)) : enc(FOREIGN);
+      return bytes == null ? new Response(null, {status: 404}) : new Response(bytes as BodyInit);
+    };
+    return {asked, fetch};
+  }
+
+  for (const shard of ['http:attacker.example', '%2e%2e', 'https://attacker.example/x.h5']) {
+    it(`a shard named ${JSON.stringify(shard)} is refused before it is fetched`, async () => {
+      const {asked, fetch} = serve(shard);
+      const err = await loadKerasHubPreset(base, {fetch}).catch((e: Error) => e);
+      expect(String(err)).toMatch(
+        new RegExp(
+          `^Error: load\\w+: ${base.replace(/[./]/g, '\\$&')}model\\.weights\\.json ` +
+            `names the shard ${JSON.stringify(shard).replace(/[./]/g, '\\$&')}; expected a file ` +
+            'name beside it',
+        ),
+      );
+      // nothing outside the preset was asked for; nothing of a foreign answer is in the message
+      expect(asked.filter((u) => !u.startsWith(base))).toEqual([]);
+      expect(String(err)).not.toMatch(/FOREIGN|46 4f 52/);
+    });
+  }
+});
+
 describe("loadKerasHubPreset's options and fetch, when they misbehave", () => {
   const load = loadKerasHubPreset as unknown as (s: unknown, o?: unknown) => Promise<unknown>;
   const url = 'https://example.com/gpt2/';

@@ -51,6 +51,11 @@ export const MAX_WEIGHTS_BYTES = 2 ** 31 - 1;
 
 const decoder = new TextDecoder('utf-8');
 
+/** The name of the file `name` of `label` (a folder, a URL ending in `/`, an archive). */
+export function inFiles(label: string, name: string): string {
+  return label.endsWith('/') ? `${label}${name}` : `${label}/${name}`;
+}
+
 /** JSON of a loaded file, its size and depth checked first (bounded_json.ts). */
 function parseJson(bytes: Uint8Array, what: string, limits = CONFIG_JSON_LIMITS): Json {
   return parseBoundedJson(decoder.decode(bytes), what, limits, 'loadKerasModel') as Json;
@@ -58,7 +63,11 @@ function parseJson(bytes: Uint8Array, what: string, limits = CONFIG_JSON_LIMITS)
 
 /** Reads a JSON file of `files` no larger than `limits` allow, and parses it. */
 async function readJsonFile(files: KerasFiles, name: string, limits: JsonLimits): Promise<Json> {
-  return parseJson(await files.read(name, limits.maxChars), `${files.label}/${name}`, limits);
+  return parseJson(
+    await files.read(name, limits.maxChars),
+    `${inFiles(files.label, name)}`,
+    limits,
+  );
 }
 
 /** The converter drops these keys everywhere in a Keras 3 config (keras_h5_conversion.py). */
@@ -155,18 +164,17 @@ async function artifactsOf(
   return {modelTopology: topology, weightSpecs, weightData: data.buffer as ArrayBuffer};
 }
 
-/** A shard name from model.weights.json: a plain file name beside it. */
+/**
+ * A shard name from model.weights.json: a plain file name beside it. A colon (a URL scheme such
+ * as `http:host`, a drive), `%` (percent-encoded dots and slashes), `?` and `#` are refused too:
+ * a preset over http resolves the name against its base URL (checked again there, on the
+ * resolved URL: keras_hub_sources.ts).
+ */
 function checkShardName(name: string, label: string): void {
-  if (
-    name.length === 0 ||
-    name === '.' ||
-    name === '..' ||
-    /[/\\\0]/.test(name) ||
-    /^[a-z]:/i.test(name)
-  ) {
+  if (name.length === 0 || name === '.' || name === '..' || /[/\\\0:%?#]/.test(name)) {
     fail(
-      `${label}/model.weights.json names the shard ${JSON.stringify(name)}; expected a file name ` +
-        'beside it (no folder, "..", drive or backslash)',
+      `${inFiles(label, 'model.weights.json')} names the shard ${JSON.stringify(name)}; expected a file name ` +
+        'beside it (no folder, "..", scheme or drive, backslash, "%", "?" or "#")',
     );
   }
 }
@@ -182,20 +190,22 @@ export async function readKeras3Weights(
 ): Promise<Hdf5Reader[]> {
   if (await files.has(`${base}.h5`)) {
     const bytes = await files.read(`${base}.h5`, MAX_WEIGHTS_BYTES);
-    return [await Hdf5Reader.open(bytes, `${files.label}/${base}.h5`)];
+    return [await Hdf5Reader.open(bytes, `${inFiles(files.label, `${base}.h5`)}`)];
   }
   if (await files.has(`${base}.json`)) {
     const map = await readJsonFile(files, `${base}.json`, WEIGHTS_MANIFEST_JSON_LIMITS);
     const weightMap = isObj(map) ? map.weight_map : undefined;
     if (!isObj(weightMap)) {
-      fail(`expected ${files.label}/${base}.json to hold a weight_map object (Keras 3 shards)`);
+      fail(
+        `expected ${inFiles(files.label, `${base}.json`)} to hold a weight_map object (Keras 3 shards)`,
+      );
     }
     const shards: string[] = [];
     for (const v of Object.values(weightMap)) {
       for (const name of Array.isArray(v) ? v : [v]) {
         if (typeof name !== 'string') {
           fail(
-            `${files.label}/${base}.json maps a weight to ${JSON.stringify(name)}; expected a file name`,
+            `${inFiles(files.label, `${base}.json`)} maps a weight to ${JSON.stringify(name)}; expected a file name`,
           );
         }
         checkShardName(name, files.label);
@@ -205,10 +215,13 @@ export async function readKeras3Weights(
     const readers: Hdf5Reader[] = [];
     for (const name of shards) {
       if (!(await files.has(name))) {
-        fail(`${files.label}/${base}.json names the shard '${name}', which is missing`);
+        fail(`${inFiles(files.label, `${base}.json`)} names the shard '${name}', which is missing`);
       }
       readers.push(
-        await Hdf5Reader.open(await files.read(name, MAX_WEIGHTS_BYTES), `${files.label}/${name}`),
+        await Hdf5Reader.open(
+          await files.read(name, MAX_WEIGHTS_BYTES),
+          `${inFiles(files.label, name)}`,
+        ),
       );
     }
     return readers;
@@ -230,7 +243,9 @@ export async function keras3FilesArtifacts(
   }
   const config = await readJsonFile(files, 'config.json', CONFIG_JSON_LIMITS);
   if (!isObj(config) || !isObj(config.config)) {
-    fail(`expected ${files.label}/config.json to hold a model config ({class_name, config})`);
+    fail(
+      `expected ${inFiles(files.label, 'config.json')} to hold a model config ({class_name, config})`,
+    );
   }
   let kerasVersion: Json = null;
   if (await files.has('metadata.json')) {

@@ -89,6 +89,50 @@ export function mapFiles(
   };
 }
 
+/**
+ * The URL of the file `name` of a preset at `root` (a URL ending in `/`), checked on the resolved
+ * URL: the same origin, a path under the root's, and each segment below it, percent-decoded, a
+ * plain name (no `.`, `..`, slash or backslash); no query or fragment. A name from the preset's
+ * own files (a shard of model.weights.json) can thus not make the loader fetch anything outside
+ * the preset: `http:attacker.example`, `//host/x`, `%2e%2e` and `..%2f` are refused before a
+ * request is made.
+ */
+export function urlUnder(root: string, name: string): string {
+  const refuse = (why: string): never =>
+    fail(
+      `refusing the file name ${JSON.stringify(name)}: ${why}; expected a path inside the ` +
+        `preset at ${root}`,
+    );
+  if (/[?#\0\\]/.test(name)) refuse('it holds "?", "#", a backslash or NUL');
+  let url: URL;
+  let base: URL;
+  try {
+    base = new URL(root);
+    url = new URL(name, base);
+  } catch {
+    return refuse('it is not a URL path');
+  }
+  if (url.origin !== base.origin || url.protocol !== base.protocol) {
+    refuse(`it resolves to ${url.origin}, another origin`);
+  }
+  if (url.search !== '' || url.hash !== '' || !url.pathname.startsWith(base.pathname)) {
+    refuse(`it resolves to ${url.href}, outside the preset`);
+  }
+  const rest = url.pathname.slice(base.pathname.length).split('/');
+  for (const segment of rest) {
+    let plain: string;
+    try {
+      plain = decodeURIComponent(segment);
+    } catch {
+      return refuse(`its part ${JSON.stringify(segment)} is not valid percent-encoding`);
+    }
+    if (plain === '' || plain === '.' || plain === '..' || /[/\\\0]/.test(plain)) {
+      refuse(`its part ${JSON.stringify(segment)} reads ${JSON.stringify(plain)} once decoded`);
+    }
+  }
+  return url.href;
+}
+
 /** The files of a preset at a URL: each file fetched once (a missing one answers 404). */
 export function urlFiles(base: string, fetcher: (url: string) => Promise<Response>): PresetFiles {
   const root = base.endsWith('/') ? base : `${base}/`;
@@ -96,7 +140,7 @@ export function urlFiles(base: string, fetcher: (url: string) => Promise<Respons
   const get = (name: string): Promise<Response | null> => {
     let p = pending.get(name);
     if (p == null) {
-      const url = new URL(name, root).toString();
+      const url = urlUnder(root, name);
       p = fetcher(url).then(
         (r: Response | null | undefined) => {
           if (r == null || typeof r !== 'object' || typeof r.status !== 'number') {
@@ -120,7 +164,7 @@ export function urlFiles(base: string, fetcher: (url: string) => Promise<Respons
     read: async (name, maxBytes) => {
       const response = await get(name);
       pending.delete(name);
-      if (response == null) fail(`missing file ${name} (${new URL(name, root)} answered 404)`);
+      if (response == null) fail(`missing file ${name} (${urlUnder(root, name)} answered 404)`);
       const declared = Number(response.headers.get('content-length'));
       if (Number.isFinite(declared) && declared > maxBytes) {
         await response.body?.cancel();

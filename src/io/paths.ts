@@ -81,38 +81,57 @@ export async function checkWritable(dir: string): Promise<void> {
   await fs.promises.unlink(probe);
 }
 
-/** Keras' own file formats, and the `tensorflowjs_converter` input format of each. */
-const KERAS_FILES: Array<[RegExp, string]> = [
-  [/\.keras$/i, 'keras_keras'],
-  [/\.(h5|hdf5)$/i, 'keras'],
-];
+/** Keras' own file names: `.keras` (Keras 3) and `.h5` / `.hdf5` (tf-keras 2 full models). */
+const KERAS_FILE = /\.(keras|h5|hdf5)$/i;
 
-/** How to convert the Keras file `file` whose input format is `format`. */
-function convertHint(file: string, format: string): string {
-  const name = path.basename(file);
-  return (
-    `convert it, e.g. ` +
-    `\`tensorflowjs_converter --input_format ${format} ${name} ${name.replace(/\.[^.]+$/, '')}_tfjs\`, ` +
-    `and load that folder (it holds model.json)`
-  );
+/**
+ * What a Keras 3 model folder or keras-hub preset at `dir` (config.json, no model.json) is, from
+ * its config.json's `registered_name` / `module` (keras-hub's classes are `keras_hub>...`): read
+ * only when small, never parsed (a substring test).
+ */
+async function kerasFolderKind(dir: string): Promise<'preset' | 'keras' | null> {
+  const config = path.join(dir, 'config.json');
+  if (fs.existsSync(path.join(dir, 'model.json'))) return null;
+  const st = await fs.promises.stat(config).catch(() => null);
+  if (st === null || !st.isFile()) return null;
+  if (st.size > 2 ** 20) return 'keras';
+  const text = await fs.promises.readFile(config, 'utf8').catch(() => '');
+  return /"(registered_name|module)"\s*:\s*"keras_hub[>.]/.test(text) ? 'preset' : 'keras';
 }
 
 /**
  * What to tell a user whose model.json at `where` cannot be read because the target they named
- * is not a folder: a Keras file (convert it first), another file, or a Keras file name that does
- * not exist. Null when the target is a folder (the plain error says enough).
+ * is not a folder converted for tfjs: a Keras file (`loadKerasModel` reads it), a Keras 3 model
+ * folder or keras-hub preset (`loadKerasModel` / `loadKerasHubPreset`), another file, or a Keras
+ * file name that does not exist. Null when the target is a folder with nothing to say.
  */
 export async function notAModelFolder(where: ModelLocation): Promise<string | null> {
   const target = where.dir;
   const st = await fs.promises.stat(target).catch(() => null);
-  if (st?.isDirectory()) return null;
-  const keras = KERAS_FILES.find(([re]) => re.test(target));
-  if (keras === undefined) {
+  const named = JSON.stringify(target);
+  if (st?.isDirectory()) {
+    const kind = await kerasFolderKind(target);
+    if (kind === 'preset') {
+      return (
+        `${target} is a keras-hub preset (config.json, no model.json), not a folder converted ` +
+        `for tfjs: load it with loadKerasHubPreset(${named}) (model, tokenizer and ` +
+        `preprocessor) or loadKerasModel(${named}) (the model)`
+      );
+    }
+    if (kind === 'keras') {
+      return (
+        `${target} is a Keras 3 model folder (config.json, no model.json), not a folder ` +
+        `converted for tfjs: load it with loadKerasModel(${named})`
+      );
+    }
+    return null;
+  }
+  if (!KERAS_FILE.test(target)) {
     return st === null
       ? null
       : `${target} is a file; expected a folder holding model.json, or the path of a .json file`;
   }
-  const hint = convertHint(target, keras[1]);
+  const hint = `load it with loadKerasModel(${named}), which reads .keras and .h5 files directly`;
   return st === null
     ? `${target} does not exist; a .keras or .h5 path names a Keras file, not a folder converted for tfjs: ${hint}`
     : `${target} is a Keras file, not a folder converted for tfjs: ${hint}`;
