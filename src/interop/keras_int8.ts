@@ -21,6 +21,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {contractOf, snakeCase} from '../layers/engine/contract';
 import {badScaleText, badScaleValue, int8Replacement} from '../layers/core/quantization';
+import {einsumInt8Plan, kernelScaleShape} from '../layers/core/einsum_int8';
 import {fail, isObj, Json, Obj} from './keras_json';
 
 const MODEL_CLASSES = ['Functional', 'Model', 'Sequential'];
@@ -60,6 +61,7 @@ function rewriteLayers(
   int32: string[],
   weighted: boolean,
   names: Map<string, string>,
+  equations: Map<string, string>,
 ): void {
   const counts = new Map<string, number>();
   for (const layer of (config.layers as Json[]) ?? []) {
@@ -74,11 +76,13 @@ function rewriteLayers(
     counts.set(base, n + 1);
     const path = `${prefix}layers/${n === 0 ? base : `${base}_${n}`}/`;
     if (MODEL_CLASSES.includes(cls)) {
-      rewriteLayers(c, path, int32, weighted, names);
+      rewriteLayers(c, path, int32, weighted, names, equations);
       continue;
     }
     const name = String(layer.name ?? c.name);
     names.set(path, name);
+    // an EinsumDense's equation decides its scale's axes (Keras' _get_kernel_scale_shape)
+    if (typeof c.equation === 'string') equations.set(path, c.equation);
     const policy = int8Policy(c.dtype, name);
     if (policy) {
       c.dtype =
@@ -137,6 +141,7 @@ export function checkInt8Scales(
   specs: tf.io.WeightsManifestEntry[],
   isInt8: (s: tf.io.WeightsManifestEntry) => boolean,
   layerNames: ReadonlyMap<string, string> = new Map(),
+  equations: ReadonlyMap<string, string> = new Map(),
 ): Array<{scale: tf.io.WeightsManifestEntry; what: string}> {
   const scales: Array<{scale: tf.io.WeightsManifestEntry; what: string}> = [];
   const folders = new Map<string, Array<{index: number; spec: tf.io.WeightsManifestEntry}>>();
@@ -164,11 +169,16 @@ export function checkInt8Scales(
           `${what} has no float32 scale after it; expected ${embedding ? 'embeddings_scale' : 'kernel_scale'} (Keras' int8 weights)`,
         );
       }
-      const allowed = scaleShapes(spec.shape, scale.shape.length, embedding);
+      const equation = equations.get(folder);
+      const plan = equation == null || index !== 0 ? null : einsumInt8Plan(equation);
+      const allowed =
+        plan != null && typeof plan !== 'string'
+          ? [kernelScaleShape(plan, spec.shape)]
+          : scaleShapes(spec.shape, scale.shape.length, embedding);
       if (!allowed.some((s) => shapeText(s) === shapeText(scale.shape))) {
         fail(
           `${what}: expected its scale ${scale.name} to have shape ` +
-            `${allowed.map(shapeText).join(' or ')} (${embedding ? 'one per row of the table' : "the kernel's output axes"}), ` +
+            `${allowed.map(shapeText).join(' or ')} (${embedding ? 'one per row of the table' : plan != null && typeof plan !== 'string' ? `the axes Keras derives from '${equation}'` : "the kernel's output axes"}), ` +
             `received ${shapeText(scale.shape)}`,
         );
       }
@@ -230,14 +240,16 @@ export function rewriteInt8(
     s.dtype === 'int32' && s.name.startsWith('layers/');
   const int32 = specs.filter(isInt8);
   const names = new Map<string, string>();
+  const equations = new Map<string, string>();
   rewriteLayers(
     modelConfig.config as Obj,
     '',
     int32.map((s) => s.name),
     specs.length > 0,
     names,
+    equations,
   );
-  const scales = checkInt8Scales(specs, isInt8, names);
+  const scales = checkInt8Scales(specs, isInt8, names, equations);
   if (int32.length === 0 || artifacts.weightData == null) return {artifacts, specs};
   const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData).slice(0);
   checkScaleData(specs, data, scales);

@@ -84,6 +84,33 @@ export function int8MatMul(a: tf.Tensor2D, b: tf.Tensor2D, transposeB = false): 
 }
 
 /**
+ * {@link int8MatMul} over a batch: `a [S, M, K] · b [S, K, N]` as an int32 tensor `[S, M, N]`,
+ * exact (float32 products over chunks of at most {@link INT8_EXACT_CHUNK} inner values, added in
+ * int32).
+ */
+export function int8BatchMatMul(a: tf.Tensor3D, b: tf.Tensor3D): tf.Tensor3D {
+  const K = a.shape[2];
+  if (K !== b.shape[1] || a.shape[0] !== b.shape[0]) {
+    throw new Error(
+      `int8BatchMatMul: expected a [S, M, K] and b [S, K, N] of equal S and K, received ` +
+        `[${a.shape}] and [${b.shape}]`,
+    );
+  }
+  return tf.tidy(() => {
+    if (K <= INT8_EXACT_CHUNK) return tf.cast(tf.matMul(a, b), 'int32') as tf.Tensor3D;
+    let sum: tf.Tensor3D | null = null;
+    for (let k0 = 0; k0 < K; k0 += INT8_EXACT_CHUNK) {
+      const k = Math.min(INT8_EXACT_CHUNK, K - k0);
+      const ac = tf.slice(a, [0, 0, k0], [-1, -1, k]);
+      const bc = tf.slice(b, [0, k0, 0], [-1, k, -1]);
+      const part = tf.cast(tf.matMul(ac, bc), 'int32') as tf.Tensor3D;
+      sum = sum == null ? part : (tf.add(sum, part) as tf.Tensor3D);
+    }
+    return sum as tf.Tensor3D;
+  });
+}
+
+/**
  * Keras' dequantized int8 product of float rows `x [M, K]` with an int8 kernel `[K, N]`
  * (`[N, K]` with `transposeB`) and its float32 scale `[N]`: the rows are quantized per row
  * (abs-max over K), multiplied as int8, cast to float32 and divided by `(x scale · kernel scale)`

@@ -29,6 +29,13 @@ import {PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
 import {int8Dense} from '../../ops/int8';
 import {Int8Layer, Int8Weight, QuantizationMode, quantizationModeOf} from './quantization';
+import {
+  EinsumInt8Plan,
+  einsumInt8Plan,
+  int8Einsum,
+  kernelScaleShape,
+  layoutScale,
+} from './einsum_int8';
 
 /** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
@@ -42,7 +49,8 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   activation?: ActivationIdentifier | null;
   /**
    * `'int8'`: Keras 3's int8 form (`model.quantize("int8")`), weights `kernel` (int8 values),
-   * `bias`, `kernel_scale`; equations of the dense form `FB,BO->FO` only. Default null (float).
+   * `bias`, `kernel_scale` (its axes derived from the equation as Keras does); any equation Keras
+   * 3.15 quantizes (letters only, no ellipsis). Default null (float).
    */
   quantizationMode?: QuantizationMode | null;
 }
@@ -206,19 +214,9 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
 
   /** Keras' int8 weights, in its order: kernel (int8 values), bias, kernel_scale. */
   private buildInt8(shape: Shape): void {
-    const bound = denseBoundAxes(this.equation);
-    if (bound == null) {
-      throw new Error(
-        `EinsumDense '${this.name}': int8 takes an equation of the dense form FB,BO->FO ` +
-          `(contracted trailing input axes, then the kernel's output axes), received '${this.equation}'`,
-      );
-    }
-    const {kernelShape, biasShape, outputShape} = this.shapes(shape);
-    const outDims = kernelShape.slice(bound);
-    const scaleShape = [
-      ...outputShape.slice(0, outputShape.length - outDims.length).map(() => 1),
-      ...outDims,
-    ];
+    const plan = this.int8Plan();
+    const {kernelShape, biasShape} = this.shapes(shape);
+    const scaleShape = kernelScaleShape(plan, kernelShape);
     const zeros = initializers.zeros();
     this.kernel = this.addWeight('kernel', kernelShape, 'float32', zeros, undefined, false);
     this.bias =
@@ -243,11 +241,35 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     this.built = true;
   }
 
-  /** Its int8 weight (when int8): the kernel, scaled per output channel over the contracted axes. */
+  /**
+   * Keras' int8 plan of the equation (`_analyze_quantization_info`: the axes quantized together,
+   * the scale's layout); an equation Keras cannot quantize is an error naming the layer.
+   */
+  private int8Plan(): EinsumInt8Plan {
+    const plan = einsumInt8Plan(this.equation);
+    if (typeof plan === 'string') {
+      throw new Error(
+        `EinsumDense '${this.name}': int8 cannot take the equation '${this.equation}': ${plan}`,
+      );
+    }
+    return plan;
+  }
+
+  /**
+   * Its int8 weight (when int8): the kernel, scaled over the kernel axes the equation contracts
+   * (Keras' `kernel_reduced_axes`), the scale stored in Keras' layout.
+   */
   int8Weights(): Int8Weight[] {
     if (this.kernel == null || this.kernelScale == null) return [];
-    const bound = denseBoundAxes(this.equation) as number;
-    return [{values: this.kernel, scale: this.kernelScale, axes: [...Array(bound).keys()]}];
+    const plan = this.int8Plan();
+    return [
+      {
+        values: this.kernel,
+        scale: this.kernelScale,
+        axes: plan.kernelLayout.reduced,
+        layout: (scale) => layoutScale(scale, plan.kernelLayout),
+      },
+    ];
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
@@ -294,7 +316,10 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       const scaled = (y: tf.Tensor) => (scale !== 1 ? tf.mul(y, scale) : y);
       const bound = denseBoundAxes(this.equation);
       if (bound == null) {
-        let y = einsum(this.equation, x, kernel); // [batch, ...outputShape]
+        let y =
+          this.kernelScale != null
+            ? int8Einsum(this.int8Plan(), x, kernel, this.kernelScale.read())
+            : einsum(this.equation, x, kernel); // [batch, ...outputShape]
         if (this.bias != null) y = tf.add(y, this.bias.read());
         return this.activation.apply(scaled(y));
       }

@@ -59,6 +59,11 @@ export interface Int8Weight {
   scale: LayerVariable;
   /** The float weight's axes the scale reduces (Keras' `AbsMaxQuantizer(axis=...)`). */
   axes: number[];
+  /**
+   * The kept-dims scale in the stored layout (EinsumDense: Keras' `_adjust_scale_for_quant`);
+   * absent: a reshape.
+   */
+  layout?: (scale: tf.Tensor) => tf.Tensor;
 }
 
 /** A layer that holds int8 weights when its `quantizationMode` is `'int8'`. */
@@ -90,7 +95,7 @@ export function quantizeInto(w: Int8Weight, float: tf.Tensor): void {
   tf.tidy(() => {
     const {values, scale} = absMaxQuantize(float, w.axes);
     w.values.write(values);
-    w.scale.write(tf.reshape(scale, w.scale.shape as number[]));
+    w.scale.write(tf.reshape(w.layout?.(scale) ?? scale, w.scale.shape as number[]));
   });
 }
 
