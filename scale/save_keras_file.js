@@ -4,6 +4,15 @@
 // <out>/<name>.keras and <out>/<name>.json ({ids, predictions}) for:
 //   decoder_lm: TokenAndPositionEmbedding, TransformerDecoder, a causal MultiHeadAttention, Dense
 //   int8: Embedding, Dense and EinsumDense after quantize(model, 'int8') (Keras' int8 scheme)
+// and one per keras-hub family, as loadKerasHubPreset / loadKerasModel / buildKerasHubModel return
+// them from the committed fixtures (__tests__/fixtures/):
+//   gpt2, bert, llama3: hub_presets/<name> (GPT2CausalLM, BertTextClassifier, Llama3CausalLM);
+//   llama31: hub_families/llama31 (Llama 3.1's rope options), built by buildKerasHubModel;
+//   gpt2_int8: int8_files/gpt2_preset (keras-hub's int8 preset: int8 blocks and token embedding);
+//   decoder_int8: int8_files/decoder_lm.keras (Keras' own int8 file of keras-hub decoders);
+//   functional_int8: int8_files/functional.keras (Keras' own: int8 Embedding, Dense, EinsumDense
+//   and MultiHeadAttention).
+// Each <name>.json holds {inputs (one array per model input, in order), predictions}.
 const fs = require('fs');
 const path = require('path');
 const tf = require('@tensorflow/tfjs');
@@ -49,6 +58,37 @@ function int8Model() {
   return api.quantize(float, 'int8');
 }
 
+const FIXTURES = path.join(__dirname, '..', '__tests__', 'fixtures');
+
+/** The model's inputs by name: token ids (IDS), a padding mask, segment ids. */
+function hubInputs(model) {
+  return model.inputs.map((t) => {
+    const name = t.name.replace(/_\d+$/, '');
+    if (name === 'padding_mask')
+      return IDS.map((row, b) => row.map((_, i) => (b === 1 && i >= 4 ? 0 : 1)));
+    if (name === 'segment_ids') return IDS.map((row) => row.map((_, i) => (i >= 3 ? 1 : 0)));
+    return IDS;
+  });
+}
+
+/** A fixtures/hub_families.py case built by buildKerasHubModel from its task config and weights. */
+function hubFamily(name) {
+  const dir = path.join(FIXTURES, 'hub_families', name);
+  const json = (f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
+  const bin = fs.readFileSync(path.join(dir, 'weights.bin'));
+  const all = new Float32Array(bin.buffer.slice(bin.byteOffset, bin.byteOffset + bin.byteLength));
+  const weights = new Map();
+  for (const w of json('weights.json').weights) {
+    const size = w.shape.reduce((p, d) => p * d, 1);
+    weights.set(w.path, {shape: w.shape, values: all.subarray(w.offset, w.offset + size)});
+  }
+  const task = json('task.json');
+  return api.buildKerasHubModel(task.class_name, task.config, weights);
+}
+
+const preset = (dir) => async () =>
+  (await api.loadKerasHubPreset(path.join(FIXTURES, ...dir.split('/')))).model;
+
 async function main() {
   const out = process.argv[2];
   if (!out) throw new Error('usage: node scale/save_keras_file.js <out folder>');
@@ -57,13 +97,31 @@ async function main() {
   for (const [name, make] of [
     ['decoder_lm', decoderLm],
     ['int8', int8Model],
+    ['gpt2', preset('hub_presets/gpt2')],
+    ['bert', preset('hub_presets/bert')],
+    ['llama3', preset('hub_presets/llama3')],
+    ['llama31', () => hubFamily('llama31')],
+    ['gpt2_int8', preset('int8_files/gpt2_preset')],
+    [
+      'decoder_int8',
+      () => api.loadKerasModel(path.join(FIXTURES, 'int8_files', 'decoder_lm.keras')),
+    ],
+    [
+      'functional_int8',
+      () => api.loadKerasModel(path.join(FIXTURES, 'int8_files', 'functional.keras')),
+    ],
   ]) {
     const model = await make();
     await api.saveKerasFile(model, path.join(out, `${name}.keras`));
-    const x = tf.tensor2d(IDS, undefined, 'int32');
-    const predictions = model.predict(x).arraySync();
-    fs.writeFileSync(path.join(out, `${name}.json`), JSON.stringify({ids: IDS, predictions}));
-    x.dispose();
+    const inputs = hubInputs(model);
+    const xs = inputs.map((a) => tf.tensor2d(a, undefined, 'int32'));
+    const y = model.predict(xs.length === 1 ? xs[0] : xs);
+    fs.writeFileSync(
+      path.join(out, `${name}.json`),
+      JSON.stringify({inputs, predictions: y.arraySync()}),
+    );
+    tf.dispose([xs, y]);
+    model.dispose();
   }
 }
 

@@ -18,6 +18,7 @@ import {isInt8Layer, KERAS_INT8_POLICY} from '../layers/core/quantization';
 
 import {contractOf, KerasCall, snakeCase} from '../layers/engine/contract';
 import type {Keras3Class} from '../layers/engine/contract';
+import {dropTfjsOnlyKeys, keras3Activation} from './keras3_layer_configs';
 import {keras3Paths} from './keras3_weights';
 import {isObj, Json, Obj} from './keras_json';
 
@@ -77,7 +78,9 @@ interface Ctx {
 function keras3Config(layer: Obj, callKwargs: Obj): Obj {
   const cls = layer.class_name as string;
   const name = layer.name as string;
-  const config = layer.config as Obj;
+  const config = {...(layer.config as Obj)};
+  const q = contractOf(cls)?.quantization;
+  dropTfjsOnlyKeys(q?.kind === 'replaces' ? q.className : cls, config);
   const spec = keras3Class(cls);
   const call = kerasCall(cls);
   const out: Obj = {};
@@ -95,8 +98,6 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
     }
     if (DERIVED.includes(k)) continue;
     if (k === 'dtype' && out.dtype != null) continue;
-    // tfjs' Embedding writes its input shape; a functional Keras model has it on its InputLayer
-    if (k === 'batch_input_shape' && contractOf(cls)?.quantization?.kind === 'replaces') continue;
     if (spec == null || COMMON.includes(k) || spec.keys.includes(k)) {
       // an indexing operation's index goes to its node
       if (!(call.kind === 'indexing' && k !== 'name')) out[k] = v;
@@ -108,6 +109,7 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
         `${cls} does not take; build the layer without it for a model that Keras 3 must load`,
     );
   }
+  if ('activation' in out) out.activation = keras3Activation(out.activation) as Json;
   if (cls === 'InputLayer') {
     out.batch_shape = config.batch_input_shape ?? config.batch_shape ?? null;
     delete out.batch_input_shape;
@@ -177,6 +179,13 @@ function rewriteNode(layer: Obj, node: Json, ctx: Ctx): Obj {
       else kwargs[role] = ref(e);
     });
     return {args, kwargs};
+  }
+  if (call.kind === 'tensor' && call.kerasKwargs != null) {
+    const dtypes = entries.map(
+      (e) =>
+        (ctx.model.getLayer(e[0]).inboundNodes[e[1]].outputTensors[e[2]] as SymbolicTensor).dtype,
+    );
+    Object.assign(kwargs, call.kerasKwargs(dtypes));
   }
   if (entries.length === 1) return {args: [ref(entries[0])], kwargs};
   return {args: [entries.map(ref)], kwargs};
@@ -294,12 +303,14 @@ export async function toKeras3Artifacts(
       const spec = keras3Class(cls);
       const q = contractOf(cls)?.quantization;
       if (q?.kind === 'replaces') kerasConfig.dtype = {...KERAS_INT8_POLICY};
+      const policyMap = int8PolicyMap(model.getLayer(layer.name as string));
+      if (policyMap != null && kerasConfig.dtype == null) kerasConfig.dtype = policyMap;
       out.push({
-        module: spec?.pkg ?? spec?.module ?? 'keras.layers',
+        module: spec?.module ?? spec?.pkg ?? 'keras.layers',
         // the int8 form of a Keras class (QuantizedDense) is that class with an int8 policy
         class_name: q?.kind === 'replaces' ? q.className : cls,
         config: kerasConfig,
-        registered_name: spec?.pkg ? `${spec.pkg}>${cls}` : (spec?.registeredName ?? null),
+        registered_name: spec?.registeredName ?? (spec?.pkg != null ? `${spec.pkg}>${cls}` : null),
         name: layer.name,
         inbound_nodes: nodes,
       });
@@ -368,6 +379,40 @@ export async function toKeras3Artifacts(
   } finally {
     model.dispose();
   }
+}
+
+/** An entry of keras-hub 0.32's int8 `DTypePolicyMap`, as its int8 presets write it. */
+const hubInt8Policy = (): Obj => ({
+  module: 'keras.dtype_policies',
+  class_name: 'QuantizedDTypePolicy',
+  config: {mode: 'int8', source_name: null},
+  registered_name: null,
+});
+
+/**
+ * The `dtype` Keras 3 needs on a layer whose sublayers are int8 (a MultiHeadAttention, a
+ * keras-hub block): a `DTypePolicyMap` with an int8 `QuantizedDTypePolicy` per int8 sublayer,
+ * keyed by its path (`transformer_layer_0/self_attention/query`), as keras-hub 0.32 writes a
+ * quantized backbone's. Keras builds sublayers with their parent's policy and looks each up by
+ * its path, so these load int8; under a float policy Keras builds them float and cannot load
+ * their int8 weights ("expected 2 variables, but received 3"). Null: no int8 sublayer.
+ */
+function int8PolicyMap(layer: tfLayers.Layer): Obj | null {
+  if (!(layer instanceof CompositeLayer)) return null;
+  const map: Obj = {};
+  const visit = (l: tfLayers.Layer, prefix: string) => {
+    const path = `${prefix}/${l.name}`;
+    if (l instanceof CompositeLayer) l.sublayers.forEach((sub) => visit(sub, path));
+    else if (isInt8Layer(l) && l.quantizationMode === 'int8') map[path] = hubInt8Policy();
+  };
+  layer.sublayers.forEach((sub) => visit(sub, layer.name));
+  if (Object.keys(map).length === 0) return null;
+  return {
+    module: 'keras.dtype_policies',
+    class_name: 'DTypePolicyMap',
+    config: {default_policy: null, policy_map: map},
+    registered_name: null,
+  };
 }
 
 /** The names of the weights holding int8 values (as float32) in `model`'s int8 layers. */

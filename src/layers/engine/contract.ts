@@ -59,6 +59,11 @@ export type KerasCall = TensorCall | AttentionCall | KeywordCall | IndexingCall 
 export interface TensorCall {
   /** The calling form. */
   kind: 'tensor';
+  /**
+   * Keyword arguments Keras' call needs that tfjs reads from the inputs instead, by the call's
+   * input dtypes (ReversibleEmbedding: `reverse=True` for hidden states); unset: none.
+   */
+  kerasKwargs?: (inputDtypes: readonly string[]) => Readonly<Record<string, boolean>>;
 }
 
 /** An attention layer's call. */

@@ -78,6 +78,8 @@ export class LlamaAttention extends CompositeLayer {
       keras3: {
         pkg: 'keras_hub',
         module: 'keras_hub.src.models.llama.llama_attention',
+        // keras-hub 0.32 does not register the class: Keras writes (and finds it by) its module
+        registeredName: 'LlamaAttention',
         keys: [
           'num_query_heads',
           'num_key_value_heads',

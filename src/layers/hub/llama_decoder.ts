@@ -90,6 +90,8 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       keras3: {
         pkg: 'keras_hub',
         module: 'keras_hub.src.models.llama.llama_decoder',
+        // keras-hub 0.32 does not register the class: Keras writes (and finds it by) its module
+        registeredName: 'LlamaTransformerDecoder',
         keys: [
           'intermediate_dim',
           'num_query_heads',

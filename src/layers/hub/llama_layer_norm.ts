@@ -40,6 +40,8 @@ export class LlamaLayerNorm extends layers.Layer {
       keras3: {
         pkg: 'keras_hub',
         module: 'keras_hub.src.models.llama.llama_layernorm',
+        // keras-hub 0.32 does not register the class: Keras writes (and finds it by) its module
+        registeredName: 'LlamaLayerNorm',
         keys: ['epsilon'],
       },
       keras2: {refused: HUB_NEEDS_KERAS3},

@@ -109,7 +109,11 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
         ),
       },
       keras2: {refused: HUB_NEEDS_KERAS3},
-      call: {kind: 'tensor'},
+      // a float input is the reverse call here (tfjs replays no call options); Keras needs it said
+      call: {
+        kind: 'tensor',
+        kerasKwargs: (d): Record<string, boolean> => (d[0] === 'int32' ? {} : {reverse: true}),
+      },
       kerasOnlyKeys: [],
       refuseConfig: null,
     },
