@@ -30,14 +30,13 @@ describe('README', () => {
     expect(head).toContain('npm install && npm run train');
     expect(head).toContain('npm test');
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-    expect(pkg.scripts.train).toBe('node dist/train.cjs');
-    expect(pkg.scripts.pretrain).toContain('build'); // npm run train builds first
+    expect(pkg.scripts.train).toBe('node scripts/build.mjs && node dist/train.cjs'); // builds first
     expect(pkg.scripts.test).toBe('jest');
   });
 
-  it("says how to skip onnxruntime-node's CUDA download, next to the set-up commands", () => {
-    // package.test.ts checks that onnxruntime-node's install script reads this variable
-    const note = readme.indexOf('`ONNXRUNTIME_NODE_INSTALL=skip npm install`');
+  it('says why no install script runs, next to the set-up commands', () => {
+    // package.test.ts checks that .npmrc turns install scripts off and that train builds first
+    const note = readme.indexOf('`ignore-scripts=true`');
     expect(note).toBeGreaterThan(readme.indexOf('npm install && npm run train'));
     expect(note).toBeLessThan(readme.indexOf('## Install'));
   });
@@ -77,9 +76,10 @@ describe('README', () => {
       const fewer = check(Math.round(tests * 0.8), minutes * 60);
       expect(fewer.status).toBe(1);
       expect(fewer.out).toMatch(/README\.md is off in the count/);
+      // a slower run is a warning, not a failure: CI's machine may be loaded
       const slower = check(tests, minutes * 60 * 3);
-      expect(slower.status).toBe(1);
-      expect(slower.out).toMatch(/README\.md is off in the time/);
+      expect(slower.status).toBe(0);
+      expect(slower.out).toMatch(/README\.md is off in the time.*a warning/);
       // a README without the sentence cannot be checked, and says so
       const noClaim = check(tests, minutes * 60, 'SECURITY.md');
       expect(noClaim.status).toBe(2);

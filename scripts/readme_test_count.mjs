@@ -1,8 +1,9 @@
 // Keeps README.md's test count and time honest: `node scripts/readme_test_count.mjs <jest.json>
 // [README.md]` compares the sentence "About N tests in about M minutes on 2 cores" (README's
 // Development section) with a jest run's JSON report (`jest --json --outputFile=<jest.json>`, as
-// .ci/run writes it). The count must be within 10 % of the run's, the time within half to twice
-// the run's wall time. Prints both and exits 1 when the README is off, 2 when it cannot check.
+// .ci/run writes it). The count must be within 10 % of the run's (exit 1 when it is not); a time
+// outside half to twice the run's wall time is printed as a warning only, since a loaded machine
+// is slower without the README being wrong. Exits 2 when it cannot check.
 import {readFileSync} from 'node:fs';
 import {dirname, join} from 'node:path';
 import {fileURLToPath} from 'node:url';
@@ -51,10 +52,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   }
   const run = measured(JSON.parse(readFileSync(reportFile, 'utf8')));
   const bad = mismatches(claim, run);
+  const count = bad.filter((b) => b.startsWith('the count'));
   console.log(
     `README: about ${claim.tests} tests in about ${claim.minutes} minutes; ` +
       `this run: ${run.tests} tests in ${run.minutes.toFixed(1)} minutes` +
-      (bad.length > 0 ? `: README.md is off in ${bad.join('; ')}` : ''),
+      (bad.length > 0 ? `: README.md is off in ${bad.join('; ')}` : '') +
+      (bad.length > count.length ? ' (the time is a warning: a loaded machine runs slower)' : ''),
   );
-  process.exit(bad.length > 0 ? 1 : 0);
+  process.exit(count.length > 0 ? 1 : 0);
 }
