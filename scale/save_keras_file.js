@@ -11,7 +11,8 @@
 //   gpt2_int8: int8_files/gpt2_preset (keras-hub's int8 preset: int8 blocks and token embedding);
 //   decoder_int8: int8_files/decoder_lm.keras (Keras' own int8 file of keras-hub decoders);
 //   functional_int8: int8_files/functional.keras (Keras' own: int8 Embedding, Dense, EinsumDense
-//   and MultiHeadAttention).
+//   and MultiHeadAttention);
+//   llama3_int8, bert_int8: the Llama 3 and BERT tasks after quantize(model, 'int8').
 // Each <name>.json holds {inputs (one array per model input, in order), predictions}.
 const fs = require('fs');
 const path = require('path');
@@ -106,6 +107,8 @@ async function main() {
       'decoder_int8',
       () => api.loadKerasModel(path.join(FIXTURES, 'int8_files', 'decoder_lm.keras')),
     ],
+    ['llama3_int8', async () => api.quantize(await preset('hub_presets/llama3')(), 'int8')],
+    ['bert_int8', async () => api.quantize(await preset('hub_presets/bert')(), 'int8')],
     [
       'functional_int8',
       () => api.loadKerasModel(path.join(FIXTURES, 'int8_files', 'functional.keras')),

@@ -9,7 +9,7 @@ committed fixtures: GPT2CausalLM, BertTextClassifier, Llama3CausalLM (presets), 
 (rope frequency options), keras-hub's int8 GPT-2 preset (int8 blocks, as a DTypePolicyMap, and
 token embedding), and Keras' own int8 files of keras-hub decoders and of a functional model with an
 int8 MultiHeadAttention (both of which Keras 3.15 cannot load back itself: it builds the blocks'
-projections float).
+projections float), and the Llama 3 and BERT tasks quantized here (`quantize(model, 'int8')`).
 
     python -m pytest scale/test_save_keras_file.py
 """
@@ -42,6 +42,8 @@ CASES = [
     "gpt2_int8",
     "decoder_int8",
     "functional_int8",
+    "llama3_int8",
+    "bert_int8",
 ]
 # the layers Keras must hold int8 after loading (a block's int8 sublayers by their paths)
 BLOCK_INT8 = [
@@ -59,6 +61,18 @@ INT8 = {
     "decoder_int8": [f"transformer_decoder{i}/{s}" for i in ("", "_1") for s in BLOCK_INT8],
     "functional_int8": ["dense", "einsum_dense", "einsum_dense_1", "embedding"]
     + [f"multi_head_attention/{s}" for s in ("attention_output", "key", "query", "value")],
+    "llama3_int8": ["token_embedding"]
+    + [
+        f"transformer_layer_{i}/{s}"
+        for i in range(2)
+        for s in BLOCK_INT8 + ["feedforward_gate_dense"]
+    ],
+    "bert_int8": ["logits", "pooled_dense", "segment_embedding", "token_embedding"]
+    + [
+        f"transformer_layer_{i}/{s.replace('self_attention/', 'self_attention_layer/')}"
+        for i in range(2)
+        for s in BLOCK_INT8
+    ],
 }
 
 
