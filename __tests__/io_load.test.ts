@@ -131,21 +131,20 @@ describe('loading', () => {
     fs.rmSync(dir, {recursive: true});
   });
 
-  it('refuses configs implying weights beyond the manifest in milliseconds (num_heads 1e7, 1e9)', async () => {
+  it('refuses configs implying weights beyond the manifest before allocating them (num_heads 1e7, 1e9)', async () => {
     const dir = await savedModel();
     const json = readJson(dir);
     const mha = json.modelTopology.config.layers.find((l: {name: string}) => l.name === 'mha');
     for (const heads of [1e7, 1e9]) {
       mha.config.num_heads = heads;
       writeJson(dir, json);
-      const start = Date.now();
       const memory = process.memoryUsage().rss;
       await expect(load(dir)).rejects.toThrow(
         new RegExp(
           `layer 'mha' \\(MultiHeadAttention\\) implies at least \\d+ weight values \\(num_heads = ${heads}\\)`,
         ),
       );
-      expect(Date.now() - start).toBeLessThan(1000);
+      // the work done, not the time taken (a busy machine is slow)
       expect(process.memoryUsage().rss - memory).toBeLessThan(200 * 2 ** 20);
     }
     fs.rmSync(dir, {recursive: true});

@@ -180,6 +180,105 @@ function checkShardName(name: string, label: string): void {
 }
 
 /**
+ * What a shard may hold beyond its weights' bytes: HDF5's superblock, object headers, B-trees and
+ * name heaps. Measured with h5py 3.14 on Keras 3.15's files: 2.4 to 4.5 KiB per `vars` group
+ * (keras-hub's gpt2 / bert / llama3 test presets, 35 to 39 of them: 84 to 97 KB in all; the
+ * sharded fixture's shards: 18 and 22 KB for 4 and 7 groups). 64 KiB per shard and 16 KiB per
+ * weight_map entry is three times that and more.
+ */
+export const SHARD_OVERHEAD_BYTES = 64 * 1024;
+export const SHARD_ENTRY_OVERHEAD_BYTES = 16 * 1024;
+
+/**
+ * The shards a weights manifest (`model.weights.json`: `metadata.total_size` and a `weight_map`
+ * of `/layers/.../vars` -> shard files) names, read one at a time within a budget: the manifest's
+ * total_size plus {@link SHARD_OVERHEAD_BYTES} a shard and {@link SHARD_ENTRY_OVERHEAD_BYTES} an
+ * entry (2 GiB in all when it declares no total_size). Each shard is refused from its declared
+ * size (a zip entry's, a file's) before it is inflated or read when it would pass the budget
+ * left, and checked before the next is read: every dataset lies under an entry the manifest
+ * gives to that shard, the datasets' bytes so far stay within total_size, and the shard is no
+ * larger than its datasets plus the overhead allowed (no padding).
+ */
+async function readShards(files: KerasFiles, manifestName: string): Promise<Hdf5Reader[]> {
+  const where = inFiles(files.label, manifestName);
+  const map = await readJsonFile(files, manifestName, WEIGHTS_MANIFEST_JSON_LIMITS);
+  const weightMap = isObj(map) ? map.weight_map : undefined;
+  if (!isObj(weightMap)) fail(`expected ${where} to hold a weight_map object (Keras 3 shards)`);
+  /** Shard name -> the entries (`/layers/dense/vars`) the manifest puts in it. */
+  const shards = new Map<string, Set<string>>();
+  for (const [entry, v] of Object.entries(weightMap)) {
+    for (const name of Array.isArray(v) ? v : [v]) {
+      if (typeof name !== 'string') {
+        fail(`${where} maps a weight to ${JSON.stringify(name)}; expected a file name`);
+      }
+      checkShardName(name, files.label);
+      const entries = shards.get(name) ?? new Set<string>();
+      entries.add(entry.replace(/^\/+/, ''));
+      shards.set(name, entries);
+    }
+  }
+  const meta = isObj(map) ? map.metadata : undefined;
+  const declared = isObj(meta) ? meta.total_size : undefined;
+  const totalSize =
+    typeof declared === 'number' && Number.isFinite(declared) && declared >= 0 ? declared : null;
+  const margin =
+    SHARD_OVERHEAD_BYTES * shards.size + SHARD_ENTRY_OVERHEAD_BYTES * Object.keys(weightMap).length;
+  const budget = totalSize == null ? MAX_WEIGHTS_BYTES : totalSize + margin;
+  const budgetText =
+    totalSize == null
+      ? `${budget} bytes in all (it declares no metadata.total_size)`
+      : `${budget} bytes in all (its metadata.total_size, ${totalSize}, plus ${margin} for ` +
+        `HDF5's structure: ${SHARD_OVERHEAD_BYTES} a shard, ${SHARD_ENTRY_OVERHEAD_BYTES} an entry)`;
+  let left = budget;
+  let weightBytes = 0;
+  const readers: Hdf5Reader[] = [];
+  for (const [name, entries] of shards) {
+    if (!(await files.has(name))) fail(`${where} names the shard '${name}', which is missing`);
+    const limit = Math.max(0, Math.min(MAX_WEIGHTS_BYTES, left));
+    let bytes: Uint8Array;
+    try {
+      bytes = await files.read(name, limit);
+    } catch (e) {
+      const message = (e as Error).message.replace(/^load\w+: /, '');
+      fail(
+        `the shards of ${where} may take ${budgetText}; ${limit} are left for '${name}': ${message}`,
+      );
+    }
+    left -= bytes.length;
+    const reader = await Hdf5Reader.open(bytes, inFiles(files.label, name));
+    let shardWeightBytes = 0;
+    for (const p of reader.datasetPaths('/', (q) => q === 'optimizer')) {
+      const group = p.slice(0, p.lastIndexOf('/'));
+      if (!entries.has(group)) {
+        fail(
+          `the shard '${name}' holds the dataset '${p}', but ${where} gives it no entry ` +
+            `'/${group}' (its entries: ${[...entries].map((g) => `'/${g}'`).join(', ')})`,
+        );
+      }
+      shardWeightBytes += reader.dataset(p).fileBytes;
+    }
+    weightBytes += shardWeightBytes;
+    if (totalSize != null && weightBytes > totalSize) {
+      fail(
+        `the shards of ${where} declare datasets of ${weightBytes} bytes up to '${name}', more ` +
+          `than its metadata.total_size, ${totalSize}`,
+      );
+    }
+    const allowed =
+      shardWeightBytes + SHARD_OVERHEAD_BYTES + SHARD_ENTRY_OVERHEAD_BYTES * entries.size;
+    if (bytes.length > allowed) {
+      fail(
+        `the shard '${name}' holds ${bytes.length} bytes for datasets of ${shardWeightBytes}; ` +
+          `expected at most ${allowed} (its datasets plus ${allowed - shardWeightBytes} for ` +
+          "HDF5's structure)",
+      );
+    }
+    readers.push(reader);
+  }
+  return readers;
+}
+
+/**
  * Keras 3 weights of a model's files: `model.weights.h5`, or the shards `model.weights.json`
  * names (Keras 3's `save_weights(..., max_shard_size=...)` and keras-hub presets). `base` is the
  * file name without `.h5` / `.json` (`model.weights`, or keras-hub's `task.weights`).
@@ -192,40 +291,7 @@ export async function readKeras3Weights(
     const bytes = await files.read(`${base}.h5`, MAX_WEIGHTS_BYTES);
     return [await Hdf5Reader.open(bytes, `${inFiles(files.label, `${base}.h5`)}`)];
   }
-  if (await files.has(`${base}.json`)) {
-    const map = await readJsonFile(files, `${base}.json`, WEIGHTS_MANIFEST_JSON_LIMITS);
-    const weightMap = isObj(map) ? map.weight_map : undefined;
-    if (!isObj(weightMap)) {
-      fail(
-        `expected ${inFiles(files.label, `${base}.json`)} to hold a weight_map object (Keras 3 shards)`,
-      );
-    }
-    const shards: string[] = [];
-    for (const v of Object.values(weightMap)) {
-      for (const name of Array.isArray(v) ? v : [v]) {
-        if (typeof name !== 'string') {
-          fail(
-            `${inFiles(files.label, `${base}.json`)} maps a weight to ${JSON.stringify(name)}; expected a file name`,
-          );
-        }
-        checkShardName(name, files.label);
-        if (!shards.includes(name)) shards.push(name);
-      }
-    }
-    const readers: Hdf5Reader[] = [];
-    for (const name of shards) {
-      if (!(await files.has(name))) {
-        fail(`${inFiles(files.label, `${base}.json`)} names the shard '${name}', which is missing`);
-      }
-      readers.push(
-        await Hdf5Reader.open(
-          await files.read(name, MAX_WEIGHTS_BYTES),
-          `${inFiles(files.label, name)}`,
-        ),
-      );
-    }
-    return readers;
-  }
+  if (await files.has(`${base}.json`)) return readShards(files, `${base}.json`);
   const npz = (await files.has(`${base}.npz`)) ? ` (it holds ${base}.npz, which is not read)` : '';
   fail(`expected ${files.label} to hold ${base}.h5 or ${base}.json${npz}`);
 }
