@@ -17,6 +17,7 @@ import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
 import {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from '../hub_models/build';
 import type {HubWeightValue} from '../hub_models/family';
+import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
 import {Hdf5Reader} from '../io/hdf5_datasets';
 import {
   DEFAULT_MAX_TOKENIZER_FILE_BYTES,
@@ -87,12 +88,10 @@ function fail(message: string): never {
 
 const isObject = (v: unknown): v is Obj => v != null && typeof v === 'object' && !Array.isArray(v);
 
+/** JSON of a preset's file, its size and depth checked first (bounded_json.ts). */
 function parseJson(bytes: Uint8Array, what: string): unknown {
-  try {
-    return JSON.parse(new TextDecoder('utf-8').decode(bytes));
-  } catch (e) {
-    fail(`${what} is not valid JSON (${(e as Error).message})`);
-  }
+  const text = new TextDecoder('utf-8').decode(bytes);
+  return parseBoundedJson(text, what, CONFIG_JSON_LIMITS, 'loadKerasHubPreset');
 }
 
 async function readJson(files: PresetFiles, name: string): Promise<Obj> {
