@@ -136,6 +136,45 @@ describe('byte-pair encoding: linear cost', () => {
   });
 });
 
+describe('splitting: linear in the text, both splits', () => {
+  test('1 MB whitespace runs (trailing spaces, tabs, no-break spaces, newlines) split in a child process within a generous limit', () => {
+    const result = inChild(
+      `
+      const {GPT2Tokenizer, Llama3Tokenizer} = tokenizers;
+      const vocabulary = {};
+      const bytes = [...Array(256).keys()];
+      // GPT-2's byte alphabet: printable bytes as themselves, the others from U+0100 on
+      let extra = 0;
+      for (const b of bytes) {
+        const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+        vocabulary[String.fromCharCode(printable ? b : 256 + extra++)] = b;
+      }
+      ['<|endoftext|>', '<|begin_of_text|>', '<|end_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>']
+        .forEach((t, i) => { vocabulary[t] = 256 + i; });
+      const texts = [
+        'a' + ' '.repeat(1000000),
+        ' '.repeat(1000000) + 'a',
+        ' \\t'.repeat(500000),
+        'x' + '\\u00a0 '.repeat(500000),
+        ' \\n'.repeat(500000) + ' ',
+      ];
+      const counts = [];
+      for (const split of ['keras-hub', 'model']) {
+        for (const T of [GPT2Tokenizer, Llama3Tokenizer]) {
+          const t = new T({vocabulary, merges: [], split});
+          for (const text of texts) counts.push(t.encode(text).length);
+        }
+      }
+      return counts;
+      `,
+      120,
+    ) as number[];
+    expect(result).toHaveLength(20);
+    // no merges: one id per UTF-8 byte, each text 1,000,000 bytes or more
+    for (const count of result) expect(count).toBeGreaterThanOrEqual(1000000);
+  });
+});
+
 describe('byte-pair encoding: the piece cache is bounded by bytes', () => {
   test('12 distinct 1 MB pieces and 40,000 distinct 200-character pieces leave little memory behind', () => {
     const result = inChild(

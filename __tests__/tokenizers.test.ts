@@ -55,46 +55,41 @@ beforeAll(async () => {
   for (const name of [...BPE, ...WORD_PIECE]) {
     loaded.set(name, await loadTokenizer(path.join(FIXTURES, name)));
   }
+  for (const name of BPE) {
+    loaded.set(`${name}/model`, await loadTokenizer(path.join(FIXTURES, name), {split: 'model'}));
+  }
 });
 
-function tokenizer(name: string): Tokenizer {
-  return loaded.get(name) as Tokenizer;
+/** The tokenizer of a fixture preset: keras-hub's split (default), or the model's. */
+function tokenizer(name: string, split: 'keras-hub' | 'model' = 'keras-hub'): Tokenizer {
+  return loaded.get(split === 'model' ? `${name}/model` : name) as Tokenizer;
 }
 
-/**
- * Texts where keras-hub's tf.data pipeline and Hugging Face's tokenizers (the model's own regex)
- * give other ids: for Llama 3, keras-hub 0.32 splits with GPT-2's pattern in tf.data (numbers in
- * runs of any length instead of 1-3 digits; newlines followed by spaces). The fixture states
- * them; the test pins the list so that a new difference is seen.
- */
-const TFDATA_DIFFERS_FROM_HF: Record<string, string[]> = {
-  gpt2: [],
-  llama3: ['3.14159 and 1,000,000', 'def f(x):\n    return x**2  # square', '$100 + 20% = $120'],
-};
+/** Every text of a fixture: the 47 cases and the split corpus, as [text, tf.data ids, HF ids]. */
+function allTexts(fixture: Expected): [string, number[], number[]][] {
+  return [
+    ...fixture.cases.map((c): [string, number[], number[]] => [c.text, c.tfdata, c.hf]),
+    ...fixture.corpus,
+  ];
+}
 
 describe('byte-level BPE: ids of every fixture text', () => {
   for (const name of BPE) {
     const fixture = expected(name);
-    test(`${name}: ${fixture.class} from the preset folder equals Hugging Face's ids`, () => {
+    test(`${name}: ${fixture.class} from the preset folder equals keras-hub's tf.data ids on all ${fixture.cases.length + fixture.corpus.length} texts`, () => {
       expect(tokenizer(name).constructor.name).toBe(fixture.class);
-      expect(fixture.cases.length).toBeGreaterThanOrEqual(40);
-      for (const c of fixture.cases) {
-        expect({text: c.text, ids: tokenizer(name).encode(c.text)}).toEqual({
-          text: c.text,
-          ids: c.hf,
-        });
+      expect(fixture.corpus.length).toBeGreaterThanOrEqual(300);
+      for (const [text, tfdata] of allTexts(fixture)) {
+        expect({text, ids: tokenizer(name).encode(text)}).toEqual({text, ids: tfdata});
       }
     });
-    test(`${name}: equals keras-hub's tf.data ids except the recorded differences`, () => {
-      const differs = fixture.cases.filter((c) => !equal(c.tfdata, c.hf)).map((c) => c.text);
-      expect(differs).toEqual(TFDATA_DIFFERS_FROM_HF[name]);
-      for (const c of fixture.cases) {
-        if (differs.includes(c.text)) continue;
-        expect({text: c.text, ids: tokenizer(name).encode(c.text)}).toEqual({
-          text: c.text,
-          ids: c.tfdata,
-        });
+    test(`${name}: with split 'model' it equals Hugging Face's ids (the model's own regex)`, () => {
+      for (const [text, , hf] of allTexts(fixture)) {
+        expect({text, ids: tokenizer(name, 'model').encode(text)}).toEqual({text, ids: hf});
       }
+      // the corpus is built around the texts where the two differ
+      const differ = allTexts(fixture).filter(([, a, b]) => !equal(a, b)).length;
+      expect(differ).toBeGreaterThanOrEqual(20);
     });
     test(`${name}: decode equals keras-hub's detokenize (lossy UTF-8) and round-trips`, () => {
       for (const c of fixture.cases) {
@@ -157,12 +152,48 @@ describe('byte-level BPE: special tokens and splitting', () => {
 
   test("the split regexes cut as GPT-2's and Llama 3's patterns do in Python's regex module", () => {
     // Expected pieces: regex.findall(pattern, text) with /work/venv-keras's regex 2026.11.19.
-    const g = tokenizer('gpt2') as BytePairTokenizer;
-    const l = tokenizer('llama3') as BytePairTokenizer;
+    const g = tokenizer('gpt2', 'model') as BytePairTokenizer;
+    const l = tokenizer('llama3', 'model') as BytePairTokenizer;
     expect(g.split("I'm 12345 ok  \n")).toEqual(['I', "'m", ' 12345', ' ok', '  \n']);
     expect(l.split("I'M 12345 ok  \nx")).toEqual(['I', "'M", ' ', '123', '45', ' ok', '  \n', 'x']);
     expect(g.split('a\u0085b')).toEqual(['a', '\u0085', 'b']);
     expect(l.split("it'\u017f")).toEqual(['it', "'\u017f"]);
+  });
+
+  test("keras-hub's split: the pieces of keras-hub 0.32's split_strings_for_bpe", () => {
+    // Expected pieces: keras_hub.src.tokenizers.byte_pair_tokenizer.split_strings_for_bpe(
+    // tf.constant([text]), ["<|endoftext|>"]) in /work/venv-keras (tensorflow-text 2.21).
+    const cases: [string, string[]][] = [
+      ['a  b', ['a', ' ', ' b']],
+      ['trailing  ', ['trailing', ' ', ' ']],
+      ['x  \n y', ['x', '  \n', ' y']],
+      ['end\u00a0\u00a0!', ['end', '\u00a0', '\u00a0', '!']],
+      ['n\t\t42', ['n', '\t', '\t', '42']],
+      ["it's 2026!!  ", ['it', "'s", ' 2026', '!!', ' ', ' ']],
+      ['a<|endoftext|>b\u0000c<|endoftext|>d', ['a', '<|endoftext|>', 'b']],
+      ['\u096c b', [' b']],
+      [' <|endoftext|>  ', [' ', '<|endoftext|>', ' ', ' ']],
+    ];
+    const g = tokenizer('gpt2') as BytePairTokenizer;
+    for (const [text, pieces] of cases)
+      expect({text, pieces: g.split(text)}).toEqual({text, pieces});
+    // GPT-2's own regex keeps a trailing run whole: one piece, where keras-hub has two
+    expect((tokenizer('gpt2', 'model') as BytePairTokenizer).split('trailing  ')).toEqual([
+      'trailing',
+      '  ',
+    ]);
+  });
+
+  test("split: 'keras-hub' is the default; another value is refused", async () => {
+    const dir = path.join(FIXTURES, 'gpt2');
+    const c = expected('gpt2').corpus.find(([t]) => t === 'word  ') as [string, number[], number[]];
+    expect(c[1]).not.toEqual(c[2]);
+    expect((await loadTokenizer(dir, {split: 'keras-hub'})).encode(c[0])).toEqual(c[1]);
+    expect(tokenizer('gpt2').encode(c[0])).toEqual(c[1]);
+    expect(tokenizer('gpt2', 'model').encode(c[0])).toEqual(c[2]);
+    await expect(loadTokenizer(dir, {split: 'hf' as unknown as 'model'})).rejects.toThrow(
+      "loadTokenizer: options.split must be 'keras-hub' or 'model', received \"hf\".",
+    );
   });
 
   test('in-memory constructors: the keras-hub docstring example', () => {
@@ -311,6 +342,23 @@ describe('loadTokenizer: files and errors', () => {
     await expect(loadTokenizer(dir)).rejects.toThrow(/tokenizer\.json is not valid JSON/);
   });
 
+  test('a deeply nested tokenizer.json or vocabulary.json is refused with a clear message', async () => {
+    copyPreset('gpt2');
+    // 100,000 levels: JSON.parse would overflow the stack ("Maximum call stack size exceeded")
+    fs.writeFileSync(path.join(dir, 'tokenizer.json'), '['.repeat(100000) + ']'.repeat(100000));
+    await expect(loadTokenizer(dir)).rejects.toThrow(
+      'loadTokenizer: tokenizer.json nests arrays / objects more than 256 deep; expected at most 256 levels.',
+    );
+    copyPreset('gpt2');
+    fs.writeFileSync(
+      path.join(dir, 'assets', 'tokenizer', 'vocabulary.json'),
+      '{"a": ' + '['.repeat(100000) + ']'.repeat(100000) + '}',
+    );
+    await expect(loadTokenizer(dir)).rejects.toThrow(
+      'loadTokenizer: vocabulary.json nests arrays / objects more than 2 deep; expected at most 2 levels.',
+    );
+  });
+
   test('an unknown class is refused with the supported names', async () => {
     copyPreset('gpt2');
     const config = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8'));
@@ -378,7 +426,15 @@ describe('loadTokenizer: files and errors', () => {
       'merges.txt': read('merges.txt'),
     });
     expect(t).toBeInstanceOf(Llama3Tokenizer);
-    expect(t.encode('12345')).toEqual(expected('llama3').cases[5].hf);
+    const c = expected('llama3').cases.find((x) => x.text === '3.14159 and 1,000,000') as Case;
+    expect(c.tfdata).not.toEqual(c.hf);
+    expect(t.encode(c.text)).toEqual(c.tfdata);
+    const model = tokenizerFromPreset(
+      json,
+      {'vocabulary.json': read('vocabulary.json'), 'merges.txt': read('merges.txt')},
+      {split: 'model'},
+    );
+    expect(model.encode(c.text)).toEqual(c.hf);
     expect(() => tokenizerFromPreset(json, {'vocabulary.json': read('vocabulary.json')})).toThrow(
       /Llama3Tokenizer needs the asset merges\.txt/,
     );

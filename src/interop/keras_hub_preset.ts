@@ -25,6 +25,7 @@ import {
   tokenizerFromPreset,
 } from '../tokenizers/load';
 import type {Tokenizer} from '../tokenizers/tokenizer';
+import type {TokenizerSplit} from '../tokenizers/byte_pair';
 import {MAX_JSON_BYTES, readKeras3Weights} from './keras_file';
 import {
   folderFiles,
@@ -78,6 +79,11 @@ export interface LoadKerasHubPresetOptions {
   onProgress?: (fraction: number) => void;
   /** The fetch used for URLs. Default the global `fetch`. */
   fetch?: (url: string) => Promise<Response>;
+  /**
+   * The tokenizer's split: `keras-hub` (default), keras-hub's ids; `model`, the original model's
+   * regex (Hugging Face's ids). docs/tokenizers.md.
+   */
+  split?: TokenizerSplit;
 }
 
 type Obj = JsonObject;
@@ -231,7 +237,12 @@ function preprocessorOf(json: Obj | null): KerasHubPreprocessor | null {
 }
 
 /** The tokenizer of a serialized tokenizer whose assets are in `folder` of `files`. */
-async function tokenizerOf(json: Obj, files: PresetFiles, folder: string): Promise<Tokenizer> {
+async function tokenizerOf(
+  json: Obj,
+  files: PresetFiles,
+  folder: string,
+  split?: TokenizerSplit,
+): Promise<Tokenizer> {
   const cls = json.class_name as string;
   const names = TOKENIZER_ASSETS[cls];
   if (names == null) {
@@ -254,7 +265,7 @@ async function tokenizerOf(json: Obj, files: PresetFiles, folder: string): Promi
     }
   }
   try {
-    return tokenizerFromPreset(json, assets);
+    return tokenizerFromPreset(json, assets, {split});
   } catch (e) {
     // the assets' errors, named by their place in the preset
     return fail(
@@ -407,6 +418,10 @@ function checkOptions(options: unknown): void {
       fail(`expected options.${key} to be a function, received ${typeof f}`);
     }
   }
+  const split = (options as LoadKerasHubPresetOptions).split;
+  if (split !== undefined && split !== 'keras-hub' && split !== 'model') {
+    fail(`expected options.split to be 'keras-hub' or 'model', received ${JSON.stringify(split)}`);
+  }
 }
 
 /**
@@ -438,7 +453,12 @@ export async function loadKerasHubPreset(
     const tokenizer =
       built.tokenizerJson == null
         ? null
-        : await tokenizerOf(built.tokenizerJson, opened.files, built.tokenizerFolder);
+        : await tokenizerOf(
+            built.tokenizerJson,
+            opened.files,
+            built.tokenizerFolder,
+            options.split,
+          );
     return presetOf(built, tokenizer, preprocessor);
   } catch (e) {
     built.model.dispose();

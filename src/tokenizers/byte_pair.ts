@@ -5,6 +5,7 @@
  */
 import {byteTables, utf8Bytes, utf8Lossy} from './byte_level';
 import {MergeTable} from './bpe_merge';
+import {kerasHubSplit} from './keras_hub_split';
 import {checkIds, requireToken} from './tokenizer';
 import type {Tokenizer} from './tokenizer';
 
@@ -36,13 +37,29 @@ export function splitPatternSource(name: SplitPatternName): string {
   );
 }
 
+/**
+ * How a byte-level BPE tokenizer splits text before merging: `keras-hub` as keras-hub 0.32's
+ * tokenizer does in a tf.data pipeline (keras-hub's ids, what a Keras user gets), `model` with the
+ * original model's own regex (Hugging Face's ids: GPT-2's or Llama 3's pattern).
+ */
+export type TokenizerSplit = 'keras-hub' | 'model';
+
 /** Options of {@link BytePairTokenizer}. */
 export interface BytePairTokenizerOptions {
   /** Token -> id (the content of keras-hub's `vocabulary.json`). */
   vocabulary: Record<string, number> | ReadonlyMap<string, number>;
   /** Merge rules `"a b"`, highest priority first (the lines of `merges.txt`). */
   merges: readonly string[];
-  /** The split regex: `gpt2`, `llama3` (`splitPatternSource`) or a pattern source (`u` flag). Default `gpt2`. */
+  /**
+   * `keras-hub` (default): keras-hub 0.32's split (tf.data), for every family. `model`: split with
+   * `splitPattern`, as Hugging Face's tokenizers do. Default `model` when `splitPattern` is given.
+   */
+  split?: TokenizerSplit;
+  /**
+   * The regex of the `model` split: `gpt2`, `llama3` (`splitPatternSource`) or a pattern source
+   * (`u` flag). Default: the model's (GPT-2's for GPT2Tokenizer and BytePairTokenizer, Llama 3's
+   * for Llama3Tokenizer).
+   */
   splitPattern?: SplitPatternName | string;
   /** Strings never split nor merged, each one id (keras-hub's `unsplittable_tokens`). */
   unsplittableTokens?: readonly string[];
@@ -90,7 +107,9 @@ export class BytePairTokenizer implements Tokenizer {
   readonly unsplittableTokens: readonly string[];
   /** keras-hub's `add_prefix_space`: a space is put before the text. */
   readonly addPrefixSpace: boolean;
-  /** The split regex's source. */
+  /** How the text is split before merging (see {@link TokenizerSplit}). */
+  readonly splitMode: TokenizerSplit;
+  /** The source of the `model` split's regex. */
   readonly splitPattern: string;
   private readonly vocabulary: ReadonlyMap<string, number>;
   private readonly tokens: Map<number, string>;
@@ -100,6 +119,7 @@ export class BytePairTokenizer implements Tokenizer {
   private readonly byteIds: Int32Array;
   private readonly splitter: RegExp;
   private readonly specialSplitter: RegExp | undefined;
+  private readonly unsplittable: ReadonlySet<string>;
   private readonly cache = new Map<string, number[]>();
   private cacheBytes = 0;
 
@@ -108,7 +128,11 @@ export class BytePairTokenizer implements Tokenizer {
     return requireToken(this.vocabulary, token, this.owner);
   }
 
-  constructor(options: BytePairTokenizerOptions, owner = 'BytePairTokenizer') {
+  constructor(
+    options: BytePairTokenizerOptions,
+    owner = 'BytePairTokenizer',
+    modelPattern: SplitPatternName = 'gpt2',
+  ) {
     const name = owner;
     this.owner = owner;
     if (options === null || typeof options !== 'object') {
@@ -127,7 +151,14 @@ export class BytePairTokenizer implements Tokenizer {
     this.mergeTable = new MergeTable(ranks, this.vocabulary, this.vocabularySize);
     const {byteToChar} = byteTables();
     this.byteIds = Int32Array.from(byteToChar, (c) => this.vocabulary.get(c) ?? -1);
-    const pattern = options.splitPattern ?? 'gpt2';
+    const mode = options.split ?? (options.splitPattern !== undefined ? 'model' : 'keras-hub');
+    if (mode !== 'keras-hub' && mode !== 'model') {
+      throw new Error(
+        `${name}: split must be 'keras-hub' or 'model', received ${JSON.stringify(mode)}.`,
+      );
+    }
+    this.splitMode = mode;
+    const pattern = options.splitPattern ?? modelPattern;
     this.splitPattern =
       pattern === 'gpt2' || pattern === 'llama3' ? splitPatternSource(pattern) : pattern;
     try {
@@ -141,6 +172,7 @@ export class BytePairTokenizer implements Tokenizer {
     this.unsplittableTokens = [...(options.unsplittableTokens ?? [])];
     for (const token of this.unsplittableTokens) requireToken(this.vocabulary, token, name);
     this.specialSplitter = alternation(this.unsplittableTokens);
+    this.unsplittable = new Set(this.unsplittableTokens);
     this.addPrefixSpace = options.addPrefixSpace ?? false;
   }
 
@@ -158,6 +190,14 @@ export class BytePairTokenizer implements Tokenizer {
     }
     const input = this.addPrefixSpace ? ' ' + text : text;
     const ids: number[] = [];
+    if (this.splitMode === 'keras-hub') {
+      for (const piece of kerasHubSplit(input, this.unsplittableTokens)) {
+        // keras-hub caches each unsplittable token as itself: one id
+        if (this.unsplittable.has(piece)) ids.push(this.vocabulary.get(piece) as number);
+        else this.encodePiece(piece, ids);
+      }
+      return ids;
+    }
     const special = this.specialSplitter;
     if (special === undefined) {
       this.encodeOrdinary(input, ids);
@@ -196,8 +236,18 @@ export class BytePairTokenizer implements Tokenizer {
     return utf8Lossy(Uint8Array.from(bytes));
   }
 
-  /** The split pieces of text without special tokens (exposed for tests and docs). */
+  /**
+   * The pieces `encode` merges one by one (exposed for tests and docs): keras-hub's split
+   * (unsplittable tokens are pieces of their own), or the model's regex over a text without
+   * special tokens.
+   */
   split(text: string): string[] {
+    if (this.splitMode === 'keras-hub') return kerasHubSplit(text, this.unsplittableTokens);
+    return this.modelSplit(text);
+  }
+
+  /** The pieces of the model's regex: the matches and the text between them. */
+  private modelSplit(text: string): string[] {
     const pieces: string[] = [];
     let position = 0;
     this.splitter.lastIndex = 0;
@@ -212,22 +262,25 @@ export class BytePairTokenizer implements Tokenizer {
   }
 
   private encodeOrdinary(text: string, out: number[]): void {
-    for (const piece of this.split(text)) {
-      let ids = this.cache.get(piece);
-      if (ids === undefined) {
-        ids = this.mergePiece(piece);
-        if (piece.length <= PIECE_CACHE_MAX_CHARS) {
-          const bytes = 2 * piece.length + 8 * ids.length + 64;
-          if (this.cacheBytes + bytes > PIECE_CACHE_BYTES) {
-            this.cache.clear();
-            this.cacheBytes = 0;
-          }
-          this.cache.set(piece, ids);
-          this.cacheBytes += bytes;
+    for (const piece of this.modelSplit(text)) this.encodePiece(piece, out);
+  }
+
+  /** The merged ids of one piece, from the cache or merged (and cached when short). */
+  private encodePiece(piece: string, out: number[]): void {
+    let ids = this.cache.get(piece);
+    if (ids === undefined) {
+      ids = this.mergePiece(piece);
+      if (piece.length <= PIECE_CACHE_MAX_CHARS) {
+        const bytes = 2 * piece.length + 8 * ids.length + 64;
+        if (this.cacheBytes + bytes > PIECE_CACHE_BYTES) {
+          this.cache.clear();
+          this.cacheBytes = 0;
         }
+        this.cache.set(piece, ids);
+        this.cacheBytes += bytes;
       }
-      for (const id of ids) out.push(id);
     }
+    for (const id of ids) out.push(id);
   }
 
   /** BPE of one piece: repeatedly merges the leftmost adjacent pair of lowest rank (O(n log n)). */
@@ -265,12 +318,9 @@ export class BytePairTokenizer implements Tokenizer {
 export class GPT2Tokenizer extends BytePairTokenizer {
   constructor(options: BytePairTokenizerOptions) {
     super(
-      {
-        splitPattern: 'gpt2',
-        ...options,
-        unsplittableTokens: options.unsplittableTokens ?? ['<|endoftext|>'],
-      },
+      {...options, unsplittableTokens: options.unsplittableTokens ?? ['<|endoftext|>']},
       'GPT2Tokenizer',
+      'gpt2',
     );
     const eos = this.special('<|endoftext|>');
     this.startTokenId = eos;
@@ -308,12 +358,9 @@ export class Llama3Tokenizer extends BytePairTokenizer {
   constructor(options: Llama3TokenizerOptions) {
     const specials = llama3Specials(options);
     super(
-      {
-        splitPattern: 'llama3',
-        ...options,
-        unsplittableTokens: options.unsplittableTokens ?? specials,
-      },
+      {...options, unsplittableTokens: options.unsplittableTokens ?? specials},
       'Llama3Tokenizer',
+      'llama3',
     );
     this.specialTokens = specials;
     for (const token of specials) this.special(token);

@@ -4,7 +4,10 @@
  * only the assets that class names under `assets/<config_file stem>/`. Sizes are checked before
  * a file is read (a declared Content-Length, or the bytes as they stream in).
  */
+import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
+import type {JsonLimits} from '../io/bounded_json';
 import {BytePairTokenizer, GPT2Tokenizer, Llama3Tokenizer} from './byte_pair';
+import type {TokenizerSplit} from './byte_pair';
 import type {Tokenizer} from './tokenizer';
 import {BertTokenizer, WordPieceTokenizer} from './word_piece';
 
@@ -14,7 +17,26 @@ export interface LoadTokenizerOptions {
   maxFileBytes?: number;
   /** The fetch used for URLs. Default the global `fetch`. */
   fetch?: (url: string) => Promise<Response>;
+  /**
+   * How byte-level BPE splits text before merging: `keras-hub` (default), keras-hub 0.32's ids
+   * as its tokenizer gives them in a tf.data pipeline; `model`, the original model's own regex
+   * (Hugging Face's ids). WordPiece has one split and ignores it.
+   */
+  split?: TokenizerSplit;
 }
+
+/** Options of {@link tokenizerFromPreset}. */
+export interface TokenizerFromPresetOptions {
+  /** As {@link LoadTokenizerOptions.split}. */
+  split?: TokenizerSplit;
+}
+
+/**
+ * The limits of a `vocabulary.json`: a flat object of token -> id (1 level; 2 allowed). Llama 3's
+ * has about 9 MB; 64 Mi characters hold a 262,144-token vocabulary (Gemma's size) with every
+ * token spelled in `\u` escapes.
+ */
+export const VOCABULARY_JSON_LIMITS: JsonLimits = {maxChars: 64 * 2 ** 20, maxDepth: 2};
 
 /** The default of {@link LoadTokenizerOptions.maxFileBytes}: 64 MiB (Llama 3's vocabulary.json is ~9 MB). */
 export const DEFAULT_MAX_TOKENIZER_FILE_BYTES = 67108864;
@@ -83,9 +105,15 @@ export async function loadTokenizer(
     const path = /^file:/i.test(where) ? decodeURIComponent(new URL(where).pathname) : where;
     read = await fileReader(path, limit);
   }
+  const split = checkSplit(options.split, 'loadTokenizer');
   const configText = await read('tokenizer.json');
-  const config = parseJson(configText, 'tokenizer.json');
-  return tokenizerFromPreset(config, await readAssets(config, read));
+  const config = parseBoundedJson(
+    configText,
+    'tokenizer.json',
+    CONFIG_JSON_LIMITS,
+    'loadTokenizer',
+  );
+  return tokenizerFromPreset(config, await readAssets(config, read), {split});
 }
 
 /**
@@ -95,7 +123,9 @@ export async function loadTokenizer(
 export function tokenizerFromPreset(
   tokenizerJson: unknown,
   assets: Readonly<Record<string, string>>,
+  options: TokenizerFromPresetOptions = {},
 ): Tokenizer {
+  const split = checkSplit(options?.split, 'tokenizerFromPreset');
   const {className, config} = classAndConfig(tokenizerJson);
   const asset = (name: string): string => {
     const text = assets[name];
@@ -143,7 +173,12 @@ export function tokenizerFromPreset(
     case 'GPT2Tokenizer':
     case 'Llama3Tokenizer':
     case 'BytePairTokenizer': {
-      const vocabulary = parseJson(asset('vocabulary.json'), 'vocabulary.json');
+      const vocabulary = parseBoundedJson(
+        asset('vocabulary.json'),
+        'vocabulary.json',
+        VOCABULARY_JSON_LIMITS,
+        'loadTokenizer',
+      );
       if (vocabulary === null || typeof vocabulary !== 'object' || Array.isArray(vocabulary)) {
         throw new Error(
           'loadTokenizer: vocabulary.json must hold an object of token -> id, received ' +
@@ -155,6 +190,7 @@ export function tokenizerFromPreset(
         merges: pythonLines(asset('merges.txt')),
         unsplittableTokens: strings('unsplittable_tokens'),
         addPrefixSpace: flag('add_prefix_space', false),
+        split,
       };
       if (className === 'GPT2Tokenizer') return new GPT2Tokenizer(options);
       if (className === 'Llama3Tokenizer') return new Llama3Tokenizer(options);
@@ -230,12 +266,14 @@ function pythonLines(text: string): string[] {
   return lines.map((line) => line.replace(PYTHON_TRAILING_SPACE, ''));
 }
 
-function parseJson(text: string, name: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new Error(`loadTokenizer: ${name} is not valid JSON (${(e as Error).message}).`);
+function checkSplit(split: unknown, owner: string): TokenizerSplit {
+  if (split === undefined) return 'keras-hub';
+  if (split !== 'keras-hub' && split !== 'model') {
+    throw new Error(
+      `${owner}: options.split must be 'keras-hub' or 'model', received ${JSON.stringify(split)}.`,
+    );
   }
+  return split;
 }
 
 function utf8Strict(bytes: Uint8Array, name: string): string {
