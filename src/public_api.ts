@@ -133,6 +133,7 @@ export type {
   Tokenizer,
   WordPieceTokenizerOptions,
 } from './tokenizers';
+  TokenizerSplit,
 export {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from './hub_models/build';
 export {GPT2} from './hub_models/gpt2';
 export {BERT} from './hub_models/bert';
