@@ -131,9 +131,9 @@ export type {
   Llama3TokenizerOptions,
   LoadTokenizerOptions,
   Tokenizer,
+  TokenizerSplit,
   WordPieceTokenizerOptions,
 } from './tokenizers';
-  TokenizerSplit,
 export {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from './hub_models/build';
 export {GPT2} from './hub_models/gpt2';
 export {BERT} from './hub_models/bert';
