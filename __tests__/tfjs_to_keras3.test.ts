@@ -223,3 +223,65 @@ describe('toKeras3Artifacts output', () => {
     }
   });
 });
+
+describe('toKeras3Artifacts of models loadKerasModel read, against the configs Keras wrote', () => {
+  const kerasDir = path.join(__dirname, 'fixtures', 'keras');
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+  });
+  type Layer = {
+    class_name: string;
+    name: string;
+    config: Record<string, unknown>;
+    inbound_nodes: Array<{kwargs: Record<string, unknown>}>;
+  };
+  /** The layers of the Keras 3 config: Keras' own (converted fixture) and the export's. */
+  async function both(name: string): Promise<{keras: Layer[]; ours: Layer[]}> {
+    const file = path.join(kerasDir, name, 'model.json');
+    const json = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const model = await loadKerasModel(file);
+    try {
+      const out = await toKeras3Artifacts(await saveToMemory(model));
+      const topology = out.modelTopology as unknown as {config: {layers: Layer[]}};
+      return {keras: json.modelTopology.model_config.config.layers, ours: topology.config.layers};
+    } finally {
+      model.dispose();
+    }
+  }
+
+  it("a constant start_index goes back to the position layers' calls, as Keras wrote it", async () => {
+    const {keras, ours} = await both('k3_hub_rotary_start_index');
+    for (const cls of ['RotaryEmbedding', 'PositionEmbedding']) {
+      const k = keras.find((l) => l.class_name === cls) as Layer;
+      const o = ours.find((l) => l.class_name === cls) as Layer;
+      expect(o.inbound_nodes.map((n) => n.kwargs)).toEqual(k.inbound_nodes.map((n) => n.kwargs));
+      expect(Object.keys(o.config)).not.toContain('start_index');
+    }
+  });
+
+  it("Keras' zero weights for fully masked rows (returned scores, dropout) are not an option Keras is given", async () => {
+    // loadKerasModel sets zero_fully_masked_rows where Keras 3 takes its non-fused path; that
+    // path is Keras' own with returned scores or dropout, so the config Keras wrote has no such key
+    for (const name of ['k3_mha_scores_key', 'k3_gqa_dropout_masks']) {
+      const {keras, ours} = await both(name);
+      const k = keras.find((l) => /Attention$/.test(l.class_name)) as Layer;
+      const o = ours.find((l) => l.name === k.name) as Layer;
+      const extra = Object.keys(o.config).filter((key) => !(key in k.config));
+      expect(extra).toEqual([]);
+      // the call options (tensors aside: Keras passes the key positionally, the export by keyword)
+      const options = (l: Layer) =>
+        l.inbound_nodes.map((n) =>
+          Object.fromEntries(Object.entries(n.kwargs).filter(([, v]) => typeof v !== 'object')),
+        );
+      expect(options(o)).toEqual(options(k));
+    }
+    // elsewhere Keras gives such rows uniform weights: the option is refused by name
+    const q = tf.input({shape: [3, 4]});
+    const mha = new MultiHeadAttention({numHeads: 1, keyDim: 4, zeroFullyMaskedRows: true});
+    const model = tf.model({inputs: q, outputs: mha.apply(q) as tf.SymbolicTensor});
+    await expect(toKeras3Artifacts(await saveToMemory(model))).rejects.toThrow(
+      "has the option 'zero_fully_masked_rows' = true, which Keras 3's MultiHeadAttention does not take",
+    );
+    model.dispose();
+  });
+});

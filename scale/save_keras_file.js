@@ -12,8 +12,11 @@
 //   decoder_int8: int8_files/decoder_lm.keras (Keras' own int8 file of keras-hub decoders);
 //   functional_int8: int8_files/functional.keras (Keras' own: int8 Embedding, Dense, EinsumDense
 //   and MultiHeadAttention);
-//   llama3_int8, bert_int8: the Llama 3 and BERT tasks after quantize(model, 'int8').
-// Each <name>.json holds {inputs (one array per model input, in order), predictions}.
+//   llama3_int8, bert_int8: the Llama 3 and BERT tasks after quantize(model, 'int8');
+//   start_index, mha_scores: keras/k3_hub_rotary_start_index, keras/k3_mha_scores_key (Keras 3
+//   files converted by tensorflowjs_converter).
+// Each <name>.json holds {inputs, dtypes, predictions (a list when the model has several
+// outputs), outputs}.
 const fs = require('fs');
 const path = require('path');
 const tf = require('@tensorflow/tfjs');
@@ -61,9 +64,16 @@ function int8Model() {
 
 const FIXTURES = path.join(__dirname, '..', '__tests__', 'fixtures');
 
-/** The model's inputs by name: token ids (IDS), a padding mask, segment ids. */
+/** The model's inputs by name: token ids (IDS), a padding mask, segment ids; floats else. */
 function hubInputs(model) {
-  return model.inputs.map((t) => {
+  return model.inputs.map((t, k) => {
+    if (t.dtype === 'float32') {
+      // a fixed pattern of the input's shape (batch 2, unknown lengths 6)
+      const shape = t.shape.map((d, i) => (d == null ? (i === 0 ? 2 : 6) : d));
+      const size = shape.reduce((p, d) => p * d, 1);
+      const flat = Array.from({length: size}, (_, i) => Math.sin(0.7 * i + k));
+      return tf.tensor(flat, shape).arraySync();
+    }
     const name = t.name.replace(/_\d+$/, '');
     if (name === 'padding_mask')
       return IDS.map((row, b) => row.map((_, i) => (b === 1 && i >= 4 ? 0 : 1)));
@@ -87,6 +97,8 @@ function hubFamily(name) {
   return api.buildKerasHubModel(task.class_name, task.config, weights);
 }
 
+const keras = (name) => () => api.loadKerasModel(path.join(FIXTURES, 'keras', name, 'model.json'));
+
 const preset = (dir) => async () =>
   (await api.loadKerasHubPreset(path.join(FIXTURES, ...dir.split('/')))).model;
 
@@ -109,6 +121,10 @@ async function main() {
     ],
     ['llama3_int8', async () => api.quantize(await preset('hub_presets/llama3')(), 'int8')],
     ['bert_int8', async () => api.quantize(await preset('hub_presets/bert')(), 'int8')],
+    // Keras 3 files whose calls loadKerasModel keeps in the config: a constant start_index of
+    // RotaryEmbedding / PositionEmbedding, and returned scores (Keras' zero fully masked rows)
+    ['start_index', keras('k3_hub_rotary_start_index')],
+    ['mha_scores', keras('k3_mha_scores_key')],
     [
       'functional_int8',
       () => api.loadKerasModel(path.join(FIXTURES, 'int8_files', 'functional.keras')),
@@ -117,11 +133,13 @@ async function main() {
     const model = await make();
     await api.saveKerasFile(model, path.join(out, `${name}.keras`));
     const inputs = hubInputs(model);
-    const xs = inputs.map((a) => tf.tensor2d(a, undefined, 'int32'));
+    const xs = inputs.map((a, i) => tf.tensor(a, undefined, model.inputs[i].dtype));
     const y = model.predict(xs.length === 1 ? xs[0] : xs);
+    const predictions = Array.isArray(y) ? y.map((t) => t.arraySync()) : y.arraySync();
+    const dtypes = model.inputs.map((t) => t.dtype);
     fs.writeFileSync(
       path.join(out, `${name}.json`),
-      JSON.stringify({inputs, predictions: y.arraySync()}),
+      JSON.stringify({inputs, dtypes, predictions, outputs: Array.isArray(y) ? y.length : 1}),
     );
     tf.dispose([xs, y]);
     model.dispose();

@@ -9,7 +9,10 @@ committed fixtures: GPT2CausalLM, BertTextClassifier, Llama3CausalLM (presets), 
 (rope frequency options), keras-hub's int8 GPT-2 preset (int8 blocks, as a DTypePolicyMap, and
 token embedding), and Keras' own int8 files of keras-hub decoders and of a functional model with an
 int8 MultiHeadAttention (both of which Keras 3.15 cannot load back itself: it builds the blocks'
-projections float), and the Llama 3 and BERT tasks quantized here (`quantize(model, 'int8')`).
+projections float), the Llama 3 and BERT tasks quantized here (`quantize(model, 'int8')`), and
+Keras 3 files whose call options loadKerasModel keeps in the config (a constant start_index of
+RotaryEmbedding / PositionEmbedding; a MultiHeadAttention returning its scores, whose zero weights
+for fully masked rows are Keras' own).
 
     python -m pytest scale/test_save_keras_file.py
 """
@@ -44,6 +47,8 @@ CASES = [
     "functional_int8",
     "llama3_int8",
     "bert_int8",
+    "start_index",
+    "mha_scores",
 ]
 # the layers Keras must hold int8 after loading (a block's int8 sublayers by their paths)
 BLOCK_INT8 = [
@@ -94,6 +99,10 @@ def test_keras_loads_what_save_keras_file_wrote(written, name):
     model = keras.saving.load_model(os.path.join(written, f"{name}.keras"), compile=False)
     if name in INT8:
         assert int8_paths(model) == sorted(INT8[name])
-    inputs = [np.asarray(x, "int32") for x in ours["inputs"]]
+    inputs = [np.asarray(x, dtype) for x, dtype in zip(ours["inputs"], ours["dtypes"])]
     out = model.predict(inputs if len(inputs) > 1 else inputs[0], verbose=0)
-    np.testing.assert_allclose(out, np.asarray(ours["predictions"], "float32"), atol=1e-5, rtol=0)
+    expected = ours["predictions"] if ours["outputs"] > 1 else [ours["predictions"]]
+    got = list(out) if ours["outputs"] > 1 else [out]
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, np.asarray(e, "float32"), atol=1e-5, rtol=0)

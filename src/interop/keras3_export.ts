@@ -75,6 +75,15 @@ interface Ctx {
   inputs: Map<string, Obj>;
 }
 
+/** Whether Keras 3 (>= 3.10) runs this attention layer on its non-fused path. */
+function nonFusedKerasPath(config: Obj, call: KerasCall): boolean {
+  return (
+    call.kind === 'attention' &&
+    call.byKeyword &&
+    (Number(config.dropout ?? 0) > 0 || config.return_attention_scores === true)
+  );
+}
+
 function keras3Config(layer: Obj, callKwargs: Obj): Obj {
   const cls = layer.class_name as string;
   const name = layer.name as string;
@@ -97,6 +106,15 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
       continue;
     }
     if (DERIVED.includes(k)) continue;
+    // a constant start_index (kept in the config here) is a call argument of Keras' position layers
+    if (call.kind === 'positions' && k === 'start_index') {
+      if (v != null && v !== 0) callKwargs.start_index = v;
+      continue;
+    }
+    // zero weights for fully masked rows are Keras 3's own on the non-fused path, which
+    // MultiHeadAttention and GroupQueryAttention take with dropout or returned scores
+    // (loadKerasModel sets the option there); elsewhere Keras gives such rows uniform weights
+    if (k === 'zero_fully_masked_rows' && v === true && nonFusedKerasPath(config, call)) continue;
     if (k === 'dtype' && out.dtype != null) continue;
     if (spec == null || COMMON.includes(k) || spec.keys.includes(k)) {
       // an indexing operation's index goes to its node
