@@ -76,6 +76,19 @@ describe('a preset that fails to load frees the model it had built', () => {
     );
   });
 
+  it('preprocessor.json and tokenizer.json nesting 5,000 arrays: the depth is named', async () => {
+    const deep = (text: string) =>
+      text.replace('"config"', `"deep": ${'['.repeat(5000)}${']'.repeat(5000)}, "config"`);
+    for (const name of ['preprocessor.json', 'tokenizer.json']) {
+      await rejectsWithoutLeak(
+        () => loadKerasHubPreset(gpt2With(name, deep)),
+        new RegExp(
+          `^loadKerasHubPreset: the files given/${name.replace('.', '\\.')} nests arrays / objects more than 256 deep`,
+        ),
+      );
+    }
+  });
+
   it("a preprocessor's sequence_length of -1", async () => {
     await rejectsWithoutLeak(
       () => loadKerasHubPreset(gpt2With('preprocessor.json', withConfig('sequence_length', -1))),
