@@ -8,6 +8,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
+import * as tf from '@tensorflow/tfjs';
+
 import {
   BertTokenizer,
   BytePairTokenizer,
@@ -18,6 +20,7 @@ import {
   WordPieceTokenizer,
 } from '../src/tokenizers';
 import type {Tokenizer} from '../src/tokenizers';
+import {loadKerasHubPreset} from '../src/interop/keras_hub_preset';
 
 const FIXTURES = path.join(__dirname, '..', 'fixtures', 'tokenizers');
 
@@ -267,6 +270,47 @@ describe('generation ids: the stop and special tokens of keras-hub 0.32', () => 
     }
     expect(t.stopTokenIds).toEqual(fixture.stopTokenIds);
     expect(t.specialTokenIds).toEqual(fixture.specialTokenIds);
+  });
+});
+
+describe('loadKerasHubPreset: the tokenizer of a Llama 3 preset', () => {
+  const dir = path.join(__dirname, 'fixtures', 'hub_presets', 'llama3');
+  beforeAll(() => tf.setBackend('cpu'));
+
+  test("it stops at <|end_of_text|> and <|eot_id|>, strips keras-hub's special tokens; split passes through", async () => {
+    const preset = await loadKerasHubPreset(dir);
+    const model = await loadKerasHubPreset(dir, {split: 'model'});
+    try {
+      const t = preset.tokenizer as BytePairTokenizer;
+      const id = (token: string): number => t.tokenToId(token) as number;
+      // keras-hub 0.32: generate stops at end_token_id and end_token2_id (<|eot_id|>), and its
+      // postprocessing strips special_token_ids (bos, eos, the two header tokens, eot)
+      expect(t.stopTokenIds).toEqual(
+        [id('<|end_of_text|>'), id('<|eot_id|>')].sort((a, b) => a - b),
+      );
+      expect(t.specialTokenIds).toEqual(
+        [
+          '<|begin_of_text|>',
+          '<|end_of_text|>',
+          '<|start_header_id|>',
+          '<|end_header_id|>',
+          '<|eot_id|>',
+        ]
+          .map(id)
+          .sort((a, b) => a - b),
+      );
+      expect(t.splitMode).toBe('keras-hub');
+      expect((model.tokenizer as BytePairTokenizer).splitMode).toBe('model');
+      const before = tf.memory().numTensors;
+      await expect(loadKerasHubPreset(dir, {split: 'hf' as unknown as 'model'})).rejects.toThrow(
+        "loadKerasHubPreset: expected options.split to be 'keras-hub' or 'model', received \"hf\"",
+      );
+      // the option is refused before anything is read: no tensor left behind
+      expect(tf.memory().numTensors).toBe(before);
+    } finally {
+      preset.dispose();
+      model.dispose();
+    }
   });
 });
 
