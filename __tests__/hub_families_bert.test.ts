@@ -57,6 +57,26 @@ describe('BERT from keras-hub: checks', () => {
     expect(tf.memory().numTensors).toBe(before);
   });
 
+  it("the classifier's num_classes and dropout are checked before anything is built; no tensor left", () => {
+    const before = tf.memory().numTensors;
+    const hidden = fx.backbone.config.hidden_dim as number;
+    const task = (edit: Record<string, unknown>) => () =>
+      buildKerasHubModel('BertTextClassifier', {...fx.task.config, ...edit}, fx.taskWeights);
+    expect(task({num_classes: 1e9})).toThrow(
+      `BertTextClassifier: config num_classes=1000000000 and hidden_dim=${hidden} imply the ` +
+        `classifier's kernel of ${1e9 * hidden} values; expected a config that fits its weights`,
+    );
+    expect(task({dropout: 2})).toThrow(
+      "BertTextClassifier: expected config dropout to be a rate, a number in [0, 1] (as Keras' " +
+        'Dropout takes it), received 2',
+    );
+    const backbone = {...fx.task.config.backbone, config: {...fx.backbone.config, dropout: 2}};
+    expect(task({backbone})).toThrow(
+      'BertBackbone: expected config dropout to be a rate, a number in [0, 1]',
+    );
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
   it("the classifier head's weights are read from the task's paths", () => {
     const m = new Map(fx.taskWeights);
     m.delete('layers/dense/vars/1');

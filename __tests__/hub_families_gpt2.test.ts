@@ -129,6 +129,59 @@ describe('GPT-2 from keras-hub: checks', () => {
     );
   });
 
+  /** Every value of the weights, counted with a plain loop (what the config must fit). */
+  const held = [...fx.taskWeights.values()].reduce(
+    (n, w) => n + w.shape.reduce((a, d) => a * d, 1),
+    0,
+  );
+  const withBackbone = (edit: Record<string, unknown>) => ({
+    ...fx.task.config,
+    backbone: {...fx.task.config.backbone, config: {...fx.backbone.config, ...edit}},
+  });
+  const refusedWithoutLeak = (edit: Record<string, unknown>, message: string | RegExp) => {
+    const before = tf.memory().numTensors;
+    expect(() =>
+      buildKerasHubModel('GPT2CausalLM', withBackbone(edit) as never, fx.taskWeights),
+    ).toThrow(message);
+    expect(tf.memory().numTensors).toBe(before);
+  };
+
+  it('a config sizing more weights than it is given is refused before building, naming its options; no tensor left', () => {
+    const hidden = fx.backbone.config.hidden_dim as number;
+    // a 1e9-row position table: "Invalid typed array length" after the token embedding was made
+    refusedWithoutLeak(
+      {max_sequence_length: 1e9},
+      `GPT2CausalLM: config max_sequence_length=1000000000 and hidden_dim=${hidden} imply a ` +
+        `position embedding of ${1e9 * hidden} values; expected a config that fits its weights, ` +
+        `which hold ${held} values in all`,
+    );
+    // one block more than the weights hold: refused before any block is built
+    refusedWithoutLeak(
+      {num_layers: 3},
+      /^GPT2CausalLM: config num_layers=3 and hidden_dim=32 and intermediate_dim=64 imply the blocks' attention and feed-forward kernels of 24576 values; expected a config that fits its weights/,
+    );
+    refusedWithoutLeak(
+      {vocabulary_size: 1e300},
+      'GPT2Backbone: expected config vocabulary_size to be an integer in [1, 2147483647], ' +
+        'received 1e+300',
+    );
+  });
+
+  it('a dropout outside [0, 1] is refused up front, saying what Keras takes; no tensor left', () => {
+    for (const dropout of [2, -0.5]) {
+      refusedWithoutLeak(
+        {dropout},
+        `GPT2Backbone: expected config dropout to be a rate, a number in [0, 1] (as Keras' ` +
+          `Dropout takes it), received ${dropout}`,
+      );
+    }
+  });
+
+  it('a refusal while the graph is built (hidden_dim under num_heads) leaves no tensor', () => {
+    // the embeddings are built before the first block says its width is too small
+    refusedWithoutLeak({hidden_dim: 2}, 'the input width 2 must be >= numHeads (4)');
+  });
+
   it('config options it does not implement are refused by name', () => {
     const config = {...fx.backbone.config};
     expect(() =>

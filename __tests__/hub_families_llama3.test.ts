@@ -108,7 +108,7 @@ describe('Llama 3 from keras-hub: checks', () => {
         fx.backboneWeights,
       ),
     ).toThrow(
-      'Llama3Backbone: config rope_frequency_adjustment_factor=null is not implemented: ' +
+      'Llama3Backbone: config rope_low_freq_factor=1 is not implemented: ' +
         'keras-hub sets rope_frequency_adjustment_factor, rope_low_freq_factor, ' +
         'rope_high_freq_factor, rope_pretraining_sequence_length together; received only ' +
         'rope_low_freq_factor, rope_high_freq_factor',
@@ -123,6 +123,17 @@ describe('Llama 3 from keras-hub: checks', () => {
     expect(() =>
       buildKerasHubModel('Llama3Backbone', {...config, num_key_value_heads: 3}, fx.backboneWeights),
     ).toThrow('expected numQueryHeads (4) to be a multiple of numKeyValueHeads, received 3');
+    expect(() =>
+      buildKerasHubModel('Llama3Backbone', {...config, dropout: 2}, fx.backboneWeights),
+    ).toThrow(
+      "Llama3Backbone: expected config dropout to be a rate, a number in [0, 1] (as Keras' " +
+        'Dropout takes it), received 2',
+    );
+    expect(() =>
+      buildKerasHubModel('Llama3Backbone', {...config, vocabulary_size: 1e9}, fx.backboneWeights),
+    ).toThrow(
+      /^Llama3Backbone: config vocabulary_size=1000000000 and hidden_dim=32 imply a token embedding and its untied reverse of 64000000000 values/,
+    );
     expect(tf.memory().numTensors).toBe(before);
   });
 

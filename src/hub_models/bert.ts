@@ -16,10 +16,25 @@ import {PositionEmbedding} from '../layers/hub/position_embedding';
 import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import {TransformerEncoder} from '../layers/hub/transformer_encoder';
 import type {JsonObject} from '../layers/engine/contract';
-import {configFloat, configInt, KerasHubFamily, numbered, WeightBinding} from './family';
+import {configInt, configRate, KerasHubFamily, numbered, WeightBinding, WeightTerm} from './family';
 import {transformerBlockWeights, weightsInOrder} from './weights';
 
 const CLS = 'BertBackbone';
+
+/** The config's options, checked (keras-hub's defaults where it has them). */
+function options(config: JsonObject) {
+  return {
+    vocab: configInt(config, 'vocabulary_size', CLS),
+    numLayers: configInt(config, 'num_layers', CLS),
+    numHeads: configInt(config, 'num_heads', CLS),
+    hidden: configInt(config, 'hidden_dim', CLS),
+    intermediate: configInt(config, 'intermediate_dim', CLS),
+    dropout: configRate(config, 'dropout', CLS, 0.1),
+    maxLength:
+      config.max_sequence_length == null ? 512 : configInt(config, 'max_sequence_length', CLS),
+    segments: config.num_segments == null ? 2 : configInt(config, 'num_segments', CLS),
+  };
+}
 
 /** keras-hub's BERT family: `BertBackbone`, `BertTextClassifier`. */
 export const BERT: KerasHubFamily = {
@@ -40,16 +55,48 @@ export const BERT: KerasHubFamily = {
   ],
   requiredKeys: ['vocabulary_size', 'num_layers', 'num_heads', 'hidden_dim', 'intermediate_dim'],
   refuse: {},
+  weightTerms(config: JsonObject): WeightTerm[] {
+    const {vocab, numLayers, hidden, intermediate, maxLength, segments} = options(config);
+    return [
+      {
+        keys: {vocabulary_size: vocab, hidden_dim: hidden},
+        what: 'a token embedding',
+        values: vocab * hidden,
+      },
+      {
+        keys: {max_sequence_length: maxLength, hidden_dim: hidden},
+        what: 'a position embedding',
+        values: maxLength * hidden,
+      },
+      {
+        keys: {num_segments: segments, hidden_dim: hidden},
+        what: 'a segment embedding',
+        values: segments * hidden,
+      },
+      {
+        keys: {num_layers: numLayers, hidden_dim: hidden, intermediate_dim: intermediate},
+        what: "the blocks' attention and feed-forward kernels",
+        values: numLayers * (4 * hidden * hidden + 2 * hidden * intermediate),
+      },
+    ];
+  },
   build(config: JsonObject) {
-    const vocab = configInt(config, 'vocabulary_size', CLS);
-    const numLayers = configInt(config, 'num_layers', CLS);
-    const numHeads = configInt(config, 'num_heads', CLS);
-    const hidden = configInt(config, 'hidden_dim', CLS);
-    const intermediate = configInt(config, 'intermediate_dim', CLS);
-    const dropout = configFloat(config, 'dropout', CLS, 0.1);
-    const maxLength =
-      config.max_sequence_length == null ? 512 : configInt(config, 'max_sequence_length', CLS);
-    const segments = config.num_segments == null ? 2 : configInt(config, 'num_segments', CLS);
+    const {vocab, numLayers, numHeads, hidden, intermediate, dropout, maxLength, segments} =
+      options(config);
+    // every layer is made (its options checked by its constructor) before any weight exists
+    const encoders = Array.from(
+      {length: numLayers},
+      (_, i) =>
+        new TransformerEncoder({
+          name: `transformer_layer_${i}`,
+          intermediateDim: intermediate,
+          numHeads,
+          dropout,
+          layerNormEpsilon: 1e-12,
+          activation: 'gelu_approximate',
+          kernelInitializer: 'zeros',
+        }),
+    );
     const tokenIds = tf.input({shape: [null], dtype: 'int32', name: 'token_ids'});
     const segmentIds = tf.input({shape: [null], dtype: 'int32', name: 'segment_ids'});
     const paddingMask = tf.input({shape: [null], dtype: 'int32', name: 'padding_mask'});
@@ -85,21 +132,12 @@ export const BERT: KerasHubFamily = {
       ...weightsInOrder(segmentEmbedding, 'layers/embedding'),
       ...weightsInOrder(norm, 'layers/layer_normalization'),
     ];
-    for (let i = 0; i < numLayers; i++) {
-      const encoder = new TransformerEncoder({
-        name: `transformer_layer_${i}`,
-        intermediateDim: intermediate,
-        numHeads,
-        dropout,
-        layerNormEpsilon: 1e-12,
-        activation: 'gelu_approximate',
-        kernelInitializer: 'zeros',
-      });
+    encoders.forEach((encoder, i) => {
       x = encoder.apply(x, {paddingMask}) as SymbolicTensor;
       weights.push(
         ...transformerBlockWeights(encoder, `layers/${numbered('transformer_encoder', i)}`),
       );
-    }
+    });
     const first = new GetItem({
       name: 'cls_token',
       index: [{start: null, stop: null, step: null}, 0],

@@ -3,6 +3,7 @@
  * tfjs model with keras-hub's inputs and outputs, and its weights set from keras-hub's weight
  * paths. The families (one file each) declare what is built; this file adds the tasks' heads.
  */
+import * as tf from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
 import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
@@ -12,12 +13,14 @@ import {BERT} from './bert';
 import {
   bindWeights,
   checkConfig,
-  configFloat,
+  checkWeightTerms,
   configInt,
+  configRate,
   HubWeights,
   KerasHubFamily,
   TaskKind,
   WeightBinding,
+  WeightTerm,
 } from './family';
 import {GPT2} from './gpt2';
 import {int8HubModel, withoutInt8PolicyMap} from './int8_weights';
@@ -85,7 +88,7 @@ function classifierOptions(className: string, own: JsonObject): ClassifierOption
         `(expected one of ${Object.keys(CLASSIFIER_ACTIVATIONS).join(', ')}, or null)`,
     );
   }
-  const rate = configFloat(own, 'dropout', className, 0.1);
+  const rate = configRate(own, 'dropout', className, 0.1);
   return {numClasses, activation, rate};
 }
 
@@ -145,8 +148,51 @@ export function buildKerasHubModel(
     family.requiredKeys,
     family.refuse,
   );
-  // the head's options are checked before anything holding weights is made
+  // the head's options, and the sizes the config implies against the weights given, are checked
+  // before anything holding weights is made
   const head = kind === 'textClassifier' ? classifierOptions(className, own) : null;
+  const terms: WeightTerm[] = family.weightTerms(backboneConfig);
+  if (head != null) {
+    const hidden = configInt(backboneConfig, 'hidden_dim', family.backbone);
+    terms.push({
+      keys: {num_classes: head.numClasses, hidden_dim: hidden},
+      what: "the classifier's kernel",
+      values: head.numClasses * hidden,
+    });
+  }
+  checkWeightTerms(className, terms, weights);
+  return withoutLeaks(() =>
+    buildModel(className, own, family, kind, head, backboneConfig, weights),
+  );
+}
+
+/**
+ * `build()`'s model, or its error with every weight it had made disposed (a refusal leaves no
+ * tensor, whatever refuses).
+ */
+function withoutLeaks(build: () => LayersModel): LayersModel {
+  const before = new Set(Object.keys(tf.engine().state.registeredVariables));
+  try {
+    return build();
+  } catch (e) {
+    const variables = tf.engine().state.registeredVariables;
+    for (const name of Object.keys(variables)) {
+      if (!before.has(name)) variables[name].dispose();
+    }
+    throw e;
+  }
+}
+
+/** The model of a checked config: the family's graph, the task's head, the weights bound. */
+function buildModel(
+  className: string,
+  own: JsonObject,
+  family: KerasHubFamily,
+  kind: TaskKind | null,
+  head: ClassifierOptions | null,
+  backboneConfig: JsonObject,
+  weights: HubWeights,
+): LayersModel {
   const graph = family.build(backboneConfig);
   const name = (own.name as string | undefined) ?? snakeCase(className);
   let outputs: SymbolicTensor[];

@@ -43,6 +43,19 @@ export interface BackboneGraph {
   weights: WeightBinding[];
 }
 
+/**
+ * A part of the weights a config sizes (a lower bound of what the family's model holds): the
+ * config options it is computed from, what it is, and how many values it has.
+ */
+export interface WeightTerm {
+  /** The config options and their values (`{max_sequence_length: 1024, hidden_dim: 768}`). */
+  keys: Readonly<Record<string, number>>;
+  /** What the values are (`the position embedding`). */
+  what: string;
+  /** How many values (float64 arithmetic: a huge config stays a huge number). */
+  values: number;
+}
+
 /** What a task adds on a backbone. */
 export type TaskKind = 'causalLM' | 'textClassifier';
 
@@ -67,6 +80,12 @@ export interface KerasHubFamily {
    * absent here are implemented for every value keras-hub accepts.
    */
   readonly refuse: Readonly<Record<string, (value: Json, config: JsonObject) => string | null>>;
+  /**
+   * The weights the (checked) config sizes, a lower bound of the model's: read and checked with
+   * `configInt` / `configRate` as `build` reads them, so that a config that does not fit its
+   * weights is refused before anything is allocated.
+   */
+  weightTerms(config: JsonObject): WeightTerm[];
   /** Builds the backbone's functional graph from its (checked) config. */
   build(config: JsonObject): BackboneGraph;
 }
@@ -77,12 +96,29 @@ export const COMMON_KEYS = ['name', 'trainable', 'dtype'] as const;
 /** The Keras 3 name of a layer inside a functional model: `<snake class>` then `_1`, `_2`... */
 export const numbered = (base: string, i: number): string => (i === 0 ? base : `${base}_${i}`);
 
-/** A number from a config, checked (errors name the class and key). */
+/** The largest integer option a config may hold (an int32: sizes, counts, lengths). */
+const INT32_MAX = 2 ** 31 - 1;
+
+/** An integer from a config, checked to lie in [min, 2**31 - 1] (errors name the class and key). */
 export function configInt(config: JsonObject, key: string, cls: string, min = 1): number {
   const v = config[key];
-  if (!(typeof v === 'number' && Number.isInteger(v) && v >= min)) {
+  if (!(typeof v === 'number' && Number.isInteger(v) && v >= min && v <= INT32_MAX)) {
     throw new Error(
-      `${cls}: expected config ${key} to be an integer >= ${min}, received ${JSON.stringify(v)}`,
+      `${cls}: expected config ${key} to be an integer in [${min}, ${INT32_MAX}], received ` +
+        `${JSON.stringify(v)}`,
+    );
+  }
+  return v;
+}
+
+/** A dropout rate from a config: a number in [0, 1] (Keras' Dropout), or its default when absent / null. */
+export function configRate(config: JsonObject, key: string, cls: string, fallback: number): number {
+  const v = config[key];
+  if (v == null) return fallback;
+  if (!(typeof v === 'number' && v >= 0 && v <= 1)) {
+    throw new Error(
+      `${cls}: expected config ${key} to be a rate, a number in [0, 1] (as Keras' Dropout ` +
+        `takes it), received ${JSON.stringify(v)}`,
     );
   }
   return v;
@@ -127,6 +163,11 @@ export function checkConfig(
         `${unknown.length > 1 ? 'are' : 'is'} not implemented (expected only ${all.join(', ')})`,
     );
   }
+  if (config.name != null && typeof config.name !== 'string') {
+    throw new Error(
+      `${cls}: expected config name to be a string, received ${JSON.stringify(config.name)}`,
+    );
+  }
   const missing = required.filter((k) => config[k] == null);
   if (missing.length > 0) {
     throw new Error(`${cls}: config is missing ${missing.join(', ')}`);
@@ -161,6 +202,37 @@ function dtypeName(dtype: Json | undefined): string | null {
     return JSON.stringify(dtype);
   }
   return JSON.stringify(dtype);
+}
+
+/** How many values `weights` holds in all. */
+function heldValues(weights: HubWeights): number {
+  let n = 0;
+  for (const w of weights.values()) n += w.shape.reduce((a: number, d) => a * d, 1);
+  return n;
+}
+
+/**
+ * Refuses, before anything is built, a config whose weights (by `terms`, a lower bound) hold
+ * more values than `weights` does: a config that does not fit its weights, whose model could not
+ * be allocated (a `max_sequence_length` of 1e9) or built (a `num_layers` of 1e9). The error names
+ * the largest term's options.
+ */
+export function checkWeightTerms(
+  cls: string,
+  terms: readonly WeightTerm[],
+  weights: HubWeights,
+): void {
+  if (!(weights instanceof Map)) return; // bindWeights says what it expected
+  const implied = terms.reduce((n, t) => n + t.values, 0);
+  const held = heldValues(weights);
+  if (implied <= held) return;
+  const largest = terms.reduce((a, t) => (t.values > a.values ? t : a));
+  const keys = Object.entries(largest.keys).map(([k, v]) => `${k}=${v}`);
+  throw new Error(
+    `${cls}: config ${keys.join(' and ')} ${keys.length > 1 ? 'imply' : 'implies'} ` +
+      `${largest.what} of ${largest.values} values; expected a config that fits its weights, ` +
+      `which hold ${held} values in all (received a config implying at least ${implied})`,
+  );
 }
 
 /** The dtypes whose values are taken as float32 weights. */

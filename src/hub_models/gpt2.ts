@@ -14,10 +14,24 @@ import {PositionEmbedding} from '../layers/hub/position_embedding';
 import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import {TransformerDecoder} from '../layers/hub/transformer_decoder';
 import type {JsonObject} from '../layers/engine/contract';
-import {configFloat, configInt, KerasHubFamily, numbered, WeightBinding} from './family';
+import {configInt, configRate, KerasHubFamily, numbered, WeightBinding, WeightTerm} from './family';
 import {transformerBlockWeights, weightsInOrder} from './weights';
 
 const CLS = 'GPT2Backbone';
+
+/** The config's options, checked (keras-hub's defaults where it has them). */
+function options(config: JsonObject) {
+  return {
+    vocab: configInt(config, 'vocabulary_size', CLS),
+    numLayers: configInt(config, 'num_layers', CLS),
+    numHeads: configInt(config, 'num_heads', CLS),
+    hidden: configInt(config, 'hidden_dim', CLS),
+    intermediate: configInt(config, 'intermediate_dim', CLS),
+    dropout: configRate(config, 'dropout', CLS, 0.1),
+    maxLength:
+      config.max_sequence_length == null ? 1024 : configInt(config, 'max_sequence_length', CLS),
+  };
+}
 
 /** keras-hub's GPT-2 family: `GPT2Backbone`, `GPT2CausalLM`. */
 export const GPT2: KerasHubFamily = {
@@ -37,15 +51,43 @@ export const GPT2: KerasHubFamily = {
   ],
   requiredKeys: ['vocabulary_size', 'num_layers', 'num_heads', 'hidden_dim', 'intermediate_dim'],
   refuse: {},
+  weightTerms(config: JsonObject): WeightTerm[] {
+    const {vocab, numLayers, hidden, intermediate, maxLength} = options(config);
+    return [
+      {
+        keys: {vocabulary_size: vocab, hidden_dim: hidden},
+        what: 'a token embedding',
+        values: vocab * hidden,
+      },
+      {
+        keys: {max_sequence_length: maxLength, hidden_dim: hidden},
+        what: 'a position embedding',
+        values: maxLength * hidden,
+      },
+      {
+        keys: {num_layers: numLayers, hidden_dim: hidden, intermediate_dim: intermediate},
+        what: "the blocks' attention and feed-forward kernels",
+        values: numLayers * (4 * hidden * hidden + 2 * hidden * intermediate),
+      },
+    ];
+  },
   build(config: JsonObject) {
-    const vocab = configInt(config, 'vocabulary_size', CLS);
-    const numLayers = configInt(config, 'num_layers', CLS);
-    const numHeads = configInt(config, 'num_heads', CLS);
-    const hidden = configInt(config, 'hidden_dim', CLS);
-    const intermediate = configInt(config, 'intermediate_dim', CLS);
-    const dropout = configFloat(config, 'dropout', CLS, 0.1);
-    const maxLength =
-      config.max_sequence_length == null ? 1024 : configInt(config, 'max_sequence_length', CLS);
+    const {vocab, numLayers, numHeads, hidden, intermediate, dropout, maxLength} = options(config);
+    // every layer is made (its options checked by its constructor) before any weight exists
+    const decoders = Array.from(
+      {length: numLayers},
+      (_, i) =>
+        new TransformerDecoder({
+          name: `transformer_layer_${i}`,
+          intermediateDim: intermediate,
+          numHeads,
+          dropout,
+          layerNormEpsilon: 1e-5,
+          activation: 'gelu_approximate',
+          kernelInitializer: 'zeros',
+          normalizeFirst: true,
+        }),
+    );
     const tokenIds = tf.input({shape: [null], dtype: 'int32', name: 'token_ids'});
     const paddingMask = tf.input({shape: [null], dtype: 'int32', name: 'padding_mask'});
     const tokenEmbedding = new ReversibleEmbedding({
@@ -67,22 +109,12 @@ export const GPT2: KerasHubFamily = {
       ...weightsInOrder(tokenEmbedding, 'layers/reversible_embedding'),
       ...weightsInOrder(positionEmbedding, 'layers/position_embedding'),
     ];
-    for (let i = 0; i < numLayers; i++) {
-      const decoder = new TransformerDecoder({
-        name: `transformer_layer_${i}`,
-        intermediateDim: intermediate,
-        numHeads,
-        dropout,
-        layerNormEpsilon: 1e-5,
-        activation: 'gelu_approximate',
-        kernelInitializer: 'zeros',
-        normalizeFirst: true,
-      });
+    decoders.forEach((decoder, i) => {
       x = decoder.apply(x, {decoderPaddingMask: paddingMask});
       weights.push(
         ...transformerBlockWeights(decoder, `layers/${numbered('transformer_decoder', i)}`),
       );
-    }
+    });
     const norm = tf.layers.layerNormalization({name: 'layer_norm', epsilon: 1e-5});
     const sequenceOutput = norm.apply(x) as SymbolicTensor;
     weights.push(...weightsInOrder(norm, 'layers/layer_normalization'));

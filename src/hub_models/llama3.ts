@@ -20,7 +20,15 @@ import {refuseLlamaRope} from '../layers/hub/llama_rope';
 import {LlamaLayerNorm} from '../layers/hub/llama_layer_norm';
 import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import type {Json, JsonObject} from '../layers/engine/contract';
-import {configFloat, configInt, KerasHubFamily, numbered, WeightBinding} from './family';
+import {
+  configFloat,
+  configInt,
+  configRate,
+  KerasHubFamily,
+  numbered,
+  WeightBinding,
+  WeightTerm,
+} from './family';
 import {llamaDecoderWeights, weightsInOrder} from './weights';
 
 const CLS = 'Llama3Backbone';
@@ -34,8 +42,12 @@ const SMOOTHING = [
   'rope_pretraining_sequence_length',
 ];
 
-/** The smoothing options are set together (keras-hub reads the four at once) or not at all. */
-const together = (_value: Json, config: JsonObject) => {
+/**
+ * The smoothing options are set together (keras-hub reads the four at once) or not at all; the
+ * error names an option that is set.
+ */
+const together = (value: Json, config: JsonObject) => {
+  if (value == null) return null;
   const set = SMOOTHING.filter((k) => config[k] != null);
   return set.length === 0 || set.length === SMOOTHING.length
     ? null
@@ -45,6 +57,22 @@ const together = (_value: Json, config: JsonObject) => {
 /** A smoothing option's number, or null. */
 const smoothing = (config: JsonObject, key: string): number | null =>
   config[key] == null ? null : configFloat(config, key, CLS, 0);
+
+/** The config's options, checked (keras-hub's defaults where it has them). */
+function options(config: JsonObject) {
+  return {
+    vocab: configInt(config, 'vocabulary_size', CLS),
+    numLayers: configInt(config, 'num_layers', CLS),
+    numQueryHeads: configInt(config, 'num_query_heads', CLS),
+    numKeyValueHeads: configInt(config, 'num_key_value_heads', CLS),
+    hidden: configInt(config, 'hidden_dim', CLS),
+    intermediate: configInt(config, 'intermediate_dim', CLS),
+    wavelength: configFloat(config, 'rope_max_wavelength', CLS, 10000),
+    epsilon: configFloat(config, 'layer_norm_epsilon', CLS, 1e-6),
+    dropout: configRate(config, 'dropout', CLS, 0),
+    tied: config.tie_word_embeddings === true,
+  };
+}
 
 /** keras-hub's Llama 3 family: `Llama3Backbone`, `Llama3CausalLM`. */
 export const LLAMA3: KerasHubFamily = {
@@ -87,17 +115,34 @@ export const LLAMA3: KerasHubFamily = {
     tie_word_embeddings: (v) =>
       v == null || typeof v === 'boolean' ? null : 'expected true, false or null',
   },
+  weightTerms(config: JsonObject): WeightTerm[] {
+    const {vocab, numLayers, hidden, intermediate, tied} = options(config);
+    return [
+      {
+        keys: {vocabulary_size: vocab, hidden_dim: hidden},
+        what: tied ? 'a token embedding' : 'a token embedding and its untied reverse',
+        values: (tied ? 1 : 2) * vocab * hidden,
+      },
+      {
+        keys: {num_layers: numLayers, hidden_dim: hidden, intermediate_dim: intermediate},
+        what: "the blocks' query, output and feed-forward kernels",
+        values: numLayers * (2 * hidden * hidden + 3 * hidden * intermediate),
+      },
+    ];
+  },
   build(config: JsonObject) {
-    const vocab = configInt(config, 'vocabulary_size', CLS);
-    const numLayers = configInt(config, 'num_layers', CLS);
-    const numQueryHeads = configInt(config, 'num_query_heads', CLS);
-    const numKeyValueHeads = configInt(config, 'num_key_value_heads', CLS);
-    const hidden = configInt(config, 'hidden_dim', CLS);
-    const intermediate = configInt(config, 'intermediate_dim', CLS);
-    const wavelength = configFloat(config, 'rope_max_wavelength', CLS, 10000);
-    const epsilon = configFloat(config, 'layer_norm_epsilon', CLS, 1e-6);
-    const dropout = configFloat(config, 'dropout', CLS, 0);
-    const tied = config.tie_word_embeddings === true;
+    const {
+      vocab,
+      numLayers,
+      numQueryHeads,
+      numKeyValueHeads,
+      hidden,
+      intermediate,
+      wavelength,
+      epsilon,
+      dropout,
+      tied,
+    } = options(config);
     // every layer is checked by its constructor before any weight exists
     const decoders = Array.from(
       {length: numLayers},
