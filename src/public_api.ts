@@ -151,6 +151,7 @@ export type {
   KerasHubFamily,
   TaskKind,
   WeightBinding,
+  WeightTerm,
 } from './hub_models/family';
 export {
   loadKerasHubPreset,
