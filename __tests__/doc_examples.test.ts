@@ -43,6 +43,7 @@ describe('doc comment examples', () => {
         'DotProductAttention',
         'EinsumDense',
         'GetItem',
+        'GlobalAveragePooling1D',
         'GroupQueryAttention',
         'LlamaAttention',
         'LlamaLayerNorm',

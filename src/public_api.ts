@@ -37,6 +37,8 @@ export type {
 } from './layers/hub/transformer_decoder';
 export type {TransformerBlockArgs} from './layers/hub/transformer_block_args';
 export {GetItem} from './layers/core/get_item';
+export {GlobalAveragePooling1D} from './layers/core/global_average_pooling';
+export type {GlobalAveragePooling1DArgs} from './layers/core/global_average_pooling';
 export {quantize} from './layers/core/quantize_model';
 export {QuantizedDense} from './layers/core/quantized_dense';
 export type {QuantizedDenseArgs} from './layers/core/quantized_dense';

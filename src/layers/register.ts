@@ -9,6 +9,9 @@ import {Attention, DotProductAttention} from './attention/dot_product_attention'
 import {EinsumDense} from './core/einsum_dense';
 import {GroupQueryAttention} from './attention/group_query_attention';
 import {GetItem} from './core/get_item';
+import {GlobalAveragePooling1D} from './core/global_average_pooling';
+import {MERGE_CLASSES} from './core/merge_masks';
+import {Softmax} from './core/softmax_layer';
 import {QuantizedDense} from './core/quantized_dense';
 import {QuantizedEmbedding} from './core/quantized_embedding';
 import {LlamaAttention} from './hub/llama_attention';
@@ -54,4 +57,13 @@ export const LAYER_CLASSES: ReadonlyArray<
 
 for (const cls of LAYER_CLASSES) {
   tf.serialization.registerClass(cls);
+}
+
+// tfjs' own classes of these names mishandle Keras masks: loaded models get Keras' masked average,
+// Keras' masked softmax and Keras' merge masks (core/merge_masks.ts). They are tfjs' layers (no contract of the
+// package's), so they are not in LAYER_CLASSES.
+tf.serialization.registerClass(GlobalAveragePooling1D);
+tf.serialization.registerClass(Softmax as unknown as typeof GlobalAveragePooling1D);
+for (const cls of MERGE_CLASSES) {
+  tf.serialization.registerClass(cls as unknown as typeof GlobalAveragePooling1D);
 }
