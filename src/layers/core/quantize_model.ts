@@ -87,19 +87,20 @@ function refuseQuantized(model: LayersModel, mode: QuantizationMode): void {
  * Keras 3's `model.quantize("int8")` for a tfjs model: a new model, the same graph, in which
  * every `Dense` (tfjs') becomes a {@link QuantizedDense}, every `Embedding` a
  * {@link QuantizedEmbedding}, and every `EinsumDense` and `ReversibleEmbedding` (also inside
- * MultiHeadAttention, GroupQueryAttention, TransformerEncoder / TransformerDecoder and
- * TokenAndPositionEmbedding) holds int8 weights: each float kernel quantized as Keras does
- * (abs-max per output channel, Embedding per row, round half to even, clip ±127, a float32
- * scale), and at call time each token's input quantized the same way and multiplied int8 by int8
+ * MultiHeadAttention, GroupQueryAttention, TransformerEncoder / TransformerDecoder; not inside
+ * TokenAndPositionEmbedding, which stays float) holds int8 weights: each float kernel quantized
+ * as Keras does (abs-max per output channel, Embedding per row, round half to even, clip ±127, a
+ * float32 scale), and at call time each token's input quantized the same way and multiplied int8 by int8
  * (`ops/int8.ts`). Every other weight is copied.
  *
  * Keras changes the model in place; a tfjs model cannot change a layer's class in place, so this
  * returns a new model and leaves `model` as it was (dispose it when it is no longer needed).
  * A model that already holds an int8 layer is refused, as Keras refuses it.
- * One divergence: keras-hub 0.32's `ReversibleEmbedding` is a subclass that Keras 3.15's
- * `model.quantize` skips (its `quantize` checks the exact class), so a keras-hub model quantized
- * in Keras keeps float tied logits; this quantizes them (as Keras' own
- * `keras.layers.ReversibleEmbedding` does).
+ * keras-hub 0.32's backbones use Keras' own `keras.layers.ReversibleEmbedding`, which Keras 3.15
+ * quantizes, as this does. Divergences: keras-hub's exported subclass
+ * `keras_hub.layers.ReversibleEmbedding` (no keras-hub model uses it) is skipped by Keras'
+ * `model.quantize` (its `quantize` checks the exact class) and quantized here; a
+ * TokenAndPositionEmbedding's token embedding is quantized by Keras and kept float here.
  */
 export function quantize(model: LayersModel, mode: 'int8'): LayersModel {
   if (mode !== 'int8') {
