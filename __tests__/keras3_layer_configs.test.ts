@@ -58,8 +58,7 @@ async function savedLayers(folder: string): Promise<LayerEntry[]> {
     expect(tf.memory().numTensors).toBe(before);
     return configJson(bytes).config.layers;
   } finally {
-    preset.model.dispose();
-    preset.backbone.dispose();
+    preset.dispose();
   }
 }
 
