@@ -28,6 +28,11 @@ const DESCRIPTIVE = new Set(['text', 'python', 'json']);
 /** [file, a snippet that picks one block, what its output must contain] */
 const EXPECTED: [string, string, string[]][] = [
   ['docs/generation.md', 'const preprocessor = {sequenceLength: 24', ['\ntrue']],
+  [
+    'docs/tokenizers.md',
+    "split: 'model'",
+    ["[ 3, 4, 4 ] [ 'hi', ' ', ' ' ]", "[ 3, 5 ] [ 'hi', '  ' ]"],
+  ],
   ['README.md', "fileSystem('my-model')", ['[ 2, 16, 32 ]']],
   ['README.md', 'const validLens = tf.tensor1d([6, 3]', ['[ 2, 6, 32 ] [ 2, 4, 6, 6 ]', '\n0\n']],
   ['README.md', "fileSystem('my-ts-model')", ['[ 1, 2, 8 ] [ 1, 2, 3 ]']],

@@ -33,6 +33,8 @@ interface Patterns {
   /** SPLIT_PATTERN_1 without its whitespace alternative (sticky: matched at one position). */
   first: RegExp;
   last: RegExp;
+  /** SPLIT_PATTERN_1's first alternatives, in its order. */
+  contractions: readonly string[];
 }
 
 let patterns: Patterns | undefined;
@@ -45,6 +47,7 @@ function kerasHubPatterns(): Patterns {
       beforeWord: new RegExp(`( )([^${RE2_SPACE}${SPECIAL_SPACES}])`, 'gu'),
       atEnd: new RegExp(`([${RE2_SPACE}]${SPECIAL_SPACES})$`, 'u'),
       first: new RegExp(` ?\\p{L}+| ?\\p{N}+| ?${other}`, 'uy'),
+      contractions: ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"],
       last: new RegExp(`[ \\t\\r\\f\\v${MARK}${SPECIAL_SPACES}]$`, 'u'),
     };
   }
@@ -55,8 +58,6 @@ function kerasHubPatterns(): Patterns {
 export function unsplittableStandIn(index: number): string {
   return 'Ĵ' + [...String(index)].map((d) => String.fromCharCode(65 + Number(d))).join('');
 }
-
-const CONTRACTIONS = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"];
 
 /** RE2's `\s` and keras-hub's special spaces: the class `[\s{SW}]` of SPLIT_PATTERN_1. */
 function isSpace(c: number): boolean {
@@ -87,7 +88,12 @@ function endsSpaceRun(c: number): boolean {
  * from a table built in one pass: its match at a position of a whitespace run ends at the marker
  * just after the run, else at the run's last character of the end class (not the first one).
  */
-function splitFirst(text: string, first: RegExp, out: string[]): void {
+function splitFirst(
+  text: string,
+  first: RegExp,
+  contractions: readonly string[],
+  out: string[],
+): void {
   const n = text.length;
   // For each position in a whitespace run: where the run ends, and its last end-class index.
   const runEnd = new Int32Array(n);
@@ -106,7 +112,7 @@ function splitFirst(text: string, first: RegExp, out: string[]): void {
     let end = -1;
     const c = text.charCodeAt(p);
     if (c === 0x27) {
-      for (const contraction of CONTRACTIONS) {
+      for (const contraction of contractions) {
         if (text.startsWith(contraction, p)) {
           end = p + contraction.length;
           break;
@@ -154,7 +160,7 @@ function cutAround(text: string, token: string, standIn: string, out: string[]):
  * a piece equal to an unsplittable token is that token.
  */
 export function kerasHubSplit(text: string, unsplittableTokens: readonly string[]): string[] {
-  const {beforeWord, atEnd, first, last} = kerasHubPatterns();
+  const {beforeWord, atEnd, first, last, contractions} = kerasHubPatterns();
   let marked = text.replace(beforeWord, `${MARK}$1$2`).replace(atEnd, `$1${MARK}`);
   const nul = marked.indexOf('\0');
   if (nul >= 0) marked = marked.slice(0, nul);
@@ -167,7 +173,7 @@ export function kerasHubSplit(text: string, unsplittableTokens: readonly string[
     pieces = cut;
   });
   const split: string[] = [];
-  for (const piece of pieces) splitFirst(piece, first, split);
+  for (const piece of pieces) splitFirst(piece, first, contractions, split);
   const out: string[] = [];
   for (let piece of split) {
     const end = last.exec(piece);
