@@ -364,7 +364,7 @@ describe("loadKerasModel bounds a sharded model's inflated bytes by its manifest
         `bytes, more than the ${budget} allowed`,
     );
     // the work done: nothing near one 300 MiB shard was allocated (all of them took 600+ MiB)
-    expect(r.maxRssMiB).toBeLessThan(450);
+    expect(r.maxRssMiB).toBeLessThan(200); // 83 MiB measured; with one shard inflated, 382
   });
 
   it('the same with a total_size that allows them: the first shard is checked before the next is inflated', () => {
