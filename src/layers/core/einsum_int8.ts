@@ -32,7 +32,7 @@ export interface EinsumInt8Plan {
 
 /**
  * Keras' `_analyze_quantization_info(equation, ...)` for an equation of letters only; a reason
- * (a string) where Keras 3.15 cannot quantize the equation or the product is not implemented.
+ * (a string) where Keras 3.15 cannot quantize the equation.
  */
 export function einsumInt8Plan(equation: string): EinsumInt8Plan | string {
   if (equation.includes('...')) {
@@ -44,11 +44,6 @@ export function einsumInt8Plan(equation: string): EinsumInt8Plan | string {
   const m = /^([a-zA-Z]+),([a-zA-Z]+)->([a-zA-Z]+)$/.exec(equation);
   if (m == null) return 'expected an equation of the form X,Y->Z (letters only)';
   const [, input, kernel, output] = m;
-  for (const c of input) {
-    if (!output.includes(c) && !kernel.includes(c)) {
-      return `the input axis '${c}' is summed over the input alone, which the int8 product does not implement`;
-    }
-  }
   const inputReduced: number[] = [];
   const kernelReduced: number[] = [];
   // Keras keeps one variable `index` across its loops; its quirks depend on it
@@ -149,7 +144,8 @@ export function int8Einsum(
     const {values, scale} = absMaxQuantize(x, plan.inputLayout.reduced);
     const shared = [...output].filter((c) => input.includes(c) && k.includes(c));
     const free = [...output].filter((c) => input.includes(c) && !k.includes(c));
-    const contracted = [...input].filter((c) => k.includes(c) && !output.includes(c));
+    // input labels not in the output, summed (a label the kernel lacks: the kernel broadcast)
+    const contracted = [...input].filter((c) => !output.includes(c));
     const outs = [...output].filter((c) => k.includes(c) && !input.includes(c));
     const size = new Map<string, number>();
     [...input].forEach((c, i) => size.set(c, x.shape[i]));
@@ -162,11 +158,22 @@ export function int8Einsum(
       ),
       [prod(shared), prod(free), prod(contracted)],
     ) as tf.Tensor3D;
-    const ks = tf.reshape(
+    const kLabels = [...shared, ...contracted, ...outs];
+    const own = kLabels.filter((c) => k.includes(c));
+    const kt = tf.reshape(
       tf.transpose(
         kernel,
-        [...shared, ...contracted, ...outs].map((c) => k.indexOf(c)),
+        own.map((c) => k.indexOf(c)),
       ),
+      kLabels.map((c) => (k.includes(c) ? (size.get(c) as number) : 1)),
+    );
+    const ks = tf.reshape(
+      own.length === kLabels.length
+        ? kt
+        : tf.broadcastTo(
+            kt,
+            kLabels.map((c) => size.get(c) as number),
+          ),
       [prod(shared), prod(contracted), prod(outs)],
     ) as tf.Tensor3D;
     const order = [...shared, ...free, ...outs];
