@@ -585,7 +585,7 @@ describeBackends('generate with a key / value cache', () => {
         'the model has 2 inputs; cached decoding needs ids alone, or ids and a padding mask [batch, T]',
       );
       await expect(generate(model, PROMPTS, {maxLength: MAX})).rejects.toThrow(
-        /generate: expected a model taking token ids \[batch, length\] \(and optionally a padding mask/,
+        /generate: the model is not a causal language model: expected a model taking token ids \[batch, length\] \(and optionally a padding mask/,
       );
       model.dispose();
     });

@@ -324,9 +324,9 @@ describe('generate refuses what it cannot run', () => {
     it('refuses a keras-hub BERT text classifier (loadKerasModel) as not a causal LM, in generate and generateText', async () => {
       const file = path.join(__dirname, 'fixtures', 'hub_presets', 'bert.keras');
       const bert = await loadKerasModel(file);
-      // what it got: three inputs, logits [batch, classes]
+      // what it got: three inputs, logits [batch, classes] (the fixture's number of classes)
       const got =
-        /received inputs token_ids \[null, null\] int32, segment_ids \[null, null\] int32, padding_mask \[null, null\] int32 and outputs \S+ \[null, 2\] float32$/;
+        /received inputs token_ids \[null, null\] int32, segment_ids \[null, null\] int32, padding_mask \[null, null\] int32 and outputs \S+ \[null, \d+\] float32$/;
       await refused(bert, opts(), /^generate: the model is not a causal language model: expected/);
       await refused(bert, opts(), got);
       const tokenizer = {encode: () => [1], decode: () => '', startTokenId: 1, endTokenId: 2};
