@@ -109,4 +109,45 @@ describeBackends('GlobalAveragePooling1D with a Keras mask', () => {
       /loadKerasModel: layer 'global_average_pooling1d(_\d+)?' \(GlobalAveragePooling1D\) is called with tensor arguments mask/,
     );
   });
+
+  /** The fixture's Keras models built in tfjs (the package's pooling, tfjs' other layers). */
+  function recurrentModel(kind: string): tf.LayersModel {
+    const ids = tf.input({shape: [IDS[0].length], dtype: 'int32'});
+    let x = tf.layers
+      .embedding({inputDim: 30, outputDim: 6, maskZero: true})
+      .apply(ids) as tf.SymbolicTensor;
+    const pool = (t: tf.SymbolicTensor) =>
+      new GlobalAveragePooling1D().apply(t) as tf.SymbolicTensor;
+    if (kind === 'lstm_sequences') {
+      x = pool(
+        tf.layers
+          .lstm({units: 5, returnSequences: true, recurrentActivation: 'sigmoid'})
+          .apply(x) as tf.SymbolicTensor,
+      );
+    } else if (kind === 'lstm_last') {
+      x = tf.layers.lstm({units: 5, recurrentActivation: 'sigmoid'}).apply(x) as tf.SymbolicTensor;
+    } else if (kind === 'bidirectional_lstm') {
+      const lstm = tf.layers.lstm({units: 4, recurrentActivation: 'sigmoid'}) as unknown as tf.RNN;
+      x = tf.layers.bidirectional({layer: lstm}).apply(x) as tf.SymbolicTensor;
+    } else {
+      const dense = tf.layers.dense({units: 4});
+      x = pool(tf.layers.timeDistributed({layer: dense}).apply(x) as tf.SymbolicTensor);
+    }
+    const y = tf.layers.dense({units: 2}).apply(x) as tf.SymbolicTensor;
+    return tf.model({inputs: ids, outputs: y});
+  }
+
+  const RECURRENT = IO.recurrent as Record<string, {weights: unknown[]; outputs: number[]}>;
+  for (const kind of Object.keys(RECURRENT)) {
+    it(`${kind}: tfjs' layer under a mask, then the masked pooling, predicts what Keras does`, () => {
+      const model = recurrentModel(kind);
+      const {weights, outputs} = RECURRENT[kind];
+      model.setWeights(weights.map((w) => tf.tensor(w as number[])));
+      const x = tf.tensor2d(IDS, undefined, 'int32');
+      const y = model.predict(x) as tf.Tensor;
+      expect(maxAbsDiff(y, outputs)).toBeLessThan(TOL);
+      tf.dispose([x, y]);
+      model.dispose();
+    });
+  }
 });
