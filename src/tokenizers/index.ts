@@ -10,4 +10,4 @@ export type {
 export {BertTokenizer, WordPieceTokenizer} from './word_piece';
 export type {WordPieceTokenizerOptions} from './word_piece';
 export {loadTokenizer, tokenizerFromPreset} from './load';
-export type {LoadTokenizerOptions, TokenizerFromPresetOptions} from './load';
+export type {LoadTokenizerOptions} from './load';

@@ -25,12 +25,6 @@ export interface LoadTokenizerOptions {
   split?: TokenizerSplit;
 }
 
-/** Options of {@link tokenizerFromPreset}. */
-export interface TokenizerFromPresetOptions {
-  /** As {@link LoadTokenizerOptions.split}. */
-  split?: TokenizerSplit;
-}
-
 /**
  * The limits of a `vocabulary.json`: a flat object of token -> id (1 level; 2 allowed). Llama 3's
  * has about 9 MB; 64 Mi characters hold a 262,144-token vocabulary (Gemma's size) with every
@@ -123,7 +117,7 @@ export async function loadTokenizer(
 export function tokenizerFromPreset(
   tokenizerJson: unknown,
   assets: Readonly<Record<string, string>>,
-  options: TokenizerFromPresetOptions = {},
+  options: Pick<LoadTokenizerOptions, 'split'> = {},
 ): Tokenizer {
   const split = checkSplit(options?.split, 'tokenizerFromPreset');
   const {className, config} = classAndConfig(tokenizerJson);
