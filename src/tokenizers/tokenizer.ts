@@ -7,8 +7,8 @@
 export interface Tokenizer {
   /**
    * The ids of `text`, as keras-hub's tokenizer gives them in a tf.data pipeline (no start / end
-   * token added). Byte-level BPE splits with the model's own regex before merging, as Hugging
-   * Face's tokenizers do (docs/tokenizers.md lists where keras-hub 0.32 differs).
+   * token added), keras-hub 0.32's split included; byte-level BPE built with `split: 'model'`
+   * splits with the model's own regex instead (Hugging Face's ids). docs/tokenizers.md.
    */
   encode(text: string): number[];
   /** keras-hub's `detokenize(ids)`; invalid UTF-8 becomes U+FFFD (one per maximal invalid run). */
