@@ -259,6 +259,20 @@ describe('toKeras3Artifacts of models loadKerasModel read, against the configs K
     }
   });
 
+  it("Keras 3.15's use_gate and sliding_window are written as Keras wrote them", async () => {
+    for (const name of ['k3_mha_gate_window', 'k3_gqa_window', 'k3_gqa_gate']) {
+      const {keras, ours} = await both(name);
+      const k = keras.find((l) => /Attention$/.test(l.class_name)) as Layer;
+      const o = ours.find((l) => l.name === k.name) as Layer;
+      expect(Object.keys(o.config).filter((key) => !(key in k.config))).toEqual([]);
+      // unset here is Keras' default (use_gate false, sliding_window None)
+      expect([o.config.use_gate ?? false, o.config.sliding_window ?? null]).toEqual([
+        k.config.use_gate,
+        k.config.sliding_window,
+      ]);
+    }
+  });
+
   it("Keras' zero weights for fully masked rows (returned scores, dropout) are not an option Keras is given", async () => {
     // loadKerasModel sets zero_fully_masked_rows where Keras 3 takes its non-fused path; that
     // path is Keras' own with returned scores or dropout, so the config Keras wrote has no such key

@@ -13,8 +13,8 @@
 //   functional_int8: int8_files/functional.keras (Keras' own: int8 Embedding, Dense, EinsumDense
 //   and MultiHeadAttention);
 //   llama3_int8, bert_int8: the Llama 3 and BERT tasks after quantize(model, 'int8');
-//   start_index, mha_scores: keras/k3_hub_rotary_start_index, keras/k3_mha_scores_key (Keras 3
-//   files converted by tensorflowjs_converter).
+//   start_index, mha_scores, mha_gate_window, gqa_gate, gqa_window_causal: keras/<k3_ fixture>
+//   (Keras 3 files converted by tensorflowjs_converter).
 // Each <name>.json holds {inputs, dtypes, predictions (a list when the model has several
 // outputs), outputs}.
 const fs = require('fs');
@@ -125,6 +125,10 @@ async function main() {
     // RotaryEmbedding / PositionEmbedding, and returned scores (Keras' zero fully masked rows)
     ['start_index', keras('k3_hub_rotary_start_index')],
     ['mha_scores', keras('k3_mha_scores_key')],
+    // Keras 3.15's gated attention and sliding window (MultiHeadAttention, GroupQueryAttention)
+    ['mha_gate_window', keras('k3_mha_gate_window')],
+    ['gqa_gate', keras('k3_gqa_gate')],
+    ['gqa_window_causal', keras('k3_gqa_window_causal')],
     [
       'functional_int8',
       () => api.loadKerasModel(path.join(FIXTURES, 'int8_files', 'functional.keras')),

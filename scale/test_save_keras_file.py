@@ -12,7 +12,8 @@ int8 MultiHeadAttention (both of which Keras 3.15 cannot load back itself: it bu
 projections float), the Llama 3 and BERT tasks quantized here (`quantize(model, 'int8')`), and
 Keras 3 files whose call options loadKerasModel keeps in the config (a constant start_index of
 RotaryEmbedding / PositionEmbedding; a MultiHeadAttention returning its scores, whose zero weights
-for fully masked rows are Keras' own).
+for fully masked rows are Keras' own; MultiHeadAttention / GroupQueryAttention with Keras 3.15's
+use_gate and sliding_window).
 
     python -m pytest scale/test_save_keras_file.py
 """
@@ -49,6 +50,9 @@ CASES = [
     "bert_int8",
     "start_index",
     "mha_scores",
+    "mha_gate_window",
+    "gqa_gate",
+    "gqa_window_causal",
 ]
 # the layers Keras must hold int8 after loading (a block's int8 sublayers by their paths)
 BLOCK_INT8 = [

@@ -19,6 +19,9 @@ export const MULTI_HEAD_KERAS3_KEYS: readonly string[] = [
   'output_shape',
   'attention_axes',
   'seed',
+  // Keras 3.15 has both (keras/src/layers/attention/multi_head_attention.py)
+  'use_gate',
+  'sliding_window',
   ...PROJECTION_KERAS3_KEYS,
 ];
 

@@ -92,6 +92,9 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
           'dropout',
           'use_bias',
           'seed',
+          // Keras 3.15 has both (keras/src/layers/attention/grouped_query_attention.py)
+          'use_gate',
+          'sliding_window',
         ].concat(PROJECTION_KERAS3_KEYS),
         // the Python class is GroupedQueryAttention, which names its weight folder
         pathPrefix: 'grouped_query_attention',
