@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {buildKerasHubModel} from '../src';
+import type {JsonObject} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {hubFixture} from './hub_families_fixture';
@@ -60,7 +61,7 @@ describe('BERT from keras-hub: checks', () => {
   it("the classifier's num_classes and dropout are checked before anything is built; no tensor left", () => {
     const before = tf.memory().numTensors;
     const hidden = fx.backbone.config.hidden_dim as number;
-    const task = (edit: Record<string, unknown>) => () =>
+    const task = (edit: JsonObject) => () =>
       buildKerasHubModel('BertTextClassifier', {...fx.task.config, ...edit}, fx.taskWeights);
     expect(task({num_classes: 1e9})).toThrow(
       `BertTextClassifier: config num_classes=1000000000 and hidden_dim=${hidden} imply the ` +
@@ -70,7 +71,7 @@ describe('BERT from keras-hub: checks', () => {
       "BertTextClassifier: expected config dropout to be a rate, a number in [0, 1] (as Keras' " +
         'Dropout takes it), received 2',
     );
-    const backbone = {...fx.task.config.backbone, config: {...fx.backbone.config, dropout: 2}};
+    const backbone = {...fx.backbone, config: {...fx.backbone.config, dropout: 2}};
     expect(task({backbone})).toThrow(
       'BertBackbone: expected config dropout to be a rate, a number in [0, 1]',
     );

@@ -136,7 +136,7 @@ describe('GPT-2 from keras-hub: checks', () => {
   );
   const withBackbone = (edit: Record<string, unknown>) => ({
     ...fx.task.config,
-    backbone: {...fx.task.config.backbone, config: {...fx.backbone.config, ...edit}},
+    backbone: {...fx.backbone, config: {...fx.backbone.config, ...edit}},
   });
   const refusedWithoutLeak = (edit: Record<string, unknown>, message: string | RegExp) => {
     const before = tf.memory().numTensors;
