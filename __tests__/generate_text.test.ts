@@ -249,12 +249,15 @@ describe('generateText', () => {
     await expect(
       generateText({model, tokenizer: {...tokenizer, endTokenId: 50256}, preprocessor}, 'b'),
     ).rejects.toThrow(
-      'generateText: the tokenizer does not fit the model: expected its stopTokenIds[0] to be a ' +
+      'generateText: the tokenizer does not fit the model: expected its endTokenId to be a ' +
         `token id in [0, ${V}) (the model's vocabulary), received 50256`,
     );
     await expect(
       generateText({model, tokenizer: {...tokenizer, startTokenId: 99}, preprocessor}, 'b'),
     ).rejects.toThrow('expected its startTokenId to be a token id in [0, 17)');
+    await expect(
+      generateText({model, tokenizer: {...llama3, stopTokenIds: [END, 128009]}, preprocessor}, 'b'),
+    ).rejects.toThrow('expected its stopTokenIds[1] to be a token id in [0, 17)');
     expect(onToken).not.toHaveBeenCalled();
     // the same size is accepted
     const same = {...tokenizer, vocabularySize: V};

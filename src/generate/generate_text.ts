@@ -121,7 +121,7 @@ function fail(message: string): never {
 function checkTokenizerFits(
   tokenizer: TextTokenizer,
   vocab: number | null,
-  ids: {start: number | undefined; padId: number; stops: readonly unknown[]},
+  ids: {start: number | undefined; padId: number; stops: readonly unknown[]; stopName: string},
 ): void {
   const size = tokenizer.vocabularySize;
   if (vocab != null && size != null && size !== vocab) {
@@ -133,7 +133,10 @@ function checkTokenizerFits(
   const named: Array<[string, unknown]> = [
     ['startTokenId', ids.start],
     ['padTokenId', ids.padId],
-    ...ids.stops.map((id, i): [string, unknown] => [`stopTokenIds[${i}]`, id]),
+    ...ids.stops.map((id, i): [string, unknown] => [
+      ids.stopName === 'endTokenId' ? 'endTokenId' : `stopTokenIds[${i}]`,
+      id,
+    ]),
   ];
   for (const [name, id] of named) {
     if (name === 'startTokenId' && id === undefined) continue;
@@ -208,7 +211,8 @@ export async function generateText(
   if (!Array.isArray(stops)) {
     fail(`expected the tokenizer's stopTokenIds to be an array of ids, received ${typeof stops}`);
   }
-  checkTokenizerFits(tokenizer, vocab, {start, padId, stops});
+  const stopName = tokenizer.stopTokenIds == null ? 'endTokenId' : 'stopTokenIds';
+  checkTokenizerFits(tokenizer, vocab, {start, padId, stops, stopName});
   const special = new Set(
     tokenizer.specialTokenIds ??
       [tokenizer.startTokenId, tokenizer.endTokenId, tokenizer.padTokenId].filter(
