@@ -32,7 +32,6 @@ interface Patterns {
   atEnd: RegExp;
   /** SPLIT_PATTERN_1 without its whitespace alternative (sticky: matched at one position). */
   first: RegExp;
-  last: RegExp;
   /** SPLIT_PATTERN_1's first alternatives, in its order. */
   contractions: readonly string[];
 }
@@ -48,7 +47,6 @@ function kerasHubPatterns(): Patterns {
       atEnd: new RegExp(`([${RE2_SPACE}]${SPECIAL_SPACES})$`, 'u'),
       first: new RegExp(` ?\\p{L}+| ?\\p{N}+| ?${other}`, 'uy'),
       contractions: ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"],
-      last: new RegExp(`[ \\t\\r\\f\\v${MARK}${SPECIAL_SPACES}]$`, 'u'),
     };
   }
   return patterns;
@@ -67,6 +65,22 @@ function isSpace(c: number): boolean {
     c === 0x0a ||
     c === 0x0c ||
     c === 0x0d ||
+    c === 0xa0 ||
+    c === 0x2009 ||
+    c === 0x202f ||
+    c === 0x3000
+  );
+}
+
+/** SPLIT_PATTERN_2's class `[ \t\r\f\v६{SW}]` (then `$`). */
+function endsPiece(c: number): boolean {
+  return (
+    c === 0x20 ||
+    c === 0x09 ||
+    c === 0x0d ||
+    c === 0x0c ||
+    c === 0x0b ||
+    c === 0x096c ||
     c === 0xa0 ||
     c === 0x2009 ||
     c === 0x202f ||
@@ -160,7 +174,7 @@ function cutAround(text: string, token: string, standIn: string, out: string[]):
  * a piece equal to an unsplittable token is that token.
  */
 export function kerasHubSplit(text: string, unsplittableTokens: readonly string[]): string[] {
-  const {beforeWord, atEnd, first, last, contractions} = kerasHubPatterns();
+  const {beforeWord, atEnd, first, contractions} = kerasHubPatterns();
   let marked = text.replace(beforeWord, `${MARK}$1$2`).replace(atEnd, `$1${MARK}`);
   const nul = marked.indexOf('\0');
   if (nul >= 0) marked = marked.slice(0, nul);
@@ -175,19 +189,24 @@ export function kerasHubSplit(text: string, unsplittableTokens: readonly string[
   const split: string[] = [];
   for (const piece of pieces) splitFirst(piece, first, contractions, split);
   const out: string[] = [];
-  for (let piece of split) {
-    const end = last.exec(piece);
-    let tail: string | undefined;
-    if (end !== null && end.index > 0) {
-      tail = piece.slice(end.index);
-      piece = piece.slice(0, end.index);
-    }
-    for (const p of tail === undefined ? [piece] : [piece, tail]) {
-      let restored = p;
-      unsplittableTokens.forEach((token, i) => {
-        if (restored.includes(standIns[i])) restored = restored.split(standIns[i]).join(token);
+  const restore = (piece: string): void => {
+    let restored = piece;
+    if (standIns.length > 0 && piece.includes('Ĵ')) {
+      standIns.forEach((standIn, i) => {
+        if (restored.includes(standIn))
+          restored = restored.split(standIn).join(unsplittableTokens[i]);
       });
-      if (restored !== MARK) out.push(restored);
+    }
+    if (restored !== MARK) out.push(restored);
+  };
+  for (const piece of split) {
+    // SPLIT_PATTERN_2: a last character of its class (each one UTF-16 unit) becomes a piece
+    const last = piece.length - 1;
+    if (last > 0 && endsPiece(piece.charCodeAt(last))) {
+      restore(piece.slice(0, last));
+      restore(piece.slice(last));
+    } else {
+      restore(piece);
     }
   }
   return out;
