@@ -102,7 +102,7 @@ export class Concatenate extends TfjsConcatenate {
     return tf.tidy(() => {
       const full = xs.map((x, i) => {
         const m = list[i];
-        if (m == null) return tf.onesLike(x).cast('bool');
+        if (m == null) return tf.cast(tf.onesLike(x), 'bool');
         const b = tf.cast(m, 'bool');
         return m.rank < x.rank ? tf.broadcastTo(tf.expandDims(b, -1), x.shape) : b;
       });
