@@ -1,7 +1,8 @@
 /**
  * Byte-level BPE as keras-hub's BytePairTokenizer (GPT2Tokenizer, Llama3Tokenizer): special
- * tokens kept whole, the text split with the model's regex, each piece's UTF-8 bytes mapped to
- * GPT-2's byte alphabet and merged by rank, the merged symbols looked up in the vocabulary.
+ * tokens kept whole, the text split as keras-hub splits it (keras_hub_split.ts) or with the
+ * model's regex (`split: 'model'`), each piece's UTF-8 bytes mapped to GPT-2's byte alphabet and
+ * merged by rank (bpe_merge.ts), the merged symbols looked up in the vocabulary.
  */
 import {byteTables, utf8Bytes, utf8Lossy} from './byte_level';
 import {MergeTable} from './bpe_merge';
