@@ -9,7 +9,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import '../src';
-import {LAYER_CLASSES} from '../src/layers/register';
+import {LAYER_CLASSES, MASKED_TFJS_CLASSES} from '../src/layers/register';
 import {describeBackends, useBackend} from './helpers/backends';
 import {LAYER_CASES, LayerCase, runLayerTest} from './helpers/layer_harness';
 
@@ -44,17 +44,19 @@ describe('layer harness coverage', () => {
   beforeAll(() => useBackend('cpu'));
 
   it('has a case for every class src/layers/register.ts registers, and for no other', () => {
-    // what register.ts registers: LAYER_CLASSES, in one loop (no other registerClass call)
+    // what register.ts registers: LAYER_CLASSES and the tfjs layers it replaces for Keras'
+    // masks (MASKED_TFJS_CLASSES, tested against Keras in their own files), in one loop
     const source = fs.readFileSync(
       path.join(__dirname, '..', 'src', 'layers', 'register.ts'),
       'utf8',
     );
     expect(source.match(/registerClass\(/g)).toEqual(['registerClass(']);
     expect(source).toMatch(
-      /for \(const cls of LAYER_CLASSES\) \{\s*tf\.serialization\.registerClass\(cls\);/,
+      /for \(const cls of \[\.\.\.LAYER_CLASSES, \.\.\.MASKED_TFJS_CLASSES\]\) \{\s*tf\.serialization\.registerClass\(/,
     );
     const map = tf.serialization.SerializationMap.getMap().classNameMap;
     for (const cls of LAYER_CLASSES) expect(map[cls.className]?.[0]).toBe(cls);
+    for (const cls of MASKED_TFJS_CLASSES) expect(map[cls.className]?.[0]).toBe(cls);
     expect(LAYER_CLASSES.length).toBeGreaterThanOrEqual(15);
 
     const before = tf.memory().numTensors;

@@ -55,15 +55,16 @@ export const LAYER_CLASSES: ReadonlyArray<
   LlamaTransformerDecoder,
 ];
 
-for (const cls of LAYER_CLASSES) {
-  tf.serialization.registerClass(cls);
-}
+/**
+ * tfjs' own layers that Keras 3 hands a mask to, replaced under tfjs' class names so that loaded
+ * models get Keras' masked average, masked softmax and merge masks (core/merge_masks.ts). They are
+ * tfjs' layers, with no contract of the package's, so they are not in LAYER_CLASSES; their own
+ * tests compare them with Keras.
+ */
+export const MASKED_TFJS_CLASSES = [GlobalAveragePooling1D, Softmax, ...MERGE_CLASSES] as const;
 
-// tfjs' own classes of these names mishandle Keras masks: loaded models get Keras' masked average,
-// Keras' masked softmax and Keras' merge masks (core/merge_masks.ts). They are tfjs' layers (no contract of the
-// package's), so they are not in LAYER_CLASSES.
-tf.serialization.registerClass(GlobalAveragePooling1D);
-tf.serialization.registerClass(Softmax as unknown as typeof GlobalAveragePooling1D);
-for (const cls of MERGE_CLASSES) {
-  tf.serialization.registerClass(cls as unknown as typeof GlobalAveragePooling1D);
+for (const cls of [...LAYER_CLASSES, ...MASKED_TFJS_CLASSES]) {
+  tf.serialization.registerClass(
+    cls as tf.serialization.SerializableConstructor<tf.serialization.Serializable>,
+  );
 }

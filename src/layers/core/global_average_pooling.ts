@@ -13,6 +13,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 
+/** The options of {@link GlobalAveragePooling1D}: tfjs' layer options and Keras 3's two of its own. */
 export interface GlobalAveragePooling1DArgs extends LayerArgs {
   /**
    * `'channelsLast'` (default: `[batch, steps, features]`) or `'channelsFirst'` (`[batch,
