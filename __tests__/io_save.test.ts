@@ -211,8 +211,14 @@ describe('save locks left behind', () => {
       `.weights.bin.${dead}-0123456789ab.tmp`,
       `.model.json.${dead}-0123456789ab.tmp`,
       `model.json.lock.${dead}-01234567.tmp`,
+      // a stale lock a saver had moved aside when it was killed, before unlinking it
+      `model.json.lock.${dead}-89abcdef.stale`,
     ];
-    const kept = [`.weights.bin.${sleeper.pid}-0123456789ab.tmp`, 'notes.tmp'];
+    const kept = [
+      `.weights.bin.${sleeper.pid}-0123456789ab.tmp`,
+      `model.json.lock.${sleeper.pid}-89abcdef.stale`,
+      'notes.tmp',
+    ];
     for (const name of [...leftovers, ...kept]) fs.writeFileSync(path.join(dir, name), 'x');
     await constantModel(6).save(fileSystem(dir));
     expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin', ...kept].sort());

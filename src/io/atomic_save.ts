@@ -212,8 +212,9 @@ async function takeOver(file: string, seen: string | null): Promise<void> {
 }
 
 /**
- * Deletes the temporary files that killed savers left in `dir` (named `.<name>.<pid>-<tag>.tmp`
- * and `<lock>.<pid>-<tag>.tmp`, with `pid` no longer running). Called under the lock. Only
+ * Deletes the temporary files that killed savers left in `dir` (named `.<name>.<pid>-<tag>.tmp`,
+ * `<lock>.<pid>-<tag>.tmp`, and `<lock>.<pid>-<tag>.stale`: a stale lock moved aside by a saver
+ * killed before it unlinked it, with `pid` no longer running). Called under the lock. Only
  * regular files and symlinks are removed (unlinked: a link's target is never touched); a folder
  * with such a name was not made here and is left alone.
  */
@@ -223,7 +224,9 @@ async function removeLeftovers(dir: string): Promise<void> {
     .catch(() => [] as fs.Dirent[]);
   for (const entry of entries) {
     const name = entry.name;
-    const m = /^\..+\.(\d+)-[0-9a-f]{12}\.tmp$|\.lock\.(\d+)-[0-9a-f]{8}\.tmp$/.exec(name);
+    const m = /^\..+\.(\d+)-[0-9a-f]{12}\.tmp$|\.lock\.(\d+)-[0-9a-f]{8}\.(?:tmp|stale)$/.exec(
+      name,
+    );
     const pid = m === null ? 0 : Number(m[1] ?? m[2]);
     if (pid === 0 || pid === process.pid || alive(pid)) continue;
     if (!entry.isFile() && !entry.isSymbolicLink()) continue;
