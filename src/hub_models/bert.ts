@@ -16,7 +16,15 @@ import {PositionEmbedding} from '../layers/hub/position_embedding';
 import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import {TransformerEncoder} from '../layers/hub/transformer_encoder';
 import type {JsonObject} from '../layers/engine/contract';
-import {configInt, configRate, KerasHubFamily, numbered, WeightBinding, WeightTerm} from './family';
+import {
+  configInt,
+  configRate,
+  KerasHubFamily,
+  numbered,
+  positionalTransformerTerms,
+  WeightBinding,
+  WeightTerm,
+} from './family';
 import {transformerBlockWeights, weightsInOrder} from './weights';
 
 const CLS = 'BertBackbone';
@@ -56,27 +64,13 @@ export const BERT: KerasHubFamily = {
   requiredKeys: ['vocabulary_size', 'num_layers', 'num_heads', 'hidden_dim', 'intermediate_dim'],
   refuse: {},
   weightTerms(config: JsonObject): WeightTerm[] {
-    const {vocab, numLayers, hidden, intermediate, maxLength, segments} = options(config);
+    const o = options(config);
     return [
+      ...positionalTransformerTerms(o),
       {
-        keys: {vocabulary_size: vocab, hidden_dim: hidden},
-        what: 'a token embedding',
-        values: vocab * hidden,
-      },
-      {
-        keys: {max_sequence_length: maxLength, hidden_dim: hidden},
-        what: 'a position embedding',
-        values: maxLength * hidden,
-      },
-      {
-        keys: {num_segments: segments, hidden_dim: hidden},
+        keys: {num_segments: o.segments, hidden_dim: o.hidden},
         what: 'a segment embedding',
-        values: segments * hidden,
-      },
-      {
-        keys: {num_layers: numLayers, hidden_dim: hidden, intermediate_dim: intermediate},
-        what: "the blocks' attention and feed-forward kernels",
-        values: numLayers * (4 * hidden * hidden + 2 * hidden * intermediate),
+        values: o.segments * o.hidden,
       },
     ];
   },

@@ -56,6 +56,37 @@ export interface WeightTerm {
   values: number;
 }
 
+/**
+ * The weights of keras-hub's learned-position transformer backbones (GPT-2, BERT): a token and a
+ * position embedding, and per block four `hidden x hidden` attention kernels and two
+ * `hidden x intermediate` feed-forward kernels.
+ */
+export function positionalTransformerTerms(o: {
+  vocab: number;
+  maxLength: number;
+  numLayers: number;
+  hidden: number;
+  intermediate: number;
+}): WeightTerm[] {
+  return [
+    {
+      keys: {vocabulary_size: o.vocab, hidden_dim: o.hidden},
+      what: 'a token embedding',
+      values: o.vocab * o.hidden,
+    },
+    {
+      keys: {max_sequence_length: o.maxLength, hidden_dim: o.hidden},
+      what: 'a position embedding',
+      values: o.maxLength * o.hidden,
+    },
+    {
+      keys: {num_layers: o.numLayers, hidden_dim: o.hidden, intermediate_dim: o.intermediate},
+      what: "the blocks' attention and feed-forward kernels",
+      values: o.numLayers * (4 * o.hidden * o.hidden + 2 * o.hidden * o.intermediate),
+    },
+  ];
+}
+
 /** What a task adds on a backbone. */
 export type TaskKind = 'causalLM' | 'textClassifier';
 

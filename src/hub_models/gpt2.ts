@@ -14,7 +14,15 @@ import {PositionEmbedding} from '../layers/hub/position_embedding';
 import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import {TransformerDecoder} from '../layers/hub/transformer_decoder';
 import type {JsonObject} from '../layers/engine/contract';
-import {configInt, configRate, KerasHubFamily, numbered, WeightBinding, WeightTerm} from './family';
+import {
+  configInt,
+  configRate,
+  KerasHubFamily,
+  numbered,
+  positionalTransformerTerms,
+  WeightBinding,
+  WeightTerm,
+} from './family';
 import {transformerBlockWeights, weightsInOrder} from './weights';
 
 const CLS = 'GPT2Backbone';
@@ -52,24 +60,7 @@ export const GPT2: KerasHubFamily = {
   requiredKeys: ['vocabulary_size', 'num_layers', 'num_heads', 'hidden_dim', 'intermediate_dim'],
   refuse: {},
   weightTerms(config: JsonObject): WeightTerm[] {
-    const {vocab, numLayers, hidden, intermediate, maxLength} = options(config);
-    return [
-      {
-        keys: {vocabulary_size: vocab, hidden_dim: hidden},
-        what: 'a token embedding',
-        values: vocab * hidden,
-      },
-      {
-        keys: {max_sequence_length: maxLength, hidden_dim: hidden},
-        what: 'a position embedding',
-        values: maxLength * hidden,
-      },
-      {
-        keys: {num_layers: numLayers, hidden_dim: hidden, intermediate_dim: intermediate},
-        what: "the blocks' attention and feed-forward kernels",
-        values: numLayers * (4 * hidden * hidden + 2 * hidden * intermediate),
-      },
-    ];
+    return positionalTransformerTerms(options(config));
   },
   build(config: JsonObject) {
     const {vocab, numLayers, numHeads, hidden, intermediate, dropout, maxLength} = options(config);
