@@ -155,6 +155,13 @@ describe('GPT-2 from keras-hub: checks', () => {
         `position embedding of ${1e9 * hidden} values; expected a config that fits its weights, ` +
         `which hold ${held} values in all`,
     );
+    // a vocabulary of a million tokens over a table of a few hundred rows
+    refusedWithoutLeak(
+      {vocabulary_size: 1e6},
+      `GPT2CausalLM: config vocabulary_size=1000000 and hidden_dim=${hidden} imply a token ` +
+        `embedding of ${1e6 * hidden} values; expected a config that fits its weights, ` +
+        `which hold ${held} values in all`,
+    );
     // one block more than the weights hold: refused before any block is built
     refusedWithoutLeak(
       {num_layers: 3},
