@@ -59,6 +59,32 @@ describeBackends('merge layers with Keras masks', () => {
     model.dispose();
   });
 
+  it('Minimum and Multiply: refused when the mask is on a later input only (call sees the first)', () => {
+    // built in code: an unmasked input first, a masked embedding second
+    const steps = IDS[0].length;
+    const ids = tf.input({shape: [steps], dtype: 'int32'});
+    const other = tf.input({shape: [steps, 4]});
+    const vocab = 1 + Math.max(...IDS.flat());
+    const embed = tf.layers.embedding({inputDim: vocab, outputDim: 4, maskZero: true});
+    const e = embed.apply(ids) as tf.SymbolicTensor;
+    const a = tf.tensor2d(IDS, undefined, 'int32');
+    const o = tf.ones([IDS.length, steps, 4]);
+    for (const name of ['Minimum', 'Multiply']) {
+      const [Merge] = tf.serialization.SerializationMap.getMap().classNameMap[name];
+      const merge = new Merge({}) as unknown as tf.layers.Layer;
+      const model = tf.model({
+        inputs: [ids, other],
+        outputs: merge.apply([other, e]) as tf.SymbolicTensor,
+      });
+      const before = tf.memory().numTensors;
+      expect(() => model.predict([a, o])).toThrow(
+        new RegExp(`\\(${name}\\): a Keras mask reaches it, which Keras 3 uses in its values`),
+      );
+      expect(tf.memory().numTensors).toBe(before);
+    }
+    tf.dispose([a, o]);
+  });
+
   it("Concatenate: Keras' compute_mask (broadcast, concatenate, any over the last axis)", () => {
     const Cls = tf.serialization.SerializationMap.getMap().classNameMap
       .Concatenate[0] as unknown as new (args: {axis: number}) => tf.layers.Layer;

@@ -2,6 +2,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import type {ContractClass} from './engine/contract';
+import './engine/executor_masks';
 import './engine/model_dispose';
 import {AdditiveAttention} from './attention/additive_attention';
 import {CachedMultiHeadAttention} from './hub/cached_multi_head_attention';

@@ -2,9 +2,9 @@
  * Keras masks through tfjs' element-wise merge layers. Keras 3 gives `Add`, `Subtract`,
  * `Multiply`, `Average`, `Maximum` and `Minimum` the OR of their inputs' masks (none when an
  * input has none: `Merge.compute_mask`); tfjs 4.22's `Merge.computeMask` ANDs all masks but the
- * last after adding a leading axis, a mask of the wrong shape downstream. `Maximum` and `Minimum`
- * also use the masks in their values in Keras 3 (a masked position of an input does not take
- * part), which tfjs does not: these two refuse a call that a mask reaches. `Concatenate` gets
+ * last after adding a leading axis, a mask of the wrong shape downstream. `Multiply`, `Maximum`
+ * and `Minimum` also use the masks in their values in Keras 3, which tfjs does not: these three
+ * refuse a call that a mask reaches, on any of their inputs. `Concatenate` gets
  * Keras' mask too. Each class here is
  * tfjs' own, extended, and registered under tfjs' name (`layers/register.ts`), so loaded models
  * use it.
@@ -54,27 +54,35 @@ function kerasMaskedMerge(name: string, usesMasks: boolean): MergeClass {
       _inputs: tf.Tensor | tf.Tensor[],
       mask?: tf.Tensor | tf.Tensor[],
     ): tf.Tensor | tf.Tensor[] {
+      // the masks of every input (call sees the first input's only): a mask on any is refused
+      if (usesMasks && hasMask(mask)) this.refuseMask();
       return orOfMasks(mask);
     }
 
     override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor | tf.Tensor[] {
-      if (usesMasks && hasMask(kwargs?.mask)) {
-        throw new Error(
-          `Layer '${this.name}' (${name}): a Keras mask reaches it, which Keras 3 uses in its ` +
-            `values (a masked position of an input does not take part) and tfjs' ${name} does ` +
-            'not implement; this package refuses it rather than give other values',
-        );
-      }
+      if (usesMasks && hasMask(kwargs?.mask)) this.refuseMask();
       return super.call(inputs, kwargs);
+    }
+
+    refuseMask(): never {
+      throw new Error(
+        `Layer '${this.name}' (${name}): a Keras mask reaches it, which Keras 3 uses in its ` +
+          `values (a masked position of an input does not take part) and tfjs' ${name} does ` +
+          'not implement; this package refuses it rather than give other values',
+      );
     }
   };
 }
 
-/** Keras' output mask (the OR) on tfjs' Add, Multiply and Average (tfjs has no Subtract). */
+/** Keras' output mask (the OR) on tfjs' Add and Average (tfjs has no Subtract). */
 export const Add = kerasMaskedMerge('Add', false);
-export const Multiply = kerasMaskedMerge('Multiply', false);
 export const Average = kerasMaskedMerge('Average', false);
-/** tfjs' Maximum and Minimum, refused when a Keras mask reaches them. */
+/**
+ * tfjs' Multiply, Maximum and Minimum, refused when a Keras mask reaches any input: Keras 3 uses
+ * the masks in their values (Multiply counts a masked position as 1 and zeroes the output outside
+ * the masks' OR; Maximum / Minimum leave masked positions out).
+ */
+export const Multiply = kerasMaskedMerge('Multiply', true);
 export const Maximum = kerasMaskedMerge('Maximum', true);
 export const Minimum = kerasMaskedMerge('Minimum', true);
 
