@@ -351,7 +351,31 @@ describe('generate refuses what it cannot run', () => {
       await refused(
         model,
         opts({temprature: 0.5} as never),
-        `generate: unknown option 'temprature'; expected options among ${accepted}`,
+        `generate: unknown option 'temprature' (did you mean temperature?); expected options among ${accepted}`,
+      );
+      // a misspelling at most two edits away gets a suggestion; a name far from all gets none
+      await refused(
+        model,
+        opts({maxLenght: MAX} as never),
+        `generate: unknown option 'maxLenght' (did you mean maxLength?); expected options among ${accepted}`,
+      );
+      await refused(
+        model,
+        opts({beams: 4} as never),
+        `generate: unknown option 'beams'; expected options among ${accepted}`,
+      );
+    });
+
+    it('refuses a flag that is not a boolean and a callback that is not a function', async () => {
+      await refused(
+        model,
+        opts({useCache: 'no'} as never),
+        'generate: expected options.useCache to be true or false, received "no"',
+      );
+      await refused(
+        model,
+        opts({onStep: 5} as never),
+        'generate: expected options.onStep to be a function, received 5',
       );
       await refused(
         model,

@@ -227,6 +227,19 @@ describe('generateText', () => {
     await expect(run({seed: -1})).rejects.toThrow(
       'generateText: expected seed to be a whole number in [0, 4294967296), received -1',
     );
+    // option values of the wrong kind, which were ignored (stripPrompt: 'yes' kept the prompt)
+    await expect(run({maxLength: 4, stripPrompt: 'yes'})).rejects.toThrow(
+      'generateText: expected options.stripPrompt to be true or false, received "yes"',
+    );
+    await expect(run({maxLength: 4, useCache: 0})).rejects.toThrow(
+      'generateText: expected options.useCache to be true or false, received 0',
+    );
+    await expect(run({maxLength: 4, onToken: 5})).rejects.toThrow(
+      'generateText: expected options.onToken to be a function, received 5',
+    );
+    await expect(run({maxLenght: 4})).rejects.toThrow(
+      "generateText: unknown option 'maxLenght' (did you mean maxLength?)",
+    );
     expect(tf.memory().numTensors).toBe(before);
   });
 

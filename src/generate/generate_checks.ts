@@ -53,14 +53,63 @@ export function checkOptionNames(
       `${fn}: expected options to be an object such as {maxLength: 32}, received ${show(options)}`,
     );
   }
-  for (const name of Object.keys(options)) {
-    if (known.includes(name)) continue;
+  for (const [name, value] of Object.entries(options)) {
+    if (known.includes(name)) {
+      checkOptionKind(name, value, fn);
+      continue;
+    }
     const camel = camelCase(name);
-    const hint = camel !== name && known.includes(camel) ? ` (did you mean ${camel}?)` : '';
+    const near = closestName(camel, known);
+    const hint =
+      camel !== name && known.includes(camel)
+        ? ` (did you mean ${camel}?)`
+        : near != null
+          ? ` (did you mean ${near}?)`
+          : '';
     throw new Error(
       `${fn}: unknown option '${name}'${hint}; expected options among ${known.join(', ')}`,
     );
   }
+}
+
+/** The options that take true or false, and those that take a function (undefined: unset). */
+const BOOLEAN_OPTIONS: ReadonlySet<string> = new Set(['useCache', 'stripPrompt']);
+const FUNCTION_OPTIONS: ReadonlySet<string> = new Set(['onFallback', 'onStep', 'onToken']);
+
+/** Throws unless a flag is a boolean and a callback a function (`stripPrompt: 'yes'` is refused). */
+function checkOptionKind(name: string, value: unknown, fn: string): void {
+  if (value === undefined) return;
+  if (BOOLEAN_OPTIONS.has(name) && typeof value !== 'boolean') {
+    throw new Error(`${fn}: expected options.${name} to be true or false, received ${show(value)}`);
+  }
+  if (FUNCTION_OPTIONS.has(name) && typeof value !== 'function') {
+    throw new Error(`${fn}: expected options.${name} to be a function, received ${show(value)}`);
+  }
+}
+
+/** Levenshtein distance of two short strings, case-insensitive. */
+function editDistance(a: string, b: string): number {
+  const [x, y] = [a.toLowerCase(), b.toLowerCase()];
+  let row = Array.from({length: y.length + 1}, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= y.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (x[i - 1] === y[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[y.length];
+}
+
+/** The known name a misspelt one most likely meant (at most 2 edits, and under a third of it). */
+function closestName(name: string, known: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = Infinity;
+  for (const k of known) {
+    const d = editDistance(name, k);
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return bestDistance <= Math.min(2, Math.floor(name.length / 3)) ? best : null;
 }
 
 /** The range token ids must lie in, for the error messages. */
