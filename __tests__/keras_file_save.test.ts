@@ -166,6 +166,43 @@ describe('saveKerasFile', () => {
     named.dispose();
   });
 
+  it('refuses the recurrent layers, the wrappers and hardSigmoid, which Keras 3.15 loads otherwise', async () => {
+    // Keras 3.15 on files written before: LSTM / GRU "expected 0 variables, but received 3",
+    // Bidirectional / TimeDistributed "could not be deserialized"; an activation 'hardSigmoid'
+    // loaded as Keras' hard_sigmoid, relu6(x + 3) / 6, predicted 0.083 away
+    const cases: Array<[string, (x: S) => S, RegExp]> = [
+      ['lstm', (x) => tf.layers.lstm({units: 3, name: 'r'}).apply(x) as S, /'r' is a LSTM/],
+      ['gru', (x) => tf.layers.gru({units: 3, name: 'r'}).apply(x) as S, /'r' is a GRU/],
+      [
+        'bidirectional',
+        (x) =>
+          tf.layers
+            .bidirectional({layer: tf.layers.lstm({units: 3}) as never, name: 'r'})
+            .apply(x) as S,
+        /'r' is a Bidirectional/,
+      ],
+      [
+        'timeDistributed',
+        (x) =>
+          tf.layers.timeDistributed({layer: tf.layers.dense({units: 3}), name: 'r'}).apply(x) as S,
+        /'r' is a TimeDistributed/,
+      ],
+      [
+        'hardSigmoid',
+        (x) => tf.layers.dense({units: 3, activation: 'hardSigmoid', name: 'h'}).apply(x) as S,
+        /layer 'h' uses the activation 'hardSigmoid', which Keras 3 would load as another function/,
+      ],
+    ];
+    for (const [, make, message] of cases) {
+      const x = tf.input({shape: [4, 2], name: 'x'});
+      const model = tf.model({inputs: x, outputs: make(x)});
+      const before = tf.memory().numTensors;
+      await expect(saveKerasFile(model)).rejects.toThrow(message);
+      expect(tf.memory().numTensors).toBe(before);
+      model.dispose();
+    }
+  });
+
   it('refuses a nested model and a Sequential model under its own name', async () => {
     const x = tf.input({shape: [3], name: 'x'});
     const innerIn = tf.input({shape: [3], name: 'inner_x'});

@@ -45,16 +45,32 @@ function kerasDate(d: Date): string {
 const TFJS_KERAS_CLASSES = new Set(
   (
     'Activation Add AlphaDropout Average AveragePooling1D AveragePooling2D AveragePooling3D ' +
-    'BatchNormalization Bidirectional CategoryEncoding CenterCrop Concatenate Conv1D Conv2D ' +
-    'Conv2DTranspose Conv3D Conv3DTranspose ConvLSTM2D Cropping2D Dense DepthwiseConv2D Dot ' +
-    'Dropout ELU EinsumDense Embedding Flatten GRU GaussianDropout GaussianNoise ' +
+    'BatchNormalization CategoryEncoding CenterCrop Concatenate Conv1D Conv2D ' +
+    'Conv2DTranspose Conv3D Conv3DTranspose Cropping2D Dense DepthwiseConv2D Dot ' +
+    'Dropout ELU EinsumDense Embedding Flatten GaussianDropout GaussianNoise ' +
     'GlobalAveragePooling1D GlobalAveragePooling2D GlobalMaxPooling1D GlobalMaxPooling2D ' +
-    'InputLayer LSTM LayerNormalization LeakyReLU Masking MaxPooling1D MaxPooling2D MaxPooling3D ' +
+    'InputLayer LayerNormalization LeakyReLU Masking MaxPooling1D MaxPooling2D MaxPooling3D ' +
     'Maximum Minimum MultiHeadAttention Multiply PReLU Permute ReLU ' +
-    'RepeatVector Rescaling Reshape Resizing SeparableConv2D SimpleRNN Softmax SpatialDropout1D ' +
-    'TimeDistributed UpSampling2D ZeroPadding2D'
+    'RepeatVector Rescaling Reshape Resizing SeparableConv2D Softmax SpatialDropout1D ' +
+    'UpSampling2D ZeroPadding2D'
   ).split(' '),
 );
+
+/**
+ * tfjs' classes Keras 3.15 has but cannot load as this writer lays them out: the recurrent layers'
+ * weights live under their cell in Keras 3 ("Layer 'lstm' expected 0 variables, but received 3"),
+ * and the wrappers' inner layer is a nested config Keras deserializes differently ("could not be
+ * deserialized").
+ */
+const NOT_WRITTEN_AS_KERAS = new Set(
+  'Bidirectional ConvLSTM2D GRU LSTM SimpleRNN TimeDistributed'.split(' '),
+);
+
+/** tfjs activations that Keras 3 names alike but computes otherwise. */
+const OTHER_ACTIVATIONS: Readonly<Record<string, string>> = {
+  hardSigmoid:
+    "tfjs' hardSigmoid is clip(0.2 x + 0.5, 0, 1); Keras 3's hard_sigmoid is relu6(x + 3) / 6",
+};
 
 /** Refuses what is not a layers model, and a layer of a class Keras has none for. */
 function checkSavable(model: unknown): void {
@@ -78,6 +94,20 @@ function checkSavable(model: unknown): void {
   }
   for (const layer of named.layers) {
     const cls = layer.getClassName();
+    if (NOT_WRITTEN_AS_KERAS.has(cls)) {
+      fail(
+        `layer '${layer.name}' is a ${cls}, which this writer does not lay out as Keras 3 does ` +
+          '(recurrent layers keep their weights under a cell; wrappers nest their layer); Keras ' +
+          'could not load the file back. Save the model with model.save (tfjs) instead',
+      );
+    }
+    const activation = (layer.getConfig() as {activation?: unknown}).activation;
+    if (typeof activation === 'string' && OTHER_ACTIVATIONS[activation] != null) {
+      fail(
+        `layer '${layer.name}' uses the activation '${activation}', which Keras 3 would load as ` +
+          `another function (${OTHER_ACTIVATIONS[activation]}): its predictions would differ`,
+      );
+    }
     if (!TFJS_KERAS_CLASSES.has(cls) && contractOf(cls) == null && !isModelClass(cls)) {
       fail(
         `layer '${layer.name}' is a ${cls}, which Keras has no class for (expected tfjs' ` +
