@@ -4,6 +4,7 @@
  * must refuse with an error saying what was expected and what arrived, not a TypeError, and
  * leave no tensor behind (tf.memory().numTensors before / after the rejected call).
  */
+import {execFileSync} from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -265,6 +266,62 @@ describe('saveKerasFile to a path that cannot hold the file', () => {
       );
       expect(fs.readdirSync(parent)).toEqual(['out']);
       expect(fs.readdirSync(dir)).toEqual([]);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it('a FIFO or a device: refused, never replaced (a rename over /dev/full replaced it)', async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    const fifo = path.join(parent, 'pipe.keras');
+    execFileSync('mkfifo', [fifo]);
+    try {
+      await expect(saveKerasFile(model, fifo)).rejects.toThrow(
+        `saveKerasFile: expected a path of a regular file, received ${fifo}, a FIFO`,
+      );
+      expect(fs.lstatSync(fifo).isFIFO()).toBe(true);
+      expect(fs.readdirSync(parent)).toEqual(['pipe.keras']);
+      // a device, by a link named .keras (the check is on what the path resolves to)
+      const dev = path.join(parent, 'dev.keras');
+      fs.symlinkSync('/dev/null', dev);
+      await expect(saveKerasFile(model, dev)).rejects.toThrow(
+        `saveKerasFile: expected a path of a regular file, received ${dev}, a device`,
+      );
+      expect(fs.lstatSync('/dev/null').isCharacterDevice()).toBe(true);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it("a symlink: written through to its target, as Keras' model.save writes; a dangling one refused", async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      const target = path.join(parent, 'real.keras');
+      fs.writeFileSync(target, 'old');
+      const link = path.join(parent, 'link.keras');
+      fs.symlinkSync(target, link);
+      const bytes = await saveKerasFile(model, link);
+      expect(fs.lstatSync(link).isSymbolicLink()).toBe(true);
+      expect(Buffer.from(bytes).equals(fs.readFileSync(target))).toBe(true);
+      const dangling = path.join(parent, 'gone.keras');
+      fs.symlinkSync(path.join(parent, 'missing.keras'), dangling);
+      await expect(saveKerasFile(model, dangling)).rejects.toThrow(
+        `saveKerasFile: cannot write ${dangling}: it is a symlink to a path that does not exist`,
+      );
+      expect(fs.readdirSync(parent).sort()).toEqual(['gone.keras', 'link.keras', 'real.keras']);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it('a name not ending in .keras, which keras.saving.load_model refuses', async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      const file = path.join(parent, 'x.zip');
+      await expect(saveKerasFile(model, file)).rejects.toThrow(
+        `saveKerasFile: expected a path ending in .keras (keras.saving.load_model reads no other name), received ${file}`,
+      );
+      expect(fs.readdirSync(parent)).toEqual([]);
     } finally {
       fs.rmSync(parent, {recursive: true});
     }

@@ -10,18 +10,49 @@ function fail(message: string): never {
   throw new Error(`saveKerasFile: ${message}`);
 }
 
-/** Refuses a path that is not a string, names a folder, or lies in a folder that does not exist. */
-async function checkTarget(file: unknown): Promise<void> {
+/** What a path names, for messages (lstat / stat's kinds other than file, folder and link). */
+function kindOf(st: fs.Stats): string {
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  return 'not a regular file';
+}
+
+/**
+ * The file to write for `file`: `file` itself, or the file a symlink there points to (written
+ * through, as Keras' `model.save` writes through a link). Refuses a path that is not a string,
+ * names a folder, a FIFO, a socket or a device (renaming over it would replace it), a dangling
+ * link, a name not ending in `.keras` (`keras.saving.load_model` reads no other), or lies in a
+ * folder that does not exist.
+ */
+async function checkTarget(file: unknown): Promise<string> {
   if (typeof file !== 'string' || file === '') {
     fail(
       `expected a file path (a non-empty string), received ${JSON.stringify(file) ?? typeof file}`,
     );
   }
-  const st = await fs.promises.stat(file).catch(() => null);
+  let target = file;
+  const link = await fs.promises.lstat(file).catch(() => null);
+  if (link?.isSymbolicLink()) {
+    const real = await fs.promises.realpath(file).catch(() => null);
+    if (real == null) fail(`cannot write ${file}: it is a symlink to a path that does not exist`);
+    target = real;
+  }
+  const st = await fs.promises.stat(target).catch(() => null);
   if (st?.isDirectory()) fail(`expected a file path, received the folder ${file}`);
-  const dir = path.dirname(path.resolve(file));
+  if (st != null && !st.isFile()) {
+    fail(`expected a path of a regular file, received ${file}, ${kindOf(st)}; nothing was written`);
+  }
+  if (!target.endsWith('.keras')) {
+    fail(
+      `expected a path ending in .keras (keras.saving.load_model reads no other name), ` +
+        `received ${file}`,
+    );
+  }
+  const dir = path.dirname(path.resolve(target));
   const parent = await fs.promises.stat(dir).catch(() => null);
   if (!parent?.isDirectory()) fail(`cannot write ${file}: the folder ${dir} does not exist`);
+  return target;
 }
 
 /** Why the system refused a write, in words, by its error code. */
@@ -65,13 +96,16 @@ export async function saveKerasFile(
   file?: string,
   options: SaveKerasFileOptions = {},
 ): Promise<Uint8Array> {
-  if (file != null) await checkTarget(file);
+  const target = file != null ? await checkTarget(file) : null;
   const bytes = await kerasFileBytes(model, options);
-  if (file != null) {
-    const temporary = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
+  if (file != null && target != null) {
+    const temporary = path.join(
+      path.dirname(target),
+      `.${path.basename(target)}.${process.pid}.tmp`,
+    );
     try {
       await fs.promises.writeFile(temporary, bytes);
-      await fs.promises.rename(temporary, file);
+      await fs.promises.rename(temporary, target);
     } catch (e) {
       throw writeError(file, e);
     } finally {
