@@ -54,9 +54,17 @@ describe('parseBoundedJson', () => {
     expect(() => parseBoundedJson('[[[[1]]]]', 'y.json', limits, 'f')).toThrow(/more than 3 deep/);
   });
 
-  it("keeps JSON.parse's message for a syntax error", () => {
-    expect(() => parseBoundedJson('{"a": }', 'x.json', limits, 'f')).toThrow(
-      /^f: x\.json is not valid JSON \(.+\)\.$/,
+  it("keeps JSON.parse's reason for a syntax error, without the text it quotes", () => {
+    expect(() => parseBoundedJson('{"a": 1', 'x.json', limits, 'f')).toThrow(
+      /^f: x\.json is not valid JSON \(.+ at position 7\)\.$/,
     );
+    // a response from elsewhere (a redirect) must not reach a message
+    let message = '';
+    try {
+      parseBoundedJson('FOREIGN-SECRET-BYTES{', 'config.json', limits, 'f');
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toBe('f: config.json is not valid JSON (an unexpected character).');
   });
 });

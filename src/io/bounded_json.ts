@@ -71,8 +71,17 @@ export function parseBoundedJson(
   try {
     return JSON.parse(text) as unknown;
   } catch (e) {
-    throw new Error(`${owner}: ${what} is not valid JSON (${(e as Error).message}).`);
+    throw new Error(`${owner}: ${what} is not valid JSON (${syntaxReason(e as Error)}).`);
   }
+}
+
+/**
+ * `JSON.parse`'s reason without the text it quotes: V8 writes `Unexpected token 'F', "FOREIGN-SE"...
+ * is not valid JSON`, and the file may be a response from elsewhere (a redirected URL) whose bytes
+ * must not reach a message. Reasons that give a position keep it.
+ */
+function syntaxReason(e: Error): string {
+  return e.message.replace(/^Unexpected token .*is not valid JSON$/s, 'an unexpected character');
 }
 
 /**
