@@ -29,6 +29,19 @@ describe('Hdf5Reader refuses what Keras never writes, naming the object', () => 
     );
   });
 
+  it('an external link among many links, or in the root group: named, not "thing is not a function"', async () => {
+    // a group of many links keeps them outside its header (fixtures/hdf5_hostile.py)
+    await expect(walk('external_many.weights.h5')).rejects.toThrow(
+      "reading external_many.weights.h5: 'layers' holds a link that is not a hard link to a " +
+        'group or dataset (an external or user-defined link); it is not supported (expected ' +
+        'groups and datasets only, as Keras writes them)',
+    );
+    await expect(walk('external_root.weights.h5')).rejects.toThrow(
+      'reading external_root.weights.h5: the root group holds a link that is not a hard link ' +
+        'to a group or dataset (an external or user-defined link); it is not supported',
+    );
+  });
+
   it('a soft link to itself: named, not "Cannot read properties of null"', async () => {
     await expect(walk('soft_loop.weights.h5')).rejects.toThrow(
       `reading soft_loop.weights.h5: 'layers/soft' is a soft link (to "/layers/soft"); soft ` +

@@ -59,6 +59,17 @@ export function isHdf5(bytes: Uint8Array): boolean {
   return bytes.length >= 8 && SIGNATURE.every((b, i) => bytes[i] === b);
 }
 
+/** What the reader takes, for its refusals of other links. */
+const UNSUPPORTED_LINK = 'expected groups and datasets only, as Keras writes them';
+
+/**
+ * Whether jsfive failed on a link it cannot follow: it calls the link's target as a function and
+ * throws "thing is not a function" for an external or user-defined link.
+ */
+function isUnfollowedLink(e: unknown): boolean {
+  return e instanceof TypeError && /is not a function/.test(e.message);
+}
+
 /** An opened HDF5 file: its groups' attributes and its datasets, read on request. */
 export class Hdf5Reader {
   private constructor(
@@ -96,6 +107,12 @@ export class Hdf5Reader {
     try {
       file = new jsfive.File(own, label);
     } catch (e) {
+      if (isUnfollowedLink(e)) {
+        throw new Error(
+          `reading ${label}: the root group holds a link that is not a hard link to a group or ` +
+            `dataset (an external or user-defined link); it is not supported (${UNSUPPORTED_LINK})`,
+        );
+      }
       throw new Error(`reading ${label}: not a readable HDF5 file, damaged (${String(e)})`);
     }
     return new Hdf5Reader(file, jsfive.Group, new Uint8Array(own), label);
@@ -143,6 +160,13 @@ export class Hdf5Reader {
         this.fail(
           `'${path}/${bad.name}' is ${bad.kind}; it is not supported (expected groups and ` +
             'datasets only, as Keras writes them)',
+        );
+      }
+      if (isUnfollowedLink(e)) {
+        // a link kept outside the group's header (a group of many links): not found by name
+        this.fail(
+          `'${path}' holds a link that is not a hard link to a group or dataset (an external or ` +
+            `user-defined link); it is not supported (${UNSUPPORTED_LINK})`,
         );
       }
       this.fail(`cannot read '${path}' (${String(e)})`);
