@@ -18,9 +18,9 @@ import {TransformerEncoder} from '../layers/hub/transformer_encoder';
 import type {JsonObject} from '../layers/engine/contract';
 import {
   configInt,
-  configRate,
   KerasHubFamily,
   numbered,
+  positionalTransformerOptions,
   positionalTransformerTerms,
   WeightBinding,
   WeightTerm,
@@ -32,14 +32,7 @@ const CLS = 'BertBackbone';
 /** The config's options, checked (keras-hub's defaults where it has them). */
 function options(config: JsonObject) {
   return {
-    vocab: configInt(config, 'vocabulary_size', CLS),
-    numLayers: configInt(config, 'num_layers', CLS),
-    numHeads: configInt(config, 'num_heads', CLS),
-    hidden: configInt(config, 'hidden_dim', CLS),
-    intermediate: configInt(config, 'intermediate_dim', CLS),
-    dropout: configRate(config, 'dropout', CLS, 0.1),
-    maxLength:
-      config.max_sequence_length == null ? 512 : configInt(config, 'max_sequence_length', CLS),
+    ...positionalTransformerOptions(config, CLS, 512),
     segments: config.num_segments == null ? 2 : configInt(config, 'num_segments', CLS),
   };
 }

@@ -57,6 +57,29 @@ export interface WeightTerm {
 }
 
 /**
+ * The options of keras-hub's learned-position transformer backbones (GPT-2, BERT), checked:
+ * keras-hub's dropout default 0.1, and `maxLengthDefault` for an absent `max_sequence_length`.
+ */
+export function positionalTransformerOptions(
+  config: JsonObject,
+  cls: string,
+  maxLengthDefault: number,
+) {
+  return {
+    vocab: configInt(config, 'vocabulary_size', cls),
+    numLayers: configInt(config, 'num_layers', cls),
+    numHeads: configInt(config, 'num_heads', cls),
+    hidden: configInt(config, 'hidden_dim', cls),
+    intermediate: configInt(config, 'intermediate_dim', cls),
+    dropout: configRate(config, 'dropout', cls, 0.1),
+    maxLength:
+      config.max_sequence_length == null
+        ? maxLengthDefault
+        : configInt(config, 'max_sequence_length', cls),
+  };
+}
+
+/**
  * The weights of keras-hub's learned-position transformer backbones (GPT-2, BERT): a token and a
  * position embedding, and per block four `hidden x hidden` attention kernels and two
  * `hidden x intermediate` feed-forward kernels.

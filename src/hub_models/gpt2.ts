@@ -15,10 +15,9 @@ import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import {TransformerDecoder} from '../layers/hub/transformer_decoder';
 import type {JsonObject} from '../layers/engine/contract';
 import {
-  configInt,
-  configRate,
   KerasHubFamily,
   numbered,
+  positionalTransformerOptions,
   positionalTransformerTerms,
   WeightBinding,
   WeightTerm,
@@ -28,18 +27,7 @@ import {transformerBlockWeights, weightsInOrder} from './weights';
 const CLS = 'GPT2Backbone';
 
 /** The config's options, checked (keras-hub's defaults where it has them). */
-function options(config: JsonObject) {
-  return {
-    vocab: configInt(config, 'vocabulary_size', CLS),
-    numLayers: configInt(config, 'num_layers', CLS),
-    numHeads: configInt(config, 'num_heads', CLS),
-    hidden: configInt(config, 'hidden_dim', CLS),
-    intermediate: configInt(config, 'intermediate_dim', CLS),
-    dropout: configRate(config, 'dropout', CLS, 0.1),
-    maxLength:
-      config.max_sequence_length == null ? 1024 : configInt(config, 'max_sequence_length', CLS),
-  };
-}
+const options = (config: JsonObject) => positionalTransformerOptions(config, CLS, 1024);
 
 /** keras-hub's GPT-2 family: `GPT2Backbone`, `GPT2CausalLM`. */
 export const GPT2: KerasHubFamily = {
