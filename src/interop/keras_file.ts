@@ -63,11 +63,7 @@ function parseJson(bytes: Uint8Array, what: string, limits = CONFIG_JSON_LIMITS)
 
 /** Reads a JSON file of `files` no larger than `limits` allow, and parses it. */
 async function readJsonFile(files: KerasFiles, name: string, limits: JsonLimits): Promise<Json> {
-  return parseJson(
-    await files.read(name, limits.maxChars),
-    `${inFiles(files.label, name)}`,
-    limits,
-  );
+  return parseJson(await files.read(name, limits.maxChars), inFiles(files.label, name), limits);
 }
 
 /** The converter drops these keys everywhere in a Keras 3 config (keras_h5_conversion.py). */
@@ -289,7 +285,7 @@ export async function readKeras3Weights(
 ): Promise<Hdf5Reader[]> {
   if (await files.has(`${base}.h5`)) {
     const bytes = await files.read(`${base}.h5`, MAX_WEIGHTS_BYTES);
-    return [await Hdf5Reader.open(bytes, `${inFiles(files.label, `${base}.h5`)}`)];
+    return [await Hdf5Reader.open(bytes, inFiles(files.label, `${base}.h5`))];
   }
   if (await files.has(`${base}.json`)) return readShards(files, `${base}.json`);
   const npz = (await files.has(`${base}.npz`)) ? ` (it holds ${base}.npz, which is not read)` : '';

@@ -26,7 +26,7 @@ import {
 } from '../tokenizers/load';
 import type {Tokenizer} from '../tokenizers/tokenizer';
 import type {TokenizerSplit} from '../tokenizers/byte_pair';
-import {MAX_JSON_BYTES, readKeras3Weights} from './keras_file';
+import {inFiles, MAX_JSON_BYTES, readKeras3Weights} from './keras_file';
 import {
   folderFiles,
   isZip,
@@ -102,9 +102,9 @@ function parseJson(bytes: Uint8Array, what: string): unknown {
 
 async function readJson(files: PresetFiles, name: string): Promise<Obj> {
   if (!(await files.has(name))) fail(`missing file ${name} in ${files.label}`);
-  const json = parseJson(await files.read(name, MAX_JSON_BYTES), `${files.label}/${name}`);
+  const json = parseJson(await files.read(name, MAX_JSON_BYTES), inFiles(files.label, name));
   if (!isObject(json) || typeof json.class_name !== 'string' || !isObject(json.config)) {
-    fail(`expected ${files.label}/${name} to hold a serialized object {class_name, config}`);
+    fail(`expected ${inFiles(files.label, name)} to hold a serialized object {class_name, config}`);
   }
   return json;
 }
@@ -261,7 +261,7 @@ async function tokenizerOf(
     try {
       assets[name] = new TextDecoder('utf-8', {fatal: true}).decode(bytes);
     } catch {
-      fail(`${files.label}/${path} is not valid UTF-8`);
+      fail(`${inFiles(files.label, path)} is not valid UTF-8`);
     }
   }
   try {
@@ -269,7 +269,7 @@ async function tokenizerOf(
   } catch (e) {
     // the assets' errors, named by their place in the preset
     return fail(
-      `${files.label}/${folder}: ${(e as Error).message.replace(/^loadTokenizer: /, '')}`,
+      `${inFiles(files.label, folder)}: ${(e as Error).message.replace(/^loadTokenizer: /, '')}`,
     );
   }
 }
@@ -310,14 +310,14 @@ async function buildKerasFile(
   options: LoadKerasHubPresetOptions,
 ): Promise<Built> {
   const config = await readJson(files, 'config.json');
-  const cls = knownClass(config, `${files.label}/config.json`);
+  const cls = knownClass(config, inFiles(files.label, 'config.json'));
   const family = familyOf(cls);
   const isTask = cls !== family.backbone;
   const readers = await readKeras3Weights(files);
   const inner = config.config as Obj;
   const backboneJson = isTask ? inner.backbone : config;
   if (!isObject(backboneJson) || !isObject(backboneJson.config)) {
-    fail(`expected ${files.label}/config.json's ${cls} to hold its backbone's config`);
+    fail(`expected ${inFiles(files.label, 'config.json')}'s ${cls} to hold its backbone's config`);
   }
   checkImpliedSize(cls, backboneJson.config, declaredElements(readers), files.label);
   const weights = await readHubWeights([{readers, prefix: ''}], options.onProgress);
@@ -341,15 +341,15 @@ async function buildKerasFile(
 /** A `save_to_preset` folder: config.json (backbone) + model.weights, task.json (+ task.weights). */
 async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOptions): Promise<Built> {
   const config = await readJson(files, 'config.json');
-  const backboneCls = knownClass(config, `${files.label}/config.json`);
+  const backboneCls = knownClass(config, inFiles(files.label, 'config.json'));
   const family = familyOf(backboneCls);
   if (backboneCls !== family.backbone) {
     fail(
-      `expected ${files.label}/config.json to hold a backbone, received the task ${backboneCls}`,
+      `expected ${inFiles(files.label, 'config.json')} to hold a backbone, received the task ${backboneCls}`,
     );
   }
   const task = (await files.has('task.json')) ? await readJson(files, 'task.json') : null;
-  const taskCls = task == null ? null : knownClass(task, `${files.label}/task.json`);
+  const taskCls = task == null ? null : knownClass(task, inFiles(files.label, 'task.json'));
   if (taskCls != null && familyOf(taskCls) !== family) {
     fail(`${files.label}: task.json's ${taskCls} does not take config.json's ${backboneCls}`);
   }

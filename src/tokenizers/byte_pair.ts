@@ -7,7 +7,7 @@
 import {byteTables, utf8Bytes, utf8Lossy} from './byte_level';
 import {MergeTable} from './bpe_merge';
 import {kerasHubSplit} from './keras_hub_split';
-import {checkIds, requireToken} from './tokenizer';
+import {checkIds, requireToken, sortedIds} from './tokenizer';
 import type {Tokenizer} from './tokenizer';
 
 /**
@@ -374,8 +374,8 @@ export class Llama3Tokenizer extends BytePairTokenizer {
     if ((options.eosToken ?? '<|end_of_text|>') === '<|end_of_text|>') {
       stops.push(this.special('<|eot_id|>'));
     }
-    this.stopTokenIds = [...new Set(stops)].sort((a, b) => a - b);
-    this.specialTokenIds = [...new Set(specials.map((t) => this.special(t)))].sort((a, b) => a - b);
+    this.stopTokenIds = sortedIds(stops);
+    this.specialTokenIds = sortedIds(specials.map((t) => this.special(t)));
   }
 }
 

@@ -53,6 +53,11 @@ export function requireToken(
   return id;
 }
 
+/** Distinct ids, ascending (keras-hub's `special_token_ids` and stop ids are sets). */
+export function sortedIds(ids: readonly number[]): number[] {
+  return [...new Set(ids)].sort((a, b) => a - b);
+}
+
 /** Checks that every id is a whole number of the vocabulary before decoding. */
 export function checkIds(ids: readonly number[], size: number, owner: string): void {
   if (!Array.isArray(ids)) {

@@ -6,7 +6,7 @@
  * suffix indicator; a word that cannot be covered, or is over 100 UTF-8 bytes, is the oov token.
  */
 import {utf8Bytes} from './byte_level';
-import {checkIds, requireToken} from './tokenizer';
+import {checkIds, requireToken, sortedIds} from './tokenizer';
 import type {Tokenizer} from './tokenizer';
 
 /** tf_text's FastWordpieceTokenizer default (keras-hub's MAX_BYTES_PER_WORD). */
@@ -266,11 +266,6 @@ export function caseFold(word: string): string {
     folded += ch === '\u0131' ? ch : ch.toLowerCase().toUpperCase().toLowerCase();
   }
   return folded.normalize('NFKC').replace(/\p{Default_Ignorable_Code_Point}/gu, '');
-}
-
-/** Distinct ids, ascending (keras-hub's `special_token_ids` is a set). */
-function sortedIds(ids: readonly number[]): number[] {
-  return [...new Set(ids)].sort((a, b) => a - b);
 }
 
 function escapeRegExp(s: string): string {
