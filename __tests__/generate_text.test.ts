@@ -6,10 +6,12 @@
  * The model is a bigram table (Embedding one-hot -> Dense), so every expected string below is
  * read off the table by hand.
  */
+import * as path from 'path';
+
 import * as tf from '@tensorflow/tfjs';
 
-import {generate, generateText} from '../src';
-import type {TextTokenizer} from '../src';
+import {generate, generateText, loadKerasHubPreset} from '../src';
+import type {KerasHubPreset, TextTokenizer} from '../src';
 
 // vocabulary: 0..9 are 'a'..'j' (one byte each); 10 and 11 are the two UTF-8 bytes of 'é';
 // 12 is the end token, 13 the start token; 14..16 are Llama 3's <|eot_id|>, <|start_header_id|>
@@ -295,5 +297,42 @@ describe('generateText', () => {
     await expect(
       generateText({model, tokenizer, preprocessor}, 'a', {maxLength: 1}),
     ).rejects.toThrow('generateText: expected maxLength to be a whole number >= 2, received 1');
+  });
+});
+
+const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
+
+/** Expects `run` to reject with `message`, leaving as many tensors as before. */
+async function rejectsWithoutLeak(run: () => Promise<unknown>, message: RegExp): Promise<void> {
+  const before = tf.memory().numTensors;
+  await expect(run()).rejects.toThrow(message);
+  expect(tf.memory().numTensors).toBe(before);
+}
+
+describe('generateText refuses a maxLength the model cannot take before allocating rows', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+  let gpt2: KerasHubPreset;
+  let llama3: KerasHubPreset;
+  beforeAll(async () => {
+    gpt2 = await loadKerasHubPreset(path.join(DIR, 'gpt2'));
+    llama3 = await loadKerasHubPreset(path.join(DIR, 'llama3'));
+  });
+  afterAll(() => {
+    for (const p of [gpt2, llama3]) p.dispose();
+  });
+
+  it("GPT-2: a maxLength past its position embedding names the model's limit", async () => {
+    // padding 1e9 ids per row first ran the process out of memory (a crash, not an error)
+    await rejectsWithoutLeak(
+      () => generateText(gpt2, 'The quick', {maxLength: 1e9}),
+      /maxLength 1000000000 exceeds the model's position limit \d+ .*expected maxLength in \[1, \d+\]/,
+    );
+  });
+
+  it('Llama 3 (rotary positions, no limit): the memory estimate refuses it', async () => {
+    await rejectsWithoutLeak(
+      () => generateText(llama3, ['a', 'b'], {maxLength: 1e9}),
+      /maxLength 1000000000 for 2 prompts needs about .* over memoryLimit 2\.00 GiB/,
+    );
   });
 });

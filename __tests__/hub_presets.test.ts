@@ -8,6 +8,7 @@
 import * as fs from 'fs';
 import * as http from 'http';
 import type {AddressInfo} from 'net';
+import * as os from 'os';
 import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
@@ -15,9 +16,13 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import {generateText, loadKerasHubPreset, loadKerasModel} from '../src';
 import type {KerasHubPreset} from '../src';
+import {zipEntries, zipEntryBytes} from '../src/io/zip_entries';
+import {writeZip} from '../src/io/zip_writer';
 
 const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
 const TOL = 1e-4;
+const enc = (s: string) => new TextEncoder().encode(s);
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 
 interface Expected {
   prompts?: string[];
@@ -51,6 +56,27 @@ function maxDiff(a: number[] | number[][] | number[][][], b: number[] | number[]
   const y = (b as number[]).flat(3) as number[];
   expect(x.length).toBe(y.length);
   return x.reduce((m, v, i) => Math.max(m, Math.abs(v - y[i])), 0);
+}
+
+/** The gpt2 preset's files with `name` replaced by `text`. */
+function gpt2With(name: string, edit: (text: string) => string): Map<string, Uint8Array> {
+  const files = filesOf(path.join(DIR, 'gpt2'));
+  files.set(name, enc(edit(dec(files.get(name) as Uint8Array))));
+  return files;
+}
+
+/** A JSON file's text with `config[key]` set to `value`. */
+const withConfig = (key: string, value: unknown) => (text: string) => {
+  const json = JSON.parse(text) as {config: Record<string, unknown>};
+  json.config[key] = value;
+  return JSON.stringify(json);
+};
+
+/** Expects `run` to reject with `message`, leaving as many tensors as before. */
+async function rejectsWithoutLeak(run: () => Promise<unknown>, message: RegExp): Promise<void> {
+  const before = tf.memory().numTensors;
+  await expect(run()).rejects.toThrow(message);
+  expect(tf.memory().numTensors).toBe(before);
 }
 
 function dispose(p: KerasHubPreset) {
@@ -407,5 +433,197 @@ describe('hostile presets', () => {
     const m = files();
     m.delete('config.json');
     await expect(loadKerasHubPreset(m)).rejects.toThrow('missing file config.json');
+  });
+});
+
+describe('a preset that fails to load frees the model it had built', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+  it('tokenizer.json that is not JSON', async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('tokenizer.json', () => '<html></html>')),
+      /tokenizer\.json is not valid JSON/,
+    );
+  });
+
+  it('preprocessor.json that is not JSON', async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('preprocessor.json', () => '{')),
+      /preprocessor\.json is not valid JSON/,
+    );
+  });
+
+  it('preprocessor.json and tokenizer.json nesting 5,000 arrays: the depth is named', async () => {
+    const deep = (text: string) =>
+      text.replace('"config"', `"deep": ${'['.repeat(5000)}${']'.repeat(5000)}, "config"`);
+    for (const name of ['preprocessor.json', 'tokenizer.json']) {
+      await rejectsWithoutLeak(
+        () => loadKerasHubPreset(gpt2With(name, deep)),
+        new RegExp(
+          `^loadKerasHubPreset: the files given/${name.replace('.', '\\.')} nests arrays / objects more than 256 deep`,
+        ),
+      );
+    }
+  });
+
+  it("a preprocessor's sequence_length of -1", async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('preprocessor.json', withConfig('sequence_length', -1))),
+      /expected the preprocessor's sequence_length to be a whole number > 0, received -1/,
+    );
+  });
+
+  it("a tokenizer's config_file leading out of the assets", async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('tokenizer.json', withConfig('config_file', '../x.json'))),
+      /expected the tokenizer's config_file to be a plain file name, received "\.\.\/x\.json"/,
+    );
+  });
+
+  it('loadKerasModel on a preset folder whose tokenizer.json is not JSON', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      fs.cpSync(path.join(DIR, 'gpt2'), dir, {recursive: true});
+      fs.writeFileSync(path.join(dir, 'tokenizer.json'), '<html></html>');
+      await rejectsWithoutLeak(() => loadKerasModel(dir), /tokenizer\.json is not valid JSON/);
+    } finally {
+      fs.rmSync(dir, {recursive: true});
+    }
+  });
+
+  it('the same preset, repaired, loads and frees all it made', async () => {
+    const before = tf.memory().numTensors;
+    const preset: KerasHubPreset = await loadKerasHubPreset(filesOf(path.join(DIR, 'gpt2')));
+    expect(preset.preprocessor?.sequenceLength).toBeGreaterThan(0);
+    preset.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe("a preset's tokenizer asset that does not parse", () => {
+  beforeAll(() => tf.setBackend('cpu'));
+  it('is named with its place in the preset, by the function called', async () => {
+    await rejectsWithoutLeak(
+      () => loadKerasHubPreset(gpt2With('assets/tokenizer/vocabulary.json', () => 'x')),
+      /^loadKerasHubPreset: the files given\/assets\/tokenizer: vocabulary\.json is not valid JSON/,
+    );
+  });
+});
+
+describe('a preset over http fetches nothing outside its base URL', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+  const base = 'https://example.com/presets/gpt2/';
+  const FOREIGN = 'FOREIGN-SECRET-BYTES';
+
+  /** The gpt2 preset served at `base`, its weights as shards named `shard`; every URL asked. */
+  function serve(shard: string) {
+    const files = filesOf(path.join(DIR, 'gpt2'));
+    files.delete('model.weights.h5');
+    files.set('model.weights.json', enc(JSON.stringify({weight_map: {'layers/x': [shard]}})));
+    const asked: string[] = [];
+    const fetch = async (url: string) => {
+      asked.push(url);
+      const bytes = url.startsWith(base) ? files.get(url.slice(base.length)) : enc(FOREIGN);
+      return bytes == null ? new Response(null, {status: 404}) : new Response(bytes as BodyInit);
+    };
+    return {asked, fetch};
+  }
+
+  for (const shard of ['http:attacker.example', '%2e%2e', 'https://attacker.example/x.h5']) {
+    it(`a shard named ${JSON.stringify(shard)} is refused before it is fetched`, async () => {
+      const {asked, fetch} = serve(shard);
+      const err = await loadKerasHubPreset(base, {fetch}).catch((e: Error) => e);
+      expect(String(err)).toMatch(
+        new RegExp(
+          `^Error: load\\w+: ${base.replace(/[./]/g, '\\$&')}model\\.weights\\.json ` +
+            `names the shard ${JSON.stringify(shard).replace(/[./]/g, '\\$&')}; expected a file ` +
+            'name beside it',
+        ),
+      );
+      // nothing outside the preset was asked for; nothing of a foreign answer is in the message
+      expect(asked.filter((u) => !u.startsWith(base))).toEqual([]);
+      expect(String(err)).not.toMatch(/FOREIGN|46 4f 52/);
+    });
+  }
+});
+
+describe("loadKerasHubPreset's options and fetch, when they misbehave", () => {
+  const load = loadKerasHubPreset as unknown as (s: unknown, o?: unknown) => Promise<unknown>;
+  const url = 'https://example.com/gpt2/';
+
+  it('a fetch that answers something other than a Response', async () => {
+    await expect(load(url, {fetch: async () => null})).rejects.toThrow(
+      /^loadKerasHubPreset: fetching https:\/\/example\.com\/gpt2\/config\.json: expected a Response, received null$/,
+    );
+  });
+
+  it('a fetch that rejects with a string keeps the reason', async () => {
+    await expect(
+      load(url, {
+        fetch: () => Promise.reject('offline'),
+      }),
+    ).rejects.toThrow(
+      /^loadKerasHubPreset: cannot fetch https:\/\/example\.com\/gpt2\/config\.json: offline$/,
+    );
+  });
+
+  it('options that are not an object, or hold no functions', async () => {
+    const folder = path.join(DIR, 'gpt2');
+    await expect(load(folder, null)).rejects.toThrow(
+      /^loadKerasHubPreset: expected options to be an object .*received null$/,
+    );
+    await expect(load(folder, {fetch: 5})).rejects.toThrow(
+      /^loadKerasHubPreset: expected options\.fetch to be a function, received number$/,
+    );
+    await expect(load(folder, {onProgress: 'yes'})).rejects.toThrow(
+      /^loadKerasHubPreset: expected options\.onProgress to be a function, received string$/,
+    );
+  });
+});
+
+describe('loadKerasModel names itself in the errors of the keras-hub route', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+  /** A .keras file's bytes with config.json edited. */
+  async function withConfig(file: string, edit: (text: string) => string): Promise<Uint8Array> {
+    const bytes = new Uint8Array(fs.readFileSync(file));
+    const out = [];
+    for (const [name, entry] of zipEntries(bytes, 'a fixture')) {
+      const data = await zipEntryBytes(bytes, entry, bytes.length * 100);
+      out.push({name, data: name === 'config.json' ? enc(edit(dec(data))) : data});
+    }
+    return writeZip(out);
+  }
+
+  it('a plain .keras whose config.json is not JSON', async () => {
+    const bytes = await withConfig(
+      path.join(__dirname, '..', 'fixtures', 'keras_files', 'functional.keras'),
+      () => '<html></html>',
+    );
+    await rejectsWithoutLeak(
+      () => loadKerasModel(bytes),
+      /^loadKerasModel: the bytes given\/config\.json is not valid JSON/,
+    );
+  });
+
+  it('a plain .keras with a layer class neither tfjs nor the package has: what to register', async () => {
+    const file = path.join(__dirname, '..', 'fixtures', 'keras_files', 'functional.keras');
+    const bytes = await withConfig(file, (text) => {
+      const edited = text.replace('"class_name": "Dense"', '"class_name": "WeirdDense"');
+      if (edited === text) throw new Error('the fixture has no Dense layer to rename');
+      return edited;
+    });
+    await rejectsWithoutLeak(
+      () => loadKerasModel(bytes),
+      /^loadKerasModel: the model has a layer of class 'WeirdDense', which neither tfjs nor tfjs-attention provides \(a custom layer\): write it in JavaScript as a tf\.layers\.Layer subclass whose static className is 'WeirdDense', register it with tf\.serialization\.registerClass/,
+    );
+  });
+
+  it('a keras-hub .keras of a class not implemented', async () => {
+    const bytes = await withConfig(path.join(DIR, 'gpt2.keras'), (text) =>
+      text.replace('"GPT2CausalLM"', '"GemmaCausalLM"'),
+    );
+    await rejectsWithoutLeak(
+      () => loadKerasModel(bytes),
+      /^loadKerasModel: the bytes given\/config\.json holds the class "GemmaCausalLM", which is not implemented \(expected one of /,
+    );
   });
 });

@@ -11,7 +11,13 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {convertKerasArtifacts, fileSystem, loadKerasModel, MultiHeadAttention} from '../src';
+import {
+  convertKerasArtifacts,
+  fileSystem,
+  loadKerasHubPreset,
+  loadKerasModel,
+  MultiHeadAttention,
+} from '../src';
 
 function tmp(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-load-'));
@@ -224,6 +230,46 @@ describe('errors at the boundaries', () => {
         /load a model converted from Keras with loadKerasModel from tfjs-attention/,
       );
       (await loadKerasModel(fixture(name))).dispose(); // which loads it
+    }
+  });
+});
+
+describe('paths that name nothing', () => {
+  it('loadKerasModel of a missing .keras / .h5 file says the file is missing (not to convert it)', async () => {
+    for (const name of ['missing.keras', 'missing.h5']) {
+      const file = path.join(os.tmpdir(), 'keras-user-none', name);
+      const err = (await loadKerasModel(file).catch((e: Error) => e)) as Error;
+      expect(err.message).toMatch(
+        new RegExp(`^loadKerasModel: cannot read ${file.replace(/[.\\/]/g, '\\$&')}: no such file`),
+      );
+      expect(err.message).not.toMatch(/tensorflowjs_converter|model\.json/);
+    }
+  });
+
+  it('an empty path is refused by name, not read as the current folder', async () => {
+    await expect(loadKerasModel('')).rejects.toThrow(
+      /^loadKerasModel: expected a path, a URL, the bytes .* received an empty string$/,
+    );
+    await expect(loadKerasHubPreset('')).rejects.toThrow(
+      /^loadKerasHubPreset: expected a preset folder path or URL, .* received an empty string$/,
+    );
+  });
+});
+
+describe('a folder that is no model', () => {
+  it('loadKerasModel of a folder with neither config.json nor model.json names what it looked for', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'notes.txt'), 'not a model');
+      await expect(loadKerasModel(dir)).rejects.toThrow(
+        new RegExp(
+          `^loadKerasModel: expected the folder ${dir.replace(/[.\\/]/g, '\\$&')} to hold ` +
+            'config.json \\(a Keras 3 model or keras-hub preset\\) or model.json \\(a converted ' +
+            'model\\), received neither$',
+        ),
+      );
+    } finally {
+      fs.rmSync(dir, {recursive: true});
     }
   });
 });

@@ -5,6 +5,7 @@
  * (fixtures/keras_save_check.py -> keras_predictions.json); the writer must still produce those
  * bytes, and the model predict what Keras predicted from them.
  */
+import {execFileSync} from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -229,6 +230,150 @@ describe('saveKerasFile', () => {
     const browser = await import('../src/interop/keras_file_save');
     await expect(browser.saveKerasFile(m, 'x.keras')).rejects.toThrow(
       'saveKerasFile: a path is written in Node only; in the browser, save the returned bytes',
+    );
+  });
+});
+
+/** A layer of the user's own, registered with tfjs: Keras has no class of that name. */
+class DoubleIt extends tf.layers.Layer {
+  static className = 'DoubleIt';
+  override call(x: tf.Tensor | tf.Tensor[]): tf.Tensor {
+    return tf.tidy(() => tf.mul(Array.isArray(x) ? x[0] : x, 2));
+  }
+}
+tf.serialization.registerClass(DoubleIt);
+
+describe('saveKerasFile refuses what Keras could not load back', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+  it('a layer Keras has no class for, by its name and class', async () => {
+    const input = tf.input({shape: [3]});
+    const dense = tf.layers.dense({units: 2, name: 'dense_in'}).apply(input) as tf.SymbolicTensor;
+    const out = new DoubleIt({name: 'double_it'}).apply(dense) as tf.SymbolicTensor;
+    const model = tf.model({inputs: input, outputs: out});
+    const before = tf.memory().numTensors;
+    await expect(saveKerasFile(model)).rejects.toThrow(
+      /^saveKerasFile: layer 'double_it' is a DoubleIt, which Keras has no class for \(expected tfjs' built-in layers or this package's\)/,
+    );
+    expect(tf.memory().numTensors).toBe(before);
+    model.dispose();
+  });
+
+  it("tfjs' layers whose class Keras 3 removed (ThresholdedReLU, RandomWidth)", async () => {
+    for (const [layer, cls] of [
+      [tf.layers.thresholdedReLU({theta: 0.5, name: 'gone'}), 'ThresholdedReLU'],
+      [tf.layers.randomWidth({factor: 0.1, name: 'gone'}), 'RandomWidth'],
+    ] as Array<[tf.layers.Layer, string]>) {
+      const input = tf.input({shape: [4, 4, 1]});
+      const model = tf.model({inputs: input, outputs: layer.apply(input) as tf.SymbolicTensor});
+      await expect(saveKerasFile(model)).rejects.toThrow(
+        new RegExp(`^saveKerasFile: layer 'gone' is a ${cls}, which Keras has no class for`),
+      );
+      model.dispose();
+    }
+  });
+
+  it('something other than a model, by what it received', async () => {
+    const save = saveKerasFile as unknown as (m: unknown) => Promise<Uint8Array>;
+    await expect(save(null)).rejects.toThrow(
+      /^saveKerasFile: expected a tf.LayersModel .*received null$/,
+    );
+    await expect(save({})).rejects.toThrow(
+      /^saveKerasFile: expected a tf.LayersModel .*received object$/,
+    );
+  });
+});
+
+describe('saveKerasFile to a path that cannot hold the file', () => {
+  // made in beforeAll, not while collecting: auto-named layers made earlier would rename those
+  // of the model the fixture test above writes
+  let model: tf.LayersModel;
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+    const input = tf.input({shape: [3]});
+    model = tf.model({
+      inputs: input,
+      outputs: tf.layers.dense({units: 2}).apply(input) as tf.SymbolicTensor,
+    });
+  });
+  afterAll(() => model.dispose());
+
+  it('a folder: refused by name, nothing written beside it', async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    const dir = path.join(parent, 'out');
+    fs.mkdirSync(dir);
+    try {
+      await expect(saveKerasFile(model, dir)).rejects.toThrow(
+        new RegExp(
+          `^saveKerasFile: expected a file path, received the folder ${dir.replace(/[.\\/]/g, '\\$&')}$`,
+        ),
+      );
+      expect(fs.readdirSync(parent)).toEqual(['out']);
+      expect(fs.readdirSync(dir)).toEqual([]);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it('a FIFO or a device: refused, never replaced (a rename over /dev/full replaced it)', async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    const fifo = path.join(parent, 'pipe.keras');
+    execFileSync('mkfifo', [fifo]);
+    try {
+      await expect(saveKerasFile(model, fifo)).rejects.toThrow(
+        `saveKerasFile: expected a path of a regular file, received ${fifo}, a FIFO`,
+      );
+      expect(fs.lstatSync(fifo).isFIFO()).toBe(true);
+      expect(fs.readdirSync(parent)).toEqual(['pipe.keras']);
+      // a device, by a link named .keras (the check is on what the path resolves to)
+      const dev = path.join(parent, 'dev.keras');
+      fs.symlinkSync('/dev/null', dev);
+      await expect(saveKerasFile(model, dev)).rejects.toThrow(
+        `saveKerasFile: expected a path of a regular file, received ${dev}, a device`,
+      );
+      expect(fs.lstatSync('/dev/null').isCharacterDevice()).toBe(true);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it("a symlink: written through to its target, as Keras' model.save writes; a dangling one refused", async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      const target = path.join(parent, 'real.keras');
+      fs.writeFileSync(target, 'old');
+      const link = path.join(parent, 'link.keras');
+      fs.symlinkSync(target, link);
+      const bytes = await saveKerasFile(model, link);
+      expect(fs.lstatSync(link).isSymbolicLink()).toBe(true);
+      expect(Buffer.from(bytes).equals(fs.readFileSync(target))).toBe(true);
+      const dangling = path.join(parent, 'gone.keras');
+      fs.symlinkSync(path.join(parent, 'missing.keras'), dangling);
+      await expect(saveKerasFile(model, dangling)).rejects.toThrow(
+        `saveKerasFile: cannot write ${dangling}: it is a symlink to a path that does not exist`,
+      );
+      expect(fs.readdirSync(parent).sort()).toEqual(['gone.keras', 'link.keras', 'real.keras']);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it('a name not ending in .keras, which keras.saving.load_model refuses', async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    try {
+      const file = path.join(parent, 'x.zip');
+      await expect(saveKerasFile(model, file)).rejects.toThrow(
+        `saveKerasFile: expected a path ending in .keras (keras.saving.load_model reads no other name), received ${file}`,
+      );
+      expect(fs.readdirSync(parent)).toEqual([]);
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+
+  it('a file in a folder that does not exist', async () => {
+    const file = path.join(os.tmpdir(), 'keras-user-no-such-folder', 'm.keras');
+    await expect(saveKerasFile(model, file)).rejects.toThrow(
+      /^saveKerasFile: cannot write .*m\.keras: the folder .*keras-user-no-such-folder does not exist$/,
     );
   });
 });

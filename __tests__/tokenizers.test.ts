@@ -505,3 +505,55 @@ describe('loadTokenizer: files and errors', () => {
 function equal(a: number[], b: number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
+
+describe('loadTokenizer given what is not a tokenizer folder', () => {
+  const load = loadTokenizer as unknown as (s: unknown, o?: unknown) => Promise<unknown>;
+  const gpt2 = path.join(FIXTURES, 'gpt2');
+
+  it('an empty path, null or undefined: refused, not read as "/", "null" or "undefined"', async () => {
+    for (const [source, shown] of [
+      ['', '""'],
+      [null, 'null'],
+      [undefined, 'undefined'],
+    ] as const) {
+      await expect(load(source)).rejects.toThrow(
+        `loadTokenizer: source must be a folder path or an http(s) URL, received ${shown}.`,
+      );
+    }
+  });
+
+  it('options null, and a fetch that answers no Response or rejects with a string', async () => {
+    await expect(load(gpt2, null)).rejects.toThrow(
+      /^loadTokenizer: expected options to be an object .*received null\.$/,
+    );
+    await expect(load('https://example.com/t/', {fetch: async () => null})).rejects.toThrow(
+      /^loadTokenizer: fetching https:\/\/example\.com\/t\/tokenizer\.json: expected a Response, received null\.$/,
+    );
+    await expect(
+      load('https://example.com/t/', {fetch: () => Promise.reject('offline')}),
+    ).rejects.toThrow(
+      /^loadTokenizer: cannot fetch https:\/\/example\.com\/t\/tokenizer\.json: offline\.$/,
+    );
+  });
+
+  it('an asset that is a link leading out of the folder is refused', async () => {
+    const parent = fs.mkdtempSync(path.join(os.tmpdir(), 'keras-user-'));
+    const dir = path.join(parent, 'gpt2');
+    try {
+      fs.cpSync(gpt2, dir, {recursive: true});
+      const outside = path.join(parent, 'elsewhere.json');
+      fs.renameSync(path.join(dir, 'assets/tokenizer/vocabulary.json'), outside);
+      fs.symlinkSync(outside, path.join(dir, 'assets/tokenizer/vocabulary.json'));
+      await expect(load(dir)).rejects.toThrow(
+        /^loadTokenizer: refusing assets\/tokenizer\/vocabulary\.json: it leads to .*elsewhere\.json, outside the folder /,
+      );
+      // a link that stays inside the folder is fine
+      fs.rmSync(path.join(dir, 'assets/tokenizer/vocabulary.json'));
+      fs.renameSync(outside, path.join(dir, 'vocab_inside.json'));
+      fs.symlinkSync('../../vocab_inside.json', path.join(dir, 'assets/tokenizer/vocabulary.json'));
+      await expect(load(dir)).resolves.toBeDefined();
+    } finally {
+      fs.rmSync(parent, {recursive: true});
+    }
+  });
+});

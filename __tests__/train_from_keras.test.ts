@@ -114,6 +114,13 @@ describe('--from-keras', () => {
     }
   });
 
+  it('--from-keras with an empty value is a usage error', () => {
+    for (const argv of [['--from-keras='], ['--from-keras=', '--out', 'models']]) {
+      expect(() => parseFromKeras(argv)).toThrow(UsageError);
+      expect(() => parseFromKeras(argv)).toThrow(/^--from-keras needs a value$/);
+    }
+  });
+
   it('refuses training options with it (exit 2)', () => {
     const r = run(['--from-keras', path.join(fixture, 'functional.keras'), '--epochs', '1']);
     expect(r.code).toBe(2);
