@@ -15,18 +15,11 @@ import '@tensorflow/tfjs-layers';
 import type {layers} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
+import {tfjsClass} from './tfjs_classes';
+
 type LayerClass = new (args?: object) => layers.Layer;
 /** A merge class of this module: tfjs' class, extended, under tfjs' name. */
 export type MergeClass = LayerClass & {readonly className: string};
-
-/** tfjs' registered class of this name. */
-function tfjsClass(name: string): LayerClass {
-  const map = tf.serialization.SerializationMap.getMap().classNameMap as unknown as Record<
-    string,
-    [LayerClass]
-  >;
-  return map[name][0];
-}
 
 /** Keras' `Merge.compute_mask`: the OR of the masks, or none when an input has none. */
 function orOfMasks(mask: tf.Tensor | Array<tf.Tensor | null> | null | undefined): tf.Tensor {
@@ -86,9 +79,7 @@ export const Multiply = kerasMaskedMerge('Multiply', true);
 export const Maximum = kerasMaskedMerge('Maximum', true);
 export const Minimum = kerasMaskedMerge('Minimum', true);
 
-const TfjsConcatenate = tfjsClass('Concatenate') as new (args?: object) => layers.Layer & {
-  axis: number;
-};
+const TfjsConcatenate = tfjsClass<layers.Layer & {axis: number}>('Concatenate');
 
 /**
  * tfjs' Concatenate with Keras' `compute_mask`: each mask broadcast to its input's shape (all true

@@ -12,16 +12,11 @@ import type {layers} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape} from '../engine/shapes';
+import {tfjsClass} from './tfjs_classes';
 
 type SoftmaxLike = layers.Layer & {axis: number | number[]};
-type SoftmaxClass = new (args?: object) => SoftmaxLike;
 
-const TfjsSoftmax = (
-  tf.serialization.SerializationMap.getMap().classNameMap as unknown as Record<
-    string,
-    [SoftmaxClass]
-  >
-).Softmax[0];
+const TfjsSoftmax = tfjsClass<SoftmaxLike>('Softmax');
 
 /** Keras 3's `Softmax` layer (its `call(inputs, mask)`), on tfjs' class. */
 export class Softmax extends TfjsSoftmax {
