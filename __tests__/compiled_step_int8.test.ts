@@ -30,11 +30,10 @@ import {CompositeLayer} from '../src/layers/engine/composite_layer';
 import {isInt8Layer, quantizedForm, quantizeInto} from '../src/layers/core/quantization';
 import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../src/generate/compiled_step';
 import type {DecodeStep} from '../src/generate/decode_loop';
-import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
-import {GraphStepper} from '../src/generate/graph_step';
 import {compileStep} from '../src/generate/step_compile';
 import {stepKernelsReady} from '../src/kernels/step_kernels';
 import {describeBackends, expectNoLeak} from './helpers/backends';
+import {eagerLogits, maxDiff, planOf} from './helpers/eager_logits';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'int8', 'decoder_lm');
 type S = tf.SymbolicTensor;
@@ -122,44 +121,6 @@ function mixedModel(V: number, D: number, MAX: number): tf.LayersModel {
   return model;
 }
 
-function planOf(model: tf.LayersModel): StepPlan {
-  const {plan, reason} = planCachedDecoding(model);
-  if (plan == null) throw new Error(`no plan: ${reason}`);
-  return plan;
-}
-
-/** The eager stepper's logits of each position from the shortest prompt on, as generate feeds it. */
-function eagerLogits(
-  plan: StepPlan,
-  ids: number[][],
-  lengths: number[],
-  max: number,
-): number[][][] {
-  const B = ids.length;
-  const stepper = new GraphStepper(plan, B, max);
-  const feed = (from: number, to: number) => {
-    const chunk = ids.map((r) => r.slice(from, to));
-    const t = tf.tensor2d(chunk, [B, to - from], 'int32');
-    try {
-      return stepper.step(t, chunk);
-    } finally {
-      t.dispose();
-    }
-  };
-  const out: number[][][] = [];
-  try {
-    for (let index = Math.min(...lengths); index < max; index++) {
-      if (stepper.position < index - 1) feed(stepper.position, index - 1).dispose();
-      const logits = feed(index - 1, index);
-      out.push(logits.arraySync());
-      logits.dispose();
-    }
-  } finally {
-    stepper.dispose();
-  }
-  return out;
-}
-
 /** The compiled step's logits of the same positions. */
 function compiledLogits(
   step: DecodeStep,
@@ -178,20 +139,6 @@ function compiledLogits(
     );
   }
   return out;
-}
-
-/** max |a - b| over every step, row and logit (NaN: Infinity). */
-function maxDiff(a: number[][][], b: Float32Array[][]): number {
-  let m = 0;
-  a.forEach((step, s) =>
-    step.forEach((row, r) =>
-      row.forEach((v, j) => {
-        const d = Math.abs(v - b[s][r][j]);
-        m = Number.isNaN(d) ? Infinity : Math.max(m, d);
-      }),
-    ),
-  );
-  return m;
 }
 
 /** The number of int8 weight tensors of a model (values, not scales). */
@@ -380,6 +327,194 @@ describeBackends('int8 in the compiled decoding step', (backend) => {
       }
     } finally {
       m.dispose();
+    }
+  });
+});
+
+/**
+ * A float LM of odd widths, quantized by `quantize(model, 'int8')`: an embedding of width D, a
+ * causal MultiHeadAttention (2 heads of 3: int8 kernels [D, 6] and [6, D]), a Dense of one unit
+ * (n = 1) and one back to D (k = 1), a GroupQueryAttention (3 query heads over 1 of 5), a
+ * TransformerDecoder (feed-forward 2D + 1), the tied logits.
+ */
+function oddModel(V: number, D: number, MAX: number): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  const embedding = new ReversibleEmbedding({inputDim: V, outputDim: D, tieWeights: true});
+  const tokens = embedding.apply(ids) as S;
+  let x = tf.layers
+    .add()
+    .apply([tokens, new PositionEmbedding({sequenceLength: MAX}).apply(tokens) as S]) as S;
+  const att = new MultiHeadAttention({numHeads: 2, keyDim: 3, useCausalMask: true}).apply(x) as S;
+  x = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, att])) as S;
+  const one = tf.layers.dense({units: 1, activation: 'relu'}).apply(x) as S;
+  const back = tf.layers.dense({units: D}).apply(one) as S;
+  x = tf.layers.add().apply([x, back]) as S;
+  const gqa = new GroupQueryAttention({
+    headDim: 5,
+    numQueryHeads: 3,
+    numKeyValueHeads: 1,
+    useCausalMask: true,
+  }).apply(x) as S;
+  x = tf.layers.layerNormalization().apply(tf.layers.add().apply([x, gqa])) as S;
+  x = new TransformerDecoder({intermediateDim: 2 * D + 1, numHeads: 1}).apply(x) as S;
+  const model = tf.model({inputs: ids, outputs: embedding.apply(x, {reverse: true}) as S});
+  model.weights.forEach((w, i) => {
+    const t = tf.randomNormal(w.shape as number[], 0, 0.4, 'float32', 7 + i);
+    w.write(t);
+    t.dispose();
+  });
+  return model;
+}
+
+describeBackends('int8 models of odd widths through generate', (backend) => {
+  const MAX = 24;
+  const V = 29;
+  let models: Array<[number, tf.LayersModel, tf.LayersModel]>;
+  beforeAll(async () => {
+    await stepKernelsReady();
+    models = [7, 24, 1].map((D) => {
+      const float = oddModel(V, D, MAX);
+      return [D, float, quantize(float, 'int8')];
+    });
+  });
+  afterAll(() => {
+    models.forEach(([, f, q]) => {
+      f.dispose();
+      q.dispose();
+    });
+    tf.env().set('TFJS_ATTENTION_SIMD', true);
+    tf.env().set('TFJS_ATTENTION_COMPILED_STEP', true);
+  });
+  const ids = [
+    [3, 7, 1, 9, 4, 12, 5, 8, 2, 6, 11, 10, 13, 17, 19, 23, 28, 1, 4, 2, 9, 14, 20, 27],
+    [5, 2, 14, 8, 21, 3, 9, 1, 17, 4, 13, 7, 25, 22, 2, 26, 0, 6, 3, 5, 18, 12, 11, 10],
+  ];
+  const lengths = [5, 18]; // ragged: the first run's rows are the short prompt's
+  // the first run's rows: 2 x 4 (< 16), 2 x 11 (>= 16), 1 x 19
+  const shapes: Array<[number[][], number[]]> = [
+    [ids, lengths],
+    [ids, [12, 18]],
+    [[ids[1]], [20]],
+  ];
+
+  for (const kernels of ['simd', 'js'] as const) {
+    it(`compiled int8 logits are the eager int8 stepper's (D 7, 24, 1; batch 2 ragged, first runs of 8, 22 and 19 rows; ${kernels} kernels)`, () => {
+      for (const [D, , model] of models) {
+        for (const [ids, lengths] of shapes) {
+          tf.env().set('TFJS_ATTENTION_SIMD', kernels === 'simd');
+          const plan = planOf(model);
+          const eager = eagerLogits(plan, ids, lengths, MAX);
+          const before = tf.memory().numTensors;
+          const made = compiledStep(plan, ids, lengths, MAX);
+          expect([D, made.reason]).toEqual([D, null]);
+          const step = made.step as DecodeStep;
+          const compiled: Float32Array[][] = [];
+          try {
+            for (let index = Math.min(...lengths); index < MAX; index++) {
+              compiled.push(
+                step.next(
+                  ids,
+                  index,
+                  lengths.map((n) => index >= n),
+                ) as Float32Array[],
+              );
+            }
+          } finally {
+            step.dispose();
+          }
+          expect(tf.memory().numTensors).toBe(before);
+          expect(lastCompiledRun?.kernels).toBe(kernels);
+          // every int8 weight packed: the embedding table, the Dense kernels, every EinsumDense
+          // kernel of the attention layers and the decoder (none left to a float path)
+          // 1 table + 4 (MultiHeadAttention) + 2 (Dense) + 4 (GroupQueryAttention) + 6 (decoder)
+          expect([D, int8WeightCount(model), lastCompiledRun?.counts.packed]).toEqual([D, 17, 17]);
+          const d = maxDiff(eager, compiled);
+          console.log(
+            `odd int8 D=${D} lengths ${lengths} [${backend}, ${kernels}]: max |logits diff| ${d}`,
+          );
+          expect([D, lengths, d < 1e-5]).toEqual([D, lengths, true]);
+        }
+      }
+    });
+  }
+
+  afterEach(() => tf.env().set('TFJS_ATTENTION_SIMD', true));
+
+  for (const kernels of ['simd', 'js'] as const) {
+    it(`generate: the compiled int8 tokens (${kernels} kernels) are those of recomputing and of the eager stepper, leaving nothing`, async () => {
+      for (const [D, , model] of models) {
+        tf.env().set('TFJS_ATTENTION_SIMD', kernels === 'simd');
+        const run = async (options: {useCache: boolean}) => {
+          let tokens!: number[][];
+          await expectNoLeak(async () => {
+            const out = await generate(
+              model,
+              ids.map((r) => r.slice(0, 18)),
+              {
+                maxLength: MAX,
+                promptLengths: lengths,
+                ...options,
+              },
+            );
+            tokens = (await out.array()) as number[][];
+            out.dispose();
+          });
+          return tokens;
+        };
+        const compiled = await run({useCache: true});
+        expect([D, lastCompileRefusal]).toEqual([D, null]);
+        expect([D, lastCompiledRun?.kernels]).toEqual([D, kernels]);
+        tf.env().set('TFJS_ATTENTION_COMPILED_STEP', false);
+        const eager = await run({useCache: true});
+        tf.env().set('TFJS_ATTENTION_COMPILED_STEP', true);
+        const again = await run({useCache: false});
+        expect([D, compiled]).toEqual([D, again]);
+        expect([D, eager]).toEqual([D, again]);
+      }
+    });
+  }
+});
+
+describeBackends('an int8 table past one block of 2^18 values', (backend) => {
+  it("the compiled step's logits are the eager int8 stepper's: tied table [4100, 72] (295,200 values), feed-forward [72, 4103] and [4103, 72] (two blocks of rows each on a memory of its own)", async () => {
+    await stepKernelsReady();
+    const [V, D, MAX] = [4100, 72, 9];
+    const ids = tf.input({shape: [null], dtype: 'int32'});
+    const embedding = new ReversibleEmbedding({inputDim: V, outputDim: D, tieWeights: true});
+    let x = embedding.apply(ids) as S;
+    // blocks of 48 rows of 4103 and of 3632 rows of 72: 48 + 24, 3632 + 471
+    const wide = tf.layers.dense({units: V + 3, activation: 'relu'}).apply(x) as S;
+    x = tf.layers.add().apply([x, tf.layers.dense({units: D}).apply(wide) as S]) as S;
+    x = tf.layers.layerNormalization().apply(x) as S;
+    const float = tf.model({inputs: ids, outputs: embedding.apply(x, {reverse: true}) as S});
+    float.weights.forEach((w, i) => {
+      const t = tf.randomNormal(w.shape as number[], 0, 0.3, 'float32', 200 + i);
+      w.write(t);
+      t.dispose();
+    });
+    const model = quantize(float, 'int8');
+    try {
+      const rows = [[4099, 17, 2048, 4000, 3, 1, 4096, 77, 5]];
+      const lengths = [3];
+      const plan = planOf(model);
+      const eager = eagerLogits(plan, rows, lengths, MAX);
+      const made = compiledStep(plan, rows, lengths, MAX);
+      expect(made.reason).toBeNull();
+      const step = made.step as DecodeStep;
+      const compiled: Float32Array[][] = [];
+      try {
+        for (let index = 3; index < MAX; index++) {
+          compiled.push(step.next(rows, index, [false]) as Float32Array[]);
+        }
+      } finally {
+        step.dispose();
+      }
+      const d = maxDiff(eager, compiled);
+      console.log(`int8 table past 2^18 [${backend}]: max |logits diff| ${d}`);
+      expect(d).toBeLessThan(1e-5);
+    } finally {
+      float.dispose();
+      model.dispose();
     }
   });
 });

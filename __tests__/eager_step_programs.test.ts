@@ -17,7 +17,10 @@
  * with the eager stepper equal those of recomputing the prefix (`useCache: false`) and of the
  * compiled step; no tensor is left behind. The pieces that cut programs are checked against plain
  * loops: layer normalization without tiles, the bias inside the product, the cache written by a
- * scatter (a few rows) or by split and concatenation (more).
+ * scatter (a few rows) or by split and concatenation (more). Without the package's kernels, on
+ * every backend: tfjs' LayerNormalization in fewer kernels against tfjs' layer, the unit-axis
+ * permute as a reshape, training's loss and gradients, and the eager stepper's logits against the
+ * whole prefix.
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -35,9 +38,10 @@ import {
 import {COMPILED_STEP, OWN_KERNELS} from '../src/kernels/flags';
 import {GraphStepper} from '../src/generate/graph_step';
 import {fusedBiasProduct, layerNormLastAxis} from '../src/layers/core/fused_ops';
-import {useBackend} from './helpers/backends';
+import {describeBackends, expectNoLeak, useBackend} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
+import {eagerLogits, maxDiff, planOf} from './helpers/eager_logits';
 import {recordKernels} from './helpers/kernel_calls';
 import {withFlags} from './helpers/kernels';
 import {hubFixture} from './hub_families_fixture';
@@ -408,4 +412,213 @@ describe("the eager step's pieces against plain loops [cpu]", () => {
       });
     });
   }
+});
+
+describeBackends('the fewer-program paths, values and gradients', (backend) => {
+  afterEach(() => tf.env().set('TFJS_ATTENTION_OWN_KERNELS', true));
+
+  it("tfjs' LayerNormalization in fewer kernels is tfjs' layer to the bit: center / scale off, another epsilon, ranks 2 to 4, one row and several; other axes left to the layer", () => {
+    const cases: Array<[string, tf.layers.Layer, number[], boolean]> = [
+      ['default', tf.layers.layerNormalization(), [3, 5, 7], true],
+      ['one row', tf.layers.layerNormalization(), [1, 1, 7], true],
+      ['center off', tf.layers.layerNormalization({center: false}), [2, 3, 7], true],
+      ['scale off', tf.layers.layerNormalization({scale: false}), [2, 3, 7], true],
+      ['both off', tf.layers.layerNormalization({center: false, scale: false}), [1, 1, 9], true],
+      ['epsilon 0.5', tf.layers.layerNormalization({epsilon: 0.5}), [2, 7], true],
+      ['rank 4', tf.layers.layerNormalization({axis: 3}), [2, 2, 3, 5], true],
+      ['axis 1 of rank 3', tf.layers.layerNormalization({axis: 1}), [2, 4, 3], false],
+      ['axes 1, 2', tf.layers.layerNormalization({axis: [1, 2]}), [2, 4, 3], false],
+    ];
+    for (const [name, layer, shape, taken] of cases) {
+      tf.tidy(() => {
+        const x = tf.add(tf.mul(randTensor(shape, 31), 3), 1.5);
+        layer.apply(x); // build
+        layer.setWeights(layer.getWeights().map((w, i) => randTensor(w.shape, 40 + i)));
+        const reference = layer.apply(x) as tf.Tensor;
+        const before = tf.memory().numTensors;
+        const fewer = layerNormLastAxis(layer, x);
+        expect([name, fewer != null]).toEqual([name, taken]);
+        if (fewer != null) {
+          expect([name, Array.from(fewer.dataSync())]).toEqual([
+            name,
+            Array.from(reference.dataSync()),
+          ]);
+          expect(tf.memory().numTensors).toBe(before + 1);
+        }
+      });
+      layer.dispose();
+    }
+  });
+
+  it('MultiHeadAttention over attention axes: one query position (a unit-axis permute as a reshape) is the row of the whole query', () => {
+    // [B, T, C, D] attending over axis 1 (C batch-like), and over axis 2 (T batch-like)
+    for (const attentionAxes of [[1], [2]]) {
+      tf.tidy(() => {
+        const mha = new MultiHeadAttention({numHeads: 3, keyDim: 2, attentionAxes});
+        const q = randTensor([2, 4, 3, 5], 51);
+        const v = randTensor([2, 4, 3, 5], 52);
+        mha.apply([q, v]);
+        mha.setWeights(mha.getWeights().map((w, i) => randTensor(w.shape, 60 + i, 0.5)));
+        const whole = mha.apply([q, v]) as tf.Tensor; // [2, 4, 3, 5]
+        const axis = attentionAxes[0];
+        for (let i = 0; i < q.shape[axis]; i++) {
+          const begin = [0, 0, 0, 0];
+          begin[axis] = i;
+          const size = [...q.shape];
+          size[axis] = 1;
+          const row = mha.apply([tf.slice(q, begin, size), v]) as tf.Tensor;
+          expectClose(row, tf.slice(whole, begin, size), 1e-5, 1e-5);
+        }
+        // one position of one batch-like row, and batch 1 with one head
+        const one = new MultiHeadAttention({numHeads: 1, keyDim: 4});
+        const x = randTensor([1, 3, 5], 53);
+        const all = one.apply(x) as tf.Tensor;
+        const first = one.apply([tf.slice(x, [0, 2, 0], [1, 1, 5]), x]) as tf.Tensor;
+        expectClose(first, tf.slice(all, [0, 2, 0], [1, 1, 5]), 1e-5, 1e-5);
+        mha.dispose();
+        one.dispose();
+      });
+    }
+  });
+
+  it("training a TransformerEncoder and an EinsumDense with a bias over [heads, width]: the loss and gradients without the package's kernels (tfjs' fused product) are those with them", async () => {
+    const D = 8;
+    const build = () => {
+      const input = tf.input({shape: [5, D]});
+      let x = new TransformerEncoder({intermediateDim: 12, numHeads: 2, activation: 'relu'}).apply(
+        input,
+      ) as S;
+      x = new TransformerEncoder({
+        intermediateDim: 6,
+        numHeads: 2,
+        normalizeFirst: true,
+        activation: 'gelu',
+      }).apply(x) as S;
+      x = new EinsumDense({
+        equation: 'abc,cde->abde',
+        outputShape: [null, 2, 3],
+        biasAxes: 'de',
+        activation: 'tanh',
+      }).apply(x) as S;
+      const model = tf.model({inputs: input, outputs: tf.layers.flatten().apply(x) as S});
+      model.weights.forEach((w, i) => {
+        const t = randTensor(w.shape as number[], 90 + i, 0.4);
+        w.write(t);
+        t.dispose();
+      });
+      return model;
+    };
+    const before = tf.memory().numTensors;
+    const x = randTensor([3, 5, D], 71);
+    const y = randTensor([3, 30], 72);
+    const run = async (own: boolean) => {
+      tf.env().set('TFJS_ATTENTION_OWN_KERNELS', own);
+      const model = build();
+      const {value, grads} = tf.variableGrads(() =>
+        tf.losses.meanSquaredError(y, model.apply(x, {training: false}) as tf.Tensor),
+      );
+      const out = {
+        loss: value.dataSync()[0],
+        grads: model.trainableWeights.map((w) => {
+          const g = grads[w.originalName] ?? grads[w.name];
+          return Array.from(g.dataSync());
+        }),
+      };
+      tf.dispose([value, ...Object.values(grads)]);
+      // and three steps of fit: the weights trained
+      const optimizer = tf.train.sgd(0.05);
+      model.compile({optimizer, loss: 'meanSquaredError'});
+      const history = await model.fit(x, y, {epochs: 3, batchSize: 3, verbose: 0});
+      const trained = model.getWeights().map((w) => Array.from(w.dataSync()));
+      model.dispose();
+      optimizer.dispose();
+      return {out, losses: history.history.loss as number[], trained};
+    };
+    const own = await run(true);
+    const fused = await run(false);
+    tf.env().set('TFJS_ATTENTION_OWN_KERNELS', true);
+    tf.dispose([x, y]);
+    expect(Math.abs(own.out.loss - fused.out.loss)).toBeLessThan(1e-6);
+    expect(own.out.grads.length).toBe(fused.out.grads.length);
+    own.out.grads.forEach((g, i) => {
+      const m = Math.max(...g.map((v, j) => Math.abs(v - fused.out.grads[i][j])));
+      expect([i, m < 1e-5]).toEqual([i, true]);
+    });
+    own.losses.forEach((l, i) => expect(Math.abs(l - fused.losses[i])).toBeLessThan(1e-5));
+    expect(own.losses[2]).toBeLessThan(own.losses[0]); // it trains
+    own.trained.forEach((w, i) => {
+      const m = Math.max(...w.map((v, j) => Math.abs(v - fused.trained[i][j])));
+      expect([i, m < 1e-5]).toEqual([i, true]);
+    });
+    expect(tf.memory().numTensors).toBe(before);
+    void backend;
+  });
+});
+
+describeBackends("the eager stepper without the package's kernels", (backend) => {
+  afterEach(() => {
+    tf.env().set('TFJS_ATTENTION_OWN_KERNELS', true);
+    tf.env().set('TFJS_ATTENTION_COMPILED_STEP', true);
+  });
+
+  it("a LayerNormalization shared by two nodes, one without center and with epsilon 0.1: each step's logits are the whole prefix's, and generate's tokens those of recomputing", async () => {
+    const [V, D, MAX] = [23, 10, 14];
+    const ids = tf.input({shape: [null], dtype: 'int32'});
+    const tokens = tf.layers.embedding({inputDim: V, outputDim: D}).apply(ids) as S;
+    let x = tf.layers
+      .add()
+      .apply([tokens, new PositionEmbedding({sequenceLength: MAX}).apply(tokens) as S]) as S;
+    const shared = tf.layers.layerNormalization();
+    const att = new MultiHeadAttention({numHeads: 2, keyDim: 5, useCausalMask: true}).apply(
+      shared.apply(x) as S,
+    ) as S;
+    x = tf.layers.add().apply([x, att]) as S;
+    x = shared.apply(x) as S; // the same layer, a second node
+    x = tf.layers.layerNormalization({center: false, epsilon: 0.1}).apply(x) as S;
+    const model = tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S});
+    model.weights.forEach((w, i) => {
+      const t = randTensor(w.shape as number[], 120 + i, 0.6);
+      w.write(t);
+      t.dispose();
+    });
+    try {
+      tf.env().set('TFJS_ATTENTION_OWN_KERNELS', false);
+      const rows = [
+        [3, 7, 1, 9, 4, 12, 5, 8, 2, 6, 11, 10, 13, 17],
+        [5, 2, 14, 8, 21, 3, 9, 1, 17, 4, 13, 7, 22, 6],
+      ];
+      const lengths = [3, 6];
+      const eager = eagerLogits(planOf(model), rows, lengths, MAX);
+      // the reference: the whole prefix through the model, its last position
+      const whole: Float32Array[][] = [];
+      for (let index = Math.min(...lengths); index < MAX; index++) {
+        whole.push(
+          tf.tidy(() => {
+            const prefix = tf.tensor2d(
+              rows.map((r) => r.slice(0, index)),
+              [2, index],
+              'int32',
+            );
+            const y = model.apply(prefix) as tf.Tensor;
+            const last = tf.slice(y, [0, index - 1, 0], [2, 1, V]).reshape([2, V]);
+            return (last.arraySync() as number[][]).map((r) => Float32Array.from(r));
+          }),
+        );
+      }
+      const d = maxDiff(eager, whole);
+      console.log(`eager stepper without own kernels [${backend}]: max |logits diff| ${d}`);
+      expect(d).toBeLessThan(1e-5);
+      tf.env().set('TFJS_ATTENTION_COMPILED_STEP', false);
+      const prompts = rows.map((r) => r.slice(0, 6));
+      const options = {maxLength: MAX, promptLengths: lengths};
+      await expectNoLeak(async () => {
+        const cached = await generate(model, prompts, {...options, useCache: true});
+        const again = await generate(model, prompts, {...options, useCache: false});
+        expect(await cached.array()).toEqual(await again.array());
+        tf.dispose([cached, again]);
+      });
+    } finally {
+      model.dispose();
+    }
+  });
 });

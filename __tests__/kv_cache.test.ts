@@ -6,7 +6,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {Attention, GroupQueryAttention, MultiHeadAttention} from '../src';
+import {Attention, CachedMultiHeadAttention, GroupQueryAttention, MultiHeadAttention} from '../src';
 import {describeBackends} from './helpers/backends';
 import {expectClose} from './helpers/close';
 import {randTensor} from './helpers/data';
@@ -174,5 +174,54 @@ describeBackends('key / value cache', () => {
     expect(keyProduct?.inputShapes[1]).toEqual([2, 6, 3]);
     tf.dispose([x, cache]);
     gqa.dispose();
+  });
+});
+
+describeBackends('the cache written by one scatter', () => {
+  it("a gradient through a cached call at the cache's last row (batch 2) is the whole sequence's", () => {
+    const [B, T, D] = [2, 5, 6];
+    const cached = new CachedMultiHeadAttention({numHeads: 2, keyDim: 3});
+    const plain = new MultiHeadAttention({numHeads: 2, keyDim: 3});
+    const x = randTensor([B, T, D], 21);
+    const c = randTensor([B, 1, D], 22);
+    const before = tf.memory().numTensors;
+    tf.tidy(() => {
+      cached.apply(x);
+      plain.apply(x);
+      cached.setWeights(cached.getWeights().map((w, i) => randTensor(w.shape, 80 + i, 0.5)));
+      plain.setWeights(cached.getWeights());
+      const causal = tf.linalg.bandPart(tf.ones([T, T]), -1, 0);
+      // the keys and values of positions 0 .. T - 2, then the last position's call (index T - 1)
+      let cache = tf.zeros([B, 2, T, 2, 3]);
+      for (let t = 0; t < T - 1; t++) {
+        const [, next] = cached.apply(tf.slice(x, [0, t, 0], [B, 1, D]), {
+          cache,
+          cacheUpdateIndex: t,
+        }) as tf.Tensor[];
+        cache = next;
+      }
+      const last = tf.tile(tf.slice(causal, [T - 1, 0], [1, T]).expandDims(0), [B, 1, 1]);
+      const xt = tf.slice(x, [0, T - 1, 0], [B, 1, D]);
+      const cachedGrad = tf.grad((q: tf.Tensor) => {
+        const [y] = cached.apply(q, {
+          attentionMask: last,
+          cache,
+          cacheUpdateIndex: T - 1,
+        }) as tf.Tensor[];
+        return tf.sum(tf.mul(y, c));
+      })(xt);
+      // the reference: the uncached layer over the whole sequence (causal), its last row; only
+      // the last position's query, key and value depend on x[:, T - 1]
+      const wholeGrad = tf.grad((whole: tf.Tensor) => {
+        const y = plain.apply(whole, {
+          attentionMask: tf.tile(tf.expandDims(causal, 0), [B, 1, 1]),
+        }) as tf.Tensor;
+        return tf.sum(tf.mul(tf.slice(y, [0, T - 1, 0], [B, 1, D]), c));
+      })(x);
+      expectClose(cachedGrad, tf.slice(wholeGrad, [0, T - 1, 0], [B, 1, D]), 1e-5, 1e-5);
+    });
+    expect(tf.memory().numTensors - before).toBe(cached.weights.length + plain.weights.length);
+    cached.dispose();
+    plain.dispose();
   });
 });

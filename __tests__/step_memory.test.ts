@@ -127,3 +127,78 @@ describeBackends('step memory int8 packing', (backend) => {
     }
   });
 });
+
+/** Positions where the packed bytes differ from `[n, k]`, the transpose of `values` `[k, n]`. */
+function transposeErrors(got: Int8Array, values: Float32Array, k: number, n: number): number {
+  let wrong = 0;
+  for (let p = 0; p < k; p++) {
+    for (let j = 0; j < n; j++) if (got[j * k + p] !== values[p * n + j]) wrong++;
+  }
+  return wrong;
+}
+
+describeBackends('int8 packing', (backend) => {
+  let memory: StepMemory;
+  beforeAll(async () => {
+    await stepKernelsReady();
+  });
+  beforeEach(() => {
+    const m = stepMemory();
+    if (m.memory == null) throw new Error(`no step memory on ${backend}: ${m.reason}`);
+    memory = m.memory;
+  });
+  afterEach(() => {
+    memory.dispose();
+    tf.env().set('TFJS_ATTENTION_SIMD', true);
+  });
+
+  const bytes = (at: number, size: number) => new Int8Array(memory.memory.buffer, at, size);
+
+  for (const simd of [true, false]) {
+    it(`packs odd kernels transposed: n past one block of 2^18, k < 16, n = 1, k = 1, a small weight then a large then a small (simd ${simd})`, () => {
+      tf.env().set('TFJS_ATTENTION_SIMD', simd);
+      const K = chooseStepKernels(memory.memory, (b) => memory.alloc(b));
+      const shapes: Array<[number, number]> = [
+        [3, 5], // a small weight first: the scratch is sized for it
+        [37, 20001], // n > 2^18 / 16: 16 rows a block (320,016 values), more than the scratch
+        [7, 40000], // k < 16, n large: one ragged block
+        [24, 1], // n = 1
+        [1, 24], // k = 1
+        [17, 33], // both ragged past a tile
+        [5, 3], // small again: the large scratch reused
+      ];
+      shapes.forEach(([k, n], s) => {
+        const values = ints(k * n, s + 1);
+        const t = tf.tensor2d(values, [k, n]);
+        try {
+          const at = memory.int8Weight(t, K, k);
+          expect([k, n, transposeErrors(bytes(at, k * n), values, k, n)]).toEqual([k, n, 0]);
+        } finally {
+          t.dispose();
+        }
+      });
+    });
+  }
+
+  it('names a refused value in the last block: a kernel with n past the scratch, a table past 2^18', () => {
+    const K = chooseStepKernels(memory.memory, (b) => memory.alloc(b));
+    const cases: Array<[number, number, number, number]> = [
+      // [k, n, rows (0: a table), index]: the last of three blocks of 16 rows of 20001
+      [40, 20001, 40, 39 * 20001 + 20000],
+      [40, 20001, 40, 33 * 20001 + 5], // its first row, inside a tile
+      [3, 300_001, 0, 3 * 300_001 - 1], // a table of 900,003 values: its last value
+    ];
+    for (const [k, n, rows, index] of cases) {
+      const values = ints(k * n, 9);
+      values[index] = 127.5;
+      const t = tf.tensor2d(values, [k, n]);
+      try {
+        expect(() => memory.int8Weight(t, K, rows)).toThrow(
+          new RegExp(`holds 127\\.5 at index ${index}; expected whole numbers in \\[-127, 127\\]`),
+        );
+      } finally {
+        t.dispose();
+      }
+    }
+  });
+});
