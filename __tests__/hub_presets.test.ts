@@ -566,6 +566,14 @@ describe("loadKerasHubPreset's options and fetch, when they misbehave", () => {
     );
   });
 
+  it("names a URL preset's files at their URLs (one slash after the base)", async () => {
+    await expect(
+      load(url, {fetch: async () => new Response('{"class_name": ', {status: 200})}),
+    ).rejects.toThrow(
+      /^loadKerasHubPreset: https:\/\/example\.com\/gpt2\/config\.json is not valid JSON/,
+    );
+  });
+
   it('options that are not an object, or hold no functions', async () => {
     const folder = path.join(DIR, 'gpt2');
     await expect(load(folder, null)).rejects.toThrow(
