@@ -9,7 +9,7 @@ import {
   mismatchLines,
   spread,
   summarize,
-} from '../bench/generate_summary';
+} from '../../bench/generate_summary';
 
 function result(ttftMs: number, gapsMs: number[], ids: number[], maxRssBytes = 2e9): ChildResult {
   return {

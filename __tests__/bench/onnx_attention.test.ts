@@ -6,8 +6,8 @@
 import * as tf from '@tensorflow/tfjs';
 import * as ort from 'onnxruntime-node';
 
-import {additiveMask, attentionModel, closeness} from '../bench/onnx_attention';
-import {MultiHeadAttention} from '../src';
+import {additiveMask, attentionModel, closeness} from '../../bench/onnx_attention';
+import {MultiHeadAttention} from '../../src';
 
 const size = {batch: 2, tokens: 8, width: 16, heads: 4};
 const {batch: B, tokens: T, width: D, heads: H} = size;

@@ -8,7 +8,7 @@ import * as fs from 'fs';
 import * as net from 'net';
 import * as path from 'path';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 let server: ChildProcess;
 let port: number;
 let exited: string | null = null;

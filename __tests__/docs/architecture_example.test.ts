@@ -7,11 +7,11 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {lensAllowed, M3, refDotAttention} from './helpers/reference_attention';
+import {expectClose} from '../helpers/close';
+import {randTensor} from '../helpers/data';
+import {lensAllowed, M3, refDotAttention} from '../helpers/reference_attention';
 
-const root = path.join(__dirname, '..');
+const root = path.join(__dirname, '..', '..');
 
 function loadExample(): {MyAttention: new (args: {units: number}) => tf.layers.Layer} {
   const doc = fs.readFileSync(path.join(root, 'ARCHITECTURE.md'), 'utf8');

@@ -9,7 +9,7 @@ import * as path from 'path';
 
 import * as ts from 'typescript';
 
-const ROOT = path.join(__dirname, '..');
+const ROOT = path.join(__dirname, '..', '..');
 const SRC = path.join(ROOT, 'src');
 /** The folder of the files directly in src/ (index.ts, browser.ts, public_api.ts). */
 const TOP = './';

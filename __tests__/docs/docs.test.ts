@@ -4,7 +4,7 @@ import {spawnSync} from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const typedoc = path.join(root, 'node_modules/typedoc/bin/typedoc');
 const plain = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, ''); // eslint-disable-line no-control-regex
 

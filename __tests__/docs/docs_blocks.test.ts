@@ -20,7 +20,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import {blocksOf, DocBlock, docFiles, isEsm, root} from './helpers/doc_blocks';
+import {blocksOf, DocBlock, docFiles, isEsm, root} from '../helpers/doc_blocks';
 
 const RUNNABLE = new Set(['js', 'ts', 'html', 'sh']);
 const DESCRIPTIVE = new Set(['text', 'python', 'json']);

@@ -6,9 +6,9 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
-import {Hdf5Reader} from '../src/io/hdf5_datasets';
+import {Hdf5Reader} from '../../src/io/hdf5_datasets';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const docs = ['README.md', ...fs.readdirSync(path.join(root, 'docs')).map((f) => `docs/${f}`)]
   .filter((f) => f.endsWith('.md'))
   .map((f) => ({file: f, text: fs.readFileSync(path.join(root, f), 'utf8')}));

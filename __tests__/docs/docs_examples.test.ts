@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import * as ts from 'typescript';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const outDir = path.join(root, '__tests__/.generated/doc_examples');
 
 function sourceFiles(dir: string): string[] {

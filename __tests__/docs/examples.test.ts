@@ -4,7 +4,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const examples = fs.readdirSync(path.join(root, 'examples')).filter((f) => f.endsWith('.js'));
 
 describe('examples', () => {

@@ -8,9 +8,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-import {docFiles} from './helpers/doc_blocks';
+import {docFiles} from '../helpers/doc_blocks';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
 const read = (file: string) => fs.readFileSync(path.join(root, file), 'utf8');
 const userDocs = docFiles();
@@ -22,7 +22,7 @@ const allDocs = [
   'bench/README.md',
   'fixtures/README.md',
 ];
-const fixtures = path.join(__dirname, 'fixtures');
+const fixtures = path.join(__dirname, '..', 'fixtures');
 
 describe('README', () => {
   it('starts with the two set-up commands, and package.json has them', () => {
@@ -35,7 +35,7 @@ describe('README', () => {
   });
 
   it('says why no install script runs, next to the set-up commands', () => {
-    // package.test.ts checks that .npmrc turns install scripts off and that train builds first
+    // scripts/build_package.test.ts checks that .npmrc turns install scripts off and that train builds first
     const note = readme.indexOf('`ignore-scripts=true`');
     expect(note).toBeGreaterThan(readme.indexOf('npm install && npm run train'));
     expect(note).toBeLessThan(readme.indexOf('## Install'));

@@ -9,7 +9,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const IMAGE = 'docs/reverse_attention.svg';
 const committed = fs.readFileSync(path.join(root, IMAGE), 'utf8');
 const TOKENS = [3, 1, 4, 1, 5, 9, 2, 6];

@@ -20,18 +20,18 @@ import {
   SinePositionEncoding,
   TokenAndPositionEmbedding,
   TransformerDecoder,
-} from '../src';
+} from '../../src';
 import {
   compiledStep,
   lastCompiledRun,
   lastCompileRefusal,
   lastProgramReused,
-} from '../src/generate/compiled_step';
-import type {DecodeStep} from '../src/generate/decode_loop';
-import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
-import {GraphStepper} from '../src/generate/graph_step';
-import {compileStep} from '../src/generate/step_compile';
-import {describeBackends, expectNoLeak} from './helpers/backends';
+} from '../../src/generate/compiled_step';
+import type {DecodeStep} from '../../src/generate/decode_loop';
+import {planCachedDecoding, StepPlan} from '../../src/generate/graph_plan';
+import {GraphStepper} from '../../src/generate/graph_step';
+import {compileStep} from '../../src/generate/step_compile';
+import {describeBackends, expectNoLeak} from '../helpers/backends';
 
 const V = 23;
 const D = 16;

@@ -25,17 +25,17 @@ import {
   quantize,
   ReversibleEmbedding,
   TransformerDecoder,
-} from '../src';
-import {CompositeLayer} from '../src/layers/engine/composite_layer';
-import {isInt8Layer, quantizedForm, quantizeInto} from '../src/layers/core/quantization';
-import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../src/generate/compiled_step';
-import type {DecodeStep} from '../src/generate/decode_loop';
-import {compileStep} from '../src/generate/step_compile';
-import {stepKernelsReady} from '../src/kernels/step_kernels';
-import {describeBackends, expectNoLeak} from './helpers/backends';
-import {eagerLogits, maxDiff, planOf} from './helpers/eager_logits';
+} from '../../src';
+import {CompositeLayer} from '../../src/layers/engine/composite_layer';
+import {isInt8Layer, quantizedForm, quantizeInto} from '../../src/layers/core/quantization';
+import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../../src/generate/compiled_step';
+import type {DecodeStep} from '../../src/generate/decode_loop';
+import {compileStep} from '../../src/generate/step_compile';
+import {stepKernelsReady} from '../../src/kernels/step_kernels';
+import {describeBackends, expectNoLeak} from '../helpers/backends';
+import {eagerLogits, maxDiff, planOf} from '../helpers/eager_logits';
 
-const FIXTURE = path.join(__dirname, 'fixtures', 'int8', 'decoder_lm');
+const FIXTURE = path.join(__dirname, '..', 'fixtures', 'int8', 'decoder_lm');
 type S = tf.SymbolicTensor;
 
 interface Generated {

@@ -6,8 +6,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {generate, MultiHeadAttention, TokenAndPositionEmbedding} from '../src';
-import {describeBackends} from './helpers/backends';
+import {generate, MultiHeadAttention, TokenAndPositionEmbedding} from '../../src';
+import {describeBackends} from '../helpers/backends';
 
 const V = 9;
 const MAX = 8;

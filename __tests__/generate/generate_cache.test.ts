@@ -25,12 +25,12 @@ import {
   SinePositionEncoding,
   TokenAndPositionEmbedding,
   TransformerDecoder,
-} from '../src';
-import type {GenerateOptions} from '../src';
-import {planCachedDecoding, StepPlan} from '../src/generate/graph_plan';
-import {GraphStepper} from '../src/generate/graph_step';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
+} from '../../src';
+import type {GenerateOptions} from '../../src';
+import {planCachedDecoding, StepPlan} from '../../src/generate/graph_plan';
+import {GraphStepper} from '../../src/generate/graph_step';
+import {describeBackends} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
 
 const V = 13;
 const D = 16;

@@ -16,9 +16,9 @@ import {
   MultiHeadAttention,
   PositionEmbedding,
   TokenAndPositionEmbedding,
-} from '../src';
-import type {GenerateOptions} from '../src';
-import {sampleNext} from '../src/generate/samplers';
+} from '../../src';
+import type {GenerateOptions} from '../../src';
+import {sampleNext} from '../../src/generate/samplers';
 
 const V = 9;
 const MAX = 8;
@@ -322,7 +322,7 @@ describe('generate refuses what it cannot run', () => {
     });
 
     it('refuses a keras-hub BERT text classifier (loadKerasModel) as not a causal LM, in generate and generateText', async () => {
-      const file = path.join(__dirname, 'fixtures', 'hub_presets', 'bert.keras');
+      const file = path.join(__dirname, '..', 'fixtures', 'hub_presets', 'bert.keras');
       const bert = await loadKerasModel(file);
       // what it got: three inputs, logits [batch, classes] (the fixture's number of classes)
       const got =

@@ -10,8 +10,8 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {generate, generateText, loadKerasHubPreset} from '../src';
-import type {KerasHubPreset, TextTokenizer} from '../src';
+import {generate, generateText, loadKerasHubPreset} from '../../src';
+import type {KerasHubPreset, TextTokenizer} from '../../src';
 
 // vocabulary: 0..9 are 'a'..'j' (one byte each); 10 and 11 are the two UTF-8 bytes of 'é';
 // 12 is the end token, 13 the start token; 14..16 are Llama 3's <|eot_id|>, <|start_header_id|>
@@ -300,7 +300,7 @@ describe('generateText', () => {
   });
 });
 
-const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
+const DIR = path.join(__dirname, '..', 'fixtures', 'hub_presets');
 
 /** Expects `run` to reject with `message`, leaving as many tensors as before. */
 async function rejectsWithoutLeak(run: () => Promise<unknown>, message: RegExp): Promise<void> {

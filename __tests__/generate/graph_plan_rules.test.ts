@@ -12,7 +12,7 @@ import {
   generate,
   TokenAndPositionEmbedding,
   TransformerDecoder,
-} from '../src';
+} from '../../src';
 
 const V = 9;
 const MAX = 8;

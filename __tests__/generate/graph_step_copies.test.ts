@@ -19,11 +19,11 @@ import {
   ReversibleEmbedding,
   TokenAndPositionEmbedding,
   TransformerDecoder,
-} from '../src';
-import {GraphStepper} from '../src/generate/graph_step';
-import {describeBackends} from './helpers/backends';
-import {KernelCall, recordKernels, weightCopies} from './helpers/kernel_calls';
-import {withSimdKernels} from './helpers/kernels';
+} from '../../src';
+import {GraphStepper} from '../../src/generate/graph_step';
+import {describeBackends} from '../helpers/backends';
+import {KernelCall, recordKernels, weightCopies} from '../helpers/kernel_calls';
+import {withSimdKernels} from '../helpers/kernels';
 
 const V = 97;
 const D = 32;

@@ -34,17 +34,17 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
   TransformerEncoder,
-} from '../src';
-import {COMPILED_STEP, OWN_KERNELS} from '../src/kernels/flags';
-import {GraphStepper} from '../src/generate/graph_step';
-import {fusedBiasProduct, layerNormLastAxis} from '../src/layers/core/fused_ops';
-import {describeBackends, expectNoLeak, useBackend} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {eagerLogits, maxDiff, planOf} from './helpers/eager_logits';
-import {recordKernels} from './helpers/kernel_calls';
-import {withFlags} from './helpers/kernels';
-import {hubFixture} from './hub_families_fixture';
+} from '../../src';
+import {COMPILED_STEP, OWN_KERNELS} from '../../src/kernels/flags';
+import {GraphStepper} from '../../src/generate/graph_step';
+import {fusedBiasProduct, layerNormLastAxis} from '../../src/layers/core/fused_ops';
+import {describeBackends, expectNoLeak, useBackend} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {randTensor} from '../helpers/data';
+import {eagerLogits, maxDiff, planOf} from '../helpers/eager_logits';
+import {recordKernels} from '../helpers/kernel_calls';
+import {withFlags} from '../helpers/kernels';
+import {hubFixture} from '../helpers/hub_families_fixture';
 
 const V = 97;
 const D = 32;

@@ -9,10 +9,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {chooseStepKernels} from '../src/generate/step_kernels_choice';
-import {stepMemory, type StepMemory} from '../src/generate/step_memory';
-import {stepKernelsReady} from '../src/kernels/step_kernels';
-import {describeBackends} from './helpers/backends';
+import {chooseStepKernels} from '../../src/generate/step_kernels_choice';
+import {stepMemory, type StepMemory} from '../../src/generate/step_memory';
+import {stepKernelsReady} from '../../src/kernels/step_kernels';
+import {describeBackends} from '../helpers/backends';
 
 /** Whole numbers in [-127, 127], -127 and 127 included, not periodic in any small stride. */
 const ints = (size: number, seed: number) =>

@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
-import type {HubWeightValue, JsonObject} from '../src';
+import type {HubWeightValue, JsonObject} from '../../src';
 
 /** A fixture case as fixtures/hub_families.py writes it. */
 export interface HubFixture {
@@ -31,7 +31,7 @@ export interface HubFixture {
   };
 }
 
-const DIR = path.join(__dirname, 'fixtures', 'hub_families');
+const DIR = path.join(__dirname, '..', 'fixtures', 'hub_families');
 
 /** Reads fixture `name` (gpt2, bert, llama3). */
 export function hubFixture(name: string): HubFixture {

@@ -2,7 +2,7 @@
  * One test harness for every layer (after Keras' `run_layer_test`): build, symbolic apply, eager
  * apply, a training step with a gradient for every weight, serialization and leak checks; and its
  * cases (`LAYER_CASES`), at least one per class src/layers/register.ts registers.
- * `__tests__/layer_harness.test.ts` runs them on every backend and fails when a registered class
+ * `__tests__/layers/register_harness.test.ts` runs them on every backend and fails when a registered class
  * has no case or a case makes a layer of another class.
  */
 import * as tf from '@tensorflow/tfjs';

@@ -1,5 +1,5 @@
-// Run by __tests__/kernels_memory_limit.test.ts under `ulimit -v`: imports the built package,
-// computes Keras' Attention on the cpu backend and prints what it found as JSON.
+// Run by __tests__/kernels/wasm_kernels_memory_limit.test.ts under `ulimit -v`: imports the built
+// package, computes Keras' Attention on the cpu backend and prints what it found as JSON.
 const path = require('path');
 
 const root = path.resolve(__dirname, '../..');

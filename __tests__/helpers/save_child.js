@@ -1,5 +1,5 @@
-// Child process of io_save.test.ts: saves a model whose every weight equals `value` to `target`,
-// `times` times in a row (so a SIGKILL from the parent lands anywhere in a save), then exits.
+// Child process of io/atomic_save.test.ts: saves a model whose every weight equals `value` to
+// `target`, `times` times in a row (so a SIGKILL from the parent lands anywhere in a save), then exits.
 const tf = require('@tensorflow/tfjs');
 const {fileSystem} = require('../../dist/index.cjs');
 

@@ -1,7 +1,7 @@
 /**
  * keras-hub's TransformerEncoder / TransformerDecoder in plain loops over nested arrays (one
  * batch row at a time), from keras-hub 0.32's source: the independent reference of
- * transformer_layers.test.ts. Masks are functions (query i, key j) -> keep.
+ * layers/hub/transformer_block_layers.test.ts. Masks are functions (query i, key j) -> keep.
  */
 type M = number[][];
 

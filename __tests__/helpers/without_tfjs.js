@@ -1,4 +1,4 @@
-// Preloaded (node -r) by train_cli.test.ts: require("@tensorflow/tfjs") fails as if it were not
+// Preloaded (node -r) by train/cli.test.ts: require("@tensorflow/tfjs") fails as if it were not
 // installed, as in a project that has only the peer dependencies tfjs-core and tfjs-layers.
 const Module = require('module');
 const resolve = Module._resolveFilename;

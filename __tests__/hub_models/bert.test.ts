@@ -6,11 +6,11 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {buildKerasHubModel} from '../src';
-import type {JsonObject} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {hubFixture} from './hub_families_fixture';
+import {buildKerasHubModel} from '../../src';
+import type {JsonObject} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {hubFixture} from '../helpers/hub_families_fixture';
 
 const fx = hubFixture('bert');
 const TOL = 1e-4;

@@ -7,10 +7,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {buildKerasHubModel, cachedDecodingRefusal, generate, HubWeightValue} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {hubFixture} from './hub_families_fixture';
+import {buildKerasHubModel, cachedDecodingRefusal, generate, HubWeightValue} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {hubFixture} from '../helpers/hub_families_fixture';
 
 const fx = hubFixture('gpt2');
 const TOL = 1e-4;

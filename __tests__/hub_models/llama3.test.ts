@@ -9,10 +9,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {buildKerasHubModel, cachedDecodingRefusal, generate} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {hubFixture} from './hub_families_fixture';
+import {buildKerasHubModel, cachedDecodingRefusal, generate} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {hubFixture} from '../helpers/hub_families_fixture';
 
 const fx = hubFixture('llama3');
 const TOL = 1e-4;

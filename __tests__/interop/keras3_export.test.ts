@@ -19,14 +19,14 @@ import {
   loadKerasModel,
   MultiHeadAttention,
   toKeras3Artifacts,
-} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose, maxAbsDiff} from './helpers/close';
-import {saveToMemory} from './helpers/save';
+} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose, maxAbsDiff} from '../helpers/close';
+import {saveToMemory} from '../helpers/save';
 
-const dir = path.join(__dirname, 'fixtures', 'tfjs_to_keras3');
+const dir = path.join(__dirname, '..', 'fixtures', 'tfjs_to_keras3');
 const cases = fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, 'keras.json')));
-const scaleDir = path.join(__dirname, 'fixtures', 'scale', 'reverse');
+const scaleDir = path.join(__dirname, '..', 'fixtures', 'scale', 'reverse');
 
 interface TensorJson {
   dtype?: string;
@@ -189,9 +189,9 @@ describe('toKeras3Artifacts output', () => {
     try {
       execFileSync(
         process.execPath,
-        [path.join(__dirname, '..', 'fixtures', 'tfjs_keras3_models.js')],
+        [path.join(__dirname, '..', '..', 'fixtures', 'tfjs_keras3_models.js')],
         {
-          cwd: path.join(__dirname, '..'),
+          cwd: path.join(__dirname, '..', '..'),
           env: {...process.env, TFJS_KERAS3_OUT: out},
           stdio: ['ignore', 'pipe', 'pipe'],
         },
@@ -225,7 +225,7 @@ describe('toKeras3Artifacts output', () => {
 });
 
 describe('toKeras3Artifacts of models loadKerasModel read, against the configs Keras wrote', () => {
-  const kerasDir = path.join(__dirname, 'fixtures', 'keras');
+  const kerasDir = path.join(__dirname, '..', 'fixtures', 'keras');
   beforeAll(async () => {
     await tf.setBackend('cpu');
   });

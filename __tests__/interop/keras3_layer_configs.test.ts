@@ -11,9 +11,9 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {loadKerasHubPreset, saveKerasFile} from '../src';
+import {loadKerasHubPreset, saveKerasFile} from '../../src';
 
-const FIXTURES = path.join(__dirname, 'fixtures');
+const FIXTURES = path.join(__dirname, '..', 'fixtures');
 const KERAS = JSON.parse(
   fs.readFileSync(path.join(FIXTURES, 'keras_save_configs.json'), 'utf8'),
 ) as {

@@ -14,13 +14,13 @@ import {
   loadKerasModel,
   MultiHeadAttention,
   toKerasArtifacts,
-} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose, maxAbsDiff} from './helpers/close';
-import {recordFidelity} from './helpers/fidelity';
-import {saveToMemory} from './helpers/save';
+} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose, maxAbsDiff} from '../helpers/close';
+import {recordFidelity} from '../helpers/fidelity';
+import {saveToMemory} from '../helpers/save';
 
-const dir = path.join(__dirname, 'fixtures', 'tfjs_to_keras');
+const dir = path.join(__dirname, '..', 'fixtures', 'tfjs_to_keras');
 const cases = fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, 'keras.json')));
 
 interface TensorJson {

@@ -14,11 +14,11 @@ import * as tf from '@tensorflow/tfjs';
 
 import {zipSync, unzipSync} from 'fflate';
 
-import {loadKerasModel} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
+import {loadKerasModel} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
 
-const dir = path.join(__dirname, '..', 'fixtures', 'keras_files');
+const dir = path.join(__dirname, '..', '..', 'fixtures', 'keras_files');
 const cases = fs
   .readdirSync(dir)
   .filter((f) => f.endsWith('.io.json'))

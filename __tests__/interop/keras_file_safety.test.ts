@@ -9,12 +9,12 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import {unzipSync, zipSync, Zippable} from 'fflate';
 
-import {loadKerasModel} from '../src';
-import {CONFIG_JSON_LIMITS} from '../src/io/bounded_json';
-import {loadBounded} from './helpers/bounded_load';
-import {deflatePrefixThenZeros, RawEntry, zipOf} from './helpers/deflated_zeros';
+import {loadKerasModel} from '../../src';
+import {CONFIG_JSON_LIMITS} from '../../src/io/bounded_json';
+import {loadBounded} from '../helpers/bounded_load';
+import {deflatePrefixThenZeros, RawEntry, zipOf} from '../helpers/deflated_zeros';
 
-const dir = path.join(__dirname, '..', 'fixtures', 'keras_files');
+const dir = path.join(__dirname, '..', '..', 'fixtures', 'keras_files');
 const read = (name: string) => new Uint8Array(fs.readFileSync(path.join(dir, name)));
 const text = (s: string) => new TextEncoder().encode(s);
 

@@ -17,10 +17,10 @@ import {
   saveKerasFile,
   TokenAndPositionEmbedding,
   TransformerDecoder,
-} from '../src';
-import {crc32} from '../src/io/zip_writer';
+} from '../../src';
+import {crc32} from '../../src/io/zip_writer';
 
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'keras_save');
+const FIXTURE = path.join(__dirname, '..', '..', 'fixtures', 'keras_save');
 const DATE = new Date(Date.UTC(2026, 11, 4, 12, 0, 0));
 const IDS = [
   [1, 2, 3, 4, 5, 6],
@@ -227,7 +227,7 @@ describe('saveKerasFile', () => {
   });
 
   it('refuses a path in the browser build', async () => {
-    const browser = await import('../src/interop/keras_file_save');
+    const browser = await import('../../src/interop/keras_file_save');
     await expect(browser.saveKerasFile(m, 'x.keras')).rejects.toThrow(
       'saveKerasFile: a path is written in Node only; in the browser, save the returned bytes',
     );

@@ -15,12 +15,12 @@ import {
   fileSystem,
   generate,
   loadKerasModel,
-} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose, maxAbsDiff} from './helpers/close';
-import {recordFidelity} from './helpers/fidelity';
+} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose, maxAbsDiff} from '../helpers/close';
+import {recordFidelity} from '../helpers/fidelity';
 
-const dir = path.join(__dirname, 'fixtures', 'keras');
+const dir = path.join(__dirname, '..', 'fixtures', 'keras');
 const cases = fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, 'io.json')));
 
 interface TensorJson {

@@ -9,12 +9,12 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {convertKerasArtifacts, GetItem, IndexItem, TransformerDecoder} from '../src';
-import {checkTopology} from '../src/io/topology_guard';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+import {convertKerasArtifacts, GetItem, IndexItem, TransformerDecoder} from '../../src';
+import {checkTopology} from '../../src/io/topology_guard';
+import {expectClose} from '../helpers/close';
+import {randTensor} from '../helpers/data';
 
-const dir = path.join(__dirname, 'fixtures', 'keras');
+const dir = path.join(__dirname, '..', 'fixtures', 'keras');
 type Obj = Record<string, unknown>;
 
 function artifacts(name: string): {modelTopology: Obj; weightSpecs: tf.io.WeightsManifestEntry[]} {

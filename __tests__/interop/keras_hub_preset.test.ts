@@ -14,12 +14,12 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import {generateText, loadKerasHubPreset, loadKerasModel} from '../src';
-import type {KerasHubPreset} from '../src';
-import {zipEntries, zipEntryBytes} from '../src/io/zip_entries';
-import {writeZip} from '../src/io/zip_writer';
+import {generateText, loadKerasHubPreset, loadKerasModel} from '../../src';
+import type {KerasHubPreset} from '../../src';
+import {zipEntries, zipEntryBytes} from '../../src/io/zip_entries';
+import {writeZip} from '../../src/io/zip_writer';
 
-const DIR = path.join(__dirname, 'fixtures', 'hub_presets');
+const DIR = path.join(__dirname, '..', 'fixtures', 'hub_presets');
 const TOL = 1e-4;
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -603,7 +603,7 @@ describe('loadKerasModel names itself in the errors of the keras-hub route', () 
 
   it('a plain .keras whose config.json is not JSON', async () => {
     const bytes = await withConfig(
-      path.join(__dirname, '..', 'fixtures', 'keras_files', 'functional.keras'),
+      path.join(__dirname, '..', '..', 'fixtures', 'keras_files', 'functional.keras'),
       () => '<html></html>',
     );
     await rejectsWithoutLeak(
@@ -613,7 +613,7 @@ describe('loadKerasModel names itself in the errors of the keras-hub route', () 
   });
 
   it('a plain .keras with a layer class neither tfjs nor the package has: what to register', async () => {
-    const file = path.join(__dirname, '..', 'fixtures', 'keras_files', 'functional.keras');
+    const file = path.join(__dirname, '..', '..', 'fixtures', 'keras_files', 'functional.keras');
     const bytes = await withConfig(file, (text) => {
       const edited = text.replace('"class_name": "Dense"', '"class_name": "WeirdDense"');
       if (edited === text) throw new Error('the fixture has no Dense layer to rename');

@@ -3,7 +3,7 @@
  * http resolves every name it is given against its base URL and refuses, before fetching, any
  * that resolves outside it (checked on the resolved URL, percent-decoded).
  */
-import {urlFiles} from '../src/interop/keras_hub_sources';
+import {urlFiles} from '../../src/interop/keras_hub_sources';
 
 describe('urlFiles resolves names under the base URL only', () => {
   const base = 'https://example.com/presets/gpt2/';

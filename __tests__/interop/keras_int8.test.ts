@@ -12,12 +12,12 @@ import * as fs from 'fs';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {generate, loadKerasModel, quantize} from '../src/index';
-import {describeBackends} from './helpers/backends';
-import {maxAbsDiff} from './helpers/close';
+import {generate, loadKerasModel, quantize} from '../../src/index';
+import {describeBackends} from '../helpers/backends';
+import {maxAbsDiff} from '../helpers/close';
 
 const TOL = 1e-4;
-const DIR = path.join(__dirname, 'fixtures', 'int8');
+const DIR = path.join(__dirname, '..', 'fixtures', 'int8');
 
 interface TensorJson {
   dtype: string;

@@ -26,14 +26,14 @@ import {
   saveKerasFile,
   TransformerDecoder,
   loadKerasHubPreset,
-} from '../src';
-import {Hdf5Reader} from '../src/io/hdf5_datasets';
-import {kerasBytesArtifacts} from '../src/interop/keras_file';
-import {loadArtifacts} from '../src/interop/keras_source';
-import {describeBackends, useBackend} from './helpers/backends';
-import {maxAbsDiff} from './helpers/close';
+} from '../../src';
+import {Hdf5Reader} from '../../src/io/hdf5_datasets';
+import {kerasBytesArtifacts} from '../../src/interop/keras_file';
+import {loadArtifacts} from '../../src/interop/keras_source';
+import {describeBackends, useBackend} from '../helpers/backends';
+import {maxAbsDiff} from '../helpers/close';
 
-const DIR = path.join(__dirname, 'fixtures', 'int8_files');
+const DIR = path.join(__dirname, '..', 'fixtures', 'int8_files');
 const TOL = 1e-4;
 type S = tf.SymbolicTensor;
 
@@ -419,7 +419,7 @@ describe('saveKerasFile of a quantized model', () => {
         config: {mode: 'int8', source_name: 'float32'},
       });
     }
-    const zip = await import('../src/io/zip_entries');
+    const zip = await import('../../src/io/zip_entries');
     const entries = zip.zipEntries(bytes, 'saved.keras');
     const h5 = await zip.zipEntryBytes(bytes, entries.get('model.weights.h5')!, 2 ** 30);
     const reader = await Hdf5Reader.open(h5, 'model.weights.h5');

@@ -14,9 +14,9 @@ import {
   convertKerasArtifacts,
   GroupQueryAttention,
   MultiHeadAttention,
-} from '../src';
-import {kerasConfigKeys} from '../src/interop/keras_options';
-import {saveToMemory} from './helpers/save';
+} from '../../src';
+import {kerasConfigKeys} from '../../src/interop/keras_options';
+import {saveToMemory} from '../helpers/save';
 
 function model(): tf.LayersModel {
   const x = tf.input({shape: [4, 6]});
@@ -90,6 +90,7 @@ describe('Keras option list', () => {
 describe('the loader on the options of layers with a contract (not only attention layers)', () => {
   const fixture = path.join(
     __dirname,
+    '..',
     'fixtures',
     'keras',
     'k3_hub_rotary_start_index',

@@ -20,11 +20,11 @@ import {
   ReversibleEmbedding,
   toKeras3Artifacts,
   TransformerDecoder,
-} from '../src';
-import {buildZeroModel, variableBytes} from '../src/interop/load_in_place';
-import {CHUNK_BYTES} from '../src/io/safe_read';
-import {useBackend} from './helpers/backends';
-import {saveToMemory} from './helpers/save';
+} from '../../src';
+import {buildZeroModel, variableBytes} from '../../src/interop/load_in_place';
+import {CHUNK_BYTES} from '../../src/io/safe_read';
+import {useBackend} from '../helpers/backends';
+import {saveToMemory} from '../helpers/save';
 
 type S = tf.SymbolicTensor;
 

@@ -14,7 +14,7 @@ import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 import {MathBackendCPU} from '@tensorflow/tfjs-backend-cpu';
 
-import {fileSystem, loadKerasModel} from '../src';
+import {fileSystem, loadKerasModel} from '../../src';
 
 const OTHER = 'in-place-other';
 

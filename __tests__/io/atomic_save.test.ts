@@ -11,12 +11,12 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {fileSystem} from '../src';
-import {saveModelFiles} from '../src/io/atomic_save';
-import {locate} from '../src/io/paths';
-import {saveToMemory} from './helpers/save';
+import {fileSystem} from '../../src';
+import {saveModelFiles} from '../../src/io/atomic_save';
+import {locate} from '../../src/io/paths';
+import {saveToMemory} from '../helpers/save';
 
-const CHILD = path.join(__dirname, 'helpers', 'save_child.js');
+const CHILD = path.join(__dirname, '..', 'helpers', 'save_child.js');
 const UNITS = 700; // 700 x 700 + 700 floats: a ~2 MB weights file
 
 /** A width per value, so a model.json of one save and the weights of another cannot agree. */
@@ -83,7 +83,7 @@ describe('saving', () => {
       expect(loaded).toBeGreaterThanOrEqual(1);
     }
     // a save left to finish gives the new model (the kill window itself is random; the exact
-    // state between the two renames is tested deterministically in io_load.test.ts)
+    // state between the two renames is tested deterministically in file_system_load.test.ts)
     const last = runChild([dir, '99', '1', String(UNITS)]);
     expect(await last.done).toBe(0);
     expect(await savedValue(dir)).toBe(99);

@@ -1,4 +1,4 @@
-import {CONFIG_JSON_LIMITS, jsonDepth, parseBoundedJson} from '../src/io/bounded_json';
+import {CONFIG_JSON_LIMITS, jsonDepth, parseBoundedJson} from '../../src/io/bounded_json';
 
 /** The nesting depth of a parsed value, by recursion over it (the reference). */
 function depthOf(value: unknown): number {

@@ -4,9 +4,9 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {fileSystem, MultiHeadAttention} from '../src';
-import {CONFIG_JSON_LIMITS} from '../src/io/bounded_json';
-import {expectClose} from './helpers/close';
+import {fileSystem, MultiHeadAttention} from '../../src';
+import {CONFIG_JSON_LIMITS} from '../../src/io/bounded_json';
+import {expectClose} from '../helpers/close';
 
 function tmp(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-fs-'));

@@ -17,7 +17,7 @@ import {
   loadKerasHubPreset,
   loadKerasModel,
   MultiHeadAttention,
-} from '../src';
+} from '../../src';
 
 function tmp(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-load-'));
@@ -180,7 +180,7 @@ describe('loading', () => {
 
 describe('errors at the boundaries', () => {
   beforeAll(() => tf.setBackend('cpu'));
-  const fixture = (name: string) => path.join(__dirname, 'fixtures', 'keras', name);
+  const fixture = (name: string) => path.join(__dirname, '..', 'fixtures', 'keras', name);
 
   it('a Keras file (.keras, .h5) says to load it with loadKerasModel', async () => {
     const dir = tmp();
@@ -211,12 +211,12 @@ describe('errors at the boundaries', () => {
   });
 
   it('a Keras 3 model folder or a keras-hub preset given to fileSystem names its loader', async () => {
-    const keras3 = path.join(__dirname, '..', 'fixtures', 'keras_files', 'sharded');
+    const keras3 = path.join(__dirname, '..', '..', 'fixtures', 'keras_files', 'sharded');
     await expect(load(keras3)).rejects.toThrow(
       `${keras3} is a Keras 3 model folder (config.json, no model.json), not a folder converted ` +
         `for tfjs: load it with loadKerasModel(${JSON.stringify(keras3)})`,
     );
-    const preset = path.join(__dirname, 'fixtures', 'hub_presets', 'gpt2');
+    const preset = path.join(__dirname, '..', 'fixtures', 'hub_presets', 'gpt2');
     await expect(load(preset)).rejects.toThrow(
       `${preset} is a keras-hub preset (config.json, no model.json), not a folder converted for ` +
         `tfjs: load it with loadKerasHubPreset(${JSON.stringify(preset)}) (model, tokenizer and ` +

@@ -7,9 +7,9 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
-import {Hdf5Reader, MAX_GROUP_DEPTH} from '../src/io/hdf5_datasets';
+import {Hdf5Reader, MAX_GROUP_DEPTH} from '../../src/io/hdf5_datasets';
 
-const dir = path.join(__dirname, '..', 'fixtures', 'hdf5_hostile');
+const dir = path.join(__dirname, '..', '..', 'fixtures', 'hdf5_hostile');
 const open = (name: string) =>
   Hdf5Reader.open(new Uint8Array(fs.readFileSync(path.join(dir, name))), name);
 

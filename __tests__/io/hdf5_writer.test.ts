@@ -11,7 +11,7 @@ import * as path from 'path';
 
 import * as jsfiveTyped from 'jsfive';
 
-import {Hdf5Group, lookup3, writeHdf5} from '../src/io/hdf5_writer';
+import {Hdf5Group, lookup3, writeHdf5} from '../../src/io/hdf5_writer';
 
 /** What this test reads of jsfive (its declared types, src/io/jsfive.d.ts, leave out `value`). */
 interface H5Node {
@@ -24,7 +24,7 @@ const jsfive = jsfiveTyped as unknown as {
   File: new (b: ArrayBuffer) => {keys: string[]; get(p: string): H5Node};
 };
 
-const FIXTURE = path.join(__dirname, '..', 'fixtures', 'hdf5');
+const FIXTURE = path.join(__dirname, '..', '..', 'fixtures', 'hdf5');
 const bytesOf = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
 /** The sample: Keras 3's weight layout, every element type, a scalar, an empty and a 0-d set. */

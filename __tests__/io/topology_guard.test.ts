@@ -1,5 +1,5 @@
 /**
- * What a model file cannot make loading do, beyond io_load.test.ts: hang on a cycle in its graph
+ * What a model file cannot make loading do, beyond file_system_load.test.ts: hang on a cycle in its graph
  * (tfjs format, Keras 3, nested models), allocate from config numbers its manifest does not
  * declare (a Dense's input width, a topology-only load, Keras 3's throwaway build), recurse or
  * take quadratic time on nested models, slip an option under `__proto__`, repeat a weight name,
@@ -13,16 +13,16 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {convertKerasArtifacts, fileSystem} from '../src';
-import {renameKeras3Weights} from '../src/interop/keras3_weights';
-import {inlineNestedModels as inlineJson} from '../src/interop/keras_inline';
-import {checkTopology, MAX_NESTING, MAX_UNDECLARED_VALUES} from '../src/io/topology_guard';
+import {convertKerasArtifacts, fileSystem} from '../../src';
+import {renameKeras3Weights} from '../../src/interop/keras3_weights';
+import {inlineNestedModels as inlineJson} from '../../src/interop/keras_inline';
+import {checkTopology, MAX_NESTING, MAX_UNDECLARED_VALUES} from '../../src/io/topology_guard';
 
 type Obj = Record<string, unknown>;
 /** The inliner on a test's object (it takes the loader's JSON type). */
 const inlineNestedModels = (config: Obj) => inlineJson(config as never);
-const root = path.resolve(__dirname, '..');
-const fixtures = path.join(__dirname, 'fixtures', 'keras');
+const root = path.resolve(__dirname, '..', '..');
+const fixtures = path.join(__dirname, '..', 'fixtures', 'keras');
 
 function tmp(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'tfjs-attention-guard-'));

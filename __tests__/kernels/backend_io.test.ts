@@ -7,13 +7,13 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {wasmHeap} from '../src/kernels/backend_io';
-import {softmaxWithFill} from '../src/kernels/fused_softmax';
-import {mm} from '../src/kernels/matmul';
-import {useBackend} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {kernelsOf, withSimdKernels} from './helpers/kernels';
-import {maxError, reference, softmaxReference, values} from './helpers/kernel_reference';
+import {wasmHeap} from '../../src/kernels/backend_io';
+import {softmaxWithFill} from '../../src/kernels/fused_softmax';
+import {mm} from '../../src/kernels/matmul';
+import {useBackend} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {kernelsOf, withSimdKernels} from '../helpers/kernels';
+import {maxError, reference, softmaxReference, values} from '../helpers/kernel_reference';
 
 /** The parts of tfjs' wasm backend these tests watch. */
 interface WasmBackendParts {

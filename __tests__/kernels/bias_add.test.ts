@@ -7,12 +7,12 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {EinsumDense} from '../src';
-import {wasmKernelsReady} from '../src/kernels/wasm_kernels';
-import {addBias} from '../src/kernels/bias_add';
-import {useBackend} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {kernelsOf, withOwnKernels, withSimdKernels} from './helpers/kernels';
+import {EinsumDense} from '../../src';
+import {wasmKernelsReady} from '../../src/kernels/wasm_kernels';
+import {addBias} from '../../src/kernels/bias_add';
+import {useBackend} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {kernelsOf, withOwnKernels, withSimdKernels} from '../helpers/kernels';
 
 function values(n: number, seed: number): number[] {
   let s = seed >>> 0;

@@ -6,18 +6,18 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {MultiHeadAttention} from '../src';
-import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../src/kernels/flags';
-import {fanOut} from '../src/kernels/fan_out';
-import {softmaxWithFill} from '../src/kernels/fused_softmax';
-import {mm} from '../src/kernels/matmul';
-import {queryBlocks} from '../src/ops/attention_core';
-import {maskFill} from '../src/ops/masking';
-import {swapAxes12} from '../src/kernels/swap_axes';
-import {describeBackends} from './helpers/backends';
-import {kernelsOf, withFlags, withSimdKernels} from './helpers/kernels';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+import {MultiHeadAttention} from '../../src';
+import {BLOCK_ABOVE, BLOCK_TARGET, OWN_KERNELS} from '../../src/kernels/flags';
+import {fanOut} from '../../src/kernels/fan_out';
+import {softmaxWithFill} from '../../src/kernels/fused_softmax';
+import {mm} from '../../src/kernels/matmul';
+import {queryBlocks} from '../../src/ops/attention_core';
+import {maskFill} from '../../src/ops/masking';
+import {swapAxes12} from '../../src/kernels/swap_axes';
+import {describeBackends} from '../helpers/backends';
+import {kernelsOf, withFlags, withSimdKernels} from '../helpers/kernels';
+import {expectClose} from '../helpers/close';
+import {randTensor} from '../helpers/data';
 
 const TOL = 1e-5;
 

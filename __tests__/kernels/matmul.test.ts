@@ -5,10 +5,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {matMul, mm} from '../src/kernels/matmul';
-import {describeBackends} from './helpers/backends';
-import {kernelsOf, withFlags} from './helpers/kernels';
-import {OWN_KERNELS, SIMD} from '../src/kernels/flags';
+import {matMul, mm} from '../../src/kernels/matmul';
+import {describeBackends} from '../helpers/backends';
+import {kernelsOf, withFlags} from '../helpers/kernels';
+import {OWN_KERNELS, SIMD} from '../../src/kernels/flags';
 
 /** op(a) · op(b) in plain loops: [...lead, m, n] sums over k = 0 terms. */
 function zerosOf(lead: number[], m: number, n: number): unknown {

@@ -10,20 +10,20 @@ import * as path from 'node:path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {SIMD} from '../src/kernels/flags';
-import {StepActivation, type StepKernels} from '../src/kernels/step_kernels_api';
+import {SIMD} from '../../src/kernels/flags';
+import {StepActivation, type StepKernels} from '../../src/kernels/step_kernels_api';
 import {
   stepKernelsFailure,
   stepKernelsHeapBase,
   stepKernelsMemory,
   stepKernelsOn,
   stepKernelsReady,
-} from '../src/kernels/step_kernels';
-import {STEP_KERNELS_WASM_BASE64} from '../src/kernels/step_kernels_binary';
-import {jsStepKernels} from '../src/kernels/step_kernels_js';
-import {useBackend} from './helpers/backends';
-import {withFlags} from './helpers/kernels';
-import {values} from './helpers/kernel_reference';
+} from '../../src/kernels/step_kernels';
+import {STEP_KERNELS_WASM_BASE64} from '../../src/kernels/step_kernels_binary';
+import {jsStepKernels} from '../../src/kernels/step_kernels_js';
+import {useBackend} from '../helpers/backends';
+import {withFlags} from '../helpers/kernels';
+import {values} from '../helpers/kernel_reference';
 
 const f = Math.fround;
 
@@ -904,7 +904,7 @@ describe('the decoding step SIMD kernels', () => {
   });
 
   it('the committed module is a fresh build of wasm/step_kernels.ts, compiled asynchronously', () => {
-    const root = path.join(__dirname, '..');
+    const root = path.join(__dirname, '..', '..');
     const out = execFileSync(process.execPath, ['scripts/build_wasm.mjs', '--check'], {
       cwd: root,
       encoding: 'utf8',

@@ -5,8 +5,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {StepActivation} from '../src/kernels/step_kernels_api';
-import {jsStepKernels} from '../src/kernels/step_kernels_js';
+import {StepActivation} from '../../src/kernels/step_kernels_api';
+import {jsStepKernels} from '../../src/kernels/step_kernels_js';
 
 /** A memory with arrays placed at 16-aligned offsets from 16 on. */
 function arena() {

@@ -5,8 +5,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {useFastTileGradient} from '../src/kernels/tile_gradient';
-import {describeBackends} from './helpers/backends';
+import {useFastTileGradient} from '../../src/kernels/tile_gradient';
+import {describeBackends} from '../helpers/backends';
 
 function tileGrad(x: tf.Tensor, reps: number[], dy: tf.Tensor): tf.Tensor {
   return tf.grad((t: tf.Tensor) => tf.sum(tf.mul(tf.tile(t, reps), dy)))(x);

@@ -16,24 +16,24 @@ import {
   wasmKernelsFailure,
   wasmKernelsLoaded,
   wasmKernelsReady,
-} from '../src/kernels/wasm_kernels';
-import {SIMD} from '../src/kernels/flags';
-import {simdKernelsReady} from '../src';
-import {KERNELS_WASM_BASE64} from '../src/kernels/wasm_binary';
-import {softmaxWithFill} from '../src/kernels/fused_softmax';
-import {maskFill} from '../src/ops/masking';
-import {mm} from '../src/kernels/matmul';
-import {useBackend} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {kernelsOf, withOwnKernels, withSimdKernels} from './helpers/kernels';
-import {randTensor} from './helpers/data';
-import {maxError, reference, softmaxReference, values} from './helpers/kernel_reference';
+} from '../../src/kernels/wasm_kernels';
+import {SIMD} from '../../src/kernels/flags';
+import {simdKernelsReady} from '../../src';
+import {KERNELS_WASM_BASE64} from '../../src/kernels/wasm_binary';
+import {softmaxWithFill} from '../../src/kernels/fused_softmax';
+import {maskFill} from '../../src/ops/masking';
+import {mm} from '../../src/kernels/matmul';
+import {useBackend} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {kernelsOf, withOwnKernels, withSimdKernels} from '../helpers/kernels';
+import {randTensor} from '../helpers/data';
+import {maxError, reference, softmaxReference, values} from '../helpers/kernel_reference';
 
 describe('WebAssembly SIMD kernels', () => {
   beforeAll(() => useBackend('cpu'));
 
   it('the committed module is a fresh build of wasm/kernels.ts', () => {
-    const root = path.join(__dirname, '..');
+    const root = path.join(__dirname, '..', '..');
     const out = execFileSync(process.execPath, ['scripts/build_wasm.mjs', '--check'], {
       cwd: root,
       encoding: 'utf8',
@@ -237,7 +237,7 @@ describe('WebAssembly SIMD kernels', () => {
     tf.dispose([simd, logits, fill, a, b, dy]);
   });
 
-  type Kernels = typeof import('../src/kernels/wasm_kernels');
+  type Kernels = typeof import('../../src/kernels/wasm_kernels');
 
   /** Replaces members of WebAssembly; returns the function that puts them back. */
   function patchWasm(patch: Partial<Record<'Module' | 'validate' | 'Memory', unknown>>) {
@@ -255,7 +255,7 @@ describe('WebAssembly SIMD kernels', () => {
     jest.isolateModules(() => {
       jest.doMock('@tensorflow/tfjs-core', () => core);
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- a fresh copy
-      mod = require('../src/kernels/wasm_kernels');
+      mod = require('../../src/kernels/wasm_kernels');
     });
     jest.dontMock('@tensorflow/tfjs-core');
     return mod as Kernels;

@@ -35,7 +35,7 @@ describe('importing the package where WebAssembly memory cannot be reserved', ()
         [0.25, 0.75, -0.5],
       ],
     ];
-    const child = path.join(__dirname, 'helpers', 'memory_limit_child.js');
+    const child = path.join(__dirname, '..', 'helpers', 'memory_limit_child.js');
     const r = spawnSync(
       'bash',
       [

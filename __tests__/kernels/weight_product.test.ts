@@ -7,11 +7,11 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {weightProduct} from '../src/kernels/matmul';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {kernelsOf, withSimdKernels} from './helpers/kernels';
-import {lcg} from './helpers/data';
+import {weightProduct} from '../../src/kernels/matmul';
+import {describeBackends} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {kernelsOf, withSimdKernels} from '../helpers/kernels';
+import {lcg} from '../helpers/data';
 
 const TOL = 1e-5;
 const K = 24;

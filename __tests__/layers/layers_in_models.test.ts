@@ -5,11 +5,11 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {AdditiveAttention, fileSystem, MultiHeadAttention} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose, maxAbsDiff} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {saveToMemory} from './helpers/save';
+import {AdditiveAttention, fileSystem, MultiHeadAttention} from '../../src';
+import {describeBackends} from '../helpers/backends';
+import {expectClose, maxAbsDiff} from '../helpers/close';
+import {randTensor} from '../helpers/data';
+import {saveToMemory} from '../helpers/save';
 
 async function roundTrip(model: tf.LayersModel): Promise<tf.LayersModel> {
   const saved = await saveToMemory(model);

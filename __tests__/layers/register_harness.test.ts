@@ -8,10 +8,10 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import '../src';
-import {LAYER_CLASSES, MASKED_TFJS_CLASSES} from '../src/layers/register';
-import {describeBackends, useBackend} from './helpers/backends';
-import {LAYER_CASES, LayerCase, runLayerTest} from './helpers/layer_harness';
+import '../../src';
+import {LAYER_CLASSES, MASKED_TFJS_CLASSES} from '../../src/layers/register';
+import {describeBackends, useBackend} from '../helpers/backends';
+import {LAYER_CASES, LayerCase, runLayerTest} from '../helpers/layer_harness';
 
 type LayerClass = (typeof LAYER_CLASSES)[number];
 
@@ -47,7 +47,7 @@ describe('layer harness coverage', () => {
     // what register.ts registers: LAYER_CLASSES and the tfjs layers it replaces for Keras'
     // masks (MASKED_TFJS_CLASSES, tested against Keras in their own files), in one loop
     const source = fs.readFileSync(
-      path.join(__dirname, '..', 'src', 'layers', 'register.ts'),
+      path.join(__dirname, '..', '..', 'src', 'layers', 'register.ts'),
       'utf8',
     );
     expect(source.match(/registerClass\(/g)).toEqual(['registerClass(']);

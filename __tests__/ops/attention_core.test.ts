@@ -5,11 +5,11 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {attendToScores, dotProductAttention, queryBlocks} from '../src/ops/attention_core';
-import {describeBackends, expectNoLeak} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {Allowed, refDotAttention, M3} from './helpers/reference_attention';
+import {attendToScores, dotProductAttention, queryBlocks} from '../../src/ops/attention_core';
+import {describeBackends, expectNoLeak} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {randTensor} from '../helpers/data';
+import {Allowed, refDotAttention, M3} from '../helpers/reference_attention';
 
 const TOL = 1e-5;
 

@@ -1,11 +1,11 @@
 import * as tf from '@tensorflow/tfjs';
 import fc from 'fast-check';
 
-import {einsum} from '../src/ops/einsum';
-import {parseEquation} from '../src/ops/einsum_equation';
-import {describeBackends, expectNoLeak} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {naiveEinsum} from './helpers/naive_einsum';
+import {einsum} from '../../src/ops/einsum';
+import {parseEquation} from '../../src/ops/einsum_equation';
+import {describeBackends, expectNoLeak} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {naiveEinsum} from '../helpers/naive_einsum';
 
 interface Case {
   terms: string[];

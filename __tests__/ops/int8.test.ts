@@ -6,9 +6,9 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {absMaxQuantize, int8Dense, int8MatMul, INT8_EXACT_CHUNK} from '../src/ops/int8';
-import {describeBackends, expectNoLeak} from './helpers/backends';
-import {lcg} from './helpers/data';
+import {absMaxQuantize, int8Dense, int8MatMul, INT8_EXACT_CHUNK} from '../../src/ops/int8';
+import {describeBackends, expectNoLeak} from '../helpers/backends';
+import {lcg} from '../helpers/data';
 
 const f = Math.fround;
 

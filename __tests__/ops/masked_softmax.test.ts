@@ -1,10 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 
-import {causalMask, maskedSoftmax, sequenceMask} from '../src';
-import {describeBackends, expectNoLeak} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {softmaxRow} from './helpers/reference_attention';
-import seeds from './fixtures/seed_inputs.json';
+import {causalMask, maskedSoftmax, sequenceMask} from '../../src';
+import {describeBackends, expectNoLeak} from '../helpers/backends';
+import {expectClose} from '../helpers/close';
+import {softmaxRow} from '../helpers/reference_attention';
+import seeds from '../fixtures/seed_inputs.json';
 
 describeBackends('masking', () => {
   describe('maskedSoftmax', () => {

@@ -14,8 +14,8 @@ import {
   queryPaddingMask,
   slidingWindowMask,
   trailingMask,
-} from '../src/ops/masking';
-import {describeBackends} from './helpers/backends';
+} from '../../src/ops/masking';
+import {describeBackends} from '../helpers/backends';
 
 function loops(T: number, S: number, f: (t: number, s: number) => boolean): number[][] {
   return Array.from({length: T}, (_, t) => Array.from({length: S}, (_s, s) => (f(t, s) ? 1 : 0)));

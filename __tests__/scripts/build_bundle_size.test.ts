@@ -15,7 +15,7 @@ import * as path from 'path';
 
 import * as esbuild from 'esbuild';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const dist = path.join(root, 'dist');
 
 /**

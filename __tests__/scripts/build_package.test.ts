@@ -6,7 +6,7 @@ import {builtinModules} from 'module';
 import * as path from 'path';
 import * as ts from 'typescript';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 
 function node(args: string[]): string {
   return execFileSync(process.execPath, args, {

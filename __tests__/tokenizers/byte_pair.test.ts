@@ -11,7 +11,7 @@ import * as path from 'path';
 
 import {buildSync} from 'esbuild';
 
-import {BytePairTokenizer, GPT2Tokenizer} from '../src/tokenizers';
+import {BytePairTokenizer, GPT2Tokenizer} from '../../src/tokenizers';
 
 /** A vocabulary `a`, `aa`, `aaaa`, ... (2^levels) and the merges `a a`, `aa aa`, ... */
 function doublingRuns(levels: number): {vocabulary: Record<string, number>; merges: string[]} {
@@ -36,7 +36,7 @@ function doublingIds(n: number, levels: number): number[] {
   return ids;
 }
 
-const root = path.join(__dirname, '..');
+const root = path.join(__dirname, '..', '..');
 let bundleDir: string;
 
 beforeAll(() => {

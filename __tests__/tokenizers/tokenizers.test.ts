@@ -18,11 +18,11 @@ import {
   loadTokenizer,
   tokenizerFromPreset,
   WordPieceTokenizer,
-} from '../src/tokenizers';
-import type {Tokenizer} from '../src/tokenizers';
-import {loadKerasHubPreset} from '../src/interop/keras_hub_preset';
+} from '../../src/tokenizers';
+import type {Tokenizer} from '../../src/tokenizers';
+import {loadKerasHubPreset} from '../../src/interop/keras_hub_preset';
 
-const FIXTURES = path.join(__dirname, '..', 'fixtures', 'tokenizers');
+const FIXTURES = path.join(__dirname, '..', '..', 'fixtures', 'tokenizers');
 
 interface Case {
   text: string;
@@ -274,7 +274,7 @@ describe('generation ids: the stop and special tokens of keras-hub 0.32', () => 
 });
 
 describe('loadKerasHubPreset: the tokenizer of a Llama 3 preset', () => {
-  const dir = path.join(__dirname, 'fixtures', 'hub_presets', 'llama3');
+  const dir = path.join(__dirname, '..', 'fixtures', 'hub_presets', 'llama3');
   beforeAll(() => tf.setBackend('cpu'));
 
   test("it stops at <|end_of_text|> and <|eot_id|>, strips keras-hub's special tokens; split passes through", async () => {

@@ -6,10 +6,10 @@ import * as path from 'path';
 
 import {PNG} from 'pngjs';
 
-import {parseOptions, UsageError} from '../src/train/options';
-import {Progress} from '../src/train/progress';
+import {parseOptions, UsageError} from '../../src/train/options';
+import {Progress} from '../../src/train/progress';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 
 function run(args: string[]) {
   const r = spawnSync(process.execPath, ['dist/train.cjs', ...args], {cwd: root, encoding: 'utf8'});
@@ -137,7 +137,13 @@ describe('the bin without @tensorflow/tfjs', () => {
   it('says what to install (exit 2), instead of a module-not-found stack', () => {
     const r = spawnSync(
       process.execPath,
-      ['-r', path.join(__dirname, 'helpers', 'without_tfjs.js'), 'dist/train.cjs', '--epochs', '1'],
+      [
+        '-r',
+        path.join(__dirname, '..', 'helpers', 'without_tfjs.js'),
+        'dist/train.cjs',
+        '--epochs',
+        '1',
+      ],
       {cwd: root, encoding: 'utf8'},
     );
     expect(r.status).toBe(2);

@@ -12,12 +12,12 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {fileSystem} from '../src';
-import {parseFromKeras} from '../src/train/from_keras';
-import {readingProgress} from '../src/train/progress';
-import {UsageError} from '../src/train/options';
+import {fileSystem} from '../../src';
+import {parseFromKeras} from '../../src/train/from_keras';
+import {readingProgress} from '../../src/train/progress';
+import {UsageError} from '../../src/train/options';
 
-const root = path.resolve(__dirname, '..');
+const root = path.resolve(__dirname, '..', '..');
 const fixture = path.join(root, 'fixtures', 'keras_files');
 
 function run(args: string[]) {

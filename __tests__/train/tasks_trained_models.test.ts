@@ -8,10 +8,10 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {fileSystem, generate, MultiHeadAttention} from '../src';
-import {describeBackends} from './helpers/backends';
+import {fileSystem, generate, MultiHeadAttention} from '../../src';
+import {describeBackends} from '../helpers/backends';
 
-const models = path.resolve(__dirname, '..', 'models');
+const models = path.resolve(__dirname, '..', '..', 'models');
 
 function uniform(seed: number): () => number {
   let s = seed;

@@ -1,4 +1,4 @@
-// Compiled by __tests__/api_types.test.ts with `tsc --noEmit --strict` against the built
+// Compiled by __tests__/public_api_types.test.ts with `tsc --noEmit --strict` against the built
 // declarations (dist/index.d.ts): what the typed `apply` overloads promise to users. Never run.
 // Each `@ts-expect-error` line must be an error, or tsc reports the directive as unused.
 import * as tf from '@tensorflow/tfjs-core';

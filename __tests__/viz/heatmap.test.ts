@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import {PNG} from 'pngjs';
 
-import {attentionHeatmapPng, attentionHeatmapSvg, heatmapPngSize, maskedSoftmax} from '../src';
+import {attentionHeatmapPng, attentionHeatmapSvg, heatmapPngSize, maskedSoftmax} from '../../src';
 
 // weights [2 queries, 4 keys] with the last key masked (exactly 0)
 const W = [

@@ -6,7 +6,7 @@
  * 0.5 to 0.6 em over mixed text); browser/__tests__/demo.test.ts measures the drawn title in
  * Chromium.
  */
-import {attentionHeatmapSvg} from '../src';
+import {attentionHeatmapSvg} from '../../src';
 
 const EM_PER_CHAR = 0.62;
 const TITLE_PX = 14;

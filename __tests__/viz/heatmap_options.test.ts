@@ -5,7 +5,7 @@
  */
 import {PNG} from 'pngjs';
 
-import {attentionHeatmapPng, attentionHeatmapSvg, heatmapPngSize} from '../src';
+import {attentionHeatmapPng, attentionHeatmapSvg, heatmapPngSize} from '../../src';
 
 const W = [
   [0.5, 0.5, 0],

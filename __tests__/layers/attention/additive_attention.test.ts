@@ -1,11 +1,17 @@
 import * as tf from '@tensorflow/tfjs';
 
-import {AdditiveAttention} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {lensAllowed, M2, M3, refAdditiveAttention, softmaxRow} from './helpers/reference_attention';
-import seeds from './fixtures/seed_inputs.json';
+import {AdditiveAttention} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
+import {
+  lensAllowed,
+  M2,
+  M3,
+  refAdditiveAttention,
+  softmaxRow,
+} from '../../helpers/reference_attention';
+import seeds from '../../fixtures/seed_inputs.json';
 
 describeBackends('AdditiveAttention', () => {
   it('reproduces the JAX notebook: [[2, 3, 4, 5]] and [[10, 11, 12, 13]]', () => {

@@ -21,11 +21,11 @@ import {
   DotProductAttention,
   loadTorchMultiheadAttention,
   MultiHeadAttention,
-} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose, maxAbsDiff} from './helpers/close';
-import {recordFidelity} from './helpers/fidelity';
-import fixtures from './fixtures/reference.json';
+} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose, maxAbsDiff} from '../../helpers/close';
+import {recordFidelity} from '../../helpers/fidelity';
+import fixtures from '../../fixtures/reference.json';
 
 type N = number[] | number[][] | number[][][] | number[][][][];
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

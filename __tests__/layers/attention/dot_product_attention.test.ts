@@ -1,13 +1,13 @@
 import * as tf from '@tensorflow/tfjs';
 
-import {Attention, DotProductAttention} from '../src';
-import {OWN_KERNELS, SIMD} from '../src/kernels/flags';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {withFlags} from './helpers/kernels';
-import {randTensor} from './helpers/data';
-import {lensAllowed, M3, refDotAttention, softmaxRow} from './helpers/reference_attention';
-import seeds from './fixtures/seed_inputs.json';
+import {Attention, DotProductAttention} from '../../../src';
+import {OWN_KERNELS, SIMD} from '../../../src/kernels/flags';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {withFlags} from '../../helpers/kernels';
+import {randTensor} from '../../helpers/data';
+import {lensAllowed, M3, refDotAttention, softmaxRow} from '../../helpers/reference_attention';
+import seeds from '../../fixtures/seed_inputs.json';
 
 const Q = [
   [

@@ -6,11 +6,11 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {GroupQueryAttention, toKerasArtifacts} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {saveToMemory} from './helpers/save';
+import {GroupQueryAttention, toKerasArtifacts} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
+import {saveToMemory} from '../../helpers/save';
 import {
   Allowed,
   allowAll,
@@ -20,7 +20,7 @@ import {
   M2,
   M3,
   refMultiHeadAttention,
-} from './helpers/reference_attention';
+} from '../../helpers/reference_attention';
 
 const TOL = 1e-5;
 

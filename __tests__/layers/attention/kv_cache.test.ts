@@ -6,10 +6,15 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {Attention, CachedMultiHeadAttention, GroupQueryAttention, MultiHeadAttention} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+import {
+  Attention,
+  CachedMultiHeadAttention,
+  GroupQueryAttention,
+  MultiHeadAttention,
+} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
 
 const TOL = 1e-5;
 type Layer = MultiHeadAttention | GroupQueryAttention;

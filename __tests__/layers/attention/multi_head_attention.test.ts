@@ -1,10 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 
-import {MultiHeadAttention} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {saveToMemory} from './helpers/save';
+import {MultiHeadAttention} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
+import {saveToMemory} from '../../helpers/save';
 import {
   allowAll,
   Allowed,
@@ -15,7 +15,7 @@ import {
   M3,
   MhaWeights,
   refMultiHeadAttention,
-} from './helpers/reference_attention';
+} from '../../helpers/reference_attention';
 
 function weightsOf(layer: MultiHeadAttention): MhaWeights {
   const arr = (d: {

@@ -7,8 +7,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {GroupQueryAttention, MultiHeadAttention} from '../src';
-import type {Shape} from '../src/layers/engine/shapes';
+import {GroupQueryAttention, MultiHeadAttention} from '../../../src';
+import type {Shape} from '../../../src/layers/engine/shapes';
 
 const MUST_BE_EQUAL = /all dimensions of value and key, except the last one, must be equal/;
 

@@ -1,11 +1,11 @@
 import * as tf from '@tensorflow/tfjs';
 
-import {EinsumDense} from '../src';
-import {analyzeEinsumDense} from '../src/layers/core/einsum_dense_shapes';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {naiveEinsum} from './helpers/naive_einsum';
+import {EinsumDense} from '../../../src';
+import {analyzeEinsumDense} from '../../../src/layers/core/einsum_dense_shapes';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
+import {naiveEinsum} from '../../helpers/naive_einsum';
 
 // Keras einsum_dense_test.py: equation | bias_axes | input | output_shape -> kernel | bias | output
 const KERAS_CASES: Array<

@@ -12,11 +12,11 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {EinsumDense, loadKerasModel, quantize} from '../src';
-import {describeBackends} from './helpers/backends';
-import {maxAbsDiff} from './helpers/close';
+import {EinsumDense, loadKerasModel, quantize} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {maxAbsDiff} from '../../helpers/close';
 
-const DIR = path.join(__dirname, 'fixtures', 'einsum_int8');
+const DIR = path.join(__dirname, '..', '..', 'fixtures', 'einsum_int8');
 const TOL = 1e-5;
 
 interface Case {

@@ -9,11 +9,11 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {GlobalAveragePooling1D, loadKerasModel} from '../src';
-import {describeBackends} from './helpers/backends';
-import {maxAbsDiff} from './helpers/close';
+import {GlobalAveragePooling1D, loadKerasModel} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {maxAbsDiff} from '../../helpers/close';
 
-const DIR = path.join(__dirname, 'fixtures', 'masked_layers');
+const DIR = path.join(__dirname, '..', '..', 'fixtures', 'masked_layers');
 const IO = JSON.parse(fs.readFileSync(path.join(DIR, 'io.json'), 'utf8')) as Record<
   string,
   unknown

@@ -17,10 +17,10 @@ import {
   ReversibleEmbedding,
   toKeras3Artifacts,
   TransformerEncoder,
-} from '../src/index';
-import {describeBackends} from './helpers/backends';
-import {lcg} from './helpers/data';
-import {saveToMemory} from './helpers/save';
+} from '../../../src/index';
+import {describeBackends} from '../../helpers/backends';
+import {lcg} from '../../helpers/data';
+import {saveToMemory} from '../../helpers/save';
 
 const f = Math.fround;
 

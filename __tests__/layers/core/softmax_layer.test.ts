@@ -5,9 +5,9 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import '../src';
-import {describeBackends} from './helpers/backends';
-import {maxAbsDiff} from './helpers/close';
+import '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {maxAbsDiff} from '../../helpers/close';
 
 /** Keras' masked softmax of each row of `x` over its last axis. */
 function kerasSoftmax(x: number[][], keep: boolean[][]): number[][] {

@@ -5,10 +5,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {AdditiveAttention, Attention, DotProductAttention, MultiHeadAttention} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+import {AdditiveAttention, Attention, DotProductAttention, MultiHeadAttention} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
 
 const layers = () => [
   new MultiHeadAttention({numHeads: 2, keyDim: 3}),

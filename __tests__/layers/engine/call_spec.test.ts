@@ -5,8 +5,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {AdditiveAttention, Attention, MultiHeadAttention} from '../src';
-import {classifyInputs, dedupeInputs, resolveCall} from '../src/layers/engine/call_spec';
+import {AdditiveAttention, Attention, MultiHeadAttention} from '../../../src';
+import {classifyInputs, dedupeInputs, resolveCall} from '../../../src/layers/engine/call_spec';
 
 const settings = {
   caller: "Layer 'l'",

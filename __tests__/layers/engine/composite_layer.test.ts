@@ -10,11 +10,11 @@ import {
   GroupQueryAttention,
   loadTorchMultiheadAttention,
   MultiHeadAttention,
-} from '../src';
-import {GQA_SUBLAYERS} from '../src/layers/attention/group_query_attention';
-import {MHA_SUBLAYERS} from '../src/layers/attention/multi_head_attention_sublayers';
-import {randTensor} from './helpers/data';
-import {saveToMemory} from './helpers/save';
+} from '../../../src';
+import {GQA_SUBLAYERS} from '../../../src/layers/attention/group_query_attention';
+import {MHA_SUBLAYERS} from '../../../src/layers/attention/multi_head_attention_sublayers';
+import {randTensor} from '../../helpers/data';
+import {saveToMemory} from '../../helpers/save';
 
 const names = (l: tf.layers.Layer) => l.weights.map((w) => w.originalName);
 /** A layer built directly (never applied) cannot be disposed by tfjs: free its weights. */

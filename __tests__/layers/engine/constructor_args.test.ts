@@ -14,7 +14,7 @@ import {
   MultiHeadAttention,
   RotaryEmbedding,
   TransformerDecoder,
-} from '../src';
+} from '../../../src';
 
 type Ctor = new (args: Record<string, unknown>) => unknown;
 const make = (cls: unknown, args: Record<string, unknown>) => () => new (cls as Ctor)(args);

@@ -14,9 +14,9 @@ import {
   generate,
   toKeras3Artifacts,
   toKerasArtifacts,
-} from '../src';
-import type {LayerContract} from '../src';
-import {LAYER_CLASSES} from '../src/layers/register';
+} from '../../../src';
+import type {LayerContract} from '../../../src';
+import {LAYER_CLASSES} from '../../../src/layers/register';
 
 /**
  * A user's layer: the running mean over the sequence, `y[t] = mean(x[0..t])` (causal). With a

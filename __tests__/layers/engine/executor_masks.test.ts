@@ -7,8 +7,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {GlobalAveragePooling1D} from '../src';
-import {describeBackends} from './helpers/backends';
+import {GlobalAveragePooling1D} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
 
 const IDS = [
   [3, 5, 7, 0, 0, 0],

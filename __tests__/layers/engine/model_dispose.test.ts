@@ -5,8 +5,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {ReversibleEmbedding} from '../src';
-import {saveToMemory} from './helpers/save';
+import {ReversibleEmbedding} from '../../../src';
+import {saveToMemory} from '../../helpers/save';
 
 type S = tf.SymbolicTensor;
 

@@ -5,10 +5,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {CachedMultiHeadAttention, MultiHeadAttention} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+import {CachedMultiHeadAttention, MultiHeadAttention} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
 
 function pair(x: tf.Tensor) {
   const cached = new CachedMultiHeadAttention({numHeads: 2, keyDim: 3});

@@ -5,11 +5,11 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {ReversibleEmbedding} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
-import {saveToMemory} from './helpers/save';
+import {ReversibleEmbedding} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
+import {saveToMemory} from '../../helpers/save';
 
 const TOL = 1e-5;
 

@@ -11,10 +11,10 @@ import {
   RotaryEmbedding,
   SinePositionEncoding,
   TokenAndPositionEmbedding,
-} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
 
 const L = 7;
 

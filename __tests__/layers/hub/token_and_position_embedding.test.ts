@@ -5,10 +5,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {TokenAndPositionEmbedding} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+import {TokenAndPositionEmbedding} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
 
 const IDS = [
   [3, 1, 4, 1, 0],

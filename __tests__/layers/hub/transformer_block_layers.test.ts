@@ -9,10 +9,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {TransformerDecoder, TransformerEncoder} from '../src';
-import {describeBackends} from './helpers/backends';
-import {expectClose} from './helpers/close';
-import {randTensor} from './helpers/data';
+import {TransformerDecoder, TransformerEncoder} from '../../../src';
+import {describeBackends} from '../../helpers/backends';
+import {expectClose} from '../../helpers/close';
+import {randTensor} from '../../helpers/data';
 import {
   BlockOptions,
   BlockWeights,
@@ -22,7 +22,7 @@ import {
   geluTanh,
   MhaWeights,
   relu,
-} from './helpers/transformer_reference';
+} from '../../helpers/transformer_reference';
 
 const B = 2;
 const T = 5;
