@@ -2,7 +2,7 @@
  * Pure parts of the generation benchmark against transformers.js (bench/generate_vs_transformers.ts):
  * which contender is compared with which, medians with min / max over rounds, the token check and
  * the markdown table written into bench/README.md. No I/O here (tested by
- * __tests__/bench_generate_summary.test.ts).
+ * __tests__/bench/generate_summary.test.ts).
  */
 
 export type Dtype = 'float32' | 'int8';

@@ -5,7 +5,7 @@
 //   npm run build && node scripts/readme_heatmap.mjs            writes the image
 //   node scripts/readme_heatmap.mjs --out other.svg              writes it elsewhere
 //
-// It runs on tfjs' cpu backend; __tests__/readme_image.test.ts draws it again and compares it with
+// It runs on tfjs' cpu backend; __tests__/docs/readme_image.test.ts draws it again and compares it with
 // the committed one.
 import {createRequire} from 'node:module';
 import {writeFileSync} from 'node:fs';
