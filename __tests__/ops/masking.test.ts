@@ -101,4 +101,15 @@ describeBackends('mask functions', () => {
       expect(values(single)).toEqual(values(a));
     });
   });
+
+  it('causalMask is lower triangular, top-left aligned', () => {
+    tf.tidy(() => {
+      const m = causalMask(2, 3);
+      expect(m.dtype).toBe('bool');
+      expect(m.arraySync()).toEqual([
+        [1, 0, 0],
+        [1, 1, 0],
+      ]);
+    });
+  });
 });
