@@ -11,11 +11,12 @@ import {
   cachedDecodingRefusal,
   contractOf,
   convertKerasArtifacts,
+  defineContract,
   generate,
   toKeras3Artifacts,
   toKerasArtifacts,
 } from '../src';
-import type {LayerContract} from '../src';
+import type {ContractSpec, LayerContract} from '../src';
 import {LAYER_CLASSES} from '../src/layers/register';
 
 /**
@@ -25,20 +26,15 @@ import {LAYER_CLASSES} from '../src/layers/register';
  */
 class RunningMean extends tf.layers.Layer {
   static readonly className: string = 'UserRunningMean';
-  static readonly contract: LayerContract = {
+  // the parts with defaults (Keras-only keys, refused configs, weight folders, Keras masks) left out
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'my_layers', keys: ['scale']},
       keras2: {refused: 'tf-keras 2 has no such layer (a test layer)'},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
     configSample: () => new RunningMean({scale: 2}),
-    weights: {
-      sublayers: null,
-      keras3Folders: {},
-      implied: (c) => ({values: Number(c.scale ?? 0), option: 'scale'}),
-    },
+    weights: {implied: (c) => ({values: Number(c.scale ?? 0), option: 'scale'})},
     decoding: {
       kind: 'cached',
       refuse: (_c, node) => (node.inputTensors[0].rank === 3 ? null : 'not [batch, T, features]'),
@@ -47,8 +43,7 @@ class RunningMean extends tf.layers.Layer {
       readsKerasMasks: false,
       paddingMaskRole: null,
     },
-    makesKerasMask: () => false,
-  };
+  });
   readonly scale: number;
   calls = 0;
   cachedCalls = 0;
@@ -312,5 +307,55 @@ describe("the package's contracts", () => {
     expect(implied('ReversibleEmbedding', {input_dim: 7, output_dim: 5})).toBe(35);
     expect(implied('EinsumDense', {output_shape: [3, 4]})).toBe(12);
     expect(implied('Attention', {})).toBe(0);
+  });
+});
+
+describe('defineContract', () => {
+  const decoding = {kind: 'refused', reason: 'a test'} as const;
+  const keras = {keras3: {keys: []}, keras2: {}, call: {kind: 'tensor'}} as const;
+  const sample = () => new NoContract();
+
+  it('fills the parts a contract leaves out with their defaults', () => {
+    const c = defineContract({keras, configSample: sample, decoding});
+    expect(c.keras.kerasOnlyKeys).toEqual([]);
+    expect(c.keras.refuseConfig).toBeNull();
+    expect(c.weights.sublayers).toBeNull();
+    expect(c.weights.keras3Folders).toEqual({});
+    expect(c.weights.implied({units: 5})).toEqual({values: 0, option: ''});
+    expect(c.makesKerasMask({maskZero: true}, {} as never)).toBe(false);
+    expect('quantization' in c).toBe(false);
+    // and keeps what a contract states
+    const own = defineContract({
+      keras: {...keras, kerasOnlyKeys: ['causal'], refuseConfig: () => 'no'},
+      configSample: sample,
+      weights: {keras3Folders: {a: '_a'}},
+      decoding,
+      makesKerasMask: () => true,
+      quantization: {kind: 'own'},
+    });
+    expect(own.keras.kerasOnlyKeys).toEqual(['causal']);
+    expect(own.keras.refuseConfig?.({})).toBe('no');
+    expect(own.weights.keras3Folders).toEqual({a: '_a'});
+    expect(own.weights.sublayers).toBeNull();
+    expect(own.makesKerasMask({}, {} as never)).toBe(true);
+    expect(own.quantization).toEqual({kind: 'own'});
+  });
+
+  it('refuses a contract without a part that has no default (a type error, and at run time)', () => {
+    // @ts-expect-error: no decoding
+    const noDecoding: ContractSpec = {keras, configSample: sample};
+    const noCall: ContractSpec = {
+      // @ts-expect-error: no calling form
+      keras: {keras3: {keys: []}, keras2: {}},
+      configSample: sample,
+      decoding,
+    };
+    expect(() => defineContract(noDecoding)).toThrow(
+      "defineContract: the contract has no 'decoding', which has no default; expected it set, " +
+        'received the parts ["keras","configSample"]',
+    );
+    expect(() => defineContract(noCall)).toThrow(
+      "defineContract: the contract has no 'keras.call', which has no default",
+    );
   });
 });

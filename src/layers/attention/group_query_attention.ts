@@ -7,9 +7,9 @@ import {formatShape, Shape} from '../engine/shapes';
 import {
   CONFIG_SAMPLE,
   configNumber,
+  defineContract,
   largestOption,
   LayerContract,
-  NO_KERAS_MASK,
 } from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {compileMultiHead} from './multi_head_step';
@@ -82,7 +82,7 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
    */
   static readonly className = 'GroupQueryAttention';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         keys: [
@@ -105,8 +105,6 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
           'tf-keras must load',
       },
       call: {kind: 'attention', byKeyword: true},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
     configSample: () =>
       new GroupQueryAttention({
@@ -120,7 +118,6 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
       }),
     weights: {
       sublayers: GQA_SUBLAYERS,
-      keras3Folders: {},
       implied: (c) => ({
         values:
           configNumber(c, 'head_dim') *
@@ -143,8 +140,7 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
         });
       },
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `headDim` option: the size of each head. */
   readonly headDim: number;

@@ -15,7 +15,7 @@ import {
   SublayerTable,
 } from './multi_head_base';
 import {MHA_SUBLAYERS} from './multi_head_attention_sublayers';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {compileMultiHead} from './multi_head_step';
 import {
@@ -65,13 +65,11 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
    */
   static readonly className: string = 'MultiHeadAttention';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {keys: MULTI_HEAD_KERAS3_KEYS},
       keras2: {},
       call: {kind: 'attention', byKeyword: true},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
     configSample: () =>
       new MultiHeadAttention({
@@ -84,7 +82,7 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
         softmaxRobustMasking: true,
         chunkSize: 1,
       }),
-    weights: {sublayers: MHA_SUBLAYERS, keras3Folders: {}, implied: multiHeadImplied},
+    weights: {sublayers: MHA_SUBLAYERS, implied: multiHeadImplied},
     decoding: {
       ...multiHeadDecoding(
         (c) => c.numHeads as number,
@@ -100,8 +98,7 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
         });
       },
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `numHeads` option: the number of attention heads. */
   readonly numHeads: number;

@@ -23,7 +23,7 @@ import {
   ProjectionOptions,
 } from './projection_options';
 import {singleShape, Shape} from '../engine/shapes';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
@@ -88,7 +88,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
    */
   static readonly className = 'EinsumDense';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         keys: ['equation', 'output_shape', 'activation', 'bias_axes'].concat(
@@ -97,8 +97,6 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       },
       keras2: {},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
     configSample: () =>
       new EinsumDense({
@@ -110,8 +108,6 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
         quantizationMode: 'int8',
       }),
     weights: {
-      sublayers: null,
-      keras3Folders: {},
       implied: (c) => {
         const shape = Array.isArray(c.output_shape) ? c.output_shape : [c.output_shape];
         const values = shape.reduce<number>(
@@ -122,9 +118,8 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       },
     },
     decoding: {kind: 'positionWise', check: einsumKeepsSequence},
-    makesKerasMask: NO_KERAS_MASK,
     quantization: {kind: 'own'},
-  };
+  });
 
   /** The `equation` option. */
   readonly equation: string;

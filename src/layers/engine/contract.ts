@@ -9,8 +9,9 @@
  * A user's own layer class takes part the same way: declare `static readonly contract` and
  * register the class with `tf.serialization.registerClass`.
  *
- * Every part is required, so a class that leaves one out is a compile error (see
- * {@link ContractClass}), not a check that is silently skipped.
+ * A class states its contract with {@link defineContract}, which fills the parts most classes
+ * share; the parts without a default are required, so a class that leaves one out is a compile
+ * error (see {@link ContractSpec}, {@link ContractClass}), not a check that is silently skipped.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
@@ -303,6 +304,77 @@ export interface LayerContract {
   decoding: DecodingContract;
   /** Whether a node's output carries a Keras padding mask (a mask_zero embedding). */
   makesKerasMask(config: Record<string, unknown>, node: GraphNode): boolean;
+}
+
+/** The Keras part of a contract as {@link defineContract} takes it: the names and call required. */
+export interface KerasContractSpec extends Omit<KerasContract, 'kerasOnlyKeys' | 'refuseConfig'> {
+  /** Config keys Keras writes that the layer's own config has not; default none. */
+  kerasOnlyKeys?: readonly string[];
+  /** Why a config has no Keras counterpart; default: every config has one. */
+  refuseConfig?: KerasContract['refuseConfig'];
+}
+
+/**
+ * A contract as a class states it: the parts without a default (Keras names and calling form,
+ * config keys, decoding) required, so leaving one out does not compile; the rest default to
+ * what most classes have (no Keras-only keys, no refused config, weights by their own names with
+ * nothing implied, no Keras mask made).
+ */
+export interface ContractSpec {
+  /** How it is quantized to int8; absent: it has no weights Keras quantizes. */
+  quantization?: QuantizationContract;
+  /** Its Keras names and calling form. */
+  keras: KerasContractSpec;
+  /** See {@link LayerContract.configSample}. */
+  configSample(): ConfigSource;
+  /** Its weights, each part defaulting to {@link OWN_WEIGHTS}'. */
+  weights?: Partial<WeightContract>;
+  /** How it takes part in cached decoding. */
+  decoding: DecodingContract;
+  /** Whether a node's output carries a Keras padding mask; default {@link NO_KERAS_MASK}. */
+  makesKerasMask?: LayerContract['makesKerasMask'];
+}
+
+const REQUIRED: ReadonlyArray<[string, (s: ContractSpec) => unknown]> = [
+  ['keras', (s) => s.keras],
+  ['keras.keras3', (s) => s.keras?.keras3],
+  ['keras.keras2', (s) => s.keras?.keras2],
+  ['keras.call', (s) => s.keras?.call],
+  ['configSample', (s) => s.configSample],
+  ['decoding', (s) => s.decoding],
+];
+
+/**
+ * A class's contract from the parts it states, the defaults filled in. Throws (for callers
+ * without TypeScript) when a part without a default is missing.
+ */
+export function defineContract(spec: ContractSpec): LayerContract {
+  for (const [part, read] of REQUIRED) {
+    if (read(spec) == null) {
+      throw new Error(
+        `defineContract: the contract has no '${part}', which has no default; expected it set, ` +
+          `received the parts ${JSON.stringify(Object.keys(spec ?? {}))}`,
+      );
+    }
+  }
+  const w = spec.weights ?? {};
+  const contract: LayerContract = {
+    keras: {
+      ...spec.keras,
+      kerasOnlyKeys: spec.keras.kerasOnlyKeys ?? [],
+      refuseConfig: spec.keras.refuseConfig ?? null,
+    },
+    configSample: spec.configSample,
+    weights: {
+      sublayers: w.sublayers ?? OWN_WEIGHTS.sublayers,
+      keras3Folders: w.keras3Folders ?? OWN_WEIGHTS.keras3Folders,
+      implied: w.implied ?? OWN_WEIGHTS.implied,
+    },
+    decoding: spec.decoding,
+    makesKerasMask: spec.makesKerasMask ?? NO_KERAS_MASK,
+  };
+  if (spec.quantization != null) contract.quantization = spec.quantization;
+  return contract;
 }
 
 /** A layer class with its contract: what `register.ts` takes (a class without one fails to compile). */

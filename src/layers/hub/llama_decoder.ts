@@ -4,7 +4,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks} from '../../ops/masking';
 import {reshapeTo} from '../../ops/reshape';
-import {CONFIG_SAMPLE, configNumber, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, configNumber, defineContract, LayerContract} from '../engine/contract';
 import {formatShape, Shape} from '../engine/shapes';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
@@ -85,7 +85,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
    */
   static readonly className = 'LlamaTransformerDecoder';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -110,7 +110,6 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       },
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'keyword', roles: LLAMA_DECODER_ROLES, positional: 1, options: {training: null}},
-      kerasOnlyKeys: [],
       refuseConfig: (c) => refuseRopeConfig(c),
     },
     configSample: () =>
@@ -127,7 +126,6 @@ export class LlamaTransformerDecoder extends TransformerBlock {
         inputRoles: ['decoderSequence'],
       }),
     weights: {
-      sublayers: null,
       keras3Folders: {self_attention: '_self_attention_layer'},
       // the three feed-forward kernels have intermediate_dim columns or rows, at least
       implied: (c) => ({
@@ -155,8 +153,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       masksQueries: false,
       paddingMaskRole: 'decoderPaddingMask',
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   protected readonly roleNames = LLAMA_DECODER_ROLES;
   protected readonly positionalRoles = 1;

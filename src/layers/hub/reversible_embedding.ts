@@ -13,7 +13,13 @@ import {
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
-import {CONFIG_SAMPLE, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
+import {
+  CONFIG_SAMPLE,
+  defineContract,
+  impliedProduct,
+  LayerContract,
+  MASK_ZERO,
+} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import type {StepInt8Weight, StepWeight} from '../engine/step_program';
 import {StepActivation} from '../../kernels/step_kernels_api';
@@ -93,7 +99,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
    */
   static readonly className = 'ReversibleEmbedding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -114,8 +120,6 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
         kind: 'tensor',
         kerasKwargs: (d): Record<string, boolean> => (d[0] === 'int32' ? {} : {reverse: true}),
       },
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
     configSample: () =>
       new ReversibleEmbedding({
@@ -127,8 +131,6 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
         quantizationMode: 'int8',
       }),
     weights: {
-      sublayers: null,
-      keras3Folders: {},
       implied: impliedProduct('input_dim', 'output_dim'),
     },
     // ids -> [..., D] or, reversed, [..., D] -> [..., V]: each position alone either way
@@ -183,7 +185,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
     makesKerasMask: (config, node) =>
       MASK_ZERO(config, node) && node.inputTensors[0].dtype !== 'float32',
     quantization: {kind: 'own'},
-  };
+  });
 
   /** The `inputDim` option: the vocabulary size. */
   readonly inputDim: number;

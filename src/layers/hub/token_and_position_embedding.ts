@@ -20,6 +20,7 @@ import {
 import {
   CONFIG_SAMPLE,
   configNumber,
+  defineContract,
   largestOption,
   LayerContract,
   MASK_ZERO,
@@ -73,7 +74,7 @@ export class TokenAndPositionEmbedding extends layers.Layer {
    */
   static readonly className = 'TokenAndPositionEmbedding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -88,7 +89,6 @@ export class TokenAndPositionEmbedding extends layers.Layer {
       call: {kind: 'tensor'},
       // keras-hub passes it to its token embedding, whose reverse call this layer does not offer
       kerasOnlyKeys: ['tie_weights'],
-      refuseConfig: null,
     },
     configSample: () =>
       new TokenAndPositionEmbedding({
@@ -99,8 +99,6 @@ export class TokenAndPositionEmbedding extends layers.Layer {
         maskZero: true,
       }),
     weights: {
-      sublayers: null,
-      keras3Folders: {},
       implied: (c) => ({
         values:
           (configNumber(c, 'vocabulary_size') + configNumber(c, 'sequence_length')) *
@@ -127,7 +125,7 @@ export class TokenAndPositionEmbedding extends layers.Layer {
       },
     },
     makesKerasMask: MASK_ZERO,
-  };
+  });
 
   /** The `vocabularySize` option. */
   readonly vocabularySize: number;

@@ -6,7 +6,7 @@ import {causalMask, combineMasks} from '../../ops/masking';
 import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {CONFIG_SAMPLE, GraphLayer, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {CONFIG_SAMPLE, defineContract, GraphLayer, LayerContract} from '../engine/contract';
 import type {StepDecline, StepEmitter, StepValue} from '../engine/step_program';
 import {
   DECODER_DECODING,
@@ -108,7 +108,7 @@ export class TransformerDecoder extends TransformerBlock {
    */
   static readonly className = 'TransformerDecoder';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'keras_hub', keys: TRANSFORMER_KERAS3_KEYS},
       keras2: {refused: HUB_NEEDS_KERAS3},
@@ -121,7 +121,6 @@ export class TransformerDecoder extends TransformerBlock {
       },
       // the build shapes Keras 3 records
       kerasOnlyKeys: ['decoder_sequence_shape', 'encoder_sequence_shape'],
-      refuseConfig: null,
     },
     configSample: () =>
       new TransformerDecoder({
@@ -135,8 +134,7 @@ export class TransformerDecoder extends TransformerBlock {
       ...DECODER_DECODING,
       compile: (layer, inputs, emit) => TransformerDecoder.compileStep(layer, inputs, emit),
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /**
    * The decoder-only call in a compiled decoding step: causal self-attention with its residual and
