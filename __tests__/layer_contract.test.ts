@@ -17,7 +17,9 @@ import {
   toKerasArtifacts,
 } from '../src';
 import type {ContractSpec, LayerContract} from '../src';
+import * as src from '../src';
 import {LAYER_CLASSES} from '../src/layers/register';
+import {LAYER_CASES} from './helpers/layer_harness';
 
 /**
  * A user's layer: the running mean over the sequence, `y[t] = mean(x[0..t])` (causal). With a
@@ -33,7 +35,7 @@ class RunningMean extends tf.layers.Layer {
       keras2: {refused: 'tf-keras 2 has no such layer (a test layer)'},
       call: {kind: 'tensor'},
     },
-    configSample: () => new RunningMean({scale: 2}),
+    configKeys: ['scale'],
     weights: {implied: (c) => ({values: Number(c.scale ?? 0), option: 'scale'})},
     decoding: {
       kind: 'cached',
@@ -310,13 +312,153 @@ describe("the package's contracts", () => {
   });
 });
 
+/** The keys tfjs' own Layer.getConfig writes (dtype and batchInputShape when set). */
+const TFJS_KEYS = ['name', 'trainable', 'dtype', 'batchInputShape'];
+
+/** The call settings every attention layer writes only when set. */
+const CALL_SETTINGS = {
+  useCausalMask: true,
+  returnAttentionScores: true,
+  inputRoles: ['query'],
+  zeroFullyMaskedRows: true,
+};
+const ROPE_31 = {
+  ropeFrequencyAdjustmentFactor: 8,
+  ropeLowFreqFactor: 1,
+  ropeHighFreqFactor: 4,
+  ropePretrainingSequenceLength: 8192,
+};
+
+/** Each registered class with every option set (written out here, not read from the contracts). */
+const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
+  MultiHeadAttention: () =>
+    new src.MultiHeadAttention({
+      ...CALL_SETTINGS,
+      numHeads: 1,
+      keyDim: 1,
+      useGate: true,
+      slidingWindow: 1,
+      softmaxRobustMasking: true,
+      chunkSize: 1,
+    } as never),
+  CachedMultiHeadAttention: () =>
+    new src.CachedMultiHeadAttention({
+      ...CALL_SETTINGS,
+      numHeads: 1,
+      keyDim: 1,
+      useGate: true,
+      slidingWindow: 1,
+      softmaxRobustMasking: true,
+      chunkSize: 1,
+    } as never),
+  GroupQueryAttention: () =>
+    new src.GroupQueryAttention({
+      ...CALL_SETTINGS,
+      headDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      useGate: true,
+      slidingWindow: 1,
+    } as never),
+  DotProductAttention: () => new src.DotProductAttention({...CALL_SETTINGS} as never),
+  Attention: () => new src.Attention({...CALL_SETTINGS, useScale: true} as never),
+  AdditiveAttention: () => new src.AdditiveAttention({...CALL_SETTINGS, numHiddens: 1} as never),
+  EinsumDense: () =>
+    new src.EinsumDense({
+      equation: 'ab,bc->ac',
+      outputShape: 1,
+      biasAxes: 'c',
+      activation: 'relu',
+      quantizationMode: 'int8',
+    }),
+  TokenAndPositionEmbedding: () =>
+    new src.TokenAndPositionEmbedding({
+      vocabularySize: 1,
+      sequenceLength: 1,
+      embeddingDim: 1,
+      maskZero: true,
+    }),
+  PositionEmbedding: () => new src.PositionEmbedding({sequenceLength: 2, startIndex: 1}),
+  SinePositionEncoding: () => new src.SinePositionEncoding({startIndex: 1}),
+  RotaryEmbedding: () => new src.RotaryEmbedding({startIndex: 1}),
+  ReversibleEmbedding: () =>
+    new src.ReversibleEmbedding({
+      inputDim: 1,
+      outputDim: 1,
+      maskZero: true,
+      logitSoftCap: 1,
+      quantizationMode: 'int8',
+    }),
+  TransformerEncoder: () =>
+    new src.TransformerEncoder({intermediateDim: 1, numHeads: 1, inputRoles: ['inputs']} as never),
+  TransformerDecoder: () =>
+    new src.TransformerDecoder({
+      intermediateDim: 1,
+      numHeads: 1,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  GetItem: () => new src.GetItem({index: [0]}),
+  QuantizedDense: () => new src.QuantizedDense({units: 1, activation: 'relu', useBias: true}),
+  QuantizedEmbedding: () => new src.QuantizedEmbedding({inputDim: 2, outputDim: 1, maskZero: true}),
+  LlamaLayerNorm: () => new src.LlamaLayerNorm({epsilon: 1e-5}),
+  LlamaAttention: () =>
+    new src.LlamaAttention({
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      ropeMaxWavelength: 500000,
+      ...ROPE_31,
+      dropout: 0.1,
+    }),
+  LlamaTransformerDecoder: () =>
+    new src.LlamaTransformerDecoder({
+      intermediateDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      ...ROPE_31,
+      inputRoles: ['decoderSequence'],
+    } as never),
+};
+
+describe('config keys', () => {
+  it("each class's list is what getConfig writes with every option set, both ways", () => {
+    const missing: string[] = [];
+    const unwritten: string[] = [];
+    for (const cls of LAYER_CLASSES) {
+      const make = EVERY_OPTION[cls.className];
+      expect([cls.className, make]).toEqual([cls.className, expect.any(Function)]);
+      const layer = make();
+      const written = Object.keys(layer.getConfig()).filter((k) => !TFJS_KEYS.includes(k));
+      const listed = cls.contract.configKeys;
+      for (const k of written) if (!listed.includes(k)) missing.push(`${cls.className}.${k}`);
+      for (const k of listed) if (!written.includes(k)) unwritten.push(`${cls.className}.${k}`);
+      expect(new Set(listed).size).toBe(listed.length);
+    }
+    expect({missing, unwritten}).toEqual({missing: [], unwritten: []});
+  });
+
+  it('a layer built by each harness case writes only listed keys', () => {
+    for (const cls of LAYER_CLASSES) {
+      for (const [, c] of LAYER_CASES[cls.className] ?? []) {
+        const layer = c.make();
+        const inputs = c.inputShapes.map((shape, i) =>
+          tf.input({shape: shape.slice(1), dtype: c.inputDtypes?.[i] ?? 'float32'}),
+        );
+        layer.apply(inputs.length === 1 ? inputs[0] : inputs);
+        const extra = Object.keys(layer.getConfig()).filter(
+          (k) => !TFJS_KEYS.includes(k) && !cls.contract.configKeys.includes(k),
+        );
+        expect([cls.className, extra]).toEqual([cls.className, []]);
+      }
+    }
+  });
+});
+
 describe('defineContract', () => {
   const decoding = {kind: 'refused', reason: 'a test'} as const;
   const keras = {keras3: {keys: []}, keras2: {}, call: {kind: 'tensor'}} as const;
-  const sample = () => new NoContract();
 
   it('fills the parts a contract leaves out with their defaults', () => {
-    const c = defineContract({keras, configSample: sample, decoding});
+    const c = defineContract({keras, configKeys: [], decoding});
     expect(c.keras.kerasOnlyKeys).toEqual([]);
     expect(c.keras.refuseConfig).toBeNull();
     expect(c.weights.sublayers).toBeNull();
@@ -327,7 +469,7 @@ describe('defineContract', () => {
     // and keeps what a contract states
     const own = defineContract({
       keras: {...keras, kerasOnlyKeys: ['causal'], refuseConfig: () => 'no'},
-      configSample: sample,
+      configKeys: [],
       weights: {keras3Folders: {a: '_a'}},
       decoding,
       makesKerasMask: () => true,
@@ -343,16 +485,16 @@ describe('defineContract', () => {
 
   it('refuses a contract without a part that has no default (a type error, and at run time)', () => {
     // @ts-expect-error: no decoding
-    const noDecoding: ContractSpec = {keras, configSample: sample};
+    const noDecoding: ContractSpec = {keras, configKeys: []};
     const noCall: ContractSpec = {
       // @ts-expect-error: no calling form
       keras: {keras3: {keys: []}, keras2: {}},
-      configSample: sample,
+      configKeys: [],
       decoding,
     };
     expect(() => defineContract(noDecoding)).toThrow(
       "defineContract: the contract has no 'decoding', which has no default; expected it set, " +
-        'received the parts ["keras","configSample"]',
+        'received the parts ["keras","configKeys"]',
     );
     expect(() => defineContract(noCall)).toThrow(
       "defineContract: the contract has no 'keras.call', which has no default",

@@ -66,7 +66,6 @@ export {contractOf, defineContract} from './layers/engine/contract';
 export type {
   AttentionCall,
   CachedDecoding,
-  ConfigSource,
   ContractClass,
   ContractSpec,
   ImpliedSize,

@@ -12,8 +12,8 @@ import {
 import {BaseAttentionArgs, ScoresOption} from '../engine/base_attention';
 import {Attention} from './dot_product_attention';
 import {Shape} from '../engine/shapes';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
-import {EVERY_CALL_SETTING, NO_CACHE} from './attention_contract';
+import {defineContract, LayerContract} from '../engine/contract';
+import {ATTENTION_CONFIG_KEYS, NO_CACHE} from './attention_contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
 export interface AdditiveAttentionArgs extends BaseAttentionArgs {
@@ -70,9 +70,8 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
             'AdditiveAttention without numHiddens (the Keras form)'
           : null,
     },
-    // with the d2l option numHiddens set, so its config holds every key
-    configSample: () =>
-      new AdditiveAttention({name: CONFIG_SAMPLE, ...EVERY_CALL_SETTING, numHiddens: 1}),
+    // numHiddens and kernelInitializer: the d2l form's options
+    configKeys: [...ATTENTION_CONFIG_KEYS, 'useScale', 'numHiddens', 'kernelInitializer'],
     decoding: NO_CACHE,
   });
 

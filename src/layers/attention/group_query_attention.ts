@@ -4,16 +4,14 @@ import {ScoresOption} from '../engine/base_attention';
 import {AttentionParts} from '../engine/call_spec';
 import {projectionConfig} from '../core/projection_options';
 import {formatShape, Shape} from '../engine/shapes';
-import {
-  CONFIG_SAMPLE,
-  configNumber,
-  defineContract,
-  largestOption,
-  LayerContract,
-} from '../engine/contract';
+import {configNumber, defineContract, largestOption, LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {compileMultiHead} from './multi_head_step';
-import {EVERY_CALL_SETTING, PROJECTION_KERAS3_KEYS} from './attention_contract';
+import {
+  ATTENTION_CONFIG_KEYS,
+  PROJECTION_CONFIG_KEYS,
+  PROJECTION_KERAS3_KEYS,
+} from './attention_contract';
 import {
   HeadCounts,
   MultiHeadArgs,
@@ -106,16 +104,17 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
       },
       call: {kind: 'attention', byKeyword: true},
     },
-    configSample: () =>
-      new GroupQueryAttention({
-        name: CONFIG_SAMPLE,
-        ...EVERY_CALL_SETTING,
-        headDim: 1,
-        numQueryHeads: 1,
-        numKeyValueHeads: 1,
-        useGate: true,
-        slidingWindow: 1,
-      }),
+    configKeys: [
+      ...ATTENTION_CONFIG_KEYS,
+      'headDim',
+      'numQueryHeads',
+      'numKeyValueHeads',
+      'useBias',
+      'flashAttention',
+      ...PROJECTION_CONFIG_KEYS,
+      'useGate',
+      'slidingWindow',
+    ],
     weights: {
       sublayers: GQA_SUBLAYERS,
       implied: (c) => ({

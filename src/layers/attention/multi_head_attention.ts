@@ -15,13 +15,14 @@ import {
   SublayerTable,
 } from './multi_head_base';
 import {MHA_SUBLAYERS} from './multi_head_attention_sublayers';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {compileMultiHead} from './multi_head_step';
 import {
-  EVERY_CALL_SETTING,
+  ATTENTION_CONFIG_KEYS,
   MULTI_HEAD_KERAS3_KEYS,
   multiHeadImplied,
+  PROJECTION_CONFIG_KEYS,
   refuseMultiHeadCache,
 } from './attention_contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
@@ -71,17 +72,24 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
       keras2: {},
       call: {kind: 'attention', byKeyword: true},
     },
-    configSample: () =>
-      new MultiHeadAttention({
-        name: CONFIG_SAMPLE,
-        ...EVERY_CALL_SETTING,
-        numHeads: 1,
-        keyDim: 1,
-        useGate: true,
-        slidingWindow: 1,
-        softmaxRobustMasking: true,
-        chunkSize: 1,
-      }),
+    configKeys: [
+      ...ATTENTION_CONFIG_KEYS,
+      'numHeads',
+      'keyDim',
+      'valueDim',
+      'useBias',
+      'outputShape',
+      'attentionAxes',
+      ...PROJECTION_CONFIG_KEYS,
+      // the build shapes Keras writes
+      'queryShape',
+      'valueShape',
+      'keyShape',
+      'useGate',
+      'slidingWindow',
+      'softmaxRobustMasking',
+      'chunkSize',
+    ],
     weights: {sublayers: MHA_SUBLAYERS, implied: multiHeadImplied},
     decoding: {
       ...multiHeadDecoding(

@@ -23,9 +23,9 @@ import {
   ProjectionOptions,
 } from './projection_options';
 import {singleShape, Shape} from '../engine/shapes';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
-import {PROJECTION_KERAS3_KEYS} from './projection_options';
+import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
 import {int8Dense} from '../../ops/int8';
 import {Int8Layer, Int8Weight, QuantizationMode, quantizationModeOf} from './quantization';
@@ -98,15 +98,14 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       keras2: {},
       call: {kind: 'tensor'},
     },
-    configSample: () =>
-      new EinsumDense({
-        name: CONFIG_SAMPLE,
-        equation: 'ab,bc->ac',
-        outputShape: 1,
-        biasAxes: 'c',
-        activation: 'relu',
-        quantizationMode: 'int8',
-      }),
+    configKeys: [
+      'outputShape',
+      'equation',
+      'activation',
+      'biasAxes',
+      ...PROJECTION_CONFIG_KEYS,
+      'quantizationMode',
+    ],
     weights: {
       implied: (c) => {
         const shape = Array.isArray(c.output_shape) ? c.output_shape : [c.output_shape];

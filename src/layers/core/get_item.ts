@@ -4,7 +4,7 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
@@ -78,7 +78,7 @@ export class GetItem extends layers.Layer {
       keras2: {refused: "tf-keras 2 does not have (it is Keras 3's indexing operation)"},
       call: {kind: 'indexing'},
     },
-    configSample: () => new GetItem({name: CONFIG_SAMPLE, index: [0]}),
+    configKeys: ['index'],
     decoding: {
       kind: 'refused',
       reason: 'not known to compute each position alone (an index may select positions)',

@@ -12,7 +12,7 @@ import {
   serializeActivation,
 } from '../engine/config_objects';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {Int8Layer, Int8Weight, QuantizationMode} from './quantization';
@@ -91,8 +91,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       keras2: {refused: 'tf-keras 2 has no int8 Dense; export the float model'},
       call: {kind: 'tensor'},
     },
-    configSample: () =>
-      new QuantizedDense({name: CONFIG_SAMPLE, units: 1, activation: 'relu', useBias: true}),
+    configKeys: ['units', 'activation', 'useBias'],
     weights: {
       implied: (c) => ({values: typeof c.units === 'number' ? c.units : 1, option: 'units'}),
     },

@@ -5,7 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {idsAsInt32} from '../../kernels/embedding_lookup';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {CONFIG_SAMPLE, defineContract, LayerContract, MASK_ZERO} from '../engine/contract';
+import {defineContract, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {Shape, singleShape} from '../engine/shapes';
 import {Int8Layer, int8Lookup, Int8Weight, QuantizationMode} from './quantization';
@@ -85,8 +85,7 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
       keras2: {refused: 'tf-keras 2 has no int8 Embedding; export the float model'},
       call: {kind: 'tensor'},
     },
-    configSample: () =>
-      new QuantizedEmbedding({name: CONFIG_SAMPLE, inputDim: 2, outputDim: 1, maskZero: true}),
+    configKeys: ['inputDim', 'outputDim', 'maskZero'],
     weights: {
       implied: (c) => ({
         values: (Number(c.input_dim) || 1) * (Number(c.output_dim) || 1),

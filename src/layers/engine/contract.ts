@@ -257,12 +257,6 @@ export interface RefusedDecoding {
   reason: string;
 }
 
-/** What a config sample is: anything with a tfjs config (a layer). */
-export interface ConfigSource {
-  /** The camelCase config it serializes. */
-  getConfig(): tf.serialization.ConfigDict;
-}
-
 /** A lower bound of the weight values a config implies, and the option that sets it. */
 export interface ImpliedSize {
   /** The number of weight values, at least. */
@@ -293,11 +287,13 @@ export interface LayerContract {
   /** Its Keras names and calling form. */
   keras: KerasContract;
   /**
-   * A layer with every optional option set, so that each config key it can write is in its
-   * `getConfig()`, and a name (`CONFIG_SAMPLE`), so that it takes no automatic layer name: the Keras loader accepts exactly these keys (snake_cased), the Keras 3 keys
-   * and `kerasOnlyKeys`, and refuses others.
+   * The keys its `getConfig()` writes with every option set (camelCase), beyond tfjs' own `name`
+   * and `trainable`: the constructor options the class checks (constructor_args.ts), and,
+   * snake_cased, what the Keras loader accepts besides the Keras 3 keys and `kerasOnlyKeys`.
+   * `__tests__/layer_contract.test.ts` holds each package class's list against a layer with every
+   * option set.
    */
-  configSample(): ConfigSource;
+  configKeys: readonly string[];
   /** Its weights as Keras 3 names them, and their size a config implies. */
   weights: WeightContract;
   /** How it takes part in cached decoding. */
@@ -325,8 +321,8 @@ export interface ContractSpec {
   quantization?: QuantizationContract;
   /** Its Keras names and calling form. */
   keras: KerasContractSpec;
-  /** See {@link LayerContract.configSample}. */
-  configSample(): ConfigSource;
+  /** See {@link LayerContract.configKeys}. */
+  configKeys: readonly string[];
   /** Its weights, each part defaulting to {@link OWN_WEIGHTS}'. */
   weights?: Partial<WeightContract>;
   /** How it takes part in cached decoding. */
@@ -340,7 +336,7 @@ const REQUIRED: ReadonlyArray<[string, (s: ContractSpec) => unknown]> = [
   ['keras.keras3', (s) => s.keras?.keras3],
   ['keras.keras2', (s) => s.keras?.keras2],
   ['keras.call', (s) => s.keras?.call],
-  ['configSample', (s) => s.configSample],
+  ['configKeys', (s) => s.configKeys],
   ['decoding', (s) => s.decoding],
 ];
 
@@ -364,7 +360,7 @@ export function defineContract(spec: ContractSpec): LayerContract {
       kerasOnlyKeys: spec.keras.kerasOnlyKeys ?? [],
       refuseConfig: spec.keras.refuseConfig ?? null,
     },
-    configSample: spec.configSample,
+    configKeys: spec.configKeys,
     weights: {
       sublayers: w.sublayers ?? OWN_WEIGHTS.sublayers,
       keras3Folders: w.keras3Folders ?? OWN_WEIGHTS.keras3Folders,
@@ -408,12 +404,6 @@ export function snakeCase(name: string): string {
     .replace(/([a-z])([A-Z])/g, '$1_$2')
     .toLowerCase();
 }
-
-/**
- * The name of a contract's config sample: a sample built without a name would take one of tfjs'
- * automatic layer names (`attention_Attention1`) from the user's layers.
- */
-export const CONFIG_SAMPLE = 'config_sample';
 
 /** A number in a saved config, or 0. */
 export const configNumber = (c: JsonObject, k: string): number =>

@@ -23,6 +23,22 @@ export const TRANSFORMER_KERAS3_KEYS: readonly string[] = [
   'bias_initializer',
 ];
 
+/** The config keys keras-hub's TransformerEncoder and TransformerDecoder write here (camelCase). */
+export const TRANSFORMER_CONFIG_KEYS: readonly string[] = [
+  'intermediateDim',
+  'numHeads',
+  'dropout',
+  'activation',
+  'layerNormEpsilon',
+  'kernelInitializer',
+  'biasInitializer',
+  'kernelRegularizer',
+  'biasRegularizer',
+  'normalizeFirst',
+  'seed',
+  'inputRoles',
+];
+
 /** TransformerEncoder's inputs, in its call's argument order (camelCase). */
 export const ENCODER_ROLES = ['inputs', 'paddingMask', 'attentionMask'] as const;
 

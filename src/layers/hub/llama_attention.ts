@@ -11,7 +11,7 @@ import {
   InitializerIdentifier,
   serializeObject,
 } from '../engine/config_objects';
-import {CONFIG_SAMPLE, configNumber, defineContract, LayerContract} from '../engine/contract';
+import {configNumber, defineContract, LayerContract} from '../engine/contract';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
@@ -97,18 +97,14 @@ export class LlamaAttention extends CompositeLayer {
       call: {kind: 'tensor'},
       refuseConfig: (c) => refuseRopeConfig(c),
     },
-    configSample: () =>
-      new LlamaAttention({
-        name: CONFIG_SAMPLE,
-        numQueryHeads: 2,
-        numKeyValueHeads: 1,
-        ropeMaxWavelength: 500000,
-        ropeFrequencyAdjustmentFactor: 8,
-        ropeLowFreqFactor: 1,
-        ropeHighFreqFactor: 4,
-        ropePretrainingSequenceLength: 8192,
-        dropout: 0.1,
-      }),
+    configKeys: [
+      'numQueryHeads',
+      'numKeyValueHeads',
+      'ropeMaxWavelength',
+      ...LLAMA31_ROPE,
+      'dropout',
+      'kernelInitializer',
+    ],
     weights: {
       sublayers: [
         {name: 'query', keras3: '_query_dense'},

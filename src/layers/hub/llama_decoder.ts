@@ -4,7 +4,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks} from '../../ops/masking';
 import {reshapeTo} from '../../ops/reshape';
-import {CONFIG_SAMPLE, configNumber, defineContract, LayerContract} from '../engine/contract';
+import {configNumber, defineContract, LayerContract} from '../engine/contract';
 import {formatShape, Shape} from '../engine/shapes';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
@@ -112,19 +112,20 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       call: {kind: 'keyword', roles: LLAMA_DECODER_ROLES, positional: 1, options: {training: null}},
       refuseConfig: (c) => refuseRopeConfig(c),
     },
-    configSample: () =>
-      new LlamaTransformerDecoder({
-        name: CONFIG_SAMPLE,
-        intermediateDim: 1,
-        numQueryHeads: 1,
-        numKeyValueHeads: 1,
-        ropePositionScalingFactor: 1,
-        ropeFrequencyAdjustmentFactor: 8,
-        ropeLowFreqFactor: 1,
-        ropeHighFreqFactor: 4,
-        ropePretrainingSequenceLength: 8192,
-        inputRoles: ['decoderSequence'],
-      }),
+    configKeys: [
+      'intermediateDim',
+      'dropout',
+      'activation',
+      'layerNormEpsilon',
+      'kernelInitializer',
+      'kernelRegularizer',
+      'seed',
+      'inputRoles',
+      'numQueryHeads',
+      'numKeyValueHeads',
+      'ropeMaxWavelength',
+      ...LLAMA31_ROPE,
+    ],
     weights: {
       keras3Folders: {self_attention: '_self_attention_layer'},
       // the three feed-forward kernels have intermediate_dim columns or rows, at least

@@ -5,7 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link LlamaLayerNorm}. */
@@ -47,8 +47,7 @@ export class LlamaLayerNorm extends layers.Layer {
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'tensor'},
     },
-    configSample: () => new LlamaLayerNorm({name: CONFIG_SAMPLE, epsilon: 1e-5}),
-    // normalizes the last axis: each position alone when that axis is not the sequence's
+    configKeys: ['epsilon'],
     decoding: {
       kind: 'positionWise',
       check: (_c, node) =>

@@ -18,7 +18,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
-import {CONFIG_SAMPLE, defineContract, impliedProduct, LayerContract} from '../engine/contract';
+import {defineContract, impliedProduct, LayerContract} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -62,8 +62,7 @@ export class PositionEmbedding extends layers.Layer {
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'positions'},
     },
-    configSample: () =>
-      new PositionEmbedding({name: CONFIG_SAMPLE, sequenceLength: 2, startIndex: 1}),
+    configKeys: ['startIndex', 'sequenceLength', 'initializer'],
     weights: {implied: impliedProduct('sequence_length')},
     decoding: {
       kind: 'positionAware',

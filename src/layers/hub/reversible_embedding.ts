@@ -13,13 +13,7 @@ import {
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
-import {
-  CONFIG_SAMPLE,
-  defineContract,
-  impliedProduct,
-  LayerContract,
-  MASK_ZERO,
-} from '../engine/contract';
+import {defineContract, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import type {StepInt8Weight, StepWeight} from '../engine/step_program';
 import {StepActivation} from '../../kernels/step_kernels_api';
@@ -121,15 +115,15 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
         kerasKwargs: (d): Record<string, boolean> => (d[0] === 'int32' ? {} : {reverse: true}),
       },
     },
-    configSample: () =>
-      new ReversibleEmbedding({
-        name: CONFIG_SAMPLE,
-        inputDim: 1,
-        outputDim: 1,
-        maskZero: true,
-        logitSoftCap: 1,
-        quantizationMode: 'int8',
-      }),
+    configKeys: [
+      'inputDim',
+      'outputDim',
+      'tieWeights',
+      'embeddingsInitializer',
+      'maskZero',
+      'logitSoftCap',
+      'quantizationMode',
+    ],
     weights: {
       implied: impliedProduct('input_dim', 'output_dim'),
     },

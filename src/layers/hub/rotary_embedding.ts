@@ -11,7 +11,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link RotaryEmbedding}. */
@@ -84,7 +84,7 @@ export class RotaryEmbedding extends layers.Layer {
             "'linear' rotary embedding (scaling_factor) only"
           : null,
     },
-    configSample: () => new RotaryEmbedding({name: CONFIG_SAMPLE, startIndex: 1}),
+    configKeys: ['startIndex', 'maxWavelength', 'scalingFactor', 'sequenceAxis', 'featureAxis'],
     decoding: {
       kind: 'positionAware',
       check: (c, node) => {

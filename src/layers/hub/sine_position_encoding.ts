@@ -11,7 +11,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -54,7 +54,7 @@ export class SinePositionEncoding extends layers.Layer {
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'positions'},
     },
-    configSample: () => new SinePositionEncoding({name: CONFIG_SAMPLE, startIndex: 1}),
+    configKeys: ['startIndex', 'maxWavelength'],
     decoding: {kind: 'positionAware', check: positionsOfSequence},
   });
 

@@ -18,7 +18,6 @@ import {
   startIndexOf,
 } from './start_index';
 import {
-  CONFIG_SAMPLE,
   configNumber,
   defineContract,
   largestOption,
@@ -90,14 +89,13 @@ export class TokenAndPositionEmbedding extends layers.Layer {
       // keras-hub passes it to its token embedding, whose reverse call this layer does not offer
       kerasOnlyKeys: ['tie_weights'],
     },
-    configSample: () =>
-      new TokenAndPositionEmbedding({
-        name: CONFIG_SAMPLE,
-        vocabularySize: 1,
-        sequenceLength: 1,
-        embeddingDim: 1,
-        maskZero: true,
-      }),
+    configKeys: [
+      'vocabularySize',
+      'sequenceLength',
+      'embeddingDim',
+      'maskZero',
+      'embeddingsInitializer',
+    ],
     weights: {
       implied: (c) => ({
         values:

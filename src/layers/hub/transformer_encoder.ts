@@ -6,12 +6,13 @@ import {combineMasks} from '../../ops/masking';
 import {MultiHeadAttention} from '../attention/multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {CONFIG_SAMPLE, defineContract, LayerContract} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {
   ENCODER_ROLES,
   HUB_NEEDS_KERAS3,
   TRANSFORMER_KERAS3_KEYS,
   TRANSFORMER_WEIGHTS,
+  TRANSFORMER_CONFIG_KEYS,
 } from './hub_contract';
 
 /** Options of {@link TransformerEncoder}. */
@@ -74,13 +75,7 @@ export class TransformerEncoder extends TransformerBlock {
       // the build shape Keras 3 records
       kerasOnlyKeys: ['inputs_shape'],
     },
-    configSample: () =>
-      new TransformerEncoder({
-        name: CONFIG_SAMPLE,
-        intermediateDim: 1,
-        numHeads: 1,
-        inputRoles: ['inputs'],
-      }),
+    configKeys: TRANSFORMER_CONFIG_KEYS,
     weights: TRANSFORMER_WEIGHTS,
     decoding: {
       kind: 'refused',
