@@ -16,8 +16,9 @@ import {
   toKeras3Artifacts,
   toKerasArtifacts,
 } from '../src';
-import type {ContractSpec, LayerContract} from '../src';
+import type {CachedDecoding, ContractSpec, LayerContract} from '../src';
 import * as src from '../src';
+import {camelConfig, savedKey} from '../src/layers/engine/contract';
 import {LAYER_CLASSES} from '../src/layers/register';
 import {LAYER_CASES} from './helpers/layer_harness';
 
@@ -292,8 +293,9 @@ describe("the package's contracts", () => {
   });
 
   it('imply weight sizes from Keras configs (independent arithmetic)', () => {
+    // a saved config camelCased once, as the guard does
     const implied = (cls: string, c: Record<string, number | number[]>) =>
-      (contractOf(cls) as LayerContract).weights.implied(c).values;
+      (contractOf(cls) as LayerContract).weights.implied(camelConfig(c)).values;
     // 2 heads x (2 x key 4 + 2 x value 3): query, key, value, output kernels at least
     expect(implied('MultiHeadAttention', {num_heads: 2, key_dim: 4, value_dim: 3})).toBe(28);
     expect(
@@ -450,6 +452,36 @@ describe('config keys', () => {
         expect([cls.className, extra]).toEqual([cls.className, []]);
       }
     }
+  });
+});
+
+describe('one spelling for contract functions', () => {
+  it("a saved config is camelCased once; where both spellings are saved, Keras' is read", () => {
+    const saved = {num_heads: 2, keyDim: 9, key_dim: 4, units: 3, numHeads: 7, rope_type: 'x'};
+    expect(camelConfig(saved)).toEqual({numHeads: 2, keyDim: 4, units: 3, ropeType: 'x'});
+    // and the option an implied size is blamed on named as the file spells it
+    expect(savedKey(saved, 'numHeads')).toBe('num_heads');
+    expect(savedKey(saved, 'units')).toBe('units');
+    expect(savedKey({}, '')).toBe('');
+  });
+
+  it("the package's contract functions read camelCase only (the planner's getConfig())", () => {
+    const implied = (cls: string, c: Record<string, number>) =>
+      (contractOf(cls) as LayerContract).weights.implied(c);
+    expect(implied('MultiHeadAttention', {num_heads: 2, key_dim: 4}).values).toBe(0);
+    expect(implied('MultiHeadAttention', {numHeads: 2, keyDim: 4})).toEqual({
+      values: 32,
+      option: 'keyDim',
+    });
+    const decoder = contractOf('TransformerDecoder')?.decoding as CachedDecoding;
+    expect(decoder.cacheShape({numHeads: 2}, [1, 3, 8], 1, 5)).toEqual([1, 2, 5, 2, 4]);
+    const refuse = (contractOf('RotaryEmbedding') as LayerContract).keras.refuseConfig;
+    expect(refuse?.({ropeType: 'yarn'})).toMatch(/^has rope_type "yarn"/);
+    expect(refuse?.({rope_type: 'yarn'})).toBeNull();
+    const llama = (contractOf('LlamaAttention') as LayerContract).keras.refuseConfig;
+    expect(llama?.({ropePositionScalingFactor: 2})).toMatch(
+      /^has rope_position_scaling_factor = 2/,
+    );
   });
 });
 

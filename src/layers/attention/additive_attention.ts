@@ -65,7 +65,7 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
       call: {kind: 'attention', byKeyword: false},
       kerasOnlyKeys: ['causal'],
       refuseConfig: (c) =>
-        c.num_hiddens != null
+        c.numHiddens != null
           ? 'is the d2l form of AdditiveAttention (numHiddens), which Keras does not have; use ' +
             'AdditiveAttention without numHiddens (the Keras form)'
           : null,

@@ -38,10 +38,10 @@ export const ATTENTION_CONFIG_KEYS: readonly string[] = [
 /** At least query, key, value and output kernels of `num_heads` heads. */
 export const multiHeadImplied: WeightContract['implied'] = (c) => ({
   values:
-    configNumber(c, 'num_heads') *
-    (2 * configNumber(c, 'key_dim') +
-      2 * (configNumber(c, 'value_dim') || configNumber(c, 'key_dim'))),
-  option: largestOption(c, ['num_heads', 'key_dim', 'value_dim']),
+    configNumber(c, 'numHeads') *
+    (2 * configNumber(c, 'keyDim') +
+      2 * (configNumber(c, 'valueDim') || configNumber(c, 'keyDim'))),
+  option: largestOption(c, ['numHeads', 'keyDim', 'valueDim']),
 });
 
 /** Causal self-attention, and one head size (keras-hub's cache layout holds one). */

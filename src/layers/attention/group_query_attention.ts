@@ -119,10 +119,10 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
       sublayers: GQA_SUBLAYERS,
       implied: (c) => ({
         values:
-          configNumber(c, 'head_dim') *
+          configNumber(c, 'headDim') *
           2 *
-          (configNumber(c, 'num_query_heads') + configNumber(c, 'num_key_value_heads')),
-        option: largestOption(c, ['head_dim', 'num_query_heads', 'num_key_value_heads']),
+          (configNumber(c, 'numQueryHeads') + configNumber(c, 'numKeyValueHeads')),
+        option: largestOption(c, ['headDim', 'numQueryHeads', 'numKeyValueHeads']),
       }),
     },
     decoding: {

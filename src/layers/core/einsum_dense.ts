@@ -108,12 +108,12 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     ],
     weights: {
       implied: (c) => {
-        const shape = Array.isArray(c.output_shape) ? c.output_shape : [c.output_shape];
+        const shape = Array.isArray(c.outputShape) ? c.outputShape : [c.outputShape];
         const values = shape.reduce<number>(
           (p, d) => p * (typeof d === 'number' && d > 0 ? d : 1),
           1,
         );
-        return {values, option: 'output_shape'};
+        return {values, option: 'outputShape'};
       },
     },
     decoding: {kind: 'positionWise', check: einsumKeepsSequence},

@@ -88,8 +88,8 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
     configKeys: ['inputDim', 'outputDim', 'maskZero'],
     weights: {
       implied: (c) => ({
-        values: (Number(c.input_dim) || 1) * (Number(c.output_dim) || 1),
-        option: 'input_dim',
+        values: (Number(c.inputDim) || 1) * (Number(c.outputDim) || 1),
+        option: 'inputDim',
       }),
     },
     decoding: {

@@ -9,6 +9,10 @@
  * A user's own layer class takes part the same way: declare `static readonly contract` and
  * register the class with `tf.serialization.registerClass`.
  *
+ * Contract functions read configs in one spelling, camelCase, as `getConfig()` writes them: the
+ * planner hands them a layer's `getConfig()`, and the readers of saved (snake_case) topologies
+ * convert each config once with {@link camelConfig} before calling them.
+ *
  * A class states its contract with {@link defineContract}, which fills the parts most classes
  * share; the parts without a default are required, so a class that leaves one out is a compile
  * error (see {@link ContractSpec}, {@link ContractClass}), not a check that is silently skipped.
@@ -17,6 +21,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
+import {camelCase} from './config_objects';
 import type {StepCompile} from './step_program';
 
 /** A JSON value of a saved topology (what the loader, the exporters and the guard read). */
@@ -109,7 +114,10 @@ export interface KerasContract {
   call: KerasCall;
   /** Config keys Keras writes that the layer's own config has not (accepted, then dropped). */
   kerasOnlyKeys: readonly string[];
-  /** Why a (snake_case) config has no Keras counterpart (e.g. a d2l-only option), or null. */
+  /**
+   * Why a saved config (camelCased: {@link camelConfig}) has no Keras counterpart (e.g. a
+   * d2l-only option), or null.
+   */
   refuseConfig: ((config: JsonObject) => string | null) | null;
 }
 
@@ -128,7 +136,8 @@ export interface WeightContract {
   /** Sublayers whose Keras 3 folder is not `_<name>` (keras-hub blocks), by name. */
   keras3Folders: Readonly<Record<string, string>>;
   /**
-   * A lower bound of the weight values a saved (snake_case) config implies, and the option that
+   * A lower bound of the weight values a saved config (camelCased: {@link camelConfig}) implies,
+   * and the option that
    * sets it: the guard refuses a config implying more than the weights manifest declares.
    */
   implied(config: JsonObject): ImpliedSize;
@@ -261,7 +270,7 @@ export interface RefusedDecoding {
 export interface ImpliedSize {
   /** The number of weight values, at least. */
   values: number;
-  /** The option (snake_case config key) a refusal names. */
+  /** The option (camelCase config key) it is blamed on; a refusal names its saved spelling. */
   option: string;
 }
 
@@ -405,7 +414,27 @@ export function snakeCase(name: string): string {
     .toLowerCase();
 }
 
-/** A number in a saved config, or 0. */
+/**
+ * A saved (snake_case) config with its keys in camelCase, the one spelling contract functions
+ * read; values as saved. Where both spellings of a key are present, the snake_case one (Keras')
+ * is read, as it was before the conversion.
+ */
+export function camelConfig(config: JsonObject): JsonObject {
+  const out: JsonObject = {};
+  for (const [key, value] of Object.entries(config)) {
+    const camel = camelCase(key);
+    if (key !== camel || !Object.prototype.hasOwnProperty.call(out, camel)) out[camel] = value;
+  }
+  return out;
+}
+
+/** The key of a saved config that {@link camelConfig} read as `option` (its saved spelling). */
+export function savedKey(config: JsonObject, option: string): string {
+  const keys = Object.keys(config).filter((k) => camelCase(k) === option);
+  return [...keys].reverse().find((k) => k !== option) ?? keys[0] ?? option;
+}
+
+/** A number in a (camelCased) config, or 0. */
 export const configNumber = (c: JsonObject, k: string): number =>
   typeof c[k] === 'number' ? (c[k] as number) : 0;
 
@@ -435,5 +464,4 @@ export const OWN_WEIGHTS: WeightContract = {
 export const NO_KERAS_MASK: LayerContract['makesKerasMask'] = () => false;
 
 /** A mask_zero embedding of ids: its output carries the Keras padding mask. */
-export const MASK_ZERO: LayerContract['makesKerasMask'] = (config) =>
-  config.maskZero === true || config.mask_zero === true;
+export const MASK_ZERO: LayerContract['makesKerasMask'] = (config) => config.maskZero === true;

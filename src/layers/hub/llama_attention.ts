@@ -113,8 +113,8 @@ export class LlamaAttention extends CompositeLayer {
         {name: 'attention_output', keras3: '_output_dense'},
       ],
       implied: (c) => ({
-        values: 2 * configNumber(c, 'num_query_heads') + 2 * configNumber(c, 'num_key_value_heads'),
-        option: 'num_query_heads',
+        values: 2 * configNumber(c, 'numQueryHeads') + 2 * configNumber(c, 'numKeyValueHeads'),
+        option: 'numQueryHeads',
       }),
     },
     decoding: {

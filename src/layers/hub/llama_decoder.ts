@@ -130,8 +130,8 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       keras3Folders: {self_attention: '_self_attention_layer'},
       // the three feed-forward kernels have intermediate_dim columns or rows, at least
       implied: (c) => ({
-        values: 3 * configNumber(c, 'intermediate_dim'),
-        option: 'intermediate_dim',
+        values: 3 * configNumber(c, 'intermediateDim'),
+        option: 'intermediateDim',
       }),
     },
     decoding: {
@@ -141,8 +141,8 @@ export class LlamaTransformerDecoder extends TransformerBlock {
           ? `it is called on ${node.inputTensors.length} inputs (masks beyond a padding mask)`
           : null,
       cacheShape: (config, input, batch, maxLength) => {
-        const q = (config.numQueryHeads ?? config.num_query_heads) as number;
-        const kv = (config.numKeyValueHeads ?? config.num_key_value_heads) as number;
+        const q = config.numQueryHeads as number;
+        const kv = config.numKeyValueHeads as number;
         return [batch, 2, maxLength, kv, Math.floor((input[input.length - 1] as number) / q)];
       },
       cacheKwargs: (cache, index, keyMask) => ({

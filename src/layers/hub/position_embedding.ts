@@ -63,7 +63,7 @@ export class PositionEmbedding extends layers.Layer {
       call: {kind: 'positions'},
     },
     configKeys: ['startIndex', 'sequenceLength', 'initializer'],
-    weights: {implied: impliedProduct('sequence_length')},
+    weights: {implied: impliedProduct('sequenceLength')},
     decoding: {
       kind: 'positionAware',
       check: positionsOfSequence,

@@ -125,7 +125,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
       'quantizationMode',
     ],
     weights: {
-      implied: impliedProduct('input_dim', 'output_dim'),
+      implied: impliedProduct('inputDim', 'outputDim'),
     },
     // ids -> [..., D] or, reversed, [..., D] -> [..., V]: each position alone either way
     decoding: {

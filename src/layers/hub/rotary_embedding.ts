@@ -79,8 +79,8 @@ export class RotaryEmbedding extends layers.Layer {
         'truncate',
       ],
       refuseConfig: (c) =>
-        c.rope_type != null && c.rope_type !== 'linear'
-          ? `has rope_type ${JSON.stringify(c.rope_type)}; this package implements keras-hub's ` +
+        c.ropeType != null && c.ropeType !== 'linear'
+          ? `has rope_type ${JSON.stringify(c.ropeType)}; this package implements keras-hub's ` +
             "'linear' rotary embedding (scaling_factor) only"
           : null,
     },

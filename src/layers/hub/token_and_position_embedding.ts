@@ -99,9 +99,9 @@ export class TokenAndPositionEmbedding extends layers.Layer {
     weights: {
       implied: (c) => ({
         values:
-          (configNumber(c, 'vocabulary_size') + configNumber(c, 'sequence_length')) *
-          configNumber(c, 'embedding_dim'),
-        option: largestOption(c, ['vocabulary_size', 'sequence_length', 'embedding_dim']),
+          (configNumber(c, 'vocabularySize') + configNumber(c, 'sequenceLength')) *
+          configNumber(c, 'embeddingDim'),
+        option: largestOption(c, ['vocabularySize', 'sequenceLength', 'embeddingDim']),
       }),
     },
     decoding: {
