@@ -11,7 +11,7 @@
  *
  * Contract functions read configs in one spelling, camelCase, as `getConfig()` writes them: the
  * planner hands them a layer's `getConfig()`, and the readers of saved (snake_case) topologies
- * convert each config once with {@link camelConfig} before calling them.
+ * convert each config once with `camelConfig` before calling them.
  *
  * A class states its contract with {@link defineContract}, which fills the parts most classes
  * share; the parts without a default are required, so a class that leaves one out is a compile
@@ -115,7 +115,7 @@ export interface KerasContract {
   /** Config keys Keras writes that the layer's own config has not (accepted, then dropped). */
   kerasOnlyKeys: readonly string[];
   /**
-   * Why a saved config (camelCased: {@link camelConfig}) has no Keras counterpart (e.g. a
+   * Why a saved config (camelCased: `camelConfig`) has no Keras counterpart (e.g. a
    * d2l-only option), or null.
    */
   refuseConfig: ((config: JsonObject) => string | null) | null;
@@ -136,7 +136,7 @@ export interface WeightContract {
   /** Sublayers whose Keras 3 folder is not `_<name>` (keras-hub blocks), by name. */
   keras3Folders: Readonly<Record<string, string>>;
   /**
-   * A lower bound of the weight values a saved config (camelCased: {@link camelConfig}) implies,
+   * A lower bound of the weight values a saved config (camelCased: `camelConfig`) implies,
    * and the option that
    * sets it: the guard refuses a config implying more than the weights manifest declares.
    */
@@ -332,11 +332,11 @@ export interface ContractSpec {
   keras: KerasContractSpec;
   /** See {@link LayerContract.configKeys}. */
   configKeys: readonly string[];
-  /** Its weights, each part defaulting to {@link OWN_WEIGHTS}'. */
+  /** Its weights, each part defaulting to `OWN_WEIGHTS`'. */
   weights?: Partial<WeightContract>;
   /** How it takes part in cached decoding. */
   decoding: DecodingContract;
-  /** Whether a node's output carries a Keras padding mask; default {@link NO_KERAS_MASK}. */
+  /** Whether a node's output carries a Keras padding mask; default `NO_KERAS_MASK`. */
   makesKerasMask?: LayerContract['makesKerasMask'];
 }
 
@@ -428,7 +428,7 @@ export function camelConfig(config: JsonObject): JsonObject {
   return out;
 }
 
-/** The key of a saved config that {@link camelConfig} read as `option` (its saved spelling). */
+/** The key of a saved config that `camelConfig` read as `option` (its saved spelling). */
 export function savedKey(config: JsonObject, option: string): string {
   const keys = Object.keys(config).filter((k) => camelCase(k) === option);
   return [...keys].reverse().find((k) => k !== option) ?? keys[0] ?? option;
