@@ -62,12 +62,12 @@ export type {
   SymbolicInputs,
 } from './layers/engine/base_attention';
 export {layers} from './layers/factories';
-export {contractOf} from './layers/engine/contract';
+export {contractOf, defineContract} from './layers/engine/contract';
 export type {
   AttentionCall,
   CachedDecoding,
-  ConfigSource,
   ContractClass,
+  ContractSpec,
   ImpliedSize,
   DecodingContract,
   IndexingCall,
@@ -84,6 +84,7 @@ export type {
   Keras3Class,
   KerasCall,
   KerasContract,
+  KerasContractSpec,
   LayerContract,
   NodeCheck,
   Refused,

@@ -23,7 +23,7 @@ import {configOrder, hasKeras3Names, renameByModel, renameKeras3Weights} from '.
 import {rewriteInt8} from './keras_int8';
 import {loadInPlace, memoryStream, numberedNames} from './load_in_place';
 import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
-import {contractOf} from '../layers/engine/contract';
+import {camelConfig, contractOf} from '../layers/engine/contract';
 import {Entry, keywordCall} from './keras_keyword_calls';
 import {nodeParts, plainDtypes} from './keras_nodes';
 import {
@@ -144,7 +144,7 @@ function rewriteLayer(layer: Obj): void {
   if (MODEL_CLASSES.includes(cls)) rewriteModel(layer, config);
   rewriteActivation(config, layer.name as string);
   const contract = contractOf(cls);
-  const refusal = contract?.keras.refuseConfig?.(config);
+  const refusal = contract?.keras.refuseConfig?.(camelConfig(config));
   if (refusal != null) fail(`layer '${layer.name}' (${cls}) ${refusal}`);
   const call = contract?.keras.call ?? {kind: 'tensor'};
   if (call.kind === 'attention') {

@@ -16,7 +16,7 @@ import type {layers as tfLayers} from '@tensorflow/tfjs-layers';
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {isInt8Layer, KERAS_INT8_POLICY} from '../layers/core/quantization';
 
-import {contractOf, KerasCall, snakeCase} from '../layers/engine/contract';
+import {camelConfig, contractOf, KerasCall, snakeCase} from '../layers/engine/contract';
 import type {Keras3Class} from '../layers/engine/contract';
 import {dropTfjsOnlyKeys, keras3Activation} from './keras3_layer_configs';
 import {keras3Paths} from './keras3_weights';
@@ -293,7 +293,7 @@ export async function toKeras3Artifacts(
     const keras = contractOf(cls)?.keras;
     if (keras != null && 'refused' in keras.keras3)
       fail(`layer '${layer.name}' is a ${cls}, which ${keras.keras3.refused}`);
-    const refusal = keras?.refuseConfig?.(layer.config as Obj);
+    const refusal = keras?.refuseConfig?.(camelConfig(layer.config as Obj));
     if (refusal != null) fail(`layer '${layer.name}' ${refusal}`);
     if (cls === 'Model' || cls === 'Functional' || cls === 'Sequential')
       fail(`layer '${layer.name}' is a nested model; export a flat functional model`);

@@ -12,7 +12,7 @@
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
-import {contractOf} from '../layers/engine/contract';
+import {camelConfig, contractOf} from '../layers/engine/contract';
 import type {Json, JsonObject as Obj} from '../layers/engine/contract';
 
 function fail(message: string): never {
@@ -26,7 +26,7 @@ function rewrite(layer: Obj): void {
   const keras = contractOf(cls)?.keras;
   if (keras == null) return; // tfjs' own layers (and a user's without a contract) as they are
   if ('refused' in keras.keras2) fail(`layer '${name}' is a ${cls}, which ${keras.keras2.refused}`);
-  const refusal = keras.refuseConfig?.(config);
+  const refusal = keras.refuseConfig?.(camelConfig(config));
   if (refusal != null) fail(`layer '${name}' ${refusal}`);
   if (keras.call.kind !== 'attention') return;
   const byKeyword = keras.call.byKeyword;

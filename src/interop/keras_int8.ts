@@ -94,10 +94,7 @@ function rewriteLayers(
       const replacement = int8Replacement(cls);
       if (replacement != null) {
         // the int8 class's options only (initializers and the like have nothing to initialize)
-        const keep = new Set([
-          ...Object.keys(replacement.contract.configSample().getConfig()).map(snakeCase),
-          ...COMMON,
-        ]);
+        const keep = new Set([...replacement.contract.configKeys.map(snakeCase), ...COMMON]);
         for (const k of Object.keys(c)) if (!keep.has(k)) delete c[k];
         layer.class_name = replacement.className;
       } else if (contractOf(cls)?.quantization?.kind === 'own') {

@@ -1,7 +1,7 @@
 /**
  * The config keys the Keras loader accepts for a layer class of this package (or a user's class
- * with a contract): the keys the layer's own `getConfig` writes (snake_cased, as Keras and the
- * converter write them, from the contract's `configSample`), the Keras 3 class's keys, and the
+ * with a contract): the keys the layer's own `getConfig` writes (its contract's `configKeys`,
+ * snake_cased as Keras and the converter write them), the Keras 3 class's keys, and the
  * keys only Keras writes. An option added to a layer's config is accepted without another list.
  */
 import {contractOf, snakeCase} from '../layers/engine/contract';
@@ -27,7 +27,7 @@ export function kerasConfigKeys(cls: string): Set<string> | null {
     if (contract == null) return null;
     const keras3 = contract.keras.keras3;
     keys = new Set([
-      ...Object.keys(contract.configSample().getConfig()).map(snakeCase),
+      ...contract.configKeys.map(snakeCase),
       ...('keys' in keras3 ? keras3.keys : []),
       ...contract.keras.kerasOnlyKeys,
       ...KERAS_COMMON,

@@ -14,7 +14,7 @@
  * Pure, synchronous, iterative and linear in the size of the topology: works on tfjs
  * (snake_case) and Keras 3 topologies.
  */
-import {configNumber, contractOf} from '../layers/engine/contract';
+import {camelConfig, configNumber, contractOf, savedKey} from '../layers/engine/contract';
 import type {Json, JsonObject as Obj} from '../layers/engine/contract';
 
 const isObj = (x: Json | undefined): x is Obj =>
@@ -277,8 +277,9 @@ function impliedValues(l: Obj, previous: Obj | null, byName: Map<string, Obj>): 
   const c = l.config as Obj;
   const contract = contractOf(cls);
   if (contract != null) {
-    const {values, option} = contract.weights.implied(c);
-    return {values, why: `${option} = ${JSON.stringify(c[option])}`};
+    const {values, option} = contract.weights.implied(camelConfig(c));
+    const key = savedKey(c, option); // the option as the file spells it
+    return {values, why: `${key} = ${JSON.stringify(c[key])}`};
   }
   if (cls === 'Dense') {
     const units = configNumber(c, 'units');

@@ -11,12 +11,16 @@ import {
   cachedDecodingRefusal,
   contractOf,
   convertKerasArtifacts,
+  defineContract,
   generate,
   toKeras3Artifacts,
   toKerasArtifacts,
 } from '../../../src';
-import type {LayerContract} from '../../../src';
+import type {CachedDecoding, ContractSpec, LayerContract} from '../../../src';
+import * as src from '../../../src';
+import {camelConfig, savedKey} from '../../../src/layers/engine/contract';
 import {LAYER_CLASSES} from '../../../src/layers/register';
+import {LAYER_CASES} from '../../helpers/layer_harness';
 
 /**
  * A user's layer: the running mean over the sequence, `y[t] = mean(x[0..t])` (causal). With a
@@ -25,20 +29,15 @@ import {LAYER_CLASSES} from '../../../src/layers/register';
  */
 class RunningMean extends tf.layers.Layer {
   static readonly className: string = 'UserRunningMean';
-  static readonly contract: LayerContract = {
+  // the parts with defaults (Keras-only keys, refused configs, weight folders, Keras masks) left out
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'my_layers', keys: ['scale']},
       keras2: {refused: 'tf-keras 2 has no such layer (a test layer)'},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () => new RunningMean({scale: 2}),
-    weights: {
-      sublayers: null,
-      keras3Folders: {},
-      implied: (c) => ({values: Number(c.scale ?? 0), option: 'scale'}),
-    },
+    configKeys: ['scale'],
+    weights: {implied: (c) => ({values: Number(c.scale ?? 0), option: 'scale'})},
     decoding: {
       kind: 'cached',
       refuse: (_c, node) => (node.inputTensors[0].rank === 3 ? null : 'not [batch, T, features]'),
@@ -47,8 +46,7 @@ class RunningMean extends tf.layers.Layer {
       readsKerasMasks: false,
       paddingMaskRole: null,
     },
-    makesKerasMask: () => false,
-  };
+  });
   readonly scale: number;
   calls = 0;
   cachedCalls = 0;
@@ -295,8 +293,9 @@ describe("the package's contracts", () => {
   });
 
   it('imply weight sizes from Keras configs (independent arithmetic)', () => {
+    // a saved config camelCased once, as the guard does
     const implied = (cls: string, c: Record<string, number | number[]>) =>
-      (contractOf(cls) as LayerContract).weights.implied(c).values;
+      (contractOf(cls) as LayerContract).weights.implied(camelConfig(c)).values;
     // 2 heads x (2 x key 4 + 2 x value 3): query, key, value, output kernels at least
     expect(implied('MultiHeadAttention', {num_heads: 2, key_dim: 4, value_dim: 3})).toBe(28);
     expect(
@@ -312,5 +311,225 @@ describe("the package's contracts", () => {
     expect(implied('ReversibleEmbedding', {input_dim: 7, output_dim: 5})).toBe(35);
     expect(implied('EinsumDense', {output_shape: [3, 4]})).toBe(12);
     expect(implied('Attention', {})).toBe(0);
+  });
+});
+
+/** The keys tfjs' own Layer.getConfig writes (dtype and batchInputShape when set). */
+const TFJS_KEYS = ['name', 'trainable', 'dtype', 'batchInputShape'];
+
+/** The call settings every attention layer writes only when set. */
+const CALL_SETTINGS = {
+  useCausalMask: true,
+  returnAttentionScores: true,
+  inputRoles: ['query'],
+  zeroFullyMaskedRows: true,
+};
+const ROPE_31 = {
+  ropeFrequencyAdjustmentFactor: 8,
+  ropeLowFreqFactor: 1,
+  ropeHighFreqFactor: 4,
+  ropePretrainingSequenceLength: 8192,
+};
+
+/** Each registered class with every option set (written out here, not read from the contracts). */
+const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
+  MultiHeadAttention: () =>
+    new src.MultiHeadAttention({
+      ...CALL_SETTINGS,
+      numHeads: 1,
+      keyDim: 1,
+      useGate: true,
+      slidingWindow: 1,
+      softmaxRobustMasking: true,
+      chunkSize: 1,
+    } as never),
+  CachedMultiHeadAttention: () =>
+    new src.CachedMultiHeadAttention({
+      ...CALL_SETTINGS,
+      numHeads: 1,
+      keyDim: 1,
+      useGate: true,
+      slidingWindow: 1,
+      softmaxRobustMasking: true,
+      chunkSize: 1,
+    } as never),
+  GroupQueryAttention: () =>
+    new src.GroupQueryAttention({
+      ...CALL_SETTINGS,
+      headDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      useGate: true,
+      slidingWindow: 1,
+    } as never),
+  DotProductAttention: () => new src.DotProductAttention({...CALL_SETTINGS} as never),
+  Attention: () => new src.Attention({...CALL_SETTINGS, useScale: true} as never),
+  AdditiveAttention: () => new src.AdditiveAttention({...CALL_SETTINGS, numHiddens: 1} as never),
+  EinsumDense: () =>
+    new src.EinsumDense({
+      equation: 'ab,bc->ac',
+      outputShape: 1,
+      biasAxes: 'c',
+      activation: 'relu',
+      quantizationMode: 'int8',
+    }),
+  TokenAndPositionEmbedding: () =>
+    new src.TokenAndPositionEmbedding({
+      vocabularySize: 1,
+      sequenceLength: 1,
+      embeddingDim: 1,
+      maskZero: true,
+    }),
+  PositionEmbedding: () => new src.PositionEmbedding({sequenceLength: 2, startIndex: 1}),
+  SinePositionEncoding: () => new src.SinePositionEncoding({startIndex: 1}),
+  RotaryEmbedding: () => new src.RotaryEmbedding({startIndex: 1}),
+  ReversibleEmbedding: () =>
+    new src.ReversibleEmbedding({
+      inputDim: 1,
+      outputDim: 1,
+      maskZero: true,
+      logitSoftCap: 1,
+      quantizationMode: 'int8',
+    }),
+  TransformerEncoder: () =>
+    new src.TransformerEncoder({intermediateDim: 1, numHeads: 1, inputRoles: ['inputs']} as never),
+  TransformerDecoder: () =>
+    new src.TransformerDecoder({
+      intermediateDim: 1,
+      numHeads: 1,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  GetItem: () => new src.GetItem({index: [0]}),
+  QuantizedDense: () => new src.QuantizedDense({units: 1, activation: 'relu', useBias: true}),
+  QuantizedEmbedding: () => new src.QuantizedEmbedding({inputDim: 2, outputDim: 1, maskZero: true}),
+  LlamaLayerNorm: () => new src.LlamaLayerNorm({epsilon: 1e-5}),
+  LlamaAttention: () =>
+    new src.LlamaAttention({
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      ropeMaxWavelength: 500000,
+      ...ROPE_31,
+      dropout: 0.1,
+    }),
+  LlamaTransformerDecoder: () =>
+    new src.LlamaTransformerDecoder({
+      intermediateDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      ...ROPE_31,
+      inputRoles: ['decoderSequence'],
+    } as never),
+};
+
+describe('config keys', () => {
+  it("each class's list is what getConfig writes with every option set, both ways", () => {
+    const missing: string[] = [];
+    const unwritten: string[] = [];
+    for (const cls of LAYER_CLASSES) {
+      const make = EVERY_OPTION[cls.className];
+      expect([cls.className, make]).toEqual([cls.className, expect.any(Function)]);
+      const layer = make();
+      const written = Object.keys(layer.getConfig()).filter((k) => !TFJS_KEYS.includes(k));
+      const listed = cls.contract.configKeys;
+      for (const k of written) if (!listed.includes(k)) missing.push(`${cls.className}.${k}`);
+      for (const k of listed) if (!written.includes(k)) unwritten.push(`${cls.className}.${k}`);
+      expect(new Set(listed).size).toBe(listed.length);
+    }
+    expect({missing, unwritten}).toEqual({missing: [], unwritten: []});
+  });
+
+  it('a layer built by each harness case writes only listed keys', () => {
+    for (const cls of LAYER_CLASSES) {
+      for (const [, c] of LAYER_CASES[cls.className] ?? []) {
+        const layer = c.make();
+        const inputs = c.inputShapes.map((shape, i) =>
+          tf.input({shape: shape.slice(1), dtype: c.inputDtypes?.[i] ?? 'float32'}),
+        );
+        layer.apply(inputs.length === 1 ? inputs[0] : inputs);
+        const extra = Object.keys(layer.getConfig()).filter(
+          (k) => !TFJS_KEYS.includes(k) && !cls.contract.configKeys.includes(k),
+        );
+        expect([cls.className, extra]).toEqual([cls.className, []]);
+      }
+    }
+  });
+});
+
+describe('one spelling for contract functions', () => {
+  it("a saved config is camelCased once; where both spellings are saved, Keras' is read", () => {
+    const saved = {num_heads: 2, keyDim: 9, key_dim: 4, units: 3, numHeads: 7, rope_type: 'x'};
+    expect(camelConfig(saved)).toEqual({numHeads: 2, keyDim: 4, units: 3, ropeType: 'x'});
+    // and the option an implied size is blamed on named as the file spells it
+    expect(savedKey(saved, 'numHeads')).toBe('num_heads');
+    expect(savedKey(saved, 'units')).toBe('units');
+    expect(savedKey({}, '')).toBe('');
+  });
+
+  it("the package's contract functions read camelCase only (the planner's getConfig())", () => {
+    const implied = (cls: string, c: Record<string, number>) =>
+      (contractOf(cls) as LayerContract).weights.implied(c);
+    expect(implied('MultiHeadAttention', {num_heads: 2, key_dim: 4}).values).toBe(0);
+    expect(implied('MultiHeadAttention', {numHeads: 2, keyDim: 4})).toEqual({
+      values: 32,
+      option: 'keyDim',
+    });
+    const decoder = contractOf('TransformerDecoder')?.decoding as CachedDecoding;
+    expect(decoder.cacheShape({numHeads: 2}, [1, 3, 8], 1, 5)).toEqual([1, 2, 5, 2, 4]);
+    const refuse = (contractOf('RotaryEmbedding') as LayerContract).keras.refuseConfig;
+    expect(refuse?.({ropeType: 'yarn'})).toMatch(/^has rope_type "yarn"/);
+    expect(refuse?.({rope_type: 'yarn'})).toBeNull();
+    const llama = (contractOf('LlamaAttention') as LayerContract).keras.refuseConfig;
+    expect(llama?.({ropePositionScalingFactor: 2})).toMatch(
+      /^has rope_position_scaling_factor = 2/,
+    );
+  });
+});
+
+describe('defineContract', () => {
+  const decoding = {kind: 'refused', reason: 'a test'} as const;
+  const keras = {keras3: {keys: []}, keras2: {}, call: {kind: 'tensor'}} as const;
+
+  it('fills the parts a contract leaves out with their defaults', () => {
+    const c = defineContract({keras, configKeys: [], decoding});
+    expect(c.keras.kerasOnlyKeys).toEqual([]);
+    expect(c.keras.refuseConfig).toBeNull();
+    expect(c.weights.sublayers).toBeNull();
+    expect(c.weights.keras3Folders).toEqual({});
+    expect(c.weights.implied({units: 5})).toEqual({values: 0, option: ''});
+    expect(c.makesKerasMask({maskZero: true}, {} as never)).toBe(false);
+    expect('quantization' in c).toBe(false);
+    // and keeps what a contract states
+    const own = defineContract({
+      keras: {...keras, kerasOnlyKeys: ['causal'], refuseConfig: () => 'no'},
+      configKeys: [],
+      weights: {keras3Folders: {a: '_a'}},
+      decoding,
+      makesKerasMask: () => true,
+      quantization: {kind: 'own'},
+    });
+    expect(own.keras.kerasOnlyKeys).toEqual(['causal']);
+    expect(own.keras.refuseConfig?.({})).toBe('no');
+    expect(own.weights.keras3Folders).toEqual({a: '_a'});
+    expect(own.weights.sublayers).toBeNull();
+    expect(own.makesKerasMask({}, {} as never)).toBe(true);
+    expect(own.quantization).toEqual({kind: 'own'});
+  });
+
+  it('refuses a contract without a part that has no default (a type error, and at run time)', () => {
+    // @ts-expect-error: no decoding
+    const noDecoding: ContractSpec = {keras, configKeys: []};
+    const noCall: ContractSpec = {
+      // @ts-expect-error: no calling form
+      keras: {keras3: {keys: []}, keras2: {}},
+      configKeys: [],
+      decoding,
+    };
+    expect(() => defineContract(noDecoding)).toThrow(
+      "defineContract: the contract has no 'decoding', which has no default; expected it set, " +
+        'received the parts ["keras","configKeys"]',
+    );
+    expect(() => defineContract(noCall)).toThrow(
+      "defineContract: the contract has no 'keras.call', which has no default",
+    );
   });
 });

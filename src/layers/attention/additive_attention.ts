@@ -12,8 +12,8 @@ import {
 import {BaseAttentionArgs, ScoresOption} from '../engine/base_attention';
 import {Attention} from './dot_product_attention';
 import {Shape} from '../engine/shapes';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
-import {EVERY_CALL_SETTING, NO_CACHE} from './attention_contract';
+import {defineContract, LayerContract} from '../engine/contract';
+import {ATTENTION_CONFIG_KEYS, NO_CACHE} from './attention_contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
 export interface AdditiveAttentionArgs extends BaseAttentionArgs {
@@ -58,25 +58,22 @@ export class AdditiveAttention<S extends boolean = false> extends Attention<S> {
    */
   static override readonly className: string = 'AdditiveAttention';
   /** What the package knows about this class (contract.ts). */
-  static override readonly contract: LayerContract = {
+  static override readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {keys: ['use_scale', 'dropout', 'seed']},
       keras2: {},
       call: {kind: 'attention', byKeyword: false},
       kerasOnlyKeys: ['causal'],
       refuseConfig: (c) =>
-        c.num_hiddens != null
+        c.numHiddens != null
           ? 'is the d2l form of AdditiveAttention (numHiddens), which Keras does not have; use ' +
             'AdditiveAttention without numHiddens (the Keras form)'
           : null,
     },
-    // with the d2l option numHiddens set, so its config holds every key
-    configSample: () =>
-      new AdditiveAttention({name: CONFIG_SAMPLE, ...EVERY_CALL_SETTING, numHiddens: 1}),
-    weights: OWN_WEIGHTS,
+    // numHiddens and kernelInitializer: the d2l form's options
+    configKeys: [...ATTENTION_CONFIG_KEYS, 'useScale', 'numHiddens', 'kernelInitializer'],
     decoding: NO_CACHE,
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `numHiddens` option (null: the Keras form, without projections). */
   readonly numHiddens: number | null;

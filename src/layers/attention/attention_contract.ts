@@ -1,13 +1,13 @@
 /**
  * What the attention layers' contracts (engine/contract.ts) share: the Keras 3 config keys of
- * the multi-head layers, the call settings every attention config can record, the weight sizes a
+ * the multi-head layers, the config keys every attention layer writes, the weight sizes a
  * multi-head config implies, the cache refusals, and Keras' lack of DotProductAttention.
  */
 import {configNumber, largestOption, NodeCheck, WeightContract} from '../engine/contract';
 import {refuseSelfAttention} from '../engine/decoding_checks';
-import {PROJECTION_KERAS3_KEYS} from '../core/projection_options';
+import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from '../core/projection_options';
 
-export {PROJECTION_KERAS3_KEYS};
+export {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS};
 
 /** The Keras 3 config keys of MultiHeadAttention (and keras-hub's CachedMultiHeadAttention). */
 export const MULTI_HEAD_KERAS3_KEYS: readonly string[] = [
@@ -25,21 +25,23 @@ export const MULTI_HEAD_KERAS3_KEYS: readonly string[] = [
   ...PROJECTION_KERAS3_KEYS,
 ];
 
-/** The call settings an attention layer records in its config, each set (config samples). */
-export const EVERY_CALL_SETTING = {
-  useCausalMask: true,
-  returnAttentionScores: true,
-  inputRoles: ['query' as const],
-  zeroFullyMaskedRows: true,
-};
+/** The config keys every attention layer writes (BaseAttention), its call settings included. */
+export const ATTENTION_CONFIG_KEYS: readonly string[] = [
+  'dropout',
+  'seed',
+  'useCausalMask',
+  'returnAttentionScores',
+  'inputRoles',
+  'zeroFullyMaskedRows',
+];
 
 /** At least query, key, value and output kernels of `num_heads` heads. */
 export const multiHeadImplied: WeightContract['implied'] = (c) => ({
   values:
-    configNumber(c, 'num_heads') *
-    (2 * configNumber(c, 'key_dim') +
-      2 * (configNumber(c, 'value_dim') || configNumber(c, 'key_dim'))),
-  option: largestOption(c, ['num_heads', 'key_dim', 'value_dim']),
+    configNumber(c, 'numHeads') *
+    (2 * configNumber(c, 'keyDim') +
+      2 * (configNumber(c, 'valueDim') || configNumber(c, 'keyDim'))),
+  option: largestOption(c, ['numHeads', 'keyDim', 'valueDim']),
 });
 
 /** Causal self-attention, and one head size (keras-hub's cache layout holds one). */

@@ -13,8 +13,8 @@ import {
 } from '../engine/base_attention';
 import {AttentionParts} from '../engine/call_spec';
 import {formatShape, Shape} from '../engine/shapes';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
-import {EVERY_CALL_SETTING, NO_CACHE, NO_KERAS_DOT_PRODUCT} from './attention_contract';
+import {defineContract, LayerContract} from '../engine/contract';
+import {ATTENTION_CONFIG_KEYS, NO_CACHE, NO_KERAS_DOT_PRODUCT} from './attention_contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** How `Attention` scores a query against a key: `'dot'` (dot product) or `'concat'` (`tanh(q + k)`). */
@@ -59,20 +59,17 @@ export class Attention<S extends boolean = false> extends BaseAttention<S> {
    */
   static readonly className: string = 'Attention';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {keys: ['use_scale', 'score_mode', 'dropout', 'seed']},
       keras2: {},
       call: {kind: 'attention', byKeyword: false},
       // Keras <= 2.9 wrote `causal` (rewritten to use_causal_mask by the loader)
       kerasOnlyKeys: ['causal'],
-      refuseConfig: null,
     },
-    configSample: () => new Attention({name: CONFIG_SAMPLE, ...EVERY_CALL_SETTING}),
-    weights: OWN_WEIGHTS,
+    configKeys: [...ATTENTION_CONFIG_KEYS, 'useScale', 'scoreMode'],
     decoding: NO_CACHE,
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `useScale` option: whether the scores are multiplied by a trainable scalar. */
   readonly useScale: boolean;
@@ -310,7 +307,7 @@ export class DotProductAttention<S extends boolean = false> extends Attention<S>
       keras2: {refused: NO_KERAS_DOT_PRODUCT},
       kerasOnlyKeys: [],
     },
-    configSample: () => new DotProductAttention({name: CONFIG_SAMPLE, ...EVERY_CALL_SETTING}),
+    configKeys: ATTENTION_CONFIG_KEYS,
   };
 
   constructor(args: DotProductAttentionArgs & ScoresOption<S> = {}) {

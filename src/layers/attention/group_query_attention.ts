@@ -4,16 +4,14 @@ import {ScoresOption} from '../engine/base_attention';
 import {AttentionParts} from '../engine/call_spec';
 import {projectionConfig} from '../core/projection_options';
 import {formatShape, Shape} from '../engine/shapes';
-import {
-  CONFIG_SAMPLE,
-  configNumber,
-  largestOption,
-  LayerContract,
-  NO_KERAS_MASK,
-} from '../engine/contract';
+import {configNumber, defineContract, largestOption, LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {compileMultiHead} from './multi_head_step';
-import {EVERY_CALL_SETTING, PROJECTION_KERAS3_KEYS} from './attention_contract';
+import {
+  ATTENTION_CONFIG_KEYS,
+  PROJECTION_CONFIG_KEYS,
+  PROJECTION_KERAS3_KEYS,
+} from './attention_contract';
 import {
   HeadCounts,
   MultiHeadArgs,
@@ -82,7 +80,7 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
    */
   static readonly className = 'GroupQueryAttention';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         keys: [
@@ -105,28 +103,26 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
           'tf-keras must load',
       },
       call: {kind: 'attention', byKeyword: true},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new GroupQueryAttention({
-        name: CONFIG_SAMPLE,
-        ...EVERY_CALL_SETTING,
-        headDim: 1,
-        numQueryHeads: 1,
-        numKeyValueHeads: 1,
-        useGate: true,
-        slidingWindow: 1,
-      }),
+    configKeys: [
+      ...ATTENTION_CONFIG_KEYS,
+      'headDim',
+      'numQueryHeads',
+      'numKeyValueHeads',
+      'useBias',
+      'flashAttention',
+      ...PROJECTION_CONFIG_KEYS,
+      'useGate',
+      'slidingWindow',
+    ],
     weights: {
       sublayers: GQA_SUBLAYERS,
-      keras3Folders: {},
       implied: (c) => ({
         values:
-          configNumber(c, 'head_dim') *
+          configNumber(c, 'headDim') *
           2 *
-          (configNumber(c, 'num_query_heads') + configNumber(c, 'num_key_value_heads')),
-        option: largestOption(c, ['head_dim', 'num_query_heads', 'num_key_value_heads']),
+          (configNumber(c, 'numQueryHeads') + configNumber(c, 'numKeyValueHeads')),
+        option: largestOption(c, ['headDim', 'numQueryHeads', 'numKeyValueHeads']),
       }),
     },
     decoding: {
@@ -143,8 +139,7 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
         });
       },
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `headDim` option: the size of each head. */
   readonly headDim: number;

@@ -15,13 +15,14 @@ import {
   SublayerTable,
 } from './multi_head_base';
 import {MHA_SUBLAYERS} from './multi_head_attention_sublayers';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
 import {compileMultiHead} from './multi_head_step';
 import {
-  EVERY_CALL_SETTING,
+  ATTENTION_CONFIG_KEYS,
   MULTI_HEAD_KERAS3_KEYS,
   multiHeadImplied,
+  PROJECTION_CONFIG_KEYS,
   refuseMultiHeadCache,
 } from './attention_contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
@@ -65,26 +66,31 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
    */
   static readonly className: string = 'MultiHeadAttention';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {keys: MULTI_HEAD_KERAS3_KEYS},
       keras2: {},
       call: {kind: 'attention', byKeyword: true},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new MultiHeadAttention({
-        name: CONFIG_SAMPLE,
-        ...EVERY_CALL_SETTING,
-        numHeads: 1,
-        keyDim: 1,
-        useGate: true,
-        slidingWindow: 1,
-        softmaxRobustMasking: true,
-        chunkSize: 1,
-      }),
-    weights: {sublayers: MHA_SUBLAYERS, keras3Folders: {}, implied: multiHeadImplied},
+    configKeys: [
+      ...ATTENTION_CONFIG_KEYS,
+      'numHeads',
+      'keyDim',
+      'valueDim',
+      'useBias',
+      'outputShape',
+      'attentionAxes',
+      ...PROJECTION_CONFIG_KEYS,
+      // the build shapes Keras writes
+      'queryShape',
+      'valueShape',
+      'keyShape',
+      'useGate',
+      'slidingWindow',
+      'softmaxRobustMasking',
+      'chunkSize',
+    ],
+    weights: {sublayers: MHA_SUBLAYERS, implied: multiHeadImplied},
     decoding: {
       ...multiHeadDecoding(
         (c) => c.numHeads as number,
@@ -100,8 +106,7 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
         });
       },
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `numHeads` option: the number of attention heads. */
   readonly numHeads: number;

@@ -23,9 +23,9 @@ import {
   ProjectionOptions,
 } from './projection_options';
 import {singleShape, Shape} from '../engine/shapes';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
-import {PROJECTION_KERAS3_KEYS} from './projection_options';
+import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
 import {int8Dense} from '../../ops/int8';
 import {Int8Layer, Int8Weight, QuantizationMode, quantizationModeOf} from './quantization';
@@ -88,7 +88,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
    */
   static readonly className = 'EinsumDense';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         keys: ['equation', 'output_shape', 'activation', 'bias_axes'].concat(
@@ -97,34 +97,28 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       },
       keras2: {},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new EinsumDense({
-        name: CONFIG_SAMPLE,
-        equation: 'ab,bc->ac',
-        outputShape: 1,
-        biasAxes: 'c',
-        activation: 'relu',
-        quantizationMode: 'int8',
-      }),
+    configKeys: [
+      'outputShape',
+      'equation',
+      'activation',
+      'biasAxes',
+      ...PROJECTION_CONFIG_KEYS,
+      'quantizationMode',
+    ],
     weights: {
-      sublayers: null,
-      keras3Folders: {},
       implied: (c) => {
-        const shape = Array.isArray(c.output_shape) ? c.output_shape : [c.output_shape];
+        const shape = Array.isArray(c.outputShape) ? c.outputShape : [c.outputShape];
         const values = shape.reduce<number>(
           (p, d) => p * (typeof d === 'number' && d > 0 ? d : 1),
           1,
         );
-        return {values, option: 'output_shape'};
+        return {values, option: 'outputShape'};
       },
     },
     decoding: {kind: 'positionWise', check: einsumKeepsSequence},
-    makesKerasMask: NO_KERAS_MASK,
     quantization: {kind: 'own'},
-  };
+  });
 
   /** The `equation` option. */
   readonly equation: string;

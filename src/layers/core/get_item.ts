@@ -4,7 +4,7 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {checkConstructorArgs} from '../engine/constructor_args';
 
 /** One index of a `GetItem`: an integer (the axis is dropped) or a slice `start:stop:step`. */
@@ -72,22 +72,18 @@ export class GetItem extends layers.Layer {
    */
   static readonly className = 'GetItem';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {module: 'keras.src.ops.numpy', registeredName: 'GetItem', keys: ['index']},
       keras2: {refused: "tf-keras 2 does not have (it is Keras 3's indexing operation)"},
       call: {kind: 'indexing'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () => new GetItem({name: CONFIG_SAMPLE, index: [0]}),
-    weights: OWN_WEIGHTS,
+    configKeys: ['index'],
     decoding: {
       kind: 'refused',
       reason: 'not known to compute each position alone (an index may select positions)',
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `index` option. */
   readonly index: IndexItem[];

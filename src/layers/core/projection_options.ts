@@ -17,6 +17,7 @@ import {
   RegularizerIdentifier,
   serializeObject,
 } from '../engine/config_objects';
+import {snakeCase} from '../engine/contract';
 
 export interface ProjectionArgs {
   /** Initializer of the kernels. Default glorotUniform (seeded by the layer's `seed`, if any). */
@@ -78,13 +79,16 @@ export function projectionConfig(o: ProjectionOptions): tf.serialization.ConfigD
   };
 }
 
-/** The Keras 3 config keys of a projection's initializers, regularizers and constraints. */
-export const PROJECTION_KERAS3_KEYS: readonly string[] = [
-  'kernel_initializer',
-  'bias_initializer',
-  'kernel_regularizer',
-  'bias_regularizer',
-  'activity_regularizer',
-  'kernel_constraint',
-  'bias_constraint',
+/** The config keys of a projection's initializers, regularizers and constraints (camelCase). */
+export const PROJECTION_CONFIG_KEYS: readonly string[] = [
+  'kernelInitializer',
+  'biasInitializer',
+  'kernelRegularizer',
+  'biasRegularizer',
+  'activityRegularizer',
+  'kernelConstraint',
+  'biasConstraint',
 ];
+
+/** The Keras 3 config keys of a projection's initializers, regularizers and constraints. */
+export const PROJECTION_KERAS3_KEYS: readonly string[] = PROJECTION_CONFIG_KEYS.map(snakeCase);

@@ -12,7 +12,7 @@ import {
   serializeActivation,
 } from '../engine/config_objects';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {Int8Layer, Int8Weight, QuantizationMode} from './quantization';
@@ -68,7 +68,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
    */
   static readonly className = 'QuantizedDense';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pathPrefix: 'dense', // Keras' class is Dense
@@ -90,14 +90,9 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       },
       keras2: {refused: 'tf-keras 2 has no int8 Dense; export the float model'},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new QuantizedDense({name: CONFIG_SAMPLE, units: 1, activation: 'relu', useBias: true}),
+    configKeys: ['units', 'activation', 'useBias'],
     weights: {
-      sublayers: null,
-      keras3Folders: {},
       implied: (c) => ({values: typeof c.units === 'number' ? c.units : 1, option: 'units'}),
     },
     decoding: {
@@ -120,7 +115,6 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
         return [emit.denseInt8(x, kernel, bias, d.units, act)];
       },
     },
-    makesKerasMask: NO_KERAS_MASK,
     quantization: {
       kind: 'replaces',
       className: 'Dense',
@@ -130,7 +124,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
         return out;
       },
     },
-  };
+  });
 
   /** Output width. */
   readonly units: number;

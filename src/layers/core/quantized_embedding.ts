@@ -5,7 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {idsAsInt32} from '../../kernels/embedding_lookup';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {CONFIG_SAMPLE, LayerContract, MASK_ZERO} from '../engine/contract';
+import {defineContract, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {Shape, singleShape} from '../engine/shapes';
 import {Int8Layer, int8Lookup, Int8Weight, QuantizationMode} from './quantization';
@@ -63,7 +63,7 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
    */
   static readonly className = 'QuantizedEmbedding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pathPrefix: 'embedding', // Keras' class is Embedding
@@ -84,17 +84,12 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
       },
       keras2: {refused: 'tf-keras 2 has no int8 Embedding; export the float model'},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new QuantizedEmbedding({name: CONFIG_SAMPLE, inputDim: 2, outputDim: 1, maskZero: true}),
+    configKeys: ['inputDim', 'outputDim', 'maskZero'],
     weights: {
-      sublayers: null,
-      keras3Folders: {},
       implied: (c) => ({
-        values: (Number(c.input_dim) || 1) * (Number(c.output_dim) || 1),
-        option: 'input_dim',
+        values: (Number(c.inputDim) || 1) * (Number(c.outputDim) || 1),
+        option: 'inputDim',
       }),
     },
     decoding: {
@@ -118,7 +113,7 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
         return out;
       },
     },
-  };
+  });
 
   /** Vocabulary size. */
   readonly inputDim: number;

@@ -1,8 +1,8 @@
 /**
  * Constructor options checked as call options are: an option the layer does not have is an
  * error naming it, and a snake_case spelling of one it has (Keras' `use_causal_mask`) names the
- * camelCase option. A class's options are the config keys its contract's `configSample` writes
- * (the options it serializes, each set), plus tfjs' options of every layer.
+ * camelCase option. A class's options are its contract's `configKeys` (the options it
+ * serializes), plus tfjs' options of every layer.
  */
 import {contractOf} from './contract';
 import {camelCase} from './config_objects';
@@ -23,7 +23,6 @@ export const LAYER_KEYS = [
 ];
 
 const known = new Map<string, Set<string>>();
-let sampling = 0;
 
 /** The options of the layer class serialized as `className`, or null without a contract. */
 function optionsOf(className: string): Set<string> | null {
@@ -31,12 +30,7 @@ function optionsOf(className: string): Set<string> | null {
   if (keys == null) {
     const contract = contractOf(className);
     if (contract == null) return null;
-    sampling += 1; // the sample is built by the constructor that called this
-    try {
-      keys = new Set([...Object.keys(contract.configSample().getConfig()), ...LAYER_KEYS]);
-    } finally {
-      sampling -= 1;
-    }
+    keys = new Set([...contract.configKeys, ...LAYER_KEYS]);
     known.set(className, keys);
   }
   return keys;
@@ -49,7 +43,7 @@ function optionsOf(className: string): Set<string> | null {
  * subclass (once, by its own constructor).
  */
 export function checkConstructorArgs(cls: string, args: object | null | undefined): void {
-  if (sampling > 0 || args == null || typeof args !== 'object') return;
+  if (args == null || typeof args !== 'object') return;
   const options = optionsOf(cls);
   if (options == null) return;
   for (const key of Object.keys(args)) {

@@ -9,13 +9,19 @@
  * A user's own layer class takes part the same way: declare `static readonly contract` and
  * register the class with `tf.serialization.registerClass`.
  *
- * Every part is required, so a class that leaves one out is a compile error (see
- * {@link ContractClass}), not a check that is silently skipped.
+ * Contract functions read configs in one spelling, camelCase, as `getConfig()` writes them: the
+ * planner hands them a layer's `getConfig()`, and the readers of saved (snake_case) topologies
+ * convert each config once with `camelConfig` before calling them.
+ *
+ * A class states its contract with {@link defineContract}, which fills the parts most classes
+ * share; the parts without a default are required, so a class that leaves one out is a compile
+ * error (see {@link ContractSpec}, {@link ContractClass}), not a check that is silently skipped.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
+import {camelCase} from './config_objects';
 import type {StepCompile} from './step_program';
 
 /** A JSON value of a saved topology (what the loader, the exporters and the guard read). */
@@ -108,7 +114,10 @@ export interface KerasContract {
   call: KerasCall;
   /** Config keys Keras writes that the layer's own config has not (accepted, then dropped). */
   kerasOnlyKeys: readonly string[];
-  /** Why a (snake_case) config has no Keras counterpart (e.g. a d2l-only option), or null. */
+  /**
+   * Why a saved config (camelCased: `camelConfig`) has no Keras counterpart (e.g. a
+   * d2l-only option), or null.
+   */
   refuseConfig: ((config: JsonObject) => string | null) | null;
 }
 
@@ -127,7 +136,8 @@ export interface WeightContract {
   /** Sublayers whose Keras 3 folder is not `_<name>` (keras-hub blocks), by name. */
   keras3Folders: Readonly<Record<string, string>>;
   /**
-   * A lower bound of the weight values a saved (snake_case) config implies, and the option that
+   * A lower bound of the weight values a saved config (camelCased: `camelConfig`) implies,
+   * and the option that
    * sets it: the guard refuses a config implying more than the weights manifest declares.
    */
   implied(config: JsonObject): ImpliedSize;
@@ -256,17 +266,11 @@ export interface RefusedDecoding {
   reason: string;
 }
 
-/** What a config sample is: anything with a tfjs config (a layer). */
-export interface ConfigSource {
-  /** The camelCase config it serializes. */
-  getConfig(): tf.serialization.ConfigDict;
-}
-
 /** A lower bound of the weight values a config implies, and the option that sets it. */
 export interface ImpliedSize {
   /** The number of weight values, at least. */
   values: number;
-  /** The option (snake_case config key) a refusal names. */
+  /** The option (camelCase config key) it is blamed on; a refusal names its saved spelling. */
   option: string;
 }
 
@@ -292,17 +296,90 @@ export interface LayerContract {
   /** Its Keras names and calling form. */
   keras: KerasContract;
   /**
-   * A layer with every optional option set, so that each config key it can write is in its
-   * `getConfig()`, and a name (`CONFIG_SAMPLE`), so that it takes no automatic layer name: the Keras loader accepts exactly these keys (snake_cased), the Keras 3 keys
-   * and `kerasOnlyKeys`, and refuses others.
+   * The keys its `getConfig()` writes with every option set (camelCase), beyond tfjs' own `name`
+   * and `trainable`: the constructor options the class checks (constructor_args.ts), and,
+   * snake_cased, what the Keras loader accepts besides the Keras 3 keys and `kerasOnlyKeys`.
+   * `__tests__/layer_contract.test.ts` holds each package class's list against a layer with every
+   * option set.
    */
-  configSample(): ConfigSource;
+  configKeys: readonly string[];
   /** Its weights as Keras 3 names them, and their size a config implies. */
   weights: WeightContract;
   /** How it takes part in cached decoding. */
   decoding: DecodingContract;
   /** Whether a node's output carries a Keras padding mask (a mask_zero embedding). */
   makesKerasMask(config: Record<string, unknown>, node: GraphNode): boolean;
+}
+
+/** The Keras part of a contract as {@link defineContract} takes it: the names and call required. */
+export interface KerasContractSpec extends Omit<KerasContract, 'kerasOnlyKeys' | 'refuseConfig'> {
+  /** Config keys Keras writes that the layer's own config has not; default none. */
+  kerasOnlyKeys?: readonly string[];
+  /** Why a config has no Keras counterpart; default: every config has one. */
+  refuseConfig?: KerasContract['refuseConfig'];
+}
+
+/**
+ * A contract as a class states it: the parts without a default (Keras names and calling form,
+ * config keys, decoding) required, so leaving one out does not compile; the rest default to
+ * what most classes have (no Keras-only keys, no refused config, weights by their own names with
+ * nothing implied, no Keras mask made).
+ */
+export interface ContractSpec {
+  /** How it is quantized to int8; absent: it has no weights Keras quantizes. */
+  quantization?: QuantizationContract;
+  /** Its Keras names and calling form. */
+  keras: KerasContractSpec;
+  /** See {@link LayerContract.configKeys}. */
+  configKeys: readonly string[];
+  /** Its weights, each part defaulting to `OWN_WEIGHTS`'. */
+  weights?: Partial<WeightContract>;
+  /** How it takes part in cached decoding. */
+  decoding: DecodingContract;
+  /** Whether a node's output carries a Keras padding mask; default `NO_KERAS_MASK`. */
+  makesKerasMask?: LayerContract['makesKerasMask'];
+}
+
+const REQUIRED: ReadonlyArray<[string, (s: ContractSpec) => unknown]> = [
+  ['keras', (s) => s.keras],
+  ['keras.keras3', (s) => s.keras?.keras3],
+  ['keras.keras2', (s) => s.keras?.keras2],
+  ['keras.call', (s) => s.keras?.call],
+  ['configKeys', (s) => s.configKeys],
+  ['decoding', (s) => s.decoding],
+];
+
+/**
+ * A class's contract from the parts it states, the defaults filled in. Throws (for callers
+ * without TypeScript) when a part without a default is missing.
+ */
+export function defineContract(spec: ContractSpec): LayerContract {
+  for (const [part, read] of REQUIRED) {
+    if (read(spec) == null) {
+      throw new Error(
+        `defineContract: the contract has no '${part}', which has no default; expected it set, ` +
+          `received the parts ${JSON.stringify(Object.keys(spec ?? {}))}`,
+      );
+    }
+  }
+  const w = spec.weights ?? {};
+  const contract: LayerContract = {
+    keras: {
+      ...spec.keras,
+      kerasOnlyKeys: spec.keras.kerasOnlyKeys ?? [],
+      refuseConfig: spec.keras.refuseConfig ?? null,
+    },
+    configKeys: spec.configKeys,
+    weights: {
+      sublayers: w.sublayers ?? OWN_WEIGHTS.sublayers,
+      keras3Folders: w.keras3Folders ?? OWN_WEIGHTS.keras3Folders,
+      implied: w.implied ?? OWN_WEIGHTS.implied,
+    },
+    decoding: spec.decoding,
+    makesKerasMask: spec.makesKerasMask ?? NO_KERAS_MASK,
+  };
+  if (spec.quantization != null) contract.quantization = spec.quantization;
+  return contract;
 }
 
 /** A layer class with its contract: what `register.ts` takes (a class without one fails to compile). */
@@ -338,12 +415,26 @@ export function snakeCase(name: string): string {
 }
 
 /**
- * The name of a contract's config sample: a sample built without a name would take one of tfjs'
- * automatic layer names (`attention_Attention1`) from the user's layers.
+ * A saved (snake_case) config with its keys in camelCase, the one spelling contract functions
+ * read; values as saved. Where both spellings of a key are present, the snake_case one (Keras')
+ * is read, as it was before the conversion.
  */
-export const CONFIG_SAMPLE = 'config_sample';
+export function camelConfig(config: JsonObject): JsonObject {
+  const out: JsonObject = {};
+  for (const [key, value] of Object.entries(config)) {
+    const camel = camelCase(key);
+    if (key !== camel || !Object.prototype.hasOwnProperty.call(out, camel)) out[camel] = value;
+  }
+  return out;
+}
 
-/** A number in a saved config, or 0. */
+/** The key of a saved config that `camelConfig` read as `option` (its saved spelling). */
+export function savedKey(config: JsonObject, option: string): string {
+  const keys = Object.keys(config).filter((k) => camelCase(k) === option);
+  return [...keys].reverse().find((k) => k !== option) ?? keys[0] ?? option;
+}
+
+/** A number in a (camelCased) config, or 0. */
 export const configNumber = (c: JsonObject, k: string): number =>
   typeof c[k] === 'number' ? (c[k] as number) : 0;
 
@@ -373,5 +464,4 @@ export const OWN_WEIGHTS: WeightContract = {
 export const NO_KERAS_MASK: LayerContract['makesKerasMask'] = () => false;
 
 /** A mask_zero embedding of ids: its output carries the Keras padding mask. */
-export const MASK_ZERO: LayerContract['makesKerasMask'] = (config) =>
-  config.maskZero === true || config.mask_zero === true;
+export const MASK_ZERO: LayerContract['makesKerasMask'] = (config) => config.maskZero === true;

@@ -23,6 +23,22 @@ export const TRANSFORMER_KERAS3_KEYS: readonly string[] = [
   'bias_initializer',
 ];
 
+/** The config keys keras-hub's TransformerEncoder and TransformerDecoder write here (camelCase). */
+export const TRANSFORMER_CONFIG_KEYS: readonly string[] = [
+  'intermediateDim',
+  'numHeads',
+  'dropout',
+  'activation',
+  'layerNormEpsilon',
+  'kernelInitializer',
+  'biasInitializer',
+  'kernelRegularizer',
+  'biasRegularizer',
+  'normalizeFirst',
+  'seed',
+  'inputRoles',
+];
+
 /** TransformerEncoder's inputs, in its call's argument order (camelCase). */
 export const ENCODER_ROLES = ['inputs', 'paddingMask', 'attentionMask'] as const;
 
@@ -45,8 +61,8 @@ export const TRANSFORMER_WEIGHTS: WeightContract = {
   },
   // at least the feed-forward biases, and a head size >= 1 per head in each projection
   implied: (c) => ({
-    values: configNumber(c, 'intermediate_dim') + 4 * configNumber(c, 'num_heads'),
-    option: largestOption(c, ['intermediate_dim', 'num_heads']),
+    values: configNumber(c, 'intermediateDim') + 4 * configNumber(c, 'numHeads'),
+    option: largestOption(c, ['intermediateDim', 'numHeads']),
   }),
 };
 
@@ -63,11 +79,11 @@ export const DECODER_DECODING: CachedDecoding = {
         `only the decoder-only use runs with a cache`
       : node.inputTensors.length > 2
         ? `it is called on ${node.inputTensors.length} inputs (masks beyond a padding mask)`
-        : config.useCausalMask === false || config.use_causal_mask === false
+        : config.useCausalMask === false
           ? 'it is not causal'
           : null,
   cacheShape: (config, input, batch, maxLength) => {
-    const heads = (config.numHeads ?? config.num_heads) as number;
+    const heads = config.numHeads as number;
     // keras-hub's head size is hidden // heads (the layer floors it too)
     return [batch, 2, maxLength, heads, Math.floor((input[input.length - 1] as number) / heads)];
   },

@@ -11,7 +11,7 @@ import {
   InitializerIdentifier,
   serializeObject,
 } from '../engine/config_objects';
-import {CONFIG_SAMPLE, configNumber, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {configNumber, defineContract, LayerContract} from '../engine/contract';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
@@ -73,7 +73,7 @@ export class LlamaAttention extends CompositeLayer {
    */
   static readonly className = 'LlamaAttention';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -95,21 +95,16 @@ export class LlamaAttention extends CompositeLayer {
       },
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
       refuseConfig: (c) => refuseRopeConfig(c),
     },
-    configSample: () =>
-      new LlamaAttention({
-        name: CONFIG_SAMPLE,
-        numQueryHeads: 2,
-        numKeyValueHeads: 1,
-        ropeMaxWavelength: 500000,
-        ropeFrequencyAdjustmentFactor: 8,
-        ropeLowFreqFactor: 1,
-        ropeHighFreqFactor: 4,
-        ropePretrainingSequenceLength: 8192,
-        dropout: 0.1,
-      }),
+    configKeys: [
+      'numQueryHeads',
+      'numKeyValueHeads',
+      'ropeMaxWavelength',
+      ...LLAMA31_ROPE,
+      'dropout',
+      'kernelInitializer',
+    ],
     weights: {
       sublayers: [
         {name: 'query', keras3: '_query_dense'},
@@ -117,10 +112,9 @@ export class LlamaAttention extends CompositeLayer {
         {name: 'value', keras3: '_value_dense'},
         {name: 'attention_output', keras3: '_output_dense'},
       ],
-      keras3Folders: {},
       implied: (c) => ({
-        values: 2 * configNumber(c, 'num_query_heads') + 2 * configNumber(c, 'num_key_value_heads'),
-        option: 'num_query_heads',
+        values: 2 * configNumber(c, 'numQueryHeads') + 2 * configNumber(c, 'numKeyValueHeads'),
+        option: 'numQueryHeads',
       }),
     },
     decoding: {
@@ -129,8 +123,7 @@ export class LlamaAttention extends CompositeLayer {
         'it applies no causal mask of its own (LlamaTransformerDecoder builds the mask and holds ' +
         'the cache)',
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `numQueryHeads` option. */
   readonly numQueryHeads: number;

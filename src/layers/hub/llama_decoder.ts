@@ -4,7 +4,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks} from '../../ops/masking';
 import {reshapeTo} from '../../ops/reshape';
-import {CONFIG_SAMPLE, configNumber, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {configNumber, defineContract, LayerContract} from '../engine/contract';
 import {formatShape, Shape} from '../engine/shapes';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
@@ -85,7 +85,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
    */
   static readonly className = 'LlamaTransformerDecoder';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -110,29 +110,28 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       },
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'keyword', roles: LLAMA_DECODER_ROLES, positional: 1, options: {training: null}},
-      kerasOnlyKeys: [],
       refuseConfig: (c) => refuseRopeConfig(c),
     },
-    configSample: () =>
-      new LlamaTransformerDecoder({
-        name: CONFIG_SAMPLE,
-        intermediateDim: 1,
-        numQueryHeads: 1,
-        numKeyValueHeads: 1,
-        ropePositionScalingFactor: 1,
-        ropeFrequencyAdjustmentFactor: 8,
-        ropeLowFreqFactor: 1,
-        ropeHighFreqFactor: 4,
-        ropePretrainingSequenceLength: 8192,
-        inputRoles: ['decoderSequence'],
-      }),
+    configKeys: [
+      'intermediateDim',
+      'dropout',
+      'activation',
+      'layerNormEpsilon',
+      'kernelInitializer',
+      'kernelRegularizer',
+      'seed',
+      'inputRoles',
+      'numQueryHeads',
+      'numKeyValueHeads',
+      'ropeMaxWavelength',
+      ...LLAMA31_ROPE,
+    ],
     weights: {
-      sublayers: null,
       keras3Folders: {self_attention: '_self_attention_layer'},
       // the three feed-forward kernels have intermediate_dim columns or rows, at least
       implied: (c) => ({
-        values: 3 * configNumber(c, 'intermediate_dim'),
-        option: 'intermediate_dim',
+        values: 3 * configNumber(c, 'intermediateDim'),
+        option: 'intermediateDim',
       }),
     },
     decoding: {
@@ -142,8 +141,8 @@ export class LlamaTransformerDecoder extends TransformerBlock {
           ? `it is called on ${node.inputTensors.length} inputs (masks beyond a padding mask)`
           : null,
       cacheShape: (config, input, batch, maxLength) => {
-        const q = (config.numQueryHeads ?? config.num_query_heads) as number;
-        const kv = (config.numKeyValueHeads ?? config.num_key_value_heads) as number;
+        const q = config.numQueryHeads as number;
+        const kv = config.numKeyValueHeads as number;
         return [batch, 2, maxLength, kv, Math.floor((input[input.length - 1] as number) / q)];
       },
       cacheKwargs: (cache, index, keyMask) => ({
@@ -155,8 +154,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       masksQueries: false,
       paddingMaskRole: 'decoderPaddingMask',
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   protected readonly roleNames = LLAMA_DECODER_ROLES;
   protected readonly positionalRoles = 1;

@@ -5,7 +5,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link LlamaLayerNorm}. */
@@ -35,7 +35,7 @@ export class LlamaLayerNorm extends layers.Layer {
    */
   static readonly className = 'LlamaLayerNorm';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -46,12 +46,8 @@ export class LlamaLayerNorm extends layers.Layer {
       },
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () => new LlamaLayerNorm({name: CONFIG_SAMPLE, epsilon: 1e-5}),
-    weights: OWN_WEIGHTS,
-    // normalizes the last axis: each position alone when that axis is not the sequence's
+    configKeys: ['epsilon'],
     decoding: {
       kind: 'positionWise',
       check: (_c, node) =>
@@ -59,8 +55,7 @@ export class LlamaLayerNorm extends layers.Layer {
           ? null
           : `its input has rank ${node.inputTensors[0].rank}: its last axis is the sequence axis`,
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `epsilon` option. */
   readonly epsilon: number;

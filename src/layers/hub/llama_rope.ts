@@ -1,5 +1,6 @@
 /** keras-hub's Llama rotary embedding options: Llama 3.1's frequency smoothing, its refusals. */
 import {camelCase} from '../engine/config_objects';
+import {snakeCase} from '../engine/contract';
 import type {JsonObject} from '../engine/contract';
 
 /** keras-hub's Llama 3.1 rope options: frequency smoothing, all four set or none. */
@@ -86,11 +87,11 @@ export function refuseLlamaRope(key: string, value: unknown): string | null {
   return null;
 }
 
-/** A snake_case Keras config's refused rope options, as one reason, or null. */
+/** A Keras config's refused rope options (camelCased: contract.ts), as one reason, or null. */
 export function refuseRopeConfig(c: JsonObject): string | null {
   for (const [k, v] of Object.entries(c)) {
     const why = refuseLlamaRope(k, v);
-    if (why != null) return `has ${k} = ${JSON.stringify(v)}: ${why}`;
+    if (why != null) return `has ${snakeCase(k)} = ${JSON.stringify(v)}: ${why}`;
   }
   return null;
 }

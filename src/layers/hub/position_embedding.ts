@@ -18,7 +18,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {refuseUnknownOptions, startIndexOption} from './layer_options';
-import {CONFIG_SAMPLE, impliedProduct, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {defineContract, impliedProduct, LayerContract} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -56,17 +56,14 @@ export class PositionEmbedding extends layers.Layer {
    */
   static readonly className = 'PositionEmbedding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'keras_hub', keys: ['sequence_length', 'initializer']},
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'positions'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new PositionEmbedding({name: CONFIG_SAMPLE, sequenceLength: 2, startIndex: 1}),
-    weights: {sublayers: null, keras3Folders: {}, implied: impliedProduct('sequence_length')},
+    configKeys: ['startIndex', 'sequenceLength', 'initializer'],
+    weights: {implied: impliedProduct('sequenceLength')},
     decoding: {
       kind: 'positionAware',
       check: positionsOfSequence,
@@ -79,8 +76,7 @@ export class PositionEmbedding extends layers.Layer {
         return [emit.positions(x, table, x.width, e.startIndex, false)];
       },
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;

@@ -13,7 +13,7 @@ import {
 } from '../engine/config_objects';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
-import {CONFIG_SAMPLE, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
+import {defineContract, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import type {StepInt8Weight, StepWeight} from '../engine/step_program';
 import {StepActivation} from '../../kernels/step_kernels_api';
@@ -93,7 +93,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
    */
   static readonly className = 'ReversibleEmbedding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -114,22 +114,18 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
         kind: 'tensor',
         kerasKwargs: (d): Record<string, boolean> => (d[0] === 'int32' ? {} : {reverse: true}),
       },
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new ReversibleEmbedding({
-        name: CONFIG_SAMPLE,
-        inputDim: 1,
-        outputDim: 1,
-        maskZero: true,
-        logitSoftCap: 1,
-        quantizationMode: 'int8',
-      }),
+    configKeys: [
+      'inputDim',
+      'outputDim',
+      'tieWeights',
+      'embeddingsInitializer',
+      'maskZero',
+      'logitSoftCap',
+      'quantizationMode',
+    ],
     weights: {
-      sublayers: null,
-      keras3Folders: {},
-      implied: impliedProduct('input_dim', 'output_dim'),
+      implied: impliedProduct('inputDim', 'outputDim'),
     },
     // ids -> [..., D] or, reversed, [..., D] -> [..., V]: each position alone either way
     decoding: {
@@ -183,7 +179,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
     makesKerasMask: (config, node) =>
       MASK_ZERO(config, node) && node.inputTensors[0].dtype !== 'float32',
     quantization: {kind: 'own'},
-  };
+  });
 
   /** The `inputDim` option: the vocabulary size. */
   readonly inputDim: number;

@@ -11,7 +11,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
 /** Options of {@link RotaryEmbedding}. */
@@ -62,7 +62,7 @@ export class RotaryEmbedding extends layers.Layer {
    */
   static readonly className = 'RotaryEmbedding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -79,13 +79,12 @@ export class RotaryEmbedding extends layers.Layer {
         'truncate',
       ],
       refuseConfig: (c) =>
-        c.rope_type != null && c.rope_type !== 'linear'
-          ? `has rope_type ${JSON.stringify(c.rope_type)}; this package implements keras-hub's ` +
+        c.ropeType != null && c.ropeType !== 'linear'
+          ? `has rope_type ${JSON.stringify(c.ropeType)}; this package implements keras-hub's ` +
             "'linear' rotary embedding (scaling_factor) only"
           : null,
     },
-    configSample: () => new RotaryEmbedding({name: CONFIG_SAMPLE, startIndex: 1}),
-    weights: OWN_WEIGHTS,
+    configKeys: ['startIndex', 'maxWavelength', 'scalingFactor', 'sequenceAxis', 'featureAxis'],
     decoding: {
       kind: 'positionAware',
       check: (c, node) => {
@@ -94,8 +93,7 @@ export class RotaryEmbedding extends layers.Layer {
         return (a < 0 ? rank + a : a) === 1 ? null : `its sequence axis is ${a}, not 1`;
       },
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;

@@ -11,7 +11,7 @@ import {
   startIndexOf,
 } from './start_index';
 import {positiveNumber, refuseUnknownOptions, startIndexOption} from './layer_options';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK, OWN_WEIGHTS} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {positionsOfSequence} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -48,19 +48,15 @@ export class SinePositionEncoding extends layers.Layer {
    */
   static readonly className = 'SinePositionEncoding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'keras_hub', keys: ['max_wavelength']},
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'positions'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () => new SinePositionEncoding({name: CONFIG_SAMPLE, startIndex: 1}),
-    weights: OWN_WEIGHTS,
+    configKeys: ['startIndex', 'maxWavelength'],
     decoding: {kind: 'positionAware', check: positionsOfSequence},
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /** The `startIndex` option: the position of the first element when no call option is given. */
   readonly startIndex: number;

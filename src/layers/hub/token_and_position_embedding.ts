@@ -18,8 +18,8 @@ import {
   startIndexOf,
 } from './start_index';
 import {
-  CONFIG_SAMPLE,
   configNumber,
+  defineContract,
   largestOption,
   LayerContract,
   MASK_ZERO,
@@ -73,7 +73,7 @@ export class TokenAndPositionEmbedding extends layers.Layer {
    */
   static readonly className = 'TokenAndPositionEmbedding';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {
         pkg: 'keras_hub',
@@ -88,24 +88,20 @@ export class TokenAndPositionEmbedding extends layers.Layer {
       call: {kind: 'tensor'},
       // keras-hub passes it to its token embedding, whose reverse call this layer does not offer
       kerasOnlyKeys: ['tie_weights'],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new TokenAndPositionEmbedding({
-        name: CONFIG_SAMPLE,
-        vocabularySize: 1,
-        sequenceLength: 1,
-        embeddingDim: 1,
-        maskZero: true,
-      }),
+    configKeys: [
+      'vocabularySize',
+      'sequenceLength',
+      'embeddingDim',
+      'maskZero',
+      'embeddingsInitializer',
+    ],
     weights: {
-      sublayers: null,
-      keras3Folders: {},
       implied: (c) => ({
         values:
-          (configNumber(c, 'vocabulary_size') + configNumber(c, 'sequence_length')) *
-          configNumber(c, 'embedding_dim'),
-        option: largestOption(c, ['vocabulary_size', 'sequence_length', 'embedding_dim']),
+          (configNumber(c, 'vocabularySize') + configNumber(c, 'sequenceLength')) *
+          configNumber(c, 'embeddingDim'),
+        option: largestOption(c, ['vocabularySize', 'sequenceLength', 'embeddingDim']),
       }),
     },
     decoding: {
@@ -127,7 +123,7 @@ export class TokenAndPositionEmbedding extends layers.Layer {
       },
     },
     makesKerasMask: MASK_ZERO,
-  };
+  });
 
   /** The `vocabularySize` option. */
   readonly vocabularySize: number;

@@ -6,7 +6,7 @@ import {causalMask, combineMasks} from '../../ops/masking';
 import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {CONFIG_SAMPLE, GraphLayer, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {defineContract, GraphLayer, LayerContract} from '../engine/contract';
 import type {StepDecline, StepEmitter, StepValue} from '../engine/step_program';
 import {
   DECODER_DECODING,
@@ -14,6 +14,7 @@ import {
   HUB_NEEDS_KERAS3,
   TRANSFORMER_KERAS3_KEYS,
   TRANSFORMER_WEIGHTS,
+  TRANSFORMER_CONFIG_KEYS,
 } from './hub_contract';
 
 /** Options of {@link TransformerDecoder}. */
@@ -108,7 +109,7 @@ export class TransformerDecoder extends TransformerBlock {
    */
   static readonly className = 'TransformerDecoder';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'keras_hub', keys: TRANSFORMER_KERAS3_KEYS},
       keras2: {refused: HUB_NEEDS_KERAS3},
@@ -121,22 +122,14 @@ export class TransformerDecoder extends TransformerBlock {
       },
       // the build shapes Keras 3 records
       kerasOnlyKeys: ['decoder_sequence_shape', 'encoder_sequence_shape'],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new TransformerDecoder({
-        name: CONFIG_SAMPLE,
-        intermediateDim: 1,
-        numHeads: 1,
-        inputRoles: ['decoderSequence'],
-      }),
+    configKeys: [...TRANSFORMER_CONFIG_KEYS, 'useCausalMask'],
     weights: TRANSFORMER_WEIGHTS,
     decoding: {
       ...DECODER_DECODING,
       compile: (layer, inputs, emit) => TransformerDecoder.compileStep(layer, inputs, emit),
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   /**
    * The decoder-only call in a compiled decoding step: causal self-attention with its residual and

@@ -6,12 +6,13 @@ import {combineMasks} from '../../ops/masking';
 import {MultiHeadAttention} from '../attention/multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
-import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
+import {defineContract, LayerContract} from '../engine/contract';
 import {
   ENCODER_ROLES,
   HUB_NEEDS_KERAS3,
   TRANSFORMER_KERAS3_KEYS,
   TRANSFORMER_WEIGHTS,
+  TRANSFORMER_CONFIG_KEYS,
 } from './hub_contract';
 
 /** Options of {@link TransformerEncoder}. */
@@ -66,29 +67,21 @@ export class TransformerEncoder extends TransformerBlock {
    */
   static readonly className = 'TransformerEncoder';
   /** What the package knows about this class (contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'keras_hub', keys: TRANSFORMER_KERAS3_KEYS},
       keras2: {refused: HUB_NEEDS_KERAS3},
       call: {kind: 'keyword', roles: ENCODER_ROLES, positional: 1, options: {training: null}},
       // the build shape Keras 3 records
       kerasOnlyKeys: ['inputs_shape'],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new TransformerEncoder({
-        name: CONFIG_SAMPLE,
-        intermediateDim: 1,
-        numHeads: 1,
-        inputRoles: ['inputs'],
-      }),
+    configKeys: TRANSFORMER_CONFIG_KEYS,
     weights: TRANSFORMER_WEIGHTS,
     decoding: {
       kind: 'refused',
       reason: 'not known to compute each position alone (an encoder attends both ways)',
     },
-    makesKerasMask: NO_KERAS_MASK,
-  };
+  });
 
   protected readonly roleNames = ENCODER_ROLES;
   protected readonly positionalRoles = 1;
