@@ -10,23 +10,28 @@
  * assets), each size checked before it is read; the weights files' declared sizes are checked
  * against the size the config implies before the model is built.
  */
-import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {LayersModel} from '@tensorflow/tfjs-layers';
 import * as tfl from '@tensorflow/tfjs-layers';
 
 import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
-import {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from '../hub_models/build';
-import type {HubWeightValue} from '../hub_models/family';
+import {buildKerasHubParts} from '../hub_models/build';
+import type {BuiltKerasHubModel} from '../hub_models/build';
+import {impliedValues} from '../hub_models/family';
+import type {HubWeightValue, KerasHubFamily} from '../hub_models/family';
+import {familyOfClass, kerasHubClassNames} from '../hub_models/registry';
+import {isDisposed, shareLayers} from '../layers/engine/shared_layers';
 import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
 import {Hdf5Reader} from '../io/hdf5_datasets';
-import {
-  DEFAULT_MAX_TOKENIZER_FILE_BYTES,
-  TOKENIZER_ASSETS,
-  tokenizerFromPreset,
-} from '../tokenizers/load';
 import type {Tokenizer} from '../tokenizers/tokenizer';
 import type {TokenizerSplit} from '../tokenizers/byte_pair';
 import {inFiles, MAX_JSON_BYTES, readKeras3Weights} from './keras_file';
+import {
+  DEFAULT_MAX_TOKENIZER_FILE_BYTES,
+  presetTokenizerClass,
+  presetTokenizerClasses,
+  tokenizerFromPreset,
+} from './load_tokenizer';
 import {
   folderFiles,
   isZip,
@@ -158,15 +163,18 @@ function declaredElements(readers: readonly Hdf5Reader[]): number {
 
 /**
  * Refuses a config that implies far more weights than the files declare, before the model (whose
- * weights the config sizes) is built: the token embedding and each block's attention output and
- * feed-forward matrices are a lower bound of every family's weights.
+ * weights the config sizes) is built: the family's own formula (its `weightTerms`, a lower bound
+ * of its weights). A config the family's checks refuse is left to building, which says why.
  */
-function checkImpliedSize(cls: string, backbone: Obj, declared: number, label: string): void {
-  const num = (k: string) => (typeof backbone[k] === 'number' ? (backbone[k] as number) : 0);
-  const h = num('hidden_dim');
-  const implied =
-    num('vocabulary_size') * h + num('num_layers') * (h * h + 2 * h * num('intermediate_dim'));
-  if (!(implied <= declared)) {
+function checkImpliedSize(
+  family: KerasHubFamily,
+  cls: string,
+  backbone: Obj,
+  declared: number,
+  label: string,
+): void {
+  const implied = impliedValues(family, backbone);
+  if (implied != null && !(implied <= declared)) {
     fail(
       `${label}: the ${cls} config implies at least ${implied} weight values, but its weights ` +
         `files declare ${declared}; refused before building the model`,
@@ -189,37 +197,24 @@ function knownClass(json: Obj, where: string): string {
   return cls;
 }
 
-const familyOf = (cls: string) =>
-  KERAS_HUB_FAMILIES.find(
-    (f) => f.backbone === cls || Object.prototype.hasOwnProperty.call(f.tasks, cls),
-  ) as (typeof KERAS_HUB_FAMILIES)[number];
+/** The family of a known class (knownClass checked it). */
+const familyOf = (cls: string) => familyOfClass(cls) as KerasHubFamily;
 
 /**
- * The backbone of a built task, as a model over the task's own layers: the causal LMs' logits
- * are the reverse embedding of `sequence_output`; the classifiers' are a dense layer over the
- * dropout of `pooled_output`, itself over `sequence_output`'s first position.
+ * The backbone of a built task, as a model over the task's own layers (the backbone's outputs as
+ * the family built them); it holds one more reference to each layer, so disposing either model
+ * keeps the other's weights.
  */
-function backboneView(task: LayersModel, cls: string): LayersModel {
-  const family = familyOf(cls);
-  const out = task.outputs[0];
-  let outputs: SymbolicTensor[];
-  if (family.tasks[cls] === 'causalLM') {
-    outputs = [out.inputs[0]];
-  } else {
-    const pooled = out.inputs[0].inputs[0];
-    outputs = [pooled.inputs[0].inputs[0], pooled];
-  }
-  const view = tfl.model({inputs: task.inputs, outputs, name: snakeCase(family.backbone)});
-  // the view holds one more reference to each layer: disposing either model keeps the other's
-  for (const layer of view.layers) {
-    const counted = layer as unknown as {_refCount: number | null};
-    counted._refCount = (counted._refCount ?? 0) + 1;
-  }
-  return view;
+function backboneView(built: Built): LayersModel {
+  const family = familyOf(built.className);
+  const {model, backboneOutputs} = built.parts;
+  return shareLayers(
+    tfl.model({inputs: model.inputs, outputs: backboneOutputs, name: snakeCase(family.backbone)}),
+  );
 }
 
-/** The preprocessor settings of a serialized keras-hub preprocessor. */
-function preprocessorOf(json: Obj | null): KerasHubPreprocessor | null {
+/** The preprocessor settings of a serialized keras-hub preprocessor (the family's defaults). */
+function preprocessorOf(json: Obj | null, family: KerasHubFamily): KerasHubPreprocessor | null {
   if (json == null) return null;
   const c = json.config as Obj;
   const length = c.sequence_length;
@@ -228,11 +223,12 @@ function preprocessorOf(json: Obj | null): KerasHubPreprocessor | null {
       `expected the preprocessor's sequence_length to be a whole number > 0, received ${JSON.stringify(length)}`,
     );
   }
-  const flag = (k: string) => (typeof c[k] === 'boolean' ? (c[k] as boolean) : true);
+  const flag = (k: string, fallback: boolean) =>
+    typeof c[k] === 'boolean' ? (c[k] as boolean) : fallback;
   return {
     sequenceLength: length,
-    addStartToken: flag('add_start_token'),
-    addEndToken: flag('add_end_token'),
+    addStartToken: flag('add_start_token', family.preprocessor.addStartToken),
+    addEndToken: flag('add_end_token', family.preprocessor.addEndToken),
   };
 }
 
@@ -244,11 +240,13 @@ async function tokenizerOf(
   split?: TokenizerSplit,
 ): Promise<Tokenizer> {
   const cls = json.class_name as string;
-  const names = TOKENIZER_ASSETS[cls];
+  const names = presetTokenizerClass(cls)?.fileAssets;
   if (names == null) {
     fail(
       `the tokenizer class ${JSON.stringify(cls)} is not implemented (expected one of ` +
-        `${Object.keys(TOKENIZER_ASSETS).join(', ')})`,
+        `${presetTokenizerClasses()
+          .map((c) => c.className)
+          .join(', ')})`,
     );
   }
   const assets: Record<string, string> = {};
@@ -288,6 +286,8 @@ function presetAssetFolder(tokenizer: Obj): string {
 
 interface Built {
   model: LayersModel;
+  /** The model and the backbone's outputs inside it. */
+  parts: BuiltKerasHubModel;
   /** The keras-hub class of `model`. */
   className: string;
   backbone: LayersModel | null;
@@ -298,7 +298,7 @@ interface Built {
 
 function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightValue>) {
   try {
-    return buildKerasHubModel(cls, config, weights);
+    return buildKerasHubParts(cls, config, weights);
   } catch (e) {
     fail((e as Error).message);
   }
@@ -319,9 +319,10 @@ async function buildKerasFile(
   if (!isObject(backboneJson) || !isObject(backboneJson.config)) {
     fail(`expected ${inFiles(files.label, 'config.json')}'s ${cls} to hold its backbone's config`);
   }
-  checkImpliedSize(cls, backboneJson.config, declaredElements(readers), files.label);
+  checkImpliedSize(family, cls, backboneJson.config, declaredElements(readers), files.label);
   const weights = await readHubWeights([{readers, prefix: ''}], options.onProgress);
-  const model = buildModel(cls, config, weights);
+  const parts = buildModel(cls, config, weights);
+  const model = parts.model;
   const preprocessorJson = isTask && isObject(inner.preprocessor) ? inner.preprocessor : null;
   const tokenizerJson =
     preprocessorJson != null && isObject((preprocessorJson.config as Obj).tokenizer)
@@ -329,6 +330,7 @@ async function buildKerasFile(
       : null;
   return {
     model,
+    parts,
     className: cls,
     backbone: isTask ? null : model,
     tokenizerJson,
@@ -360,6 +362,7 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
       ? await readKeras3Weights(files, 'task.weights')
       : [];
   checkImpliedSize(
+    family,
     backboneCls,
     config.config as Obj,
     declaredElements(readers) + declaredElements(taskReaders),
@@ -382,15 +385,15 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
     ],
     options.onProgress,
   );
-  let model: LayersModel;
-  if (task == null || taskCls == null) {
-    model = buildModel(backboneCls, config, weights);
-  } else {
-    // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
-    model = buildModel(taskCls, task, weights);
-  }
+  // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
+  const parts =
+    task == null || taskCls == null
+      ? buildModel(backboneCls, config, weights)
+      : buildModel(taskCls, task, weights);
+  const model = parts.model;
   return {
     model,
+    parts,
     className: taskCls ?? backboneCls,
     backbone: task == null ? model : null,
     tokenizerJson,
@@ -449,7 +452,7 @@ export async function loadKerasHubPreset(
   const opened = await openPreset(source, options.fetch);
   const built = await load(opened, options);
   try {
-    const preprocessor = preprocessorOf(built.preprocessorJson);
+    const preprocessor = preprocessorOf(built.preprocessorJson, familyOf(built.className));
     const tokenizer =
       built.tokenizerJson == null
         ? null
@@ -465,9 +468,6 @@ export async function loadKerasHubPreset(
     throw e;
   }
 }
-
-/** Whether a model was disposed (tfjs' containers count references; 0: disposed). */
-const isDisposed = (m: LayersModel) => (m as unknown as {_refCount: number | null})._refCount === 0;
 
 /**
  * The preset of a built model: `backbone` a view made when first read (the view adds a reference
@@ -491,7 +491,7 @@ function presetOf(
               `model.dispose(), or preset.dispose() to free both`,
           );
         }
-        view = backboneView(model, built.className);
+        view = backboneView(built);
       }
       return view;
     },
