@@ -9,6 +9,7 @@ import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
 import {snakeCase} from '../layers/engine/contract';
 import type {Json, JsonObject} from '../layers/engine/contract';
+import {isObject} from '../layers/engine/json_object';
 import {
   bindWeights,
   checkConfig,
@@ -37,9 +38,6 @@ const CLASSIFIER_ACTIVATIONS: Readonly<Record<string, string>> = {
   softmax: 'softmax',
   sigmoid: 'sigmoid',
 };
-
-const isObject = (v: Json | undefined): v is JsonObject =>
-  v != null && typeof v === 'object' && !Array.isArray(v);
 
 /**
  * The config of class `cls`: the `config` of a serialized object (`{class_name, config}`, as

@@ -8,6 +8,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
 import type {ContractClass, Json, JsonObject} from '../layers/engine/contract';
+import {isObject} from '../layers/engine/json_object';
 import type {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import type {PresetTokenizerClass} from '../tokenizers/preset_tokenizer';
 
@@ -293,9 +294,9 @@ export function checkConfig(
 function dtypeName(dtype: Json | undefined): string | null {
   if (dtype == null) return null;
   if (typeof dtype === 'string') return dtype;
-  if (typeof dtype === 'object' && !Array.isArray(dtype)) {
+  if (isObject(dtype)) {
     const inner = dtype.config;
-    if (inner != null && typeof inner === 'object' && !Array.isArray(inner)) {
+    if (isObject(inner)) {
       const name = inner.name;
       if (dtype.class_name === 'DTypePolicy' && typeof name === 'string') return name;
     }

@@ -20,6 +20,7 @@ import type {BuiltKerasHubModel} from '../hub_models/build';
 import {impliedValues} from '../hub_models/family';
 import type {HubWeightValue, KerasHubFamily} from '../hub_models/family';
 import {familyOfClass, kerasHubClassNames} from '../hub_models/registry';
+import {isObject} from '../layers/engine/json_object';
 import {isDisposed, shareLayers} from '../layers/engine/shared_layers';
 import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
 import {Hdf5Reader} from '../io/hdf5_datasets';
@@ -96,8 +97,6 @@ type Obj = JsonObject;
 function fail(message: string): never {
   throw new Error(`loadKerasHubPreset: ${message}`);
 }
-
-const isObject = (v: unknown): v is Obj => v != null && typeof v === 'object' && !Array.isArray(v);
 
 /** JSON of a preset's file, its size and depth checked first (bounded_json.ts). */
 function parseJson(bytes: Uint8Array, what: string): unknown {
@@ -206,10 +205,13 @@ const familyOf = (cls: string) => familyOfClass(cls) as KerasHubFamily;
  * keeps the other's weights.
  */
 function backboneView(built: Built): LayersModel {
-  const family = familyOf(built.className);
   const {model, backboneOutputs} = built.parts;
   return shareLayers(
-    tfl.model({inputs: model.inputs, outputs: backboneOutputs, name: snakeCase(family.backbone)}),
+    tfl.model({
+      inputs: model.inputs,
+      outputs: backboneOutputs,
+      name: snakeCase(built.family.backbone),
+    }),
   );
 }
 
@@ -284,12 +286,40 @@ function presetAssetFolder(tokenizer: Obj): string {
   return `assets/${stem}`;
 }
 
+/**
+ * What a preset's configs say, read once: the class to build, its family and configs, and the
+ * tokenizer's and preprocessor's serialized objects.
+ */
+interface PresetConfigs {
+  /** The keras-hub class built (the task when there is one, else the backbone). */
+  className: string;
+  family: KerasHubFamily;
+  /** The serialized object `buildKerasHubModel` is given (config.json, or task.json). */
+  json: Obj;
+  /** The backbone's config (the size check reads it). */
+  backboneConfig: Obj;
+  /** The class the size check names (a preset's config.json, or the `.keras` file's class). */
+  sizedClass: string;
+  /** Whether the preset has a task. */
+  isTask: boolean;
+  tokenizerJson: Obj | null;
+  /** The folder of the tokenizer's assets in the preset. */
+  tokenizerFolder: string;
+  preprocessorJson: Obj | null;
+}
+
+/** The weights files of a preset, opened (their declared sizes read, no value). */
+interface PresetWeights {
+  sources: Array<{readers: Hdf5Reader[]; prefix: string}>;
+}
+
 interface Built {
   model: LayersModel;
   /** The model and the backbone's outputs inside it. */
   parts: BuiltKerasHubModel;
   /** The keras-hub class of `model`. */
   className: string;
+  family: KerasHubFamily;
   backbone: LayersModel | null;
   tokenizerJson: Obj | null;
   tokenizerFolder: string;
@@ -304,35 +334,29 @@ function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightValu
   }
 }
 
-/** A keras-hub `.keras` file: config.json is the task or backbone, weights by the file's paths. */
-async function buildKerasFile(
-  files: PresetFiles,
-  options: LoadKerasHubPresetOptions,
-): Promise<Built> {
+/** Step 2 of a `.keras` file: config.json is the task or the backbone, the tokenizer inside it. */
+async function kerasFileConfigs(files: PresetFiles): Promise<PresetConfigs> {
   const config = await readJson(files, 'config.json');
   const cls = knownClass(config, inFiles(files.label, 'config.json'));
   const family = familyOf(cls);
   const isTask = cls !== family.backbone;
-  const readers = await readKeras3Weights(files);
   const inner = config.config as Obj;
   const backboneJson = isTask ? inner.backbone : config;
   if (!isObject(backboneJson) || !isObject(backboneJson.config)) {
     fail(`expected ${inFiles(files.label, 'config.json')}'s ${cls} to hold its backbone's config`);
   }
-  checkImpliedSize(family, cls, backboneJson.config, declaredElements(readers), files.label);
-  const weights = await readHubWeights([{readers, prefix: ''}], options.onProgress);
-  const parts = buildModel(cls, config, weights);
-  const model = parts.model;
   const preprocessorJson = isTask && isObject(inner.preprocessor) ? inner.preprocessor : null;
   const tokenizerJson =
     preprocessorJson != null && isObject((preprocessorJson.config as Obj).tokenizer)
       ? ((preprocessorJson.config as Obj).tokenizer as Obj)
       : null;
   return {
-    model,
-    parts,
     className: cls,
-    backbone: isTask ? null : model,
+    family,
+    json: config,
+    backboneConfig: backboneJson.config,
+    sizedClass: cls,
+    isTask,
     tokenizerJson,
     // Keras 3 saves a layer's assets under its attribute path in the model
     tokenizerFolder: 'assets/preprocessor/tokenizer',
@@ -340,8 +364,8 @@ async function buildKerasFile(
   };
 }
 
-/** A `save_to_preset` folder: config.json (backbone) + model.weights, task.json (+ task.weights). */
-async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOptions): Promise<Built> {
+/** Step 2 of a `save_to_preset` folder: config.json (backbone), task.json, tokenizer.json, preprocessor.json. */
+async function presetConfigs(files: PresetFiles): Promise<PresetConfigs> {
   const config = await readJson(files, 'config.json');
   const backboneCls = knownClass(config, inFiles(files.label, 'config.json'));
   const family = familyOf(backboneCls);
@@ -355,19 +379,6 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
   if (taskCls != null && familyOf(taskCls) !== family) {
     fail(`${files.label}: task.json's ${taskCls} does not take config.json's ${backboneCls}`);
   }
-  const readers = await readKeras3Weights(files, 'model.weights');
-  const taskReaders =
-    taskCls != null &&
-    ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
-      ? await readKeras3Weights(files, 'task.weights')
-      : [];
-  checkImpliedSize(
-    family,
-    backboneCls,
-    config.config as Obj,
-    declaredElements(readers) + declaredElements(taskReaders),
-    files.label,
-  );
   // the tokenizer's and preprocessor's files are read and checked before the model is built, so
   // that a broken one refuses the preset without building (and leaking) its weights
   const tokenizerJson = (await files.has('tokenizer.json'))
@@ -377,35 +388,74 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
   const preprocessorJson = (await files.has('preprocessor.json'))
     ? await readJson(files, 'preprocessor.json')
     : null;
-  const prefix = taskCls == null ? '' : `layers/${snakeCase(backboneCls)}/`;
-  const weights = await readHubWeights(
-    [
-      {readers, prefix},
-      {readers: taskReaders, prefix: ''},
-    ],
-    options.onProgress,
-  );
-  // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
-  const parts =
-    task == null || taskCls == null
-      ? buildModel(backboneCls, config, weights)
-      : buildModel(taskCls, task, weights);
-  const model = parts.model;
   return {
-    model,
-    parts,
     className: taskCls ?? backboneCls,
-    backbone: task == null ? model : null,
+    family,
+    // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
+    json: task ?? config,
+    backboneConfig: config.config as Obj,
+    sizedClass: backboneCls,
+    isTask: task != null,
     tokenizerJson,
     tokenizerFolder,
     preprocessorJson,
   };
 }
 
+/**
+ * Step 3: the weights files, opened: a `.keras` file's by its own paths; a preset's
+ * model.weights under the task's backbone folder when there is a task, and task.weights.
+ */
+async function openWeights(opened: Opened, configs: PresetConfigs): Promise<PresetWeights> {
+  const {files} = opened;
+  if (opened.kerasFile) return {sources: [{readers: await readKeras3Weights(files), prefix: ''}]};
+  const readers = await readKeras3Weights(files, 'model.weights');
+  const taskReaders =
+    configs.isTask &&
+    ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
+      ? await readKeras3Weights(files, 'task.weights')
+      : [];
+  const prefix = configs.isTask ? `layers/${snakeCase(configs.family.backbone)}/` : '';
+  return {
+    sources: [
+      {readers, prefix},
+      {readers: taskReaders, prefix: ''},
+    ],
+  };
+}
+
+/**
+ * A keras-hub preset (a `save_to_preset` folder or a keras-hub `.keras` file) read as one
+ * pipeline, each step once: (1) the sources opened (`openPreset`, by the caller); (2) the
+ * configs read (`kerasFileConfigs` / `presetConfigs`); (3) the weights files opened (declared
+ * sizes only: `openWeights`); (4) the implied size checked by the family's own formula
+ * (`checkImpliedSize`); (5) the weights read and (6) the family built with them
+ * (`buildKerasHubParts`); then the caller makes the tokenizer and preprocessor (`loadKerasHubPreset`).
+ */
 async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise<Built> {
-  return opened.kerasFile
-    ? buildKerasFile(opened.files, options)
-    : buildPreset(opened.files, options);
+  const {files} = opened;
+  const configs = opened.kerasFile ? await kerasFileConfigs(files) : await presetConfigs(files);
+  const weights = await openWeights(opened, configs);
+  const declared = weights.sources.reduce((n, s) => n + declaredElements(s.readers), 0);
+  checkImpliedSize(
+    configs.family,
+    configs.sizedClass,
+    configs.backboneConfig,
+    declared,
+    files.label,
+  );
+  const values = await readHubWeights(weights.sources, options.onProgress);
+  const parts = buildModel(configs.className, configs.json, values);
+  return {
+    model: parts.model,
+    parts,
+    className: configs.className,
+    family: configs.family,
+    backbone: configs.isTask ? null : parts.model,
+    tokenizerJson: configs.tokenizerJson,
+    tokenizerFolder: configs.tokenizerFolder,
+    preprocessorJson: configs.preprocessorJson,
+  };
 }
 
 function checkOptions(options: unknown): void {
@@ -452,7 +502,7 @@ export async function loadKerasHubPreset(
   const opened = await openPreset(source, options.fetch);
   const built = await load(opened, options);
   try {
-    const preprocessor = preprocessorOf(built.preprocessorJson, familyOf(built.className));
+    const preprocessor = preprocessorOf(built.preprocessorJson, built.family);
     const tokenizer =
       built.tokenizerJson == null
         ? null
