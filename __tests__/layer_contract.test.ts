@@ -16,7 +16,11 @@ import {
   toKerasArtifacts,
 } from '../src';
 import type {LayerContract} from '../src';
-import {LAYER_CLASSES} from '../src/layers/register';
+import {FAMILY_LAYER_CLASSES} from '../src/hub_models/register_layers';
+import {LAYER_CLASSES as GENERIC_LAYER_CLASSES} from '../src/layers/register';
+
+/** The package's layer classes: the generic ones and the built-in families' own. */
+const LAYER_CLASSES = [...GENERIC_LAYER_CLASSES, ...FAMILY_LAYER_CLASSES];
 
 /**
  * A user's layer: the running mean over the sequence, `y[t] = mean(x[0..t])` (causal). With a
