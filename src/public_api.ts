@@ -2,6 +2,9 @@
  * The package's public API shared by the Node entry (`index.ts`) and the browser bundle
  * (`browser.ts`): one export list. Node-only exports (files on disk, PNG output) are in index.ts.
  */
+// the built-in keras-hub families' own layer classes, registered with tfjs' serialization
+import './hub_models/register_layers';
+
 export {MultiHeadAttention} from './layers/attention/multi_head_attention';
 export type {MultiHeadAttentionArgs} from './layers/attention/multi_head_attention';
 export {CachedMultiHeadAttention} from './layers/hub/cached_multi_head_attention';
@@ -120,38 +123,45 @@ export type {TorchStateDict} from './interop/torch';
 export {attentionHeatmapSvg} from './viz/heatmap';
 export type {HeatmapInput, HeatmapOptions} from './viz/heatmap';
 
-export {
-  BertTokenizer,
-  BytePairTokenizer,
-  GPT2Tokenizer,
-  Llama3Tokenizer,
-  loadTokenizer,
-  tokenizerFromPreset,
-  WordPieceTokenizer,
-} from './tokenizers';
+export {BytePairTokenizer, WordPieceTokenizer} from './tokenizers';
 export type {
   BytePairTokenizerOptions,
-  Llama3TokenizerOptions,
-  LoadTokenizerOptions,
+  PresetTokenizerClass,
   Tokenizer,
+  TokenizerAsset,
+  TokenizerConfig,
   TokenizerSplit,
   WordPieceTokenizerOptions,
 } from './tokenizers';
-export {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from './hub_models/build';
-export {GPT2} from './hub_models/gpt2';
-export {BERT} from './hub_models/bert';
-export {LLAMA3} from './hub_models/llama3';
-export {LlamaAttention} from './layers/hub/llama_attention';
-export type {LlamaAttentionArgs} from './layers/hub/llama_attention';
-export {LlamaTransformerDecoder} from './layers/hub/llama_decoder';
-export type {LlamaTransformerDecoderArgs} from './layers/hub/llama_decoder';
-export {LlamaLayerNorm} from './layers/hub/llama_layer_norm';
-export type {LlamaLayerNormArgs} from './layers/hub/llama_layer_norm';
+export {loadTokenizer, tokenizerFromPreset} from './interop/load_tokenizer';
+export type {LoadTokenizerOptions} from './interop/load_tokenizer';
+export {buildKerasHubModel} from './hub_models/build';
+export {
+  KERAS_HUB_FAMILIES,
+  kerasHubClassNames,
+  kerasHubFamilies,
+  registerKerasHubFamily,
+} from './hub_models/registry';
+export {GPT2} from './hub_models/gpt2/gpt2_family';
+export {GPT2Tokenizer} from './hub_models/gpt2/gpt2_tokenizer';
+export {BERT} from './hub_models/bert/bert_family';
+export {BertTokenizer} from './hub_models/bert/bert_tokenizer';
+export {LLAMA3} from './hub_models/llama3/llama3_family';
+export {Llama3Tokenizer} from './hub_models/llama3/llama3_tokenizer';
+export type {Llama3TokenizerOptions} from './hub_models/llama3/llama3_tokenizer';
+export {LlamaAttention} from './hub_models/llama3/llama_attention';
+export type {LlamaAttentionArgs} from './hub_models/llama3/llama_attention';
+export {LlamaTransformerDecoder} from './hub_models/llama3/llama_decoder';
+export type {LlamaTransformerDecoderArgs} from './hub_models/llama3/llama_decoder';
+export {LlamaLayerNorm} from './hub_models/llama3/llama_layer_norm';
+export type {LlamaLayerNormArgs} from './hub_models/llama3/llama_layer_norm';
 export type {
   BackboneGraph,
   HubWeights,
   HubWeightValue,
   KerasHubFamily,
+  KerasHubLayerClass,
+  KerasHubPreprocessorDefaults,
   TaskKind,
   WeightBinding,
   WeightTerm,

@@ -9,10 +9,13 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import '../../src';
-import {LAYER_CLASSES, MASKED_TFJS_CLASSES} from '../../src/layers/register';
+import {FAMILY_LAYER_CLASSES} from '../../src/hub_models/register_layers';
+import {LAYER_CLASSES as GENERIC_LAYER_CLASSES, MASKED_TFJS_CLASSES} from '../../src/layers/register';
 import {describeBackends, useBackend} from '../helpers/backends';
 import {LAYER_CASES, LayerCase, runLayerTest} from '../helpers/layer_harness';
 
+/** The package's layer classes: the generic ones and the built-in families' own. */
+const LAYER_CLASSES = [...GENERIC_LAYER_CLASSES, ...FAMILY_LAYER_CLASSES];
 type LayerClass = (typeof LAYER_CLASSES)[number];
 
 /**

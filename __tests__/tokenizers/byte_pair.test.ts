@@ -11,7 +11,8 @@ import * as path from 'path';
 
 import {buildSync} from 'esbuild';
 
-import {BytePairTokenizer, GPT2Tokenizer} from '../../src/tokenizers';
+import {GPT2Tokenizer} from '../../src/hub_models/gpt2/gpt2_tokenizer';
+import {BytePairTokenizer} from '../../src/tokenizers';
 
 /** A vocabulary `a`, `aa`, `aaaa`, ... (2^levels) and the merges `a a`, `aa aa`, ... */
 function doublingRuns(levels: number): {vocabulary: Record<string, number>; merges: string[]} {
@@ -41,8 +42,16 @@ let bundleDir: string;
 
 beforeAll(() => {
   bundleDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bpe-'));
+  // the generic tokenizers and the families' byte-level ones, bundled without tfjs
   buildSync({
-    entryPoints: [path.join(root, 'src', 'tokenizers', 'index.ts')],
+    stdin: {
+      contents:
+        "export * from './src/tokenizers';\n" +
+        "export {GPT2Tokenizer} from './src/hub_models/gpt2/gpt2_tokenizer';\n" +
+        "export {Llama3Tokenizer} from './src/hub_models/llama3/llama3_tokenizer';\n",
+      resolveDir: root,
+      loader: 'ts',
+    },
     bundle: true,
     platform: 'node',
     format: 'cjs',

@@ -18,8 +18,8 @@ import {
   loadTokenizer,
   tokenizerFromPreset,
   WordPieceTokenizer,
-} from '../../src/tokenizers';
-import type {Tokenizer} from '../../src/tokenizers';
+} from '../../src';
+import type {Tokenizer} from '../../src';
 import {loadKerasHubPreset} from '../../src/interop/keras_hub_preset';
 
 const FIXTURES = path.join(__dirname, '..', '..', 'fixtures', 'tokenizers');

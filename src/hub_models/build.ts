@@ -9,7 +9,7 @@ import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
 import {snakeCase} from '../layers/engine/contract';
 import type {Json, JsonObject} from '../layers/engine/contract';
-import {BERT} from './bert';
+import {isObject} from '../layers/engine/json_object';
 import {
   bindWeights,
   checkConfig,
@@ -22,13 +22,9 @@ import {
   WeightBinding,
   WeightTerm,
 } from './family';
-import {GPT2} from './gpt2';
 import {int8HubModel, withoutInt8PolicyMap} from './int8_weights';
-import {LLAMA3} from './llama3';
+import {familyOfClass, kerasHubClassNames} from './registry';
 import {weightsInOrder} from './weights';
-
-/** The keras-hub families the package builds. */
-export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3];
 
 /** The config keys of each task kind (besides name, trainable, dtype). */
 const TASK_KEYS: Readonly<Record<TaskKind, readonly string[]>> = {
@@ -42,14 +38,6 @@ const CLASSIFIER_ACTIVATIONS: Readonly<Record<string, string>> = {
   softmax: 'softmax',
   sigmoid: 'sigmoid',
 };
-
-const isObject = (v: Json | undefined): v is JsonObject =>
-  v != null && typeof v === 'object' && !Array.isArray(v);
-
-/** Every keras-hub class name `buildKerasHubModel` builds. */
-export function kerasHubClassNames(): string[] {
-  return KERAS_HUB_FAMILIES.flatMap((f) => [f.backbone, ...Object.keys(f.tasks)]);
-}
 
 /**
  * The config of class `cls`: the `config` of a serialized object (`{class_name, config}`, as
@@ -123,9 +111,24 @@ export function buildKerasHubModel(
   config: JsonObject,
   weights: HubWeights,
 ): LayersModel {
-  const family = KERAS_HUB_FAMILIES.find(
-    (f) => f.backbone === className || Object.prototype.hasOwnProperty.call(f.tasks, className),
-  );
+  return buildKerasHubParts(className, config, weights).model;
+}
+
+/** A built keras-hub class and the backbone's outputs inside it. */
+export interface BuiltKerasHubModel {
+  /** The model of the class (the task, or the backbone). */
+  model: LayersModel;
+  /** The backbone's outputs in the family's `outputs` order (a task's: inside its graph). */
+  backboneOutputs: SymbolicTensor[];
+}
+
+/** {@link buildKerasHubModel}, with the backbone's outputs of the graph it built. */
+export function buildKerasHubParts(
+  className: string,
+  config: JsonObject,
+  weights: HubWeights,
+): BuiltKerasHubModel {
+  const family = familyOfClass(className);
   if (family == null) {
     throw new Error(
       `buildKerasHubModel: keras-hub class ${JSON.stringify(className)} is not implemented ` +
@@ -170,7 +173,7 @@ export function buildKerasHubModel(
  * `build()`'s model, or its error with every weight it had made disposed (a refusal leaves no
  * tensor, whatever refuses).
  */
-function withoutLeaks(build: () => LayersModel): LayersModel {
+function withoutLeaks(build: () => BuiltKerasHubModel): BuiltKerasHubModel {
   const before = new Set(Object.keys(tf.engine().state.registeredVariables));
   try {
     return build();
@@ -192,13 +195,14 @@ function buildModel(
   head: ClassifierOptions | null,
   backboneConfig: JsonObject,
   weights: HubWeights,
-): LayersModel {
+): BuiltKerasHubModel {
   const graph = family.build(backboneConfig);
+  const backboneOutputs = family.outputs.map((o) => graph.outputs[o]);
   const name = (own.name as string | undefined) ?? snakeCase(className);
   let outputs: SymbolicTensor[];
   let bindings: WeightBinding[];
   if (kind == null) {
-    outputs = family.outputs.map((o) => graph.outputs[o]);
+    outputs = backboneOutputs;
     bindings = graph.weights;
   } else {
     const prefix = `layers/${snakeCase(family.backbone)}/`;
@@ -221,7 +225,8 @@ function buildModel(
       bindings.push(...weightsInOrder(dense, 'layers/dense'));
     }
   }
-  let model = tfl.model({inputs: graph.inputs, outputs, name});
+  const built = tfl.model({inputs: graph.inputs, outputs, name});
+  let model = built;
   try {
     // layers whose weights are int8 (keras-hub's quantized presets) in their int8 form
     ({model, bindings, weights} = int8HubModel(className, model, bindings, weights));
@@ -230,5 +235,11 @@ function buildModel(
     model.dispose();
     throw e;
   }
-  return model;
+  // an int8 model is rebuilt from its config: the same layers by name, called in the same order
+  const inModel = (t: SymbolicTensor): SymbolicTensor => {
+    if (model === built) return t;
+    const out = model.getLayer(t.sourceLayer.name).getOutputAt(t.nodeIndex);
+    return Array.isArray(out) ? out[t.tensorIndex] : out;
+  };
+  return {model, backboneOutputs: backboneOutputs.map(inModel)};
 }

@@ -7,8 +7,10 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import type {Json, JsonObject} from '../layers/engine/contract';
+import type {ContractClass, Json, JsonObject} from '../layers/engine/contract';
+import {isObject} from '../layers/engine/json_object';
 import type {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
+import type {PresetTokenizerClass} from '../tokenizers/preset_tokenizer';
 
 /** One weight as a Keras file holds it: its shape, dtype (float32 when unset) and values. */
 export interface HubWeightValue {
@@ -113,7 +115,25 @@ export function positionalTransformerTerms(o: {
 /** What a task adds on a backbone. */
 export type TaskKind = 'causalLM' | 'textClassifier';
 
-/** A keras-hub family: its classes, config, inputs and outputs, and its graph. */
+/** A layer class of a family's own (registered with tfjs' serialization with the family). */
+export type KerasHubLayerClass = ContractClass &
+  tf.serialization.SerializableConstructor<tf.serialization.Serializable>;
+
+/**
+ * keras-hub's preprocessor settings of a family where its preprocessor.json leaves them unset
+ * (keras-hub's packer arguments: `add_start_token`, `add_end_token`).
+ */
+export interface KerasHubPreprocessorDefaults {
+  /** Whether the start token is put first. */
+  readonly addStartToken: boolean;
+  /** Whether the end token is put last. */
+  readonly addEndToken: boolean;
+}
+
+/**
+ * A keras-hub family, registered by `registerKerasHubFamily`: its classes, config, inputs and
+ * outputs, its graph, its own layer classes, its tokenizer and its preprocessor's settings.
+ */
 export interface KerasHubFamily {
   /** The family's name in messages (`GPT-2`). */
   readonly name: string;
@@ -142,6 +162,33 @@ export interface KerasHubFamily {
   weightTerms(config: JsonObject): WeightTerm[];
   /** Builds the backbone's functional graph from its (checked) config. */
   build(config: JsonObject): BackboneGraph;
+  /**
+   * The family's own layer classes (none when it builds on the package's generic layers): they
+   * are registered with tfjs' serialization when the family is registered.
+   */
+  readonly layers: readonly KerasHubLayerClass[];
+  /**
+   * keras-hub's tokenizer class of the family (its preset's tokenizer.json names it), with its
+   * assets (`fileAssets`): the ids it starts, ends, pads and stops at, and those stripped from
+   * generated text, are the tokenizer's.
+   */
+  readonly tokenizer: PresetTokenizerClass;
+  /** The preprocessor's settings where preprocessor.json leaves them unset. */
+  readonly preprocessor: KerasHubPreprocessorDefaults;
+}
+
+/**
+ * The values a config's weights hold at least (the sum of the family's `weightTerms`), or null
+ * when the config is one the family's check refuses (then building says why).
+ */
+export function impliedValues(family: KerasHubFamily, config: JsonObject): number | null {
+  let terms: WeightTerm[];
+  try {
+    terms = family.weightTerms(config);
+  } catch {
+    return null;
+  }
+  return terms.reduce((n, t) => n + t.values, 0);
 }
 
 /** The config keys every keras-hub class writes besides its own. */
@@ -247,9 +294,9 @@ export function checkConfig(
 function dtypeName(dtype: Json | undefined): string | null {
   if (dtype == null) return null;
   if (typeof dtype === 'string') return dtype;
-  if (typeof dtype === 'object' && !Array.isArray(dtype)) {
+  if (isObject(dtype)) {
     const inner = dtype.config;
-    if (inner != null && typeof inner === 'object' && !Array.isArray(inner)) {
+    if (isObject(inner)) {
       const name = inner.name;
       if (dtype.class_name === 'DTypePolicy' && typeof name === 'string') return name;
     }

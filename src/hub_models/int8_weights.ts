@@ -22,6 +22,7 @@ import {
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {contractOf} from '../layers/engine/contract';
+import {isObject} from '../layers/engine/json_object';
 import type {HubWeights, HubWeightValue, WeightBinding} from './family';
 
 type Config = tf.serialization.ConfigDict;
@@ -32,9 +33,6 @@ type Registered = [
 
 /** The dtypes of a weight that holds int8 values (HDF5's int8 datasets, which tfjs reads as int32). */
 const INT8_DTYPES = ['int8', 'int32'];
-
-const isObject = (v: Json | undefined): v is JsonObject =>
-  v != null && typeof v === 'object' && !Array.isArray(v);
 
 /** Whether a weight of the map holds int8 values: dtype `int8` (or `int32`), or an int32 tensor. */
 export function isInt8HubWeight(w: HubWeightValue | tf.Tensor | undefined): boolean {

@@ -11,6 +11,7 @@ import {buildZeroModel, disposeAllWeights} from './load_in_place';
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {contractOf, snakeCase} from '../layers/engine/contract';
 import type {JsonObject as Obj} from '../layers/engine/contract';
+import {isObject} from '../layers/engine/json_object';
 
 /** Keras 3's path key of a layer inside its model: the snake-cased class, numbered by order. */
 function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
@@ -30,15 +31,16 @@ function pathKey(layer: layers.Layer, counts: Map<string, number>): string {
  */
 export function configOrder(topology: Obj): Map<string, string[]> {
   const out = new Map<string, string[]>();
-  const isO = (x: unknown): x is Obj => x != null && typeof x === 'object' && !Array.isArray(x);
-  const stack: Obj[] = [(isO(topology.model_config) ? topology.model_config : topology) as Obj];
+  const stack: Obj[] = [
+    (isObject(topology.model_config) ? topology.model_config : topology) as Obj,
+  ];
   while (stack.length > 0) {
     const model = stack.pop() as Obj;
-    const config = isO(model.config) ? model.config : null;
+    const config = isObject(model.config) ? model.config : null;
     if (config == null || !Array.isArray(config.layers)) continue;
     const names = (config.layers as Obj[]).map((l) => String(l.name ?? (l.config as Obj)?.name));
     for (const key of [model.name, config.name]) if (typeof key === 'string') out.set(key, names);
-    for (const l of config.layers as Obj[]) if (isO(l)) stack.push(l);
+    for (const l of config.layers as Obj[]) if (isObject(l)) stack.push(l);
   }
   return out;
 }

@@ -10,23 +10,29 @@
  * assets), each size checked before it is read; the weights files' declared sizes are checked
  * against the size the config implies before the model is built.
  */
-import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {LayersModel} from '@tensorflow/tfjs-layers';
 import * as tfl from '@tensorflow/tfjs-layers';
 
 import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
-import {buildKerasHubModel, KERAS_HUB_FAMILIES, kerasHubClassNames} from '../hub_models/build';
-import type {HubWeightValue} from '../hub_models/family';
+import {buildKerasHubParts} from '../hub_models/build';
+import type {BuiltKerasHubModel} from '../hub_models/build';
+import {impliedValues} from '../hub_models/family';
+import type {HubWeightValue, KerasHubFamily} from '../hub_models/family';
+import {familyOfClass, kerasHubClassNames} from '../hub_models/registry';
+import {isObject} from '../layers/engine/json_object';
+import {isDisposed, shareLayers} from '../layers/engine/shared_layers';
 import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
 import {Hdf5Reader} from '../io/hdf5_datasets';
-import {
-  DEFAULT_MAX_TOKENIZER_FILE_BYTES,
-  TOKENIZER_ASSETS,
-  tokenizerFromPreset,
-} from '../tokenizers/load';
 import type {Tokenizer} from '../tokenizers/tokenizer';
 import type {TokenizerSplit} from '../tokenizers/byte_pair';
 import {inFiles, MAX_JSON_BYTES, readKeras3Weights} from './keras_file';
+import {
+  DEFAULT_MAX_TOKENIZER_FILE_BYTES,
+  presetTokenizerClass,
+  presetTokenizerClasses,
+  tokenizerFromPreset,
+} from './load_tokenizer';
 import {
   folderFiles,
   isZip,
@@ -92,8 +98,6 @@ function fail(message: string): never {
   throw new Error(`loadKerasHubPreset: ${message}`);
 }
 
-const isObject = (v: unknown): v is Obj => v != null && typeof v === 'object' && !Array.isArray(v);
-
 /** JSON of a preset's file, its size and depth checked first (bounded_json.ts). */
 function parseJson(bytes: Uint8Array, what: string): unknown {
   const text = new TextDecoder('utf-8').decode(bytes);
@@ -158,15 +162,18 @@ function declaredElements(readers: readonly Hdf5Reader[]): number {
 
 /**
  * Refuses a config that implies far more weights than the files declare, before the model (whose
- * weights the config sizes) is built: the token embedding and each block's attention output and
- * feed-forward matrices are a lower bound of every family's weights.
+ * weights the config sizes) is built: the family's own formula (its `weightTerms`, a lower bound
+ * of its weights). A config the family's checks refuse is left to building, which says why.
  */
-function checkImpliedSize(cls: string, backbone: Obj, declared: number, label: string): void {
-  const num = (k: string) => (typeof backbone[k] === 'number' ? (backbone[k] as number) : 0);
-  const h = num('hidden_dim');
-  const implied =
-    num('vocabulary_size') * h + num('num_layers') * (h * h + 2 * h * num('intermediate_dim'));
-  if (!(implied <= declared)) {
+function checkImpliedSize(
+  family: KerasHubFamily,
+  cls: string,
+  backbone: Obj,
+  declared: number,
+  label: string,
+): void {
+  const implied = impliedValues(family, backbone);
+  if (implied != null && !(implied <= declared)) {
     fail(
       `${label}: the ${cls} config implies at least ${implied} weight values, but its weights ` +
         `files declare ${declared}; refused before building the model`,
@@ -189,37 +196,27 @@ function knownClass(json: Obj, where: string): string {
   return cls;
 }
 
-const familyOf = (cls: string) =>
-  KERAS_HUB_FAMILIES.find(
-    (f) => f.backbone === cls || Object.prototype.hasOwnProperty.call(f.tasks, cls),
-  ) as (typeof KERAS_HUB_FAMILIES)[number];
+/** The family of a known class (knownClass checked it). */
+const familyOf = (cls: string) => familyOfClass(cls) as KerasHubFamily;
 
 /**
- * The backbone of a built task, as a model over the task's own layers: the causal LMs' logits
- * are the reverse embedding of `sequence_output`; the classifiers' are a dense layer over the
- * dropout of `pooled_output`, itself over `sequence_output`'s first position.
+ * The backbone of a built task, as a model over the task's own layers (the backbone's outputs as
+ * the family built them); it holds one more reference to each layer, so disposing either model
+ * keeps the other's weights.
  */
-function backboneView(task: LayersModel, cls: string): LayersModel {
-  const family = familyOf(cls);
-  const out = task.outputs[0];
-  let outputs: SymbolicTensor[];
-  if (family.tasks[cls] === 'causalLM') {
-    outputs = [out.inputs[0]];
-  } else {
-    const pooled = out.inputs[0].inputs[0];
-    outputs = [pooled.inputs[0].inputs[0], pooled];
-  }
-  const view = tfl.model({inputs: task.inputs, outputs, name: snakeCase(family.backbone)});
-  // the view holds one more reference to each layer: disposing either model keeps the other's
-  for (const layer of view.layers) {
-    const counted = layer as unknown as {_refCount: number | null};
-    counted._refCount = (counted._refCount ?? 0) + 1;
-  }
-  return view;
+function backboneView(built: Built): LayersModel {
+  const {model, backboneOutputs} = built.parts;
+  return shareLayers(
+    tfl.model({
+      inputs: model.inputs,
+      outputs: backboneOutputs,
+      name: snakeCase(built.family.backbone),
+    }),
+  );
 }
 
-/** The preprocessor settings of a serialized keras-hub preprocessor. */
-function preprocessorOf(json: Obj | null): KerasHubPreprocessor | null {
+/** The preprocessor settings of a serialized keras-hub preprocessor (the family's defaults). */
+function preprocessorOf(json: Obj | null, family: KerasHubFamily): KerasHubPreprocessor | null {
   if (json == null) return null;
   const c = json.config as Obj;
   const length = c.sequence_length;
@@ -228,11 +225,12 @@ function preprocessorOf(json: Obj | null): KerasHubPreprocessor | null {
       `expected the preprocessor's sequence_length to be a whole number > 0, received ${JSON.stringify(length)}`,
     );
   }
-  const flag = (k: string) => (typeof c[k] === 'boolean' ? (c[k] as boolean) : true);
+  const flag = (k: string, fallback: boolean) =>
+    typeof c[k] === 'boolean' ? (c[k] as boolean) : fallback;
   return {
     sequenceLength: length,
-    addStartToken: flag('add_start_token'),
-    addEndToken: flag('add_end_token'),
+    addStartToken: flag('add_start_token', family.preprocessor.addStartToken),
+    addEndToken: flag('add_end_token', family.preprocessor.addEndToken),
   };
 }
 
@@ -244,11 +242,13 @@ async function tokenizerOf(
   split?: TokenizerSplit,
 ): Promise<Tokenizer> {
   const cls = json.class_name as string;
-  const names = TOKENIZER_ASSETS[cls];
+  const names = presetTokenizerClass(cls)?.fileAssets;
   if (names == null) {
     fail(
       `the tokenizer class ${JSON.stringify(cls)} is not implemented (expected one of ` +
-        `${Object.keys(TOKENIZER_ASSETS).join(', ')})`,
+        `${presetTokenizerClasses()
+          .map((c) => c.className)
+          .join(', ')})`,
     );
   }
   const assets: Record<string, string> = {};
@@ -286,10 +286,40 @@ function presetAssetFolder(tokenizer: Obj): string {
   return `assets/${stem}`;
 }
 
+/**
+ * What a preset's configs say, read once: the class to build, its family and configs, and the
+ * tokenizer's and preprocessor's serialized objects.
+ */
+interface PresetConfigs {
+  /** The keras-hub class built (the task when there is one, else the backbone). */
+  className: string;
+  family: KerasHubFamily;
+  /** The serialized object `buildKerasHubModel` is given (config.json, or task.json). */
+  json: Obj;
+  /** The backbone's config (the size check reads it). */
+  backboneConfig: Obj;
+  /** The class the size check names (a preset's config.json, or the `.keras` file's class). */
+  sizedClass: string;
+  /** Whether the preset has a task. */
+  isTask: boolean;
+  tokenizerJson: Obj | null;
+  /** The folder of the tokenizer's assets in the preset. */
+  tokenizerFolder: string;
+  preprocessorJson: Obj | null;
+}
+
+/** The weights files of a preset, opened (their declared sizes read, no value). */
+interface PresetWeights {
+  sources: Array<{readers: Hdf5Reader[]; prefix: string}>;
+}
+
 interface Built {
   model: LayersModel;
+  /** The model and the backbone's outputs inside it. */
+  parts: BuiltKerasHubModel;
   /** The keras-hub class of `model`. */
   className: string;
+  family: KerasHubFamily;
   backbone: LayersModel | null;
   tokenizerJson: Obj | null;
   tokenizerFolder: string;
@@ -298,39 +328,35 @@ interface Built {
 
 function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightValue>) {
   try {
-    return buildKerasHubModel(cls, config, weights);
+    return buildKerasHubParts(cls, config, weights);
   } catch (e) {
     fail((e as Error).message);
   }
 }
 
-/** A keras-hub `.keras` file: config.json is the task or backbone, weights by the file's paths. */
-async function buildKerasFile(
-  files: PresetFiles,
-  options: LoadKerasHubPresetOptions,
-): Promise<Built> {
+/** Step 2 of a `.keras` file: config.json is the task or the backbone, the tokenizer inside it. */
+async function kerasFileConfigs(files: PresetFiles): Promise<PresetConfigs> {
   const config = await readJson(files, 'config.json');
   const cls = knownClass(config, inFiles(files.label, 'config.json'));
   const family = familyOf(cls);
   const isTask = cls !== family.backbone;
-  const readers = await readKeras3Weights(files);
   const inner = config.config as Obj;
   const backboneJson = isTask ? inner.backbone : config;
   if (!isObject(backboneJson) || !isObject(backboneJson.config)) {
     fail(`expected ${inFiles(files.label, 'config.json')}'s ${cls} to hold its backbone's config`);
   }
-  checkImpliedSize(cls, backboneJson.config, declaredElements(readers), files.label);
-  const weights = await readHubWeights([{readers, prefix: ''}], options.onProgress);
-  const model = buildModel(cls, config, weights);
   const preprocessorJson = isTask && isObject(inner.preprocessor) ? inner.preprocessor : null;
   const tokenizerJson =
     preprocessorJson != null && isObject((preprocessorJson.config as Obj).tokenizer)
       ? ((preprocessorJson.config as Obj).tokenizer as Obj)
       : null;
   return {
-    model,
     className: cls,
-    backbone: isTask ? null : model,
+    family,
+    json: config,
+    backboneConfig: backboneJson.config,
+    sizedClass: cls,
+    isTask,
     tokenizerJson,
     // Keras 3 saves a layer's assets under its attribute path in the model
     tokenizerFolder: 'assets/preprocessor/tokenizer',
@@ -338,8 +364,8 @@ async function buildKerasFile(
   };
 }
 
-/** A `save_to_preset` folder: config.json (backbone) + model.weights, task.json (+ task.weights). */
-async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOptions): Promise<Built> {
+/** Step 2 of a `save_to_preset` folder: config.json (backbone), task.json, tokenizer.json, preprocessor.json. */
+async function presetConfigs(files: PresetFiles): Promise<PresetConfigs> {
   const config = await readJson(files, 'config.json');
   const backboneCls = knownClass(config, inFiles(files.label, 'config.json'));
   const family = familyOf(backboneCls);
@@ -353,18 +379,6 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
   if (taskCls != null && familyOf(taskCls) !== family) {
     fail(`${files.label}: task.json's ${taskCls} does not take config.json's ${backboneCls}`);
   }
-  const readers = await readKeras3Weights(files, 'model.weights');
-  const taskReaders =
-    taskCls != null &&
-    ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
-      ? await readKeras3Weights(files, 'task.weights')
-      : [];
-  checkImpliedSize(
-    backboneCls,
-    config.config as Obj,
-    declaredElements(readers) + declaredElements(taskReaders),
-    files.label,
-  );
   // the tokenizer's and preprocessor's files are read and checked before the model is built, so
   // that a broken one refuses the preset without building (and leaking) its weights
   const tokenizerJson = (await files.has('tokenizer.json'))
@@ -374,35 +388,74 @@ async function buildPreset(files: PresetFiles, options: LoadKerasHubPresetOption
   const preprocessorJson = (await files.has('preprocessor.json'))
     ? await readJson(files, 'preprocessor.json')
     : null;
-  const prefix = taskCls == null ? '' : `layers/${snakeCase(backboneCls)}/`;
-  const weights = await readHubWeights(
-    [
-      {readers, prefix},
-      {readers: taskReaders, prefix: ''},
-    ],
-    options.onProgress,
-  );
-  let model: LayersModel;
-  if (task == null || taskCls == null) {
-    model = buildModel(backboneCls, config, weights);
-  } else {
-    // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
-    model = buildModel(taskCls, task, weights);
-  }
   return {
-    model,
     className: taskCls ?? backboneCls,
-    backbone: task == null ? model : null,
+    family,
+    // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
+    json: task ?? config,
+    backboneConfig: config.config as Obj,
+    sizedClass: backboneCls,
+    isTask: task != null,
     tokenizerJson,
     tokenizerFolder,
     preprocessorJson,
   };
 }
 
+/**
+ * Step 3: the weights files, opened: a `.keras` file's by its own paths; a preset's
+ * model.weights under the task's backbone folder when there is a task, and task.weights.
+ */
+async function openWeights(opened: Opened, configs: PresetConfigs): Promise<PresetWeights> {
+  const {files} = opened;
+  if (opened.kerasFile) return {sources: [{readers: await readKeras3Weights(files), prefix: ''}]};
+  const readers = await readKeras3Weights(files, 'model.weights');
+  const taskReaders =
+    configs.isTask &&
+    ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
+      ? await readKeras3Weights(files, 'task.weights')
+      : [];
+  const prefix = configs.isTask ? `layers/${snakeCase(configs.family.backbone)}/` : '';
+  return {
+    sources: [
+      {readers, prefix},
+      {readers: taskReaders, prefix: ''},
+    ],
+  };
+}
+
+/**
+ * A keras-hub preset (a `save_to_preset` folder or a keras-hub `.keras` file) read as one
+ * pipeline, each step once: (1) the sources opened (`openPreset`, by the caller); (2) the
+ * configs read (`kerasFileConfigs` / `presetConfigs`); (3) the weights files opened (declared
+ * sizes only: `openWeights`); (4) the implied size checked by the family's own formula
+ * (`checkImpliedSize`); (5) the weights read and (6) the family built with them
+ * (`buildKerasHubParts`); then the caller makes the tokenizer and preprocessor (`loadKerasHubPreset`).
+ */
 async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise<Built> {
-  return opened.kerasFile
-    ? buildKerasFile(opened.files, options)
-    : buildPreset(opened.files, options);
+  const {files} = opened;
+  const configs = opened.kerasFile ? await kerasFileConfigs(files) : await presetConfigs(files);
+  const weights = await openWeights(opened, configs);
+  const declared = weights.sources.reduce((n, s) => n + declaredElements(s.readers), 0);
+  checkImpliedSize(
+    configs.family,
+    configs.sizedClass,
+    configs.backboneConfig,
+    declared,
+    files.label,
+  );
+  const values = await readHubWeights(weights.sources, options.onProgress);
+  const parts = buildModel(configs.className, configs.json, values);
+  return {
+    model: parts.model,
+    parts,
+    className: configs.className,
+    family: configs.family,
+    backbone: configs.isTask ? null : parts.model,
+    tokenizerJson: configs.tokenizerJson,
+    tokenizerFolder: configs.tokenizerFolder,
+    preprocessorJson: configs.preprocessorJson,
+  };
 }
 
 function checkOptions(options: unknown): void {
@@ -449,7 +502,7 @@ export async function loadKerasHubPreset(
   const opened = await openPreset(source, options.fetch);
   const built = await load(opened, options);
   try {
-    const preprocessor = preprocessorOf(built.preprocessorJson);
+    const preprocessor = preprocessorOf(built.preprocessorJson, built.family);
     const tokenizer =
       built.tokenizerJson == null
         ? null
@@ -465,9 +518,6 @@ export async function loadKerasHubPreset(
     throw e;
   }
 }
-
-/** Whether a model was disposed (tfjs' containers count references; 0: disposed). */
-const isDisposed = (m: LayersModel) => (m as unknown as {_refCount: number | null})._refCount === 0;
 
 /**
  * The preset of a built model: `backbone` a view made when first read (the view adds a reference
@@ -491,7 +541,7 @@ function presetOf(
               `model.dispose(), or preset.dispose() to free both`,
           );
         }
-        view = backboneView(model, built.className);
+        view = backboneView(built);
       }
       return view;
     },

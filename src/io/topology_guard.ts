@@ -16,9 +16,7 @@
  */
 import {camelConfig, configNumber, contractOf, savedKey} from '../layers/engine/contract';
 import type {Json, JsonObject as Obj} from '../layers/engine/contract';
-
-const isObj = (x: Json | undefined): x is Obj =>
-  x != null && typeof x === 'object' && !Array.isArray(x);
+import {isObject as isObj} from '../layers/engine/json_object';
 
 const MODEL_CLASSES = ['Functional', 'Model', 'Sequential'];
 

@@ -15,9 +15,6 @@ import {MERGE_CLASSES} from './core/merge_masks';
 import {Softmax} from './core/softmax_layer';
 import {QuantizedDense} from './core/quantized_dense';
 import {QuantizedEmbedding} from './core/quantized_embedding';
-import {LlamaAttention} from './hub/llama_attention';
-import {LlamaTransformerDecoder} from './hub/llama_decoder';
-import {LlamaLayerNorm} from './hub/llama_layer_norm';
 import {MultiHeadAttention} from './attention/multi_head_attention';
 import {PositionEmbedding} from './hub/position_embedding';
 import {ReversibleEmbedding} from './hub/reversible_embedding';
@@ -28,8 +25,9 @@ import {TransformerEncoder} from './hub/transformer_encoder';
 import {TokenAndPositionEmbedding} from './hub/token_and_position_embedding';
 
 /**
- * The package's layer classes, each with its contract (engine/contract.ts): a class without one
- * does not compile here.
+ * The package's generic layer classes, each with its contract (engine/contract.ts): a class
+ * without one does not compile here. A keras-hub family's own layers (Llama 3's) are registered
+ * with their family (hub_models/register_layers.ts).
  */
 export const LAYER_CLASSES: ReadonlyArray<
   ContractClass & tf.serialization.SerializableConstructor<tf.serialization.Serializable>
@@ -51,9 +49,6 @@ export const LAYER_CLASSES: ReadonlyArray<
   GetItem,
   QuantizedDense,
   QuantizedEmbedding,
-  LlamaLayerNorm,
-  LlamaAttention,
-  LlamaTransformerDecoder,
 ];
 
 /**

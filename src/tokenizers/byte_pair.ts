@@ -7,8 +7,10 @@
 import {byteTables, utf8Bytes, utf8Lossy} from './byte_level';
 import {MergeTable} from './bpe_merge';
 import {kerasHubSplit} from './keras_hub_split';
-import {checkIds, requireToken, sortedIds} from './tokenizer';
+import {checkIds, requireToken} from './tokenizer';
 import type {Tokenizer} from './tokenizer';
+import {BYTE_PAIR_ASSETS, bytePairPresetOptions} from './preset_tokenizer';
+import type {TokenizerAsset, TokenizerConfig} from './preset_tokenizer';
 
 /**
  * Unicode White_Space, the `\s` of Oniguruma (Hugging Face's tokenizers): JavaScript's `\s`
@@ -91,6 +93,23 @@ export const PIECE_CACHE_MAX_CHARS = 256;
  * ```
  */
 export class BytePairTokenizer implements Tokenizer {
+  /** keras-hub's class name, as a preset's tokenizer.json names it. */
+  static get className(): string {
+    return 'BytePairTokenizer';
+  }
+  /** The files it reads from a preset (keras-hub's `file_assets`). */
+  static get fileAssets(): readonly string[] {
+    return BYTE_PAIR_ASSETS;
+  }
+  /** The tokenizer of a preset's tokenizer.json config and its assets. */
+  static fromPreset(
+    config: TokenizerConfig,
+    asset: TokenizerAsset,
+    split: TokenizerSplit,
+  ): BytePairTokenizer {
+    return new BytePairTokenizer(bytePairPresetOptions(config, asset, split));
+  }
+
   /** The name errors start with (a literal: minified bundles rename classes). */
   protected readonly owner: string;
   readonly vocabularySize: number;
@@ -305,89 +324,6 @@ export class BytePairTokenizer implements Tokenizer {
     }
     return ids;
   }
-}
-
-/**
- * GPT-2's tokenizer (keras-hub's GPT2Tokenizer): `<|endoftext|>` is start, end and unsplittable.
- *
- * @example
- * ```js
- * const tokenizer = await loadTokenizer('presets/gpt2'); // a keras-hub preset folder
- * tokenizer.encode('Hello world<|endoftext|>');
- * ```
- */
-export class GPT2Tokenizer extends BytePairTokenizer {
-  constructor(options: BytePairTokenizerOptions) {
-    super(
-      {...options, unsplittableTokens: options.unsplittableTokens ?? ['<|endoftext|>']},
-      'GPT2Tokenizer',
-      'gpt2',
-    );
-    const eos = this.special('<|endoftext|>');
-    this.startTokenId = eos;
-    this.endTokenId = eos;
-    this.padTokenId = 0;
-    this.stopTokenIds = [eos];
-    this.specialTokenIds = [eos];
-  }
-}
-
-/** Options of {@link Llama3Tokenizer}: keras-hub's arguments. */
-export interface Llama3TokenizerOptions extends BytePairTokenizerOptions {
-  /** Default `<|begin_of_text|>`. */
-  bosToken?: string;
-  /** Default `<|end_of_text|>`. */
-  eosToken?: string;
-  /** Default `<|start_header_id|>`, `<|end_header_id|>`. */
-  miscSpecialTokens?: readonly string[];
-}
-
-/**
- * Llama 3's tokenizer (keras-hub's Llama3Tokenizer): `<|begin_of_text|>` starts,
- * `<|end_of_text|>` ends (and `<|eot_id|>` with it), all of them and the header tokens unsplittable.
- *
- * @example
- * ```js
- * const tokenizer = await loadTokenizer('presets/llama3'); // a keras-hub preset folder
- * tokenizer.encode('<|begin_of_text|>Hi!<|eot_id|>');
- * ```
- */
-export class Llama3Tokenizer extends BytePairTokenizer {
-  /** keras-hub's special tokens of this tokenizer, in its order. */
-  readonly specialTokens: readonly string[];
-
-  constructor(options: Llama3TokenizerOptions) {
-    const specials = llama3Specials(options);
-    super(
-      {...options, unsplittableTokens: options.unsplittableTokens ?? specials},
-      'Llama3Tokenizer',
-      'llama3',
-    );
-    this.specialTokens = specials;
-    for (const token of specials) this.special(token);
-    this.startTokenId = this.special(options.bosToken ?? '<|begin_of_text|>');
-    this.endTokenId = this.special(options.eosToken ?? '<|end_of_text|>');
-    this.padTokenId = 0;
-    // keras-hub adds <|eot_id|> as end_token2 when the end token is <|end_of_text|>; generate
-    // stops at both, and its postprocessing strips every special token (pad 0 is not one).
-    const stops = [this.endTokenId];
-    if ((options.eosToken ?? '<|end_of_text|>') === '<|end_of_text|>') {
-      stops.push(this.special('<|eot_id|>'));
-    }
-    this.stopTokenIds = sortedIds(stops);
-    this.specialTokenIds = sortedIds(specials.map((t) => this.special(t)));
-  }
-}
-
-function llama3Specials(options: Llama3TokenizerOptions): string[] {
-  const bos = options.bosToken ?? '<|begin_of_text|>';
-  const eos = options.eosToken ?? '<|end_of_text|>';
-  const misc = (options.miscSpecialTokens ?? ['<|start_header_id|>', '<|end_header_id|>']).filter(
-    (t) => t !== bos && t !== eos,
-  );
-  const specials = [bos, eos, ...misc];
-  if (eos === '<|end_of_text|>') specials.push('<|eot_id|>');
-  return [...new Set(specials)];
 }
 
 function toVocabularyMap(

@@ -6,8 +6,11 @@
  * suffix indicator; a word that cannot be covered, or is over 100 UTF-8 bytes, is the oov token.
  */
 import {utf8Bytes} from './byte_level';
-import {checkIds, requireToken, sortedIds} from './tokenizer';
+import {checkIds, requireToken} from './tokenizer';
 import type {Tokenizer} from './tokenizer';
+import type {TokenizerSplit} from './byte_pair';
+import {WORD_PIECE_ASSETS, wordPiecePresetOptions} from './preset_tokenizer';
+import type {TokenizerAsset, TokenizerConfig} from './preset_tokenizer';
 
 /** tf_text's FastWordpieceTokenizer default (keras-hub's MAX_BYTES_PER_WORD). */
 export const MAX_BYTES_PER_WORD = 100;
@@ -53,6 +56,23 @@ export interface WordPieceTokenizerOptions {
  * ```
  */
 export class WordPieceTokenizer implements Tokenizer {
+  /** keras-hub's class name, as a preset's tokenizer.json names it. */
+  static get className(): string {
+    return 'WordPieceTokenizer';
+  }
+  /** The files it reads from a preset (keras-hub's `file_assets`). */
+  static get fileAssets(): readonly string[] {
+    return WORD_PIECE_ASSETS;
+  }
+  /** The tokenizer of a preset's tokenizer.json config and its assets. */
+  static fromPreset(
+    config: TokenizerConfig,
+    asset: TokenizerAsset,
+    _split: TokenizerSplit,
+  ): WordPieceTokenizer {
+    return new WordPieceTokenizer(wordPiecePresetOptions(config, asset));
+  }
+
   protected readonly owner: string;
   readonly vocabularySize: number;
   startTokenId?: number;
@@ -223,35 +243,6 @@ export class WordPieceTokenizer implements Tokenizer {
       start = end;
     }
     for (const id of pieces) out.push(id);
-  }
-}
-
-/**
- * keras-hub's BertTokenizer: `[CLS]` starts, `[SEP]` ends, `[PAD]` pads, `[MASK]` masks.
- *
- * @example
- * ```js
- * const tokenizer = await loadTokenizer('presets/bert'); // a keras-hub preset folder
- * [tokenizer.startTokenId, ...tokenizer.encode('Hello world'), tokenizer.endTokenId];
- * ```
- */
-export class BertTokenizer extends WordPieceTokenizer {
-  /** The id of `[MASK]`. */
-  readonly maskTokenId: number;
-
-  constructor(options: WordPieceTokenizerOptions) {
-    super(options, 'BertTokenizer', ['[CLS]', '[SEP]', '[PAD]', '[MASK]']);
-    this.startTokenId = this.tokenToId('[CLS]');
-    this.endTokenId = this.tokenToId('[SEP]');
-    this.padTokenId = this.tokenToId('[PAD]');
-    this.maskTokenId = this.tokenToId('[MASK]') as number;
-    this.stopTokenIds = [this.endTokenId as number];
-    this.specialTokenIds = sortedIds([
-      this.startTokenId as number,
-      this.endTokenId as number,
-      this.padTokenId as number,
-      this.maskTokenId,
-    ]);
   }
 }
 

@@ -18,9 +18,13 @@ import {
 } from '../../../src';
 import type {CachedDecoding, ContractSpec, LayerContract} from '../../../src';
 import * as src from '../../../src';
+import {FAMILY_LAYER_CLASSES} from '../../../src/hub_models/register_layers';
 import {camelConfig, savedKey} from '../../../src/layers/engine/contract';
-import {LAYER_CLASSES} from '../../../src/layers/register';
+import {LAYER_CLASSES as GENERIC_LAYER_CLASSES} from '../../../src/layers/register';
 import {LAYER_CASES} from '../../helpers/layer_harness';
+
+/** The package's layer classes: the generic ones and the built-in families' own. */
+const LAYER_CLASSES = [...GENERIC_LAYER_CLASSES, ...FAMILY_LAYER_CLASSES];
 
 /**
  * A user's layer: the running mean over the sequence, `y[t] = mean(x[0..t])` (causal). With a

@@ -3,10 +3,10 @@ import {initializers, layers, LayerVariable} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {Shape, singleShape} from '../engine/shapes';
-import {positiveNumber, refuseUnknownOptions} from './layer_options';
-import {defineContract, LayerContract} from '../engine/contract';
-import {HUB_NEEDS_KERAS3} from './hub_contract';
+import {Shape, singleShape} from '../../layers/engine/shapes';
+import {positiveNumber, refuseUnknownOptions} from '../../layers/hub/layer_options';
+import {defineContract, LayerContract} from '../../layers/engine/contract';
+import {HUB_NEEDS_KERAS3} from '../../layers/hub/hub_contract';
 
 /** Options of {@link LlamaLayerNorm}. */
 export interface LlamaLayerNormArgs extends LayerArgs {

@@ -4,12 +4,13 @@
  * only the assets that class names under `assets/<config_file stem>/`. Sizes are checked before
  * a file is read (a declared Content-Length, or the bytes as they stream in).
  */
+import {kerasHubFamilies} from '../hub_models/registry';
 import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
-import type {JsonLimits} from '../io/bounded_json';
-import {BytePairTokenizer, GPT2Tokenizer, Llama3Tokenizer} from './byte_pair';
-import type {TokenizerSplit} from './byte_pair';
-import type {Tokenizer} from './tokenizer';
-import {BertTokenizer, WordPieceTokenizer} from './word_piece';
+import {BytePairTokenizer} from '../tokenizers/byte_pair';
+import type {TokenizerSplit} from '../tokenizers/byte_pair';
+import type {PresetTokenizerClass} from '../tokenizers/preset_tokenizer';
+import type {Tokenizer} from '../tokenizers/tokenizer';
+import {WordPieceTokenizer} from '../tokenizers/word_piece';
 
 /** Options of {@link loadTokenizer}. */
 export interface LoadTokenizerOptions {
@@ -25,24 +26,24 @@ export interface LoadTokenizerOptions {
   split?: TokenizerSplit;
 }
 
-/**
- * The limits of a `vocabulary.json`: a flat object of token -> id (1 level; 2 allowed). Llama 3's
- * has about 9 MB; 64 Mi characters hold a 262,144-token vocabulary (Gemma's size) with every
- * token spelled in `\u` escapes.
- */
-export const VOCABULARY_JSON_LIMITS: JsonLimits = {maxChars: 64 * 2 ** 20, maxDepth: 2};
-
 /** The default of {@link LoadTokenizerOptions.maxFileBytes}: 64 MiB (Llama 3's vocabulary.json is ~9 MB). */
 export const DEFAULT_MAX_TOKENIZER_FILE_BYTES = 67108864;
 
-/** The keras-hub tokenizer classes {@link loadTokenizer} reads, and the assets each one names. */
-export const TOKENIZER_ASSETS: Readonly<Record<string, readonly string[]>> = {
-  GPT2Tokenizer: ['vocabulary.json', 'merges.txt'],
-  Llama3Tokenizer: ['vocabulary.json', 'merges.txt'],
-  BytePairTokenizer: ['vocabulary.json', 'merges.txt'],
-  BertTokenizer: ['vocabulary.txt'],
-  WordPieceTokenizer: ['vocabulary.txt'],
-};
+/** The generic keras-hub tokenizer classes (the families' own come with their families). */
+const GENERIC_TOKENIZERS: readonly PresetTokenizerClass[] = [BytePairTokenizer, WordPieceTokenizer];
+
+/**
+ * The keras-hub tokenizer classes a preset may name: each registered family's, then the generic
+ * ones, with the assets each one reads (its `fileAssets`).
+ */
+export function presetTokenizerClasses(): PresetTokenizerClass[] {
+  return [...kerasHubFamilies().map((f) => f.tokenizer), ...GENERIC_TOKENIZERS];
+}
+
+/** The tokenizer class named `className`, or undefined. */
+export function presetTokenizerClass(className: string): PresetTokenizerClass | undefined {
+  return presetTokenizerClasses().find((c) => c.className === className);
+}
 
 type ReadText = (name: string) => Promise<string>;
 
@@ -131,81 +132,7 @@ export function tokenizerFromPreset(
     }
     return text;
   };
-  const strings = (key: string): string[] | undefined => {
-    const value = config[key];
-    if (value === undefined || value === null) return undefined;
-    if (!Array.isArray(value) || value.some((v) => typeof v !== 'string')) {
-      throw new Error(
-        `loadTokenizer: tokenizer.json's config.${key} must be a list of strings, received ` +
-          `${JSON.stringify(value)}.`,
-      );
-    }
-    return value as string[];
-  };
-  const flag = (key: string, fallback: boolean): boolean => {
-    const value = config[key];
-    if (value === undefined || value === null) return fallback;
-    if (typeof value !== 'boolean') {
-      throw new Error(
-        `loadTokenizer: tokenizer.json's config.${key} must be true or false, received ` +
-          `${JSON.stringify(value)}.`,
-      );
-    }
-    return value;
-  };
-  const text = (key: string, fallback: string): string => {
-    const value = config[key];
-    if (value === undefined || value === null) return fallback;
-    if (typeof value !== 'string') {
-      throw new Error(
-        `loadTokenizer: tokenizer.json's config.${key} must be a string, received ${JSON.stringify(value)}.`,
-      );
-    }
-    return value;
-  };
-  switch (className) {
-    case 'GPT2Tokenizer':
-    case 'Llama3Tokenizer':
-    case 'BytePairTokenizer': {
-      const vocabulary = parseBoundedJson(
-        asset('vocabulary.json'),
-        'vocabulary.json',
-        VOCABULARY_JSON_LIMITS,
-        'loadTokenizer',
-      );
-      if (vocabulary === null || typeof vocabulary !== 'object' || Array.isArray(vocabulary)) {
-        throw new Error(
-          'loadTokenizer: vocabulary.json must hold an object of token -> id, received ' +
-            `${Array.isArray(vocabulary) ? 'an array' : typeof vocabulary}.`,
-        );
-      }
-      const options = {
-        vocabulary: vocabulary as Record<string, number>,
-        merges: pythonLines(asset('merges.txt')),
-        unsplittableTokens: strings('unsplittable_tokens'),
-        addPrefixSpace: flag('add_prefix_space', false),
-        split,
-      };
-      if (className === 'GPT2Tokenizer') return new GPT2Tokenizer(options);
-      if (className === 'Llama3Tokenizer') return new Llama3Tokenizer(options);
-      return new BytePairTokenizer(options);
-    }
-    default: {
-      const options = {
-        vocabulary: pythonLines(asset('vocabulary.txt')),
-        lowercase: flag('lowercase', false),
-        stripAccents: flag('strip_accents', false),
-        split: flag('split', true),
-        splitOnCjk: flag('split_on_cjk', true),
-        suffixIndicator: text('suffix_indicator', '##'),
-        oovToken: text('oov_token', '[UNK]'),
-        specialTokens: strings('special_tokens'),
-        specialTokensInStrings: flag('special_tokens_in_strings', false),
-      };
-      if (className === 'BertTokenizer') return new BertTokenizer(options);
-      return new WordPieceTokenizer(options);
-    }
-  }
+  return (presetTokenizerClass(className) as PresetTokenizerClass).fromPreset(config, asset, split);
 }
 
 function classAndConfig(json: unknown): {className: string; config: Record<string, unknown>} {
@@ -216,9 +143,10 @@ function classAndConfig(json: unknown): {className: string; config: Record<strin
     );
   }
   const {class_name: className, config} = json as {class_name?: unknown; config?: unknown};
-  if (typeof className !== 'string' || !(className in TOKENIZER_ASSETS)) {
+  if (typeof className !== 'string' || presetTokenizerClass(className) === undefined) {
+    const known = presetTokenizerClasses().map((c) => c.className);
     throw new Error(
-      `loadTokenizer: tokenizer.json's class_name must be one of ${Object.keys(TOKENIZER_ASSETS).join(', ')}; ` +
+      `loadTokenizer: tokenizer.json's class_name must be one of ${known.join(', ')}; ` +
         `received ${JSON.stringify(className)}.`,
     );
   }
@@ -242,22 +170,10 @@ async function readAssets(json: unknown, read: ReadText): Promise<Record<string,
     );
   }
   const assets: Record<string, string> = {};
-  for (const name of TOKENIZER_ASSETS[className]) {
+  for (const name of (presetTokenizerClass(className) as PresetTokenizerClass).fileAssets) {
     assets[name] = await read(`assets/${stem}/${name}`);
   }
   return assets;
-}
-
-/** Python's `str.isspace` characters at the end of a line (`rstrip()` removes them). */
-const PYTHON_TRAILING_SPACE =
-  // eslint-disable-next-line no-control-regex -- str.isspace() holds U+001C..U+001F
-  /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/u;
-
-/** The lines of a text file as Python's `[line.rstrip() for line in file]` gives them. */
-function pythonLines(text: string): string[] {
-  const lines = text.split(/\r\n|\r|\n/);
-  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-  return lines.map((line) => line.replace(PYTHON_TRAILING_SPACE, ''));
 }
 
 function checkSplit(split: unknown, owner: string): TokenizerSplit {

@@ -15,11 +15,11 @@
 import * as tf from '@tensorflow/tfjs-layers';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {LlamaTransformerDecoder} from '../layers/hub/llama_decoder';
-import {refuseLlamaRope} from '../layers/hub/llama_rope';
-import {LlamaLayerNorm} from '../layers/hub/llama_layer_norm';
-import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
-import type {Json, JsonObject} from '../layers/engine/contract';
+import {LlamaTransformerDecoder} from './llama_decoder';
+import {refuseLlamaRope} from './llama_rope';
+import {LlamaLayerNorm} from './llama_layer_norm';
+import {ReversibleEmbedding} from '../../layers/hub/reversible_embedding';
+import type {Json, JsonObject} from '../../layers/engine/contract';
 import {
   configFloat,
   configInt,
@@ -28,12 +28,12 @@ import {
   numbered,
   WeightBinding,
   WeightTerm,
-} from './family';
-import {llamaDecoderWeights, weightsInOrder} from './weights';
+} from '../family';
+import {LLAMA3_LAYERS} from './llama3_layers';
+import {Llama3Tokenizer} from './llama3_tokenizer';
+import {llamaDecoderWeights, weightsInOrder} from '../weights';
 
 const CLS = 'Llama3Backbone';
-
-const rope = (key: string) => (value: Json) => refuseLlamaRope(key, value);
 
 const SMOOTHING = [
   'rope_frequency_adjustment_factor',
@@ -107,7 +107,10 @@ export const LLAMA3: KerasHubFamily = {
     'num_key_value_heads',
   ],
   refuse: {
-    rope_position_scaling_factor: rope('rope_position_scaling_factor'),
+    // a function, not a call at module level: the object stays tree-shakable (a layers-only app
+    // carries no family and no tokenizer)
+    rope_position_scaling_factor: (value: Json) =>
+      refuseLlamaRope('rope_position_scaling_factor', value),
     rope_frequency_adjustment_factor: together,
     rope_low_freq_factor: together,
     rope_high_freq_factor: together,
@@ -115,6 +118,9 @@ export const LLAMA3: KerasHubFamily = {
     tie_word_embeddings: (v) =>
       v == null || typeof v === 'boolean' ? null : 'expected true, false or null',
   },
+  layers: LLAMA3_LAYERS,
+  tokenizer: Llama3Tokenizer,
+  preprocessor: {addStartToken: true, addEndToken: true},
   weightTerms(config: JsonObject): WeightTerm[] {
     const {vocab, numLayers, hidden, intermediate, tied} = options(config);
     return [

@@ -11,11 +11,11 @@
 import * as tf from '@tensorflow/tfjs-layers';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {GetItem} from '../layers/core/get_item';
-import {PositionEmbedding} from '../layers/hub/position_embedding';
-import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
-import {TransformerEncoder} from '../layers/hub/transformer_encoder';
-import type {JsonObject} from '../layers/engine/contract';
+import {GetItem} from '../../layers/core/get_item';
+import {PositionEmbedding} from '../../layers/hub/position_embedding';
+import {ReversibleEmbedding} from '../../layers/hub/reversible_embedding';
+import {TransformerEncoder} from '../../layers/hub/transformer_encoder';
+import type {JsonObject} from '../../layers/engine/contract';
 import {
   configInt,
   KerasHubFamily,
@@ -24,8 +24,9 @@ import {
   positionalTransformerTerms,
   WeightBinding,
   WeightTerm,
-} from './family';
-import {transformerBlockWeights, weightsInOrder} from './weights';
+} from '../family';
+import {BertTokenizer} from './bert_tokenizer';
+import {transformerBlockWeights, weightsInOrder} from '../weights';
 
 const CLS = 'BertBackbone';
 
@@ -56,6 +57,10 @@ export const BERT: KerasHubFamily = {
   ],
   requiredKeys: ['vocabulary_size', 'num_layers', 'num_heads', 'hidden_dim', 'intermediate_dim'],
   refuse: {},
+  layers: [],
+  tokenizer: BertTokenizer,
+  // BERT's packer always adds both
+  preprocessor: {addStartToken: true, addEndToken: true},
   weightTerms(config: JsonObject): WeightTerm[] {
     const o = options(config);
     return [

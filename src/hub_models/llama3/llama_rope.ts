@@ -1,7 +1,7 @@
 /** keras-hub's Llama rotary embedding options: Llama 3.1's frequency smoothing, its refusals. */
-import {camelCase} from '../engine/config_objects';
-import {snakeCase} from '../engine/contract';
-import type {JsonObject} from '../engine/contract';
+import {camelCase} from '../../layers/engine/config_objects';
+import {snakeCase} from '../../layers/engine/contract';
+import type {JsonObject} from '../../layers/engine/contract';
 
 /** keras-hub's Llama 3.1 rope options: frequency smoothing, all four set or none. */
 export const LLAMA31_ROPE = [

@@ -3,18 +3,18 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {reshapeTo} from '../../ops/reshape';
-import {EinsumDense} from '../core/einsum_dense';
-import {CompositeLayer} from '../engine/composite_layer';
+import {EinsumDense} from '../../layers/core/einsum_dense';
+import {CompositeLayer} from '../../layers/engine/composite_layer';
 import {
   getInitializer,
   Initializer,
   InitializerIdentifier,
   serializeObject,
-} from '../engine/config_objects';
-import {configNumber, defineContract, LayerContract} from '../engine/contract';
-import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {HUB_NEEDS_KERAS3} from './hub_contract';
-import {positiveNumber, refuseUnknownOptions} from './layer_options';
+} from '../../layers/engine/config_objects';
+import {configNumber, defineContract, LayerContract} from '../../layers/engine/contract';
+import {formatShape, Shape, singleShape} from '../../layers/engine/shapes';
+import {HUB_NEEDS_KERAS3} from '../../layers/hub/hub_contract';
+import {positiveNumber, refuseUnknownOptions} from '../../layers/hub/layer_options';
 import {
   LLAMA31_ROPE,
   llamaInverseFrequencies,

@@ -4,13 +4,13 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks} from '../../ops/masking';
 import {reshapeTo} from '../../ops/reshape';
-import {configNumber, defineContract, LayerContract} from '../engine/contract';
-import {formatShape, Shape} from '../engine/shapes';
-import {HUB_NEEDS_KERAS3} from './hub_contract';
-import {positiveNumber, refuseUnknownOptions} from './layer_options';
+import {configNumber, defineContract, LayerContract} from '../../layers/engine/contract';
+import {formatShape, Shape} from '../../layers/engine/shapes';
+import {HUB_NEEDS_KERAS3} from '../../layers/hub/hub_contract';
+import {positiveNumber, refuseUnknownOptions} from '../../layers/hub/layer_options';
 import {LlamaLayerNorm} from './llama_layer_norm';
-import {kerasMaskOf, TransformerBlock} from './transformer_block';
-import type {TransformerBlockArgs} from './transformer_block_args';
+import {kerasMaskOf, TransformerBlock} from '../../layers/hub/transformer_block';
+import type {TransformerBlockArgs} from '../../layers/hub/transformer_block_args';
 import {checkHeads, LlamaAttention} from './llama_attention';
 import {
   LLAMA31_ROPE,

@@ -10,10 +10,10 @@
 import * as tf from '@tensorflow/tfjs-layers';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {PositionEmbedding} from '../layers/hub/position_embedding';
-import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
-import {TransformerDecoder} from '../layers/hub/transformer_decoder';
-import type {JsonObject} from '../layers/engine/contract';
+import {PositionEmbedding} from '../../layers/hub/position_embedding';
+import {ReversibleEmbedding} from '../../layers/hub/reversible_embedding';
+import {TransformerDecoder} from '../../layers/hub/transformer_decoder';
+import type {JsonObject} from '../../layers/engine/contract';
 import {
   KerasHubFamily,
   numbered,
@@ -21,8 +21,9 @@ import {
   positionalTransformerTerms,
   WeightBinding,
   WeightTerm,
-} from './family';
-import {transformerBlockWeights, weightsInOrder} from './weights';
+} from '../family';
+import {GPT2Tokenizer} from './gpt2_tokenizer';
+import {transformerBlockWeights, weightsInOrder} from '../weights';
 
 const CLS = 'GPT2Backbone';
 
@@ -47,6 +48,9 @@ export const GPT2: KerasHubFamily = {
   ],
   requiredKeys: ['vocabulary_size', 'num_layers', 'num_heads', 'hidden_dim', 'intermediate_dim'],
   refuse: {},
+  layers: [],
+  tokenizer: GPT2Tokenizer,
+  preprocessor: {addStartToken: true, addEndToken: true},
   weightTerms(config: JsonObject): WeightTerm[] {
     return positionalTransformerTerms(options(config));
   },

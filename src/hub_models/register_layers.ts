@@ -1,0 +1,15 @@
+/**
+ * The built-in families' own layer classes registered with tfjs' serialization at import (as
+ * layers/register.ts registers the package's generic layers), so that a saved tfjs model holding
+ * them loads without a preset having been read. The families themselves are registered when the
+ * registry is first used (registry.ts).
+ */
+import * as tf from '@tensorflow/tfjs-core';
+
+import type {KerasHubLayerClass} from './family';
+import {LLAMA3_LAYERS} from './llama3/llama3_layers';
+
+/** Every layer class of the built-in families (Llama 3's; GPT-2 and BERT use generic layers). */
+export const FAMILY_LAYER_CLASSES: readonly KerasHubLayerClass[] = [...LLAMA3_LAYERS];
+
+for (const cls of FAMILY_LAYER_CLASSES) tf.serialization.registerClass(cls);
