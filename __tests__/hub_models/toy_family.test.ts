@@ -30,6 +30,7 @@ interface Expected {
   prompts: string[];
   generate: Array<{prompt: string; text: string; tokenIds: number[]; paddingMask: boolean[]}>;
   logits: {prompt: string; tokenIds: number[]; shape: number[]; values: number[]};
+  paddedLogits: {tokenIds: number[][]; paddingMask: number[][]; shape: number[]; values: number[]};
 }
 const expected = JSON.parse(fs.readFileSync(path.join(DIR, 'expected.json'), 'utf8')) as Expected;
 
@@ -71,6 +72,21 @@ describe('a keras-hub family added from one folder outside src/ (the toy family)
     const logits = tf.tidy(() => {
       const ids = tf.tensor2d([tokenIds], [1, tokenIds.length], 'int32');
       const out = preset.model.predict([ids, tf.onesLike(ids)]) as tf.Tensor;
+      return {shape: out.shape, values: Array.from(out.dataSync())};
+    });
+    expect(logits.shape).toEqual(shape);
+    const diff = logits.values.reduce((m, v, i) => Math.max(m, Math.abs(v - values[i])), 0);
+    expect(diff).toBeLessThan(TOL);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it("gives keras-hub's logits of right-padded prompts, its padding mask masking keys", () => {
+    const {tokenIds, paddingMask, shape, values} = expected.paddedLogits;
+    const before = tf.memory().numTensors;
+    const logits = tf.tidy(() => {
+      const ids = tf.tensor2d(tokenIds, [shape[0], shape[1]], 'int32');
+      const mask = tf.tensor2d(paddingMask, [shape[0], shape[1]], 'int32');
+      const out = preset.model.predict([ids, mask]) as tf.Tensor;
       return {shape: out.shape, values: Array.from(out.dataSync())};
     });
     expect(logits.shape).toEqual(shape);
