@@ -1,5 +1,5 @@
-import {finish} from './activations';
-import {dense, KC} from './dense';
+import {finish} from '../ops/activations';
+import {dense, KC} from '../products/dense';
 
 // Float32 products of several rows (a prompt's prefill) on packed operands: the rows and each
 // [KC, 8] weight panel packed into a scratch first, so the 4 x 8 tiles read both contiguously.
