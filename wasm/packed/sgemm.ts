@@ -1,9 +1,9 @@
 // The layers' batched float32 product (src/kernels/matmul.ts): C = op(A) · op(B) with transposes,
 // in cache blocks of packed A and B panels and 4 x 8 register tiles (wasm/packed/tile_4x8.ts).
 
-// sgemm micro-tile: MR rows x NR columns (4 x 8: eight f32x4 accumulators).
-const MR: i32 = 4;
-const NR: i32 = 8;
+import {packPanel, transpose4x4} from './panels';
+import {MR, NR, tile4x8} from './tile_4x8';
+
 // cache blocks: KC of the inner dimension, MC rows of A, NC columns of B
 const KC: i32 = 256;
 const MC: i32 = 64;
@@ -30,22 +30,15 @@ function packB(
   for (let jp = 0; jp < nc; jp += NR) {
     const w = min(NR, nc - jp);
     const panel = dst + <usize>(jp * kc) * 4;
+    if (!transB) {
+      packPanel(kc, w, b + <usize>(p0 * n + j0 + jp) * 4, <usize>n * 4, panel);
+      continue;
+    }
     for (let p = 0; p < kc; p++) {
       const row = panel + <usize>(p * NR) * 4;
-      if (!transB && w == NR) {
-        const src = b + <usize>((p0 + p) * n + j0 + jp) * 4;
-        v128.store(row, v128.load(src));
-        v128.store(row, v128.load(src, 16), 16);
-        continue;
-      }
       for (let j = 0; j < NR; j++) {
         let v: f32 = 0;
-        if (j < w) {
-          const col = j0 + jp + j;
-          v = transB
-            ? load<f32>(b + <usize>(col * k + p0 + p) * 4)
-            : load<f32>(b + <usize>((p0 + p) * n + col) * 4);
-        }
+        if (j < w) v = load<f32>(b + <usize>((j0 + jp + j) * k + p0 + p) * 4);
         store<f32>(row + <usize>j * 4, v);
       }
     }
@@ -81,19 +74,7 @@ function packA(
       const ld = <usize>k * 4;
       for (; p + 4 <= kc; p += 4) {
         const src = r0 + <usize>p * 4;
-        const x0 = v128.load(src);
-        const x1 = v128.load(src + ld);
-        const x2 = v128.load(src + 2 * ld);
-        const x3 = v128.load(src + 3 * ld);
-        const t0 = i32x4.shuffle(x0, x1, 0, 4, 1, 5);
-        const t1 = i32x4.shuffle(x2, x3, 0, 4, 1, 5);
-        const t2 = i32x4.shuffle(x0, x1, 2, 6, 3, 7);
-        const t3 = i32x4.shuffle(x2, x3, 2, 6, 3, 7);
-        const out = panel + <usize>(p * MR) * 4;
-        v128.store(out, i64x2.shuffle(t0, t1, 0, 2));
-        v128.store(out, i64x2.shuffle(t0, t1, 1, 3), 16);
-        v128.store(out, i64x2.shuffle(t2, t3, 0, 2), 32);
-        v128.store(out, i64x2.shuffle(t2, t3, 1, 3), 48);
+        transpose4x4(src, src + ld, src + 2 * ld, src + 3 * ld, panel + <usize>(p * MR) * 4);
       }
     }
     const pFrom = p;
@@ -112,8 +93,8 @@ function packA(
   }
 }
 
-// C[MR, NR] tile at c (row stride ldc floats) = (accumulate ? C : 0) + Apanel · Bpanel.
-// A partial tile (h < MR or w < NR) goes through `tmp`. (Called once: binaryen inlines it.)
+// C[MR, NR] tile at c (row stride ldc floats) = (accumulate ? C : 0) + Apanel · Bpanel, by the
+// shared 4 x 8 tile. A partial tile (h < MR or w < NR) goes through `tmp`.
 function micro(
   ap: usize,
   bp: usize,
@@ -125,53 +106,9 @@ function micro(
   w: i32,
   tmp: usize,
 ): void {
-  let c00 = f32x4.splat(0),
-    c01 = f32x4.splat(0);
-  let c10 = f32x4.splat(0),
-    c11 = f32x4.splat(0);
-  let c20 = f32x4.splat(0),
-    c21 = f32x4.splat(0);
-  let c30 = f32x4.splat(0),
-    c31 = f32x4.splat(0);
-  for (let p = 0; p < kc; p++) {
-    const b0 = v128.load(bp);
-    const b1 = v128.load(bp, 16);
-    const a0 = v128.load32_splat(ap);
-    c00 = f32x4.add(c00, f32x4.mul(a0, b0));
-    c01 = f32x4.add(c01, f32x4.mul(a0, b1));
-    const a1 = v128.load32_splat(ap, 4);
-    c10 = f32x4.add(c10, f32x4.mul(a1, b0));
-    c11 = f32x4.add(c11, f32x4.mul(a1, b1));
-    const a2 = v128.load32_splat(ap, 8);
-    c20 = f32x4.add(c20, f32x4.mul(a2, b0));
-    c21 = f32x4.add(c21, f32x4.mul(a2, b1));
-    const a3 = v128.load32_splat(ap, 12);
-    c30 = f32x4.add(c30, f32x4.mul(a3, b0));
-    c31 = f32x4.add(c31, f32x4.mul(a3, b1));
-    ap += 16;
-    bp += 32;
-  }
   const full = h == MR && w == NR;
-  const out = full ? c : tmp;
   const ld: usize = full ? <usize>ldc * 4 : <usize>NR * 4;
-  if (full && accumulate) {
-    c00 = f32x4.add(c00, v128.load(out));
-    c01 = f32x4.add(c01, v128.load(out, 16));
-    c10 = f32x4.add(c10, v128.load(out + ld));
-    c11 = f32x4.add(c11, v128.load(out + ld, 16));
-    c20 = f32x4.add(c20, v128.load(out + 2 * ld));
-    c21 = f32x4.add(c21, v128.load(out + 2 * ld, 16));
-    c30 = f32x4.add(c30, v128.load(out + 3 * ld));
-    c31 = f32x4.add(c31, v128.load(out + 3 * ld, 16));
-  }
-  v128.store(out, c00);
-  v128.store(out, c01, 16);
-  v128.store(out + ld, c10);
-  v128.store(out + ld, c11, 16);
-  v128.store(out + 2 * ld, c20);
-  v128.store(out + 2 * ld, c21, 16);
-  v128.store(out + 3 * ld, c30);
-  v128.store(out + 3 * ld, c31, 16);
+  tile4x8(kc, ap, bp, full ? c : tmp, ld, MR, !(full && accumulate));
   if (!full) {
     for (let i = 0; i < h; i++) {
       for (let j = 0; j < w; j++) {
