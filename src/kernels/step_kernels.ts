@@ -17,7 +17,7 @@
 import {simdAllowed} from './flags';
 import {STEP_KERNELS_WASM_BASE64} from './step_kernels_binary';
 import type {StepActivation, StepKernels} from './step_kernels_api';
-import {wasmModule} from './wasm_module';
+import {wasmModule, type WasmModule} from './wasm_module';
 
 /** The module's exports: the kernels of {@link StepKernels} with the same arguments. */
 interface Exports {
@@ -44,12 +44,17 @@ interface Exports {
   argmax(...args: Parameters<StepKernels['argmax']>): void;
 }
 
-// larger than 4 KB: compiled asynchronously, on the first stepKernelsReady()
-const STEP = wasmModule<Exports>({
-  base64: STEP_KERNELS_WASM_BASE64,
-  name: "the decoding step's module",
-  sync: false,
-});
+// larger than 4 KB: compiled asynchronously, on the first stepKernelsReady(); the loader is made
+// on first use too, so a bundle that never asks for the step's kernels leaves the module out
+let step: WasmModule<Exports> | null = null;
+function stepModule(): WasmModule<Exports> {
+  step ??= wasmModule<Exports>({
+    base64: STEP_KERNELS_WASM_BASE64,
+    name: "the decoding step's module",
+    sync: false,
+  });
+  return step;
+}
 
 /**
  * Compiles the decoding step's SIMD module (once; later calls share the result) and resolves to
@@ -57,19 +62,21 @@ const STEP = wasmModule<Exports>({
  * ({@link stepKernelsFailure} says why) or TFJS_ATTENTION_SIMD is off. Never rejects.
  */
 export function stepKernelsReady(): Promise<boolean> {
-  return STEP.ready().then((ok) => {
-    try {
-      return ok && simdAllowed();
-    } catch {
-      return false; // tfjs' flags unreadable: as if the module had not loaded
-    }
-  });
+  return stepModule()
+    .ready()
+    .then((ok) => {
+      try {
+        return ok && simdAllowed();
+      } catch {
+        return false; // tfjs' flags unreadable: as if the module had not loaded
+      }
+    });
 }
 
 /** Why the decoding step's module is not usable, or null when it loaded or has not been asked for. */
 export function stepKernelsFailure(): string | null {
-  if (STEP.loaded() && !simdAllowed()) return 'TFJS_ATTENTION_SIMD is off';
-  return STEP.failure();
+  if (stepModule().loaded() && !simdAllowed()) return 'TFJS_ATTENTION_SIMD is off';
+  return stepModule().failure();
 }
 
 /**
@@ -77,7 +84,7 @@ export function stepKernelsFailure(): string | null {
  * this is its stack-free heap base, 16-aligned); 0 before {@link stepKernelsReady} resolved true.
  */
 export function stepKernelsHeapBase(): number {
-  return STEP.own()?.heapBase() ?? 0;
+  return stepModule().own()?.heapBase() ?? 0;
 }
 
 /**
@@ -97,7 +104,7 @@ export function stepKernelsMemory(bytes: number): WebAssembly.Memory {
  * (a shared memory, as tfjs-wasm's threaded build has).
  */
 export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
-  const x = STEP.on(memory);
+  const x = stepModule().on(memory);
   if (x == null) return null;
   return {
     memory,
