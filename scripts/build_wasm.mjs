@@ -2,8 +2,13 @@
 // into a TypeScript file, so every bundle carries them without a separate file:
 // - wasm/kernels.ts (products and the masked softmax of the layers) -> src/kernels/wasm_binary.ts
 // - wasm/step_kernels.ts (the kernels of a compiled decoding step) -> src/kernels/step_kernels_binary.ts
+// The entries only re-export; the kernels live by job in the folders of wasm/ (simd/, products/,
+// packed/, int8/, repack/, attention/, ops/), a file used by both modules written once. Every
+// file under wasm/ must be reached from an entry (no file left behind by a move), an entry must
+// hold nothing but re-exports, and no function is defined twice (by name or by body).
 // `--check`: compile both and exit 1 (writing nothing) when a committed module differs.
-import {readFileSync, writeFileSync} from 'node:fs';
+import {readdirSync, readFileSync, writeFileSync} from 'node:fs';
+import {dirname, join, relative} from 'node:path';
 import {fileURLToPath} from 'node:url';
 
 import asc from 'assemblyscript/asc';
@@ -24,6 +29,92 @@ const MODULES = [
     what: "The decoding step's WebAssembly module",
   },
 ];
+
+/** Every `.ts` file under `dir` (relative to the root, with forward slashes). */
+function sourcesUnder(dir) {
+  return readdirSync(join(root, dir), {withFileTypes: true}).flatMap((e) =>
+    e.isDirectory()
+      ? sourcesUnder(`${dir}/${e.name}`)
+      : e.name.endsWith('.ts')
+        ? [`${dir}/${e.name}`]
+        : [],
+  );
+}
+
+/** The files `entry` is built from: itself and every file it imports, transitively. */
+function sourcesOf(entry) {
+  const seen = new Set();
+  const visit = (file) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = readFileSync(join(root, file), 'utf8');
+    for (const [, spec] of text.matchAll(/from\s+'(\.{1,2}\/[^']+)'/g)) {
+      visit(
+        relative(root, join(root, dirname(file), `${spec}.ts`))
+          .split('\\')
+          .join('/'),
+      );
+    }
+  };
+  visit(entry);
+  return seen;
+}
+
+/**
+ * The layout's rules: an entry holds only comments and re-exports, and every file under wasm/ is
+ * one module's source or both's. Returns the files both modules are built from.
+ */
+function checkLayout() {
+  const built = MODULES.map(({source}) => sourcesOf(source));
+  for (const {source} of MODULES) {
+    const code = readFileSync(join(root, source), 'utf8')
+      .split('\n')
+      .filter((line) => line.trim() !== '' && !line.trim().startsWith('//'));
+    const other = code.filter((line) => !/^export \{[^}]*\} from '\.\/[^']+';$/.test(line));
+    if (other.length > 0) {
+      throw new Error(
+        `${source} must only re-export (export {...} from './...'), received: ${other[0].trim()}`,
+      );
+    }
+  }
+  const orphans = sourcesUnder('wasm').filter((f) => !built.some((files) => files.has(f)));
+  if (orphans.length > 0) {
+    throw new Error(
+      `every file under wasm/ must be a module's source (imported from ${MODULES.map((m) => m.source).join(' or ')}), ` +
+        `received files neither imports: ${orphans.join(', ')}`,
+    );
+  }
+  const copies = copiedFunctions(sourcesUnder('wasm'));
+  if (copies.length > 0) {
+    throw new Error(
+      `nothing may be copied between the files of wasm/ (one source, imported where needed): ` +
+        `expected each function once, received ${copies.join('; ')}`,
+    );
+  }
+  return [...built[0]].filter((f) => built[1].has(f)).sort();
+}
+
+/**
+ * Top-level functions defined twice under wasm/, by name or by body (whitespace aside, name
+ * aside): "name in a and b" for each.
+ */
+function copiedFunctions(files) {
+  const byName = new Map();
+  const byBody = new Map();
+  const found = [];
+  for (const file of files) {
+    const text = readFileSync(join(root, file), 'utf8');
+    for (const m of text.matchAll(/^(?:export )?function (\w+)([\s\S]*?)^\}$/gm)) {
+      const [, name, rest] = m;
+      const body = rest.replace(/\s+/g, ' ').trim();
+      const same = byName.get(name) ?? byBody.get(body);
+      if (same != null) found.push(`${name} in ${same} and ${file}`);
+      byName.set(name, file);
+      byBody.set(body, `${file} (${name})`);
+    }
+  }
+  return found;
+}
 
 /** The module compiled from `source`. */
 async function compile(source) {
@@ -84,6 +175,14 @@ async function compile(source) {
 }
 
 const check = process.argv.includes('--check');
+let shared;
+try {
+  shared = checkLayout();
+} catch (e) {
+  console.error(e.message);
+  process.exit(1);
+}
+console.log(`wasm/ layout: both modules built from ${shared.join(', ')}`);
 let differs = false;
 for (const {source, out, name, what} of MODULES) {
   const wasm = await compile(source);

@@ -5,33 +5,30 @@
 // caller places every array (tfjs-wasm's heap, where the weights already are, or a memory of the
 // package's own from heapBase() on) and passes byte offsets. Weight offsets of 0 mean "absent".
 //
-// The kernels live in wasm/step/, one job a file; this entry file's exports are the module's:
-// - step/activations.ts: the activations (float64 scalar math, float32 four at a time), a
-//   product's epilogue; step/elementwise.ts: add and mul; step/simd.ts: horizontal sums
-// - step/dense.ts: float32 products for few rows (one row streams the weight once; 4 x 8 tiles
-//   over 256-deep blocks); step/dense_rows.ts: a prompt's prefill on packed rows and panels;
-//   step/dense_t.ts: products against a transposed table (tied logits)
-// - step/int8_dense.ts: Keras 3's int8 quantization and products (exact int32 sums);
-//   step/int8_pack.ts: int8 weights held as float32 packed as int8 (as they are or transposed)
-// - step/norms.ts: layer and RMS norms; step/embeddings.ts: gathers, positions; step/cache.ts:
-//   cache writes; step/attention.ts: attention over the cache; step/argmax.ts: argmax
-// - ../exp_neg.ts: exp(x) for x <= 0, shared with wasm/kernels.ts
+// This entry file only re-exports; its exports are the module's. The kernels live by job, beside
+// the layers' (wasm/kernels.ts):
+// - simd/: shared SIMD math (horizontal sums; exp for x <= 0, shared with the masked softmax)
+// - products/dense.ts: float32 products for few rows (one row streams the weight once; 4 x 8
+//   tiles over 256-deep blocks); products/dense_t.ts: against a transposed table (tied logits)
+// - packed/dense_rows.ts: a prompt's prefill on packed rows and panels (the 4 x 8 tile and the
+//   packing of packed/tile_4x8.ts and packed/panels.ts, shared with the layers' sgemm)
+// - int8/dense.ts: Keras 3's int8 quantization and products (exact int32 sums);
+//   repack/int8.ts: int8 weights held as float32 packed as int8 (as they are or transposed)
+// - attention/attend.ts: attention over the cache; attention/cache.ts: cache writes
+// - ops/: norms (layer, RMS), activations and a product's epilogue, add and mul, embeddings
+//   (gathers, positions), argmax
 
-/** First free byte after the module's static data, 16-aligned. */
-export function heapBase(): usize {
-  return (__heap_base + 15) & ~(<usize>15);
-}
-
-export {activate} from './step/activations';
-export {add, mul} from './step/elementwise';
-export {dense} from './step/dense';
-export {denseRowsWorkBytes, denseRows} from './step/dense_rows';
-export {denseT} from './step/dense_t';
-export {quantizeRows, denseInt8, denseTInt8} from './step/int8_dense';
-export {layerNorm, rmsNorm} from './step/norms';
-export {gather} from './step/embeddings';
-export {packInt8, packInt8T} from './step/int8_pack';
-export {gatherInt8, addPositions} from './step/embeddings';
-export {writeCache} from './step/cache';
-export {attend} from './step/attention';
-export {argmax} from './step/argmax';
+export {heapBase} from './heap_base';
+export {activate} from './ops/activations';
+export {add, mul} from './ops/elementwise';
+export {dense} from './products/dense';
+export {denseRowsWorkBytes, denseRows} from './packed/dense_rows';
+export {denseT} from './products/dense_t';
+export {quantizeRows, denseInt8, denseTInt8} from './int8/dense';
+export {layerNorm, rmsNorm} from './ops/norms';
+export {gather} from './ops/embeddings';
+export {packInt8, packInt8T} from './repack/int8';
+export {gatherInt8, addPositions} from './ops/embeddings';
+export {writeCache} from './attention/cache';
+export {attend} from './attention/attend';
+export {argmax} from './ops/argmax';

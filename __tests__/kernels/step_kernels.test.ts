@@ -967,7 +967,7 @@ describe('the decoding step SIMD kernels', () => {
 
   describe('on a memory of its own, weights of 2 MB and more', () => {
     // the one-row product takes eight rows of the weight per pass from 2^19 weights on
-    // (wasm/step_kernels.ts, gemvRow); n and k off 4 / 8, with a bias and an activation
+    // (wasm/products/dense.ts, gemvRow); n and k off 4 / 8, with a bias and an activation
     it('dense, one row, k 1029 x n 515 (2.1 MB), bias and gelu tanh = a float64 loop (1e-5 relative)', () => {
       const own = stepKernelsMemory(1 << 22);
       const k = stepKernelsOn(own)!;

@@ -11,11 +11,13 @@
  * compiles above 4 KB on the main thread), once, on the first {@link stepKernelsReady}. Loading
  * never throws and never leaves a rejected promise: where WebAssembly or its SIMD instructions are
  * missing, or the compile fails, it resolves to false and {@link stepKernelsFailure} says why.
- * TFJS_ATTENTION_SIMD (src/kernels/flags.ts) off makes it as if the module had not loaded.
+ * TFJS_ATTENTION_SIMD (src/kernels/flags.ts) off makes it as if the module had not loaded. The
+ * loading is ./wasm_module's, shared with the layers' module.
  */
 import {simdAllowed} from './flags';
 import {STEP_KERNELS_WASM_BASE64} from './step_kernels_binary';
 import type {StepActivation, StepKernels} from './step_kernels_api';
+import {wasmModule, type WasmModule} from './wasm_module';
 
 /** The module's exports: the kernels of {@link StepKernels} with the same arguments. */
 interface Exports {
@@ -42,60 +44,16 @@ interface Exports {
   argmax(...args: Parameters<StepKernels['argmax']>): void;
 }
 
-let compiled: WebAssembly.Module | null = null;
-let heapBase = 0;
-let failure: string | null = null;
-let loading: Promise<boolean> | null = null;
-
-function reason(e: unknown): string {
-  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-}
-
-function decode(base64: string): Uint8Array<ArrayBuffer> {
-  const bin = atob(base64);
-  const bytes = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-  return bytes;
-}
-
-function instanceOn(module: WebAssembly.Module, memory: WebAssembly.Memory): Exports {
-  return new WebAssembly.Instance(module, {env: {memory}}).exports as unknown as Exports;
-}
-
-/** Compiles the module (asynchronously) and reads its heap base; never throws or rejects. */
-function load(): Promise<boolean> {
-  try {
-    if (typeof WebAssembly !== 'object' || typeof atob !== 'function') {
-      failure = 'WebAssembly is not available';
-      return Promise.resolve(false);
-    }
-    const bytes = decode(STEP_KERNELS_WASM_BASE64);
-    if (!WebAssembly.validate(bytes)) {
-      failure = 'WebAssembly SIMD is not supported here';
-      return Promise.resolve(false);
-    }
-    return WebAssembly.compile(bytes)
-      .then(
-        (module) => {
-          try {
-            heapBase = instanceOn(module, new WebAssembly.Memory({initial: 1})).heapBase();
-            compiled = module;
-            return true;
-          } catch (e) {
-            failure = `the decoding step's module could not be instantiated (${reason(e)})`;
-            return false;
-          }
-        },
-        (e: unknown) => {
-          failure = `the decoding step's module could not be compiled (${reason(e)})`;
-          return false;
-        },
-      )
-      .catch(() => false);
-  } catch (e) {
-    failure = `the decoding step's module could not be loaded (${reason(e)})`;
-    return Promise.resolve(false);
-  }
+// larger than 4 KB: compiled asynchronously, on the first stepKernelsReady(); the loader is made
+// on first use too, so a bundle that never asks for the step's kernels leaves the module out
+let step: WasmModule<Exports> | null = null;
+function stepModule(): WasmModule<Exports> {
+  step ??= wasmModule<Exports>({
+    base64: STEP_KERNELS_WASM_BASE64,
+    name: "the decoding step's module",
+    sync: false,
+  });
+  return step;
 }
 
 /**
@@ -104,20 +62,21 @@ function load(): Promise<boolean> {
  * ({@link stepKernelsFailure} says why) or TFJS_ATTENTION_SIMD is off. Never rejects.
  */
 export function stepKernelsReady(): Promise<boolean> {
-  loading ??= load();
-  return loading.then((ok) => {
-    try {
-      return ok && simdAllowed();
-    } catch {
-      return false; // tfjs' flags unreadable: as if the module had not loaded
-    }
-  });
+  return stepModule()
+    .ready()
+    .then((ok) => {
+      try {
+        return ok && simdAllowed();
+      } catch {
+        return false; // tfjs' flags unreadable: as if the module had not loaded
+      }
+    });
 }
 
 /** Why the decoding step's module is not usable, or null when it loaded or has not been asked for. */
 export function stepKernelsFailure(): string | null {
-  if (compiled != null && !simdAllowed()) return 'TFJS_ATTENTION_SIMD is off';
-  return failure;
+  if (stepModule().loaded() && !simdAllowed()) return 'TFJS_ATTENTION_SIMD is off';
+  return stepModule().failure();
 }
 
 /**
@@ -125,7 +84,7 @@ export function stepKernelsFailure(): string | null {
  * this is its stack-free heap base, 16-aligned); 0 before {@link stepKernelsReady} resolved true.
  */
 export function stepKernelsHeapBase(): number {
-  return heapBase;
+  return stepModule().own()?.heapBase() ?? 0;
 }
 
 /**
@@ -134,7 +93,7 @@ export function stepKernelsHeapBase(): number {
  * It grows with `memory.grow`; the kernels see the grown memory.
  */
 export function stepKernelsMemory(bytes: number): WebAssembly.Memory {
-  const pages = Math.max(1, Math.ceil((heapBase + Math.max(0, bytes)) / 65536));
+  const pages = Math.max(1, Math.ceil((stepKernelsHeapBase() + Math.max(0, bytes)) / 65536));
   return new WebAssembly.Memory({initial: pages});
 }
 
@@ -145,13 +104,8 @@ export function stepKernelsMemory(bytes: number): WebAssembly.Memory {
  * (a shared memory, as tfjs-wasm's threaded build has).
  */
 export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
-  if (compiled == null || !simdAllowed()) return null;
-  let x: Exports;
-  try {
-    x = instanceOn(compiled, memory);
-  } catch {
-    return null;
-  }
+  const x = stepModule().on(memory);
+  if (x == null) return null;
   return {
     memory,
     kind: 'simd',

@@ -12,10 +12,11 @@
  * instructions are missing, or the module cannot be instantiated (its memory cannot be reserved,
  * e.g. under `ulimit -v`), they always do. The kernels are an optimisation: loading them never
  * throws and never leaves a rejected promise; {@link wasmKernelsFailure} says why they are off.
- * TFJS_ATTENTION_SIMD (src/kernels/flags.ts) switches them off as if they had not loaded.
+ * TFJS_ATTENTION_SIMD (src/kernels/flags.ts) switches them off as if they had not loaded. The
+ * loading is ./wasm_module's, shared with the decoding step's module (./step_kernels).
  */
-import {simdAllowed} from './flags';
 import {KERNELS_WASM_BASE64} from './wasm_binary';
+import {wasmModule} from './wasm_module';
 
 interface Exports {
   memory: WebAssembly.Memory;
@@ -54,39 +55,7 @@ interface Exports {
   ): void;
 }
 
-let exportsOf: Exports | null = null;
-let compiled: WebAssembly.Module | null = null;
-let failure: string | null = null;
-function decode(base64: string): Uint8Array<ArrayBuffer> {
-  const bin = atob(base64);
-  const bytes = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-  return bytes;
-}
-
-function instanceOn(module: WebAssembly.Module, memory: WebAssembly.Memory): Exports {
-  return new WebAssembly.Instance(module, {env: {memory}}).exports as unknown as Exports;
-}
-
-function reason(e: unknown): string {
-  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-}
-
-/**
- * The module's instance on a memory of its own; false, with the reason kept, where that fails
- * (e.g. `RangeError: WebAssembly.Memory(): could not allocate memory` where address space is
- * limited). Never throws.
- */
-function instantiate(module: WebAssembly.Module): boolean {
-  try {
-    exportsOf = instanceOn(module, new WebAssembly.Memory({initial: 1}));
-    compiled = module;
-    return true;
-  } catch (e) {
-    failure = `the module could not be instantiated (${reason(e)})`;
-    return false;
-  }
-}
+const KERNELS = wasmModule<Exports>({base64: KERNELS_WASM_BASE64, name: 'the module', sync: true});
 
 /**
  * The kernels on `memory` (another module's, e.g. tfjs-wasm's heap), or null when the module is
@@ -94,49 +63,14 @@ function instantiate(module: WebAssembly.Module): boolean {
  * threaded build has). Byte offsets given to its functions are offsets in `memory`.
  */
 export function kernelsOnMemory(memory: WebAssembly.Memory): Exports | null {
-  if (!wasmKernelsLoaded() || compiled == null) return null;
-  try {
-    return instanceOn(compiled, memory);
-  } catch {
-    return null;
-  }
+  return KERNELS.on(memory);
 }
 
 /** The functions of the kernels' module (byte offsets in its memory). */
 export type KernelExports = Exports;
 
-/** Compiles and instantiates the module; resolves to whether it is usable. Never throws or rejects. */
-function load(): Promise<boolean> {
-  try {
-    if (typeof WebAssembly !== 'object' || typeof atob !== 'function') {
-      failure = 'WebAssembly is not available';
-      return Promise.resolve(false);
-    }
-    const bytes = decode(KERNELS_WASM_BASE64);
-    if (!WebAssembly.validate(bytes)) {
-      failure = 'WebAssembly SIMD is not supported here';
-      return Promise.resolve(false);
-    }
-    let module: WebAssembly.Module;
-    try {
-      module = new WebAssembly.Module(bytes);
-    } catch {
-      // a synchronous compile refused (e.g. a browser's main-thread limit): compile asynchronously
-      return WebAssembly.compile(bytes)
-        .then(instantiate, (e: unknown) => {
-          failure = `the module could not be compiled (${reason(e)})`;
-          return false;
-        })
-        .catch(() => false);
-    }
-    return Promise.resolve(instantiate(module));
-  } catch (e) {
-    failure = `the module could not be loaded (${reason(e)})`;
-    return Promise.resolve(false);
-  }
-}
-
-const readyPromise: Promise<boolean> = load();
+// loaded at import: synchronously where allowed (the module is under 4 KB)
+const readyPromise: Promise<boolean> = KERNELS.ready();
 
 /**
  * Resolves to whether the package's WebAssembly SIMD kernels are usable. They are from import on
@@ -157,12 +91,12 @@ export const wasmKernelsReady = simdKernelsReady;
  * or null when they loaded or are still compiling.
  */
 export function wasmKernelsFailure(): string | null {
-  return failure;
+  return KERNELS.failure();
 }
 
 /** Whether the SIMD kernels are usable now (loaded, and TFJS_ATTENTION_SIMD on). */
 export function wasmKernelsLoaded(): boolean {
-  return exportsOf != null && simdAllowed();
+  return KERNELS.usable();
 }
 
 const align = (n: number) => (n + 15) & ~15;
@@ -174,9 +108,10 @@ function reserve(k: Exports, bytes: number): void {
 }
 
 function loaded(): Exports {
+  const exportsOf = KERNELS.own();
   if (exportsOf == null) {
     throw new Error(
-      `tfjs-attention: the WebAssembly kernels are not loaded (${failure ?? 'still compiling'})`,
+      `tfjs-attention: the WebAssembly kernels are not loaded (${KERNELS.failure() ?? 'still compiling'})`,
     );
   }
   return exportsOf;

@@ -1,5 +1,5 @@
-import {finish} from './activations';
-import {hsumI} from './simd';
+import {finish} from '../ops/activations';
+import {hsumI} from '../simd/sums';
 
 // Keras 3's int8 quantization: rows quantized per row (abs max), and the products of int8 rows
 // with int8 weights packed transposed (exact int32 sums, `i32x4.dot_i16x8_s`), descaled to float32.

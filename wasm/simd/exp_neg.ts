@@ -1,5 +1,5 @@
-// Shared by wasm/kernels.ts (the masked softmax) and the decoding step's kernels in wasm/step/
-// (attention's softmax, the logistic activations).
+// Shared SIMD math: exp(x) for x <= 0, used by the masked softmax (wasm/attention/masked_softmax.ts),
+// attention's softmax over the cache (wasm/attention/attend.ts) and the logistic activations.
 
 // exp(x) for x <= 0 (softmax after subtracting the row max), f32x4: Cephes' expf polynomial,
 // 0 below -87 (where 2^n would be subnormal; so -Infinity, a masked key, gives exactly 0); NaN

@@ -1,4 +1,4 @@
-import {hsum} from './simd';
+import {hsum} from '../simd/sums';
 
 // Float32 products against a transposed table w [n, k] (tied logits: the embedding table).
 

@@ -1,4 +1,4 @@
-import {expNeg4} from '../exp_neg';
+import {expNeg4} from '../simd/exp_neg';
 import {add} from './elementwise';
 
 // The activations of the step (codes of `StepActivation`): scalar math in float64 (no tables, so

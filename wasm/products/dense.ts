@@ -1,5 +1,5 @@
-import {finish} from './activations';
-import {hsum} from './simd';
+import {finish} from '../ops/activations';
+import {hsum} from '../simd/sums';
 
 // Float32 products for few rows against large weights: one row (a decoding step) streams the
 // weight once, sequentially, accumulating into the output row (which stays in L1); two or three

@@ -1,5 +1,5 @@
-import {expNeg1, expNeg4} from '../exp_neg';
-import {hsum} from './simd';
+import {expNeg1, expNeg4} from '../simd/exp_neg';
+import {hsum} from '../simd/sums';
 
 // Attention over the cache.
 

@@ -1,4 +1,4 @@
-// Horizontal sums of SIMD vectors, shared by the step's kernels.
+// Shared SIMD math: horizontal sums of f32x4 / i32x4 (the products, attention).
 
 export function hsum(v: v128): f32 {
   return (
