@@ -19,7 +19,7 @@ import {
 import {tmpdir} from 'node:os';
 import * as path from 'node:path';
 
-const root = path.join(__dirname, '..');
+const root = path.join(__dirname, '..', '..');
 
 /** build_wasm.mjs --check run on a copy of wasm/ changed by `change`: its exit status and output. */
 function checkCopy(change: (dir: string) => void): {status: number | null; output: string} {

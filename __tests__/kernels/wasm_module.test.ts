@@ -7,12 +7,12 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {SIMD} from '../src/kernels/flags';
-import {ownWriteSections, wasmModule} from '../src/kernels/wasm_module';
-import {STEP_KERNELS_WASM_BASE64} from '../src/kernels/step_kernels_binary';
-import {KERNELS_WASM_BASE64} from '../src/kernels/wasm_binary';
-import {useBackend} from './helpers/backends';
-import {withFlags} from './helpers/kernels';
+import {SIMD} from '../../src/kernels/flags';
+import {ownWriteSections, wasmModule} from '../../src/kernels/wasm_module';
+import {STEP_KERNELS_WASM_BASE64} from '../../src/kernels/step_kernels_binary';
+import {KERNELS_WASM_BASE64} from '../../src/kernels/wasm_binary';
+import {useBackend} from '../helpers/backends';
+import {withFlags} from '../helpers/kernels';
 
 const HEADER = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 /** A section: its id, its payload's length, the payload. */
