@@ -12,7 +12,7 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {CachedMultiHeadAttention, causalMask} from '../../../src';
+import {CachedMultiHeadAttention, causalMask, defineContract} from '../../../src';
 import type {LayerContract} from '../../../src';
 // not public yet: the base of layers made of sublayers (owns and names their weights)
 import {CompositeLayer} from '../../../src/layers/engine/composite_layer';
@@ -46,29 +46,19 @@ export class ToyDecoder extends CompositeLayer {
   /** @nocollapse */
   static readonly className = 'ToyDecoder';
   /** What the package knows about this class (src/layers/engine/contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'toy_family', keys: ['num_heads', 'intermediate_dim', 'layer_norm_epsilon']},
       keras2: {refused: 'tf-keras 2 has no toy family'},
       call: {kind: 'keyword', roles: ROLES, positional: 1, options: {training: null}},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () =>
-      new ToyDecoder({
-        name: 'config_sample',
-        numHeads: 1,
-        intermediateDim: 1,
-        layerNormEpsilon: 1e-5,
-        inputRoles: ROLES,
-      }),
+    configKeys: ['numHeads', 'intermediateDim', 'layerNormEpsilon', 'inputRoles'],
     weights: {
-      sublayers: null,
       // Keras 3 keeps a sublayer under its attribute, `_<name>`, except this one
       keras3Folders: {self_attention: '_self_attention_layer'},
       // the two feed-forward kernels have intermediate_dim columns or rows, at least
       implied: (c) => ({
-        values: 2 * (typeof c.intermediate_dim === 'number' ? c.intermediate_dim : 0),
+        values: 2 * (typeof c.intermediateDim === 'number' ? c.intermediateDim : 0),
         option: 'intermediate_dim',
       }),
     },
@@ -77,7 +67,7 @@ export class ToyDecoder extends CompositeLayer {
       refuse: (_config, node) =>
         node.inputTensors.length > 2 ? `it is called on ${node.inputTensors.length} inputs` : null,
       cacheShape: (config, input, batch, maxLength) => {
-        const heads = (config.numHeads ?? config.num_heads) as number;
+        const heads = config.numHeads as number;
         const hidden = input[input.length - 1] as number;
         return [batch, 2, maxLength, heads, Math.floor(hidden / heads)];
       },
@@ -89,8 +79,7 @@ export class ToyDecoder extends CompositeLayer {
       masksQueries: false,
       paddingMaskRole: 'decoderPaddingMask',
     },
-    makesKerasMask: () => false,
-  };
+  });
 
   /** The `numHeads` option. */
   readonly numHeads: number;

@@ -2,7 +2,8 @@
  * The toy keras-hub family (fixtures/toy_family.py) as the package takes a family: one object
  * with keras-hub's class names, the config keys it reads, its inputs and outputs, the weights a
  * config implies, and `build` (the functional backbone, each weight bound to its Keras 3 path);
- * plus what the family's folder brings of its own: its layer classes and its tokenizer class.
+ * with what the family's folder brings of its own: its layer classes, its tokenizer class and its
+ * preprocessor's defaults.
  *
  * Backbone: token ids -> ReversibleEmbedding (`token_embedding`, tied) -> `num_layers` ToyDecoders
  * (keys masked by `padding_mask`) -> ToyRMSNorm (`sequence_output_layernorm`):
@@ -56,16 +57,8 @@ function decoderWeights(decoder: ToyDecoder, folder: string): WeightBinding[] {
   });
 }
 
-/** What the family's folder declares: today's family object and its own classes. */
-export interface ToyFamilyDeclaration extends KerasHubFamily {
-  /** Its layer classes (tfjs serialization, and the contracts the package reads). */
-  readonly layers: readonly [typeof ToyDecoder, typeof ToyRMSNorm];
-  /** Its tokenizer class (tokenizer.json's `class_name`, its assets, how it is made). */
-  readonly tokenizer: typeof ToyTokenizer;
-}
-
 /** The toy family: `ToyBackbone`, `ToyCausalLM`, their layers and tokenizer. */
-export const TOY: ToyFamilyDeclaration = {
+export const TOY: KerasHubFamily = {
   name: 'Toy',
   backbone: CLS,
   tasks: {ToyCausalLM: 'causalLM'},
@@ -138,4 +131,5 @@ export const TOY: ToyFamilyDeclaration = {
   },
   layers: [ToyDecoder, ToyRMSNorm],
   tokenizer: ToyTokenizer,
+  preprocessor: {addStartToken: true, addEndToken: true},
 };

@@ -7,6 +7,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import {initializers, layers, LayerVariable} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 
+import {defineContract} from '../../../src';
 import type {LayerContract} from '../../../src';
 
 /** Options of {@link ToyRMSNorm}. */
@@ -33,16 +34,13 @@ export class ToyRMSNorm extends layers.Layer {
   /** @nocollapse */
   static readonly className = 'ToyRMSNorm';
   /** What the package knows about this class (src/layers/engine/contract.ts). */
-  static readonly contract: LayerContract = {
+  static readonly contract: LayerContract = defineContract({
     keras: {
       keras3: {pkg: 'toy_family', keys: ['epsilon']},
       keras2: {refused: 'tf-keras 2 has no toy family'},
       call: {kind: 'tensor'},
-      kerasOnlyKeys: [],
-      refuseConfig: null,
     },
-    configSample: () => new ToyRMSNorm({name: 'config_sample', epsilon: 1e-5}),
-    weights: {sublayers: null, keras3Folders: {}, implied: () => ({values: 0, option: ''})},
+    configKeys: ['epsilon'],
     // normalizes the last axis: each position alone when that axis is not the sequence's
     decoding: {
       kind: 'positionWise',
@@ -51,8 +49,7 @@ export class ToyRMSNorm extends layers.Layer {
           ? null
           : `its input has rank ${node.inputTensors[0].rank}: its last axis is the sequence axis`,
     },
-    makesKerasMask: () => false,
-  };
+  });
 
   /** The `epsilon` option. */
   readonly epsilon: number;

@@ -4,7 +4,7 @@
  * vocabulary is the asset `vocabulary.txt` (one token a line, keras-hub's `file_assets`);
  * special tokens `<s>` (start), `</s>` (end, the stop token) and `<pad>`.
  */
-import type {Tokenizer} from '../../../src';
+import type {Tokenizer, TokenizerAsset, TokenizerConfig} from '../../../src';
 
 /** The whitespace TensorFlow's `tf.strings.split(text)` splits on (runs, ends dropped). */
 const WHITESPACE = /[ \t\n\r\v\f]+/;
@@ -19,18 +19,9 @@ export class ToyTokenizer implements Tokenizer {
    * The tokenizer of a preset: tokenizer.json's `config` and the text of each of
    * {@link fileAssets} by name.
    */
-  static fromPreset(
-    config: Readonly<Record<string, unknown>>,
-    assets: Readonly<Record<string, string>>,
-  ): ToyTokenizer {
+  static fromPreset(config: TokenizerConfig, asset: TokenizerAsset): ToyTokenizer {
     void config; // the vocabulary is the asset; the config holds nothing else it reads
-    const text = assets['vocabulary.txt'];
-    if (typeof text !== 'string') {
-      throw new Error(
-        `ToyTokenizer: expected the asset vocabulary.txt, received assets ` +
-          `${Object.keys(assets).join(', ') || 'none'}`,
-      );
-    }
+    const text = asset('vocabulary.txt');
     const lines = text.split('\n');
     if (lines[lines.length - 1] === '') lines.pop();
     return new ToyTokenizer(lines);
