@@ -98,6 +98,18 @@ export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 
 export {generate} from './generate/generate';
 export {cachedDecodingRefusal} from './generate/graph_plan';
+export {registerStepRule} from './generate/step_rules';
+export type {
+  StepAttention,
+  StepCompile,
+  StepDecline,
+  StepEmitter,
+  StepInt8Weight,
+  StepValue,
+  StepWeight,
+  StepWeightSource,
+} from './generate/step_program';
+export type {StepActivation} from './kernels/step_kernels_api';
 export type {GenerateOptions} from './generate/generate';
 export type {SamplerName, SamplerOptions} from './generate/samplers';
 export type {SaveKerasFileOptions} from './interop/keras_file_save';

@@ -21,6 +21,7 @@ import type {DecodeStep} from './decode_loop';
 import type {StepPlan} from './graph_plan';
 import {CompileResult, compileStep, ProgramOp, StepProgram} from './step_compile';
 import {chooseStepKernels} from './step_kernels_choice';
+import {stepRulesVersion} from './step_rules';
 import {StepMemory, StepMemoryCounts, stepMemory} from './step_memory';
 
 /** Rows from which a float32 product runs `denseRows` (packed operands) rather than `dense`. */
@@ -113,7 +114,8 @@ const programs = new WeakMap<object, {key: unknown[]; result: CompileResult}>();
 
 /**
  * What a program depends on, compared by identity: the plan's nodes (their calls, kinds and row
- * layout) and flags, and each planned layer's weight variables (setWeights writes into the same
+ * layout) and flags, the rules registered so far (a rule registered since may compile a node that
+ * declined), and each planned layer's weight variables (setWeights writes into the same
  * variables, which the program reads at run time; a layer given other variables compiles again).
  */
 function programKey(plan: StepPlan): unknown[] {
@@ -123,6 +125,7 @@ function programKey(plan: StepPlan): unknown[] {
     plan.masksZeroIds,
     plan.zeroKeysExact,
     plan.zeroQueries,
+    stepRulesVersion(),
   ];
   for (const p of plan.nodes) {
     key.push(p.node, p.kind, p.flattenRows === true);

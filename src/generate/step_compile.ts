@@ -1,7 +1,7 @@
 /**
  * Compiles a cached-decoding plan (graph_plan.ts) into one program of kernel ops
- * (kernels/step_kernels_api.ts) through the compile rules of its layers' classes (their
- * contracts' `decoding.compile`; tfjs' built-in layers: layer_rules.ts), or says which node has
+ * (kernels/step_kernels_api.ts) through the compile rules of its layers' classes (found by class
+ * name: step_rules.ts), or says which node has
  * no rule or which rule declined. The program is independent of the batch, the step's length
  * and the memory: the runtime (compiled_step.ts) allocates its values and runs it.
  *
@@ -26,9 +26,9 @@ import type {
   StepValue,
   StepWeight,
   StepWeightSource,
-} from '../layers/engine/step_program';
+} from './step_program';
 import type {StepPlan} from './graph_plan';
-import {decodingOf} from './layer_rules';
+import {stepRuleOf} from './step_rules';
 import {cutAfterLastAttention} from './step_cut';
 
 /**
@@ -476,8 +476,7 @@ export function compileStep(plan: StepPlan): CompileResult {
     inputs: StepValue[],
     node: GraphNode | null,
   ): StepValue[] | StepDecline {
-    const rule = decodingOf(layer.getClassName());
-    const compile = rule != null && rule.kind !== 'refused' ? rule.compile : undefined;
+    const compile = stepRuleOf(layer.getClassName());
     if (compile == null) return {declined: 'its class has no compile rule'};
     try {
       return compile(layer, inputs, emit, node);

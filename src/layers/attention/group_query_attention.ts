@@ -12,7 +12,6 @@ import {
   NO_KERAS_MASK,
 } from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
-import {compileMultiHead} from './multi_head_step';
 import {EVERY_CALL_SETTING, PROJECTION_KERAS3_KEYS} from './attention_contract';
 import {
   HeadCounts,
@@ -134,14 +133,6 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
         (c) => c.numKeyValueHeads as number,
         (c) => c.headDim as number,
       ),
-      compile: (layer, [x], emit) => {
-        const {numQueryHeads, numKeyValueHeads, headDim} = layer as GroupQueryAttention;
-        return compileMultiHead(layer as GroupQueryAttention, x, emit, {
-          heads: numQueryHeads,
-          kvHeads: numKeyValueHeads,
-          headDim,
-        });
-      },
     },
     makesKerasMask: NO_KERAS_MASK,
   };

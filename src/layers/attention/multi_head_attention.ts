@@ -17,7 +17,6 @@ import {
 import {MHA_SUBLAYERS} from './multi_head_attention_sublayers';
 import {CONFIG_SAMPLE, LayerContract, NO_KERAS_MASK} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
-import {compileMultiHead} from './multi_head_step';
 import {
   EVERY_CALL_SETTING,
   MULTI_HEAD_KERAS3_KEYS,
@@ -91,14 +90,6 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
         (c) => c.keyDim as number,
         refuseMultiHeadCache,
       ),
-      compile: (layer, [x], emit) => {
-        const {numHeads, keyDim} = layer as MultiHeadAttention;
-        return compileMultiHead(layer as MultiHeadAttention, x, emit, {
-          heads: numHeads,
-          kvHeads: numHeads,
-          headDim: keyDim,
-        });
-      },
     },
     makesKerasMask: NO_KERAS_MASK,
   };

@@ -1,15 +1,16 @@
 /**
- * The types of a compiled decoding step (`generate`): what a layer class's compile rule
- * (`contract.decoding.compile`, contract.ts) receives and emits. A rule is given the layer, the
+ * The types of a compiled decoding step (`generate`): what a layer class's compile rule receives
+ * and emits. Rules are found by class name (step_rules.ts: the package's built-in rules, and those
+ * a model family or a user registers with `registerStepRule`). A rule is given the layer, the
  * step values of its inputs and an emitter; it emits kernel ops (the kernels of
  * kernels/step_kernels_api.ts) and returns the values of its outputs, or declines with the reason
  * (an option it does not compile), and the model then decodes with the eager stepper. Types only:
- * the compiler and its runtime are in generate/ (step_compile.ts, compiled_step.ts).
+ * the compiler and its runtime are step_compile.ts and compiled_step.ts.
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
-import type {StepActivation} from '../../kernels/step_kernels_api';
-import type {GraphLayer, GraphNode} from './contract';
+import type {StepActivation} from '../kernels/step_kernels_api';
+import type {GraphLayer, GraphNode} from '../layers/engine/contract';
 
 /**
  * A value of the step: rows `[batch * t, width]` (float32, or int32 ids of width 1), one row per
