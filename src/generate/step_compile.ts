@@ -19,7 +19,6 @@ import type * as tf from '@tensorflow/tfjs-core';
 import {StepActivation} from '../kernels/step_kernels_api';
 import type {GraphLayer, GraphNode} from '../layers/engine/contract';
 import type {
-  StepAttention,
   StepDecline,
   StepEmitter,
   StepInt8Weight,
@@ -28,6 +27,7 @@ import type {
   StepWeightSource,
 } from './step_program';
 import type {StepPlan} from './graph_plan';
+import type {ProgramOp} from './step_ops';
 import {stepRuleOf} from './step_rules';
 import {cutAfterLastAttention} from './step_cut';
 
@@ -68,78 +68,6 @@ export interface PackedInt8 {
   readonly transposeRows: number;
 }
 
-/** One op; value and weight operands are indices. */
-export type ProgramOp =
-  | {
-      op: 'dense';
-      x: number;
-      w: number;
-      bias: number;
-      k: number;
-      n: number;
-      act: StepActivation;
-      out: number;
-    }
-  | {op: 'denseT'; x: number; w: number; k: number; n: number; out: number}
-  /** Keras' per-row quantization of `x [rows, k]` into `q` (int8) and `qs` (`[rows]`). */
-  | {op: 'quantize'; x: number; k: number; q: number; qs: number}
-  /** `w`: a packed int8 weight's index; `ws`, `bias`: float weights' indices. */
-  | {
-      op: 'denseInt8';
-      q: number;
-      qs: number;
-      w: number;
-      ws: number;
-      bias: number;
-      k: number;
-      n: number;
-      act: StepActivation;
-      out: number;
-    }
-  | {
-      op: 'denseTInt8';
-      q: number;
-      qs: number;
-      w: number;
-      ws: number;
-      k: number;
-      n: number;
-      out: number;
-    }
-  | {op: 'gatherInt8'; ids: number; table: number; scale: number; dim: number; out: number}
-  | {
-      op: 'layerNorm';
-      x: number;
-      gamma: number;
-      beta: number;
-      epsilon: number;
-      dim: number;
-      out: number;
-    }
-  | {op: 'add' | 'mul'; a: number; b: number; width: number; out: number}
-  | {op: 'activate'; x: number; act: StepActivation; width: number; out: number}
-  | {op: 'gather'; ids: number; table: number; dim: number; out: number}
-  | {
-      op: 'positions';
-      like: number;
-      table: number;
-      dim: number;
-      offset: number;
-      add: boolean;
-      out: number;
-    }
-  | {
-      op: 'attention';
-      q: number;
-      k: number;
-      v: number;
-      heads: StepAttention;
-      cache: number;
-      keyMask: boolean;
-      out: number;
-    }
-  | {op: 'lastRows'; x: number; width: number; out: number};
-
 /** A compiled step. */
 export interface StepProgram {
   values: ProgramValue[];
@@ -159,6 +87,8 @@ export interface StepProgram {
   /** Whether an attention reads the key mask (a mask_zero model). */
   usesKeyMask: boolean;
 }
+
+export type {ProgramOp} from './step_ops';
 
 export type CompileResult = {program: StepProgram; reason: null} | {program: null; reason: string};
 

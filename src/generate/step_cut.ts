@@ -3,54 +3,8 @@
  * to right after the last attention op of a program (`compileStep` runs it last): a prefill then
  * computes the last block's output projection and feed-forward for the last rows only.
  */
-import type {ProgramOp, ProgramValue} from './step_compile';
-
-/** The value operands an op reads and the values it writes (weights are not values). */
-function operands(o: ProgramOp): {reads: number[]; writes: number[]} {
-  switch (o.op) {
-    case 'quantize':
-      return {reads: [o.x], writes: [o.q, o.qs]};
-    case 'denseInt8':
-    case 'denseTInt8':
-      return {reads: [o.q, o.qs], writes: [o.out]};
-    case 'gather':
-    case 'gatherInt8':
-      return {reads: [o.ids], writes: [o.out]};
-    case 'add':
-    case 'mul':
-      return {reads: [o.a, o.b], writes: [o.out]};
-    case 'positions':
-      return {reads: [o.like], writes: [o.out]};
-    case 'attention':
-      return {reads: [o.q, o.k, o.v], writes: [o.out]};
-    default:
-      return {reads: [o.x], writes: [o.out]};
-  }
-}
-
-/** `o` with its value operands renamed by `to` (those absent kept). */
-function renamed(o: ProgramOp, to: Map<number, number>): ProgramOp {
-  const r = (v: number) => to.get(v) ?? v;
-  switch (o.op) {
-    case 'quantize':
-      return {...o, x: r(o.x)};
-    case 'denseInt8':
-    case 'denseTInt8':
-      return {...o, q: r(o.q), qs: r(o.qs)};
-    case 'gather':
-    case 'gatherInt8':
-      return {...o, ids: r(o.ids)};
-    case 'add':
-    case 'mul':
-      return {...o, a: r(o.a), b: r(o.b)};
-    case 'positions':
-      return {...o, like: r(o.like)};
-    case 'attention':
-      return {...o, q: r(o.q), k: r(o.k), v: r(o.v)};
-    default:
-      return {...o, x: r(o.x)};
-  }
-}
+import type {ProgramValue} from './step_compile';
+import {operands, ProgramOp, renamedReads} from './step_ops';
 
 /**
  * The cut to the last rows moved from after the last attention node to right after the last
@@ -94,7 +48,7 @@ export function cutAfterLastAttention(
   }
   const later: ProgramOp[] = [];
   for (const o of ops.slice(at)) {
-    const r = renamed(o, to);
+    const r = renamedReads(o, to);
     if (r.op === 'lastRows' && out[r.x].rows === 'last') {
       // its value shares the buffer of x, which holds the last rows already (aliasOf: the
       // buffer's first value, allocated before it)
