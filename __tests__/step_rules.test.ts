@@ -8,8 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {generate, registerStepRule, TokenAndPositionEmbedding, MultiHeadAttention} from '../src';
-import type {LayerContract, StepCompile} from '../src';
-import {lastCompileRefusal} from '../src/generate/compiled_step';
+import type {LayerContract, StepCompile, StepReport} from '../src';
 
 const V = 19;
 const D = 8;
@@ -96,12 +95,15 @@ describe('compile rules registered by class name', () => {
         [3, 1, 4],
         [5, 9, 2],
       ];
+      const reports: StepReport[] = [];
+      const onCompile = (r: StepReport) => reports.push(r);
       const recomputed = await generate(m, prompts, {maxLength: MAX, useCache: false});
-      const eager = await generate(m, prompts, {maxLength: MAX, useCache: true});
-      expect(lastCompileRefusal).toMatch(/\(UserResidualDense\): its class has no compile rule/);
+      const eager = await generate(m, prompts, {maxLength: MAX, useCache: true, onCompile});
       registerStepRule('UserResidualDense', residualDense);
-      const compiled = await generate(m, prompts, {maxLength: MAX, useCache: true});
-      expect(lastCompileRefusal).toBeNull();
+      const compiled = await generate(m, prompts, {maxLength: MAX, useCache: true, onCompile});
+      expect(reports.map((r) => r.compiled)).toEqual([false, true]);
+      expect(reports[0].reason).toMatch(/\(UserResidualDense\): its class has no compile rule$/);
+      expect(reports[1].reason).toBeNull();
       const expected = await recomputed.array();
       expect(await eager.array()).toEqual(expected);
       expect(await compiled.array()).toEqual(expected);

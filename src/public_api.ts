@@ -111,6 +111,7 @@ export type {
 } from './generate/step_program';
 export type {StepActivation} from './kernels/step_kernels_api';
 export type {GenerateOptions} from './generate/generate';
+export type {CompiledRunReport, StepReport} from './generate/step_report';
 export type {SamplerName, SamplerOptions} from './generate/samplers';
 export type {SaveKerasFileOptions} from './interop/keras_file_save';
 export {generateText} from './generate/generate_text';

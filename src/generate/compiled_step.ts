@@ -17,43 +17,22 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {COMPILED_STEP} from '../kernels/flags';
 import type {StepKernels} from '../kernels/step_kernels_api';
+import type {CompiledRunReport, StepReport} from './step_report';
 import type {DecodeStep} from './decode_loop';
 import type {StepPlan} from './graph_plan';
 import {CompileResult, compileStep, StepProgram} from './step_compile';
 import {DENSE_ROWS_FROM, OpContext, runOp} from './step_ops';
 import {chooseStepKernels} from './step_kernels_choice';
 import {stepRulesVersion} from './step_rules';
-import {StepMemory, StepMemoryCounts, stepMemory} from './step_memory';
+import {StepMemory, stepMemory} from './step_memory';
 
 export {DENSE_ROWS_FROM} from './step_ops';
+export type {CompiledRunReport, StepReport} from './step_report';
 
-/** What the last compiled run did (tests and reports read it). */
-export interface CompiledRunReport {
-  /** The kernels' implementation. */
-  kernels: StepKernels['kind'];
-  /** `heap`: tfjs-wasm's heap, weights in place; `own`: a memory of its own, weights copied in. */
-  memory: StepMemory['kind'];
-  /** Program runs (a prefill counts one). */
-  runs: number;
-  /** The ops of the program. */
-  ops: number;
-  /** The weights' offsets in the memory, in the program's order. */
-  weightOffsets: number[];
-  /** The weights' tensors' ids, in the same order. */
-  weightIds: number[];
-  /** The int8 weights' offsets (int8 values packed in the memory), in the program's order. */
-  packedOffsets: number[];
-  /** Their tensors' ids, in the same order. */
-  packedIds: number[];
-  /** The memory's counts (buffers live and allocated, weights copied in). */
-  counts: StepMemoryCounts;
-}
-
-/** The report of the last compiled run, or null before any. */
-export let lastCompiledRun: CompiledRunReport | null = null;
-
-/** Why the last `generate` call that planned a cache did not compile its step, or null when it did. */
-export let lastCompileRefusal: string | null = null;
+/** A compiled step, or the reason there is none; with the report `generate` hands `onCompile`. */
+export type CompiledStepResult =
+  | {step: DecodeStep; reason: null; report: StepReport}
+  | {step: null; reason: string; report: StepReport};
 
 /** The compiled step of `plan` for these prompts, or the reason there is none. */
 export function compiledStep(
@@ -61,11 +40,15 @@ export function compiledStep(
   ids: readonly (readonly number[])[],
   lengths: readonly number[],
   maxLength: number,
-): {step: DecodeStep; reason: null} | {step: null; reason: string} {
-  const made = compile(plan, ids, lengths, maxLength);
-  lastCompileRefusal = made.reason;
-  if (made.step == null) lastCompiledRun = null;
-  return made;
+): CompiledStepResult {
+  const reuse = {reused: false};
+  const made = compile(plan, ids, lengths, maxLength, reuse);
+  if (made.step == null) {
+    const report = {compiled: false, reason: made.reason, programReused: reuse.reused, run: null};
+    return {step: null, reason: made.reason, report};
+  }
+  const report = {compiled: true, reason: null, programReused: reuse.reused, run: made.step.report};
+  return {step: made.step, reason: null, report};
 }
 
 function compile(
@@ -73,7 +56,8 @@ function compile(
   ids: readonly (readonly number[])[],
   lengths: readonly number[],
   maxLength: number,
-): {step: DecodeStep; reason: null} | {step: null; reason: string} {
+  reuse: {reused: boolean},
+): {step: CompiledRunner; reason: null} | {step: null; reason: string} {
   if (!tf.env().getBool(COMPILED_STEP)) {
     return {step: null, reason: `${COMPILED_STEP} is off`};
   }
@@ -91,7 +75,7 @@ function compile(
       };
     }
   }
-  const compiled = compileOnce(plan);
+  const compiled = compileOnce(plan, reuse);
   if (compiled.program == null) return {step: null, reason: compiled.reason};
   const found = stepMemory();
   if (found.memory == null) return {step: null, reason: found.reason};
@@ -136,8 +120,8 @@ function programKey(plan: StepPlan): unknown[] {
   return key;
 }
 
-/** `compileStep(plan)`, or the program compiled for the same key before. */
-function compileOnce(plan: StepPlan): CompileResult {
+/** `compileStep(plan)`, or the program compiled for the same key before (`reuse.reused`). */
+function compileOnce(plan: StepPlan, reuse: {reused: boolean}): CompileResult {
   const key = programKey(plan);
   const known = programs.get(plan.output);
   const disposed = (ts: tf.Tensor[]) => ts.some((t) => t.isDisposed);
@@ -148,17 +132,13 @@ function compileOnce(plan: StepPlan): CompileResult {
     !(known.result.program != null && disposed(known.result.program.weights)) &&
     !(known.result.program != null && disposed(known.result.program.packed.map((p) => p.tensor)))
   ) {
-    lastProgramReused = true;
+    reuse.reused = true;
     return known.result;
   }
   const result = compileStep(plan);
   programs.set(plan.output, {key, result});
-  lastProgramReused = false;
   return result;
 }
-
-/** Whether the last compiled `generate` call reused the program of an earlier call (tests). */
-export let lastProgramReused = false;
 
 /** Runs a program on its buffers. */
 class CompiledRunner implements DecodeStep, OpContext {
@@ -172,7 +152,8 @@ class CompiledRunner implements DecodeStep, OpContext {
   readonly keyMask: number;
   readonly work: number;
   readonly rowsWork: number;
-  private readonly report: CompiledRunReport;
+  /** Its counters (the report's `run`). */
+  readonly report: CompiledRunReport;
   /** Positions written so far (the next run starts there). */
   private position = 0;
   /** The first position of the run in progress (OpContext). */
@@ -225,7 +206,6 @@ class CompiledRunner implements DecodeStep, OpContext {
       packedIds: program.packed.map((p) => p.tensor.id),
       counts: memory.counts,
     };
-    lastCompiledRun = this.report;
   }
 
   next(ids: number[][], index: number, active: readonly boolean[]): Float32Array[] {

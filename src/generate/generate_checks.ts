@@ -19,6 +19,7 @@ export const GENERATE_OPTIONS = [
   'useCache',
   'onFallback',
   'onStep',
+  'onCompile',
   'memoryLimit',
   'sampler',
   'k',

@@ -76,6 +76,8 @@ export interface GenerateTextOptions extends SamplerOptions {
   /** As {@link GenerateOptions}. */
   onFallback?: (reason: string) => void;
   /** As {@link GenerateOptions}. */
+  onCompile?: GenerateOptions['onCompile'];
+  /** As {@link GenerateOptions}. */
   memoryLimit?: number;
 }
 
@@ -87,6 +89,7 @@ export const GENERATE_TEXT_OPTIONS = [
   'onToken',
   'useCache',
   'onFallback',
+  'onCompile',
   'memoryLimit',
   'sampler',
   'k',
@@ -260,6 +263,7 @@ export async function generateText(
     seed: options.seed,
     useCache: options.useCache,
     onFallback: options.onFallback,
+    onCompile: options.onCompile,
     memoryLimit: options.memoryLimit,
     onStep,
   });
