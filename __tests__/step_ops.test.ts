@@ -5,6 +5,7 @@
  * that silently does nothing.
  */
 import {
+  DENSE_ROWS_FROM,
   operands,
   ProgramOp,
   renamedReads,
@@ -58,6 +59,27 @@ describe('the operation table', () => {
     expect(() => runOp({op: 'rmsNormal'} as unknown as ProgramOp, context)).toThrow(
       /compiled step: expected an operation of the table \(dense, .*lastRows\), received 'rmsNormal'/,
     );
+  });
+
+  it('one rows threshold: a float32 product of DENSE_ROWS_FROM rows or more packs them (denseRows), fewer run row by row (dense)', () => {
+    const calls: string[] = [];
+    const context = (rows: number) =>
+      ({
+        kernels: {
+          dense: () => calls.push(`dense ${rows}`),
+          denseRows: () => calls.push(`denseRows ${rows}`),
+        },
+        at: () => 0,
+        w: () => 0,
+        rowsOf: () => rows,
+        rowsWork: 16,
+      }) as unknown as OpContext;
+    const dense: ProgramOp = {op: 'dense', x: 0, w: 0, bias: -1, k: 4, n: 4, act: 0, out: 1};
+    for (const rows of [1, DENSE_ROWS_FROM - 1, DENSE_ROWS_FROM, DENSE_ROWS_FROM + 1]) {
+      runOp(dense, context(rows));
+    }
+    expect(DENSE_ROWS_FROM).toBe(5);
+    expect(calls).toEqual(['dense 1', 'dense 4', 'denseRows 5', 'denseRows 6']);
   });
 
   it('every entry reads and writes value fields and runs', () => {

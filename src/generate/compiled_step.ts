@@ -170,7 +170,7 @@ class CompiledRunner implements DecodeStep, OpContext {
     const B = lengths.length;
     this.B = B;
     this.chunk = Math.max(1, Math.min(...lengths));
-    this.kernels = chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
+    this.kernels = chooseStepKernels(memory.memory);
     this.offsets = [];
     for (const v of program.values) {
       this.offsets.push(
