@@ -3,6 +3,8 @@
  * module of the whole step where it loaded, else the plain-JavaScript loops alone: no product is
  * handed to the other SIMD module's sgemm (the JavaScript + sgemm hybrid is gone).
  */
+// jest.mock is hoisted above the imports: the choice below sees the mocked modules
+import {chooseStepKernels} from '../src/generate/step_kernels_choice';
 import {jsStepKernels} from '../src/kernels/step_kernels_js';
 
 const sgemmCalls: unknown[][] = [];
@@ -15,10 +17,6 @@ jest.mock('../src/kernels/wasm_kernels', () => ({
     sgemmWorkBytes: () => 1024,
   }),
 }));
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- imported after the mocks
-const {chooseStepKernels} =
-  require('../src/generate/step_kernels_choice') as typeof import('../src/generate/step_kernels_choice');
 
 describe('chooseStepKernels', () => {
   it("without the step's SIMD module: the JavaScript loops for every product, 1 to 8 rows", () => {
