@@ -9,6 +9,11 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {generate, registerStepRule, TokenAndPositionEmbedding, MultiHeadAttention} from '../src';
 import type {LayerContract, StepCompile, StepReport} from '../src';
+import {compiledStep} from '../src/generate/compiled_step';
+import type {DecodeStep} from '../src/generate/decode_loop';
+import {compileStep} from '../src/generate/step_compile';
+import {describeBackends} from './helpers/backends';
+import {eagerLogits, maxDiff, planOf} from './helpers/eager_logits';
 
 const V = 19;
 const D = 8;
@@ -69,6 +74,64 @@ const residualDense: StepCompile = (layer, [x], emit) => {
   return [emit.add(x, emit.dense(x, kernel, null, x.width, act))];
 };
 
+/** A user's RMS norm, as keras-hub's LlamaLayerNorm computes it: `x / sqrt(mean(x^2) + eps) * scale` in float32. */
+class RmsNorm extends tf.layers.Layer {
+  static readonly className = 'UserRmsNorm';
+  static readonly contract: LayerContract = {
+    ...ResidualDense.contract,
+    configSample: () => new RmsNorm(),
+  };
+  readonly epsilon = 1e-6;
+  scale: tf.LayerVariable | null = null;
+
+  override build(shape: tf.Shape | tf.Shape[]): void {
+    const width = (shape as number[])[2];
+    this.scale = this.addWeight('scale', [width], 'float32', tf.initializers.ones());
+    this.built = true;
+  }
+
+  override call(inputs: tf.Tensor | tf.Tensor[], _kwargs: Kwargs): tf.Tensor {
+    const x = (Array.isArray(inputs) ? inputs[0] : inputs) as tf.Tensor3D;
+    return tf.tidy(() => {
+      const variance = tf.mean(tf.square(x), -1, true);
+      return x
+        .mul(tf.rsqrt(variance.add(this.epsilon)))
+        .mul((this.scale as tf.LayerVariable).read());
+    });
+  }
+
+  override computeOutputShape(shape: tf.Shape | tf.Shape[]): tf.Shape | tf.Shape[] {
+    return shape;
+  }
+}
+tf.serialization.registerClass(RmsNorm);
+
+/** Its rule: the emitter's rmsNorm. */
+const rmsNorm: StepCompile = (layer, [x], emit) => {
+  const norm = layer as RmsNorm;
+  if (norm.scale == null) return {declined: 'it is not built'};
+  const scale = emit.weight(norm.scale);
+  return 'declined' in scale ? scale : [emit.rmsNorm(x, scale, norm.epsilon)];
+};
+
+/** Token and position embedding, causal attention and an RMS norm before the logits. */
+function rmsModel(): tf.LayersModel {
+  const ids = tf.input({shape: [null], dtype: 'int32'});
+  let x = new TokenAndPositionEmbedding({
+    vocabularySize: V,
+    sequenceLength: MAX,
+    embeddingDim: D,
+  }).apply(ids) as S;
+  x = new RmsNorm().apply(x) as S;
+  x = new MultiHeadAttention({numHeads: 2, keyDim: 4, useCausalMask: true}).apply(x) as S;
+  x = new RmsNorm().apply(x) as S;
+  const m = tf.model({inputs: ids, outputs: tf.layers.dense({units: V}).apply(x) as S});
+  const weights = m.getWeights().map((w, i) => tf.randomNormal(w.shape, 0, 0.7, 'float32', 3 + i));
+  m.setWeights(weights);
+  tf.dispose(weights);
+  return m;
+}
+
 function model(): tf.LayersModel {
   const ids = tf.input({shape: [null], dtype: 'int32'});
   let x = new TokenAndPositionEmbedding({
@@ -126,4 +189,55 @@ describe('compile rules registered by class name', () => {
     );
     expect(() => registerStepRule('', residualDense)).toThrow(/expected a class name/);
   });
+});
+
+registerStepRule('UserRmsNorm', rmsNorm);
+
+describeBackends('rmsNorm in the compiled step, through a rule registered here', () => {
+  afterEach(() => tf.env().set('TFJS_ATTENTION_SIMD', true));
+
+  for (const kernels of ['simd', 'js'] as const) {
+    it(`gives the eager stepper's logits (1e-5) and generate's tokens of recomputing (${kernels} kernels)`, async () => {
+      tf.env().set('TFJS_ATTENTION_SIMD', kernels === 'simd');
+      const m = rmsModel();
+      try {
+        const plan = planOf(m);
+        const {program} = compileStep(plan);
+        expect(program?.ops.filter((o) => o.op === 'rmsNorm').length).toBe(2);
+        const ids = [
+          [3, 1, 4, 1, 5, 9, 2, 6, 5, 3],
+          [2, 7, 1, 8, 2, 8, 1, 8, 2, 8],
+        ];
+        const lengths = [3, 5];
+        const eager = eagerLogits(plan, ids, lengths, MAX);
+        const made = compiledStep(plan, ids, lengths, MAX);
+        expect(made.reason).toBeNull();
+        const step = made.step as DecodeStep;
+        const compiled: Float32Array[][] = [];
+        try {
+          for (let index = Math.min(...lengths); index < MAX; index++) {
+            const active = lengths.map((n) => index >= n);
+            compiled.push(step.next(ids, index, active) as Float32Array[]);
+          }
+        } finally {
+          step.dispose();
+        }
+        expect(made.report.run?.kernels).toBe(kernels);
+        expect(maxDiff(eager, compiled)).toBeLessThan(1e-5);
+        const prompts = ids.map((r) => r.slice(0, 3));
+        const reports: StepReport[] = [];
+        const cached = await generate(m, prompts, {
+          maxLength: MAX,
+          useCache: true,
+          onCompile: (r) => reports.push(r),
+        });
+        const recomputed = await generate(m, prompts, {maxLength: MAX, useCache: false});
+        expect(reports.map((r) => r.compiled)).toEqual([true]);
+        expect(await cached.array()).toEqual(await recomputed.array());
+        tf.dispose([cached, recomputed]);
+      } finally {
+        m.dispose();
+      }
+    });
+  }
 });

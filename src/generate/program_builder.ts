@@ -293,6 +293,20 @@ export class ProgramBuilder {
         });
         return out;
       },
+      rmsNorm(x, scale, epsilon) {
+        const xv = f32(x, 'rmsNorm');
+        need(scale, xv.width, 'rmsNorm scale');
+        const out = newValue(xv.width);
+        ops.push({
+          op: 'rmsNorm',
+          x: xv.index,
+          gamma: wt(scale),
+          epsilon,
+          dim: xv.width,
+          out: out.index,
+        });
+        return out;
+      },
       add: (a, b) => elementwise('add', a, b),
       mul: (a, b) => elementwise('mul', a, b),
       activate(x, act) {

@@ -58,6 +58,8 @@ export type ProgramOp =
       dim: number;
       out: number;
     }
+  /** RMS normalization over `dim` (keras-hub's LlamaLayerNorm); `gamma`: the scale's weight index. */
+  | {op: 'rmsNorm'; x: number; gamma: number; epsilon: number; dim: number; out: number}
   | {op: 'add'; a: number; b: number; width: number; out: number}
   | {op: 'mul'; a: number; b: number; width: number; out: number}
   | {op: 'activate'; x: number; act: StepActivation; width: number; out: number}
@@ -230,6 +232,12 @@ export const STEP_OPS: StepOpTable = {
         o.epsilon,
         c.at(o.out),
       ),
+  },
+  rmsNorm: {
+    reads: ['x'],
+    writes: ['out'],
+    run: (o, c) =>
+      c.kernels.rmsNorm(c.rowsOf(o.x), o.dim, c.at(o.x), c.w(o.gamma), o.epsilon, c.at(o.out)),
   },
   add: {
     reads: ['a', 'b'],

@@ -103,6 +103,11 @@ export interface StepEmitter {
     beta: StepWeight | null,
     epsilon: number,
   ): StepValue;
+  /**
+   * RMS normalization over the width, as keras-hub's LlamaLayerNorm (in float32):
+   * `x / sqrt(mean(x^2) + epsilon) * scale`, scale `[x.width]`.
+   */
+  rmsNorm(x: StepValue, scale: StepWeight, epsilon: number): StepValue;
   /** `a + b`. */
   add(a: StepValue, b: StepValue): StepValue;
   /** `a * b`. */
