@@ -19,12 +19,12 @@ export const GENERATE_OPTIONS = [
   'useCache',
   'onFallback',
   'onStep',
-  'onCompile',
   'memoryLimit',
   'sampler',
   'k',
   'p',
   'temperature',
+  'onCompile',
 ] as const;
 
 /** Default `memoryLimit`: 2 GiB. */

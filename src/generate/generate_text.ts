@@ -89,12 +89,12 @@ export const GENERATE_TEXT_OPTIONS = [
   'onToken',
   'useCache',
   'onFallback',
-  'onCompile',
   'memoryLimit',
   'sampler',
   'k',
   'p',
   'temperature',
+  'onCompile',
 ] as const;
 
 // a type error here when an option is added to GenerateTextOptions and not to the list, or back
