@@ -41,7 +41,12 @@ export interface StepInt8Weight {
 }
 
 /** What a weight is read from: a tensor, or a tfjs-layers variable (`LayerVariable`). */
-export type StepWeightSource = tf.Tensor | {read(): tf.Tensor};
+export type StepWeightSource =
+  | tf.Tensor
+  | {
+      /** The variable's current value. */
+      read(): tf.Tensor;
+    };
 
 /** The heads of a causal self-attention over the step's key / value cache. */
 export interface StepAttention {
