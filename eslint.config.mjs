@@ -29,6 +29,15 @@ export default tseslint.config(
     },
   },
   {
+    // a switch over a union names every member (or ends in a default): an operation or a kind
+    // added to a union is then a lint error wherever it is switched on, not silently skipped
+    files: ['src/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts', 'examples/**/*.ts'],
+    languageOptions: {parserOptions: {projectService: true, tsconfigRootDir: import.meta.dirname}},
+    rules: {
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+    },
+  },
+  {
     files: ['**/*.js', '**/*.cjs', '**/*.mjs'],
     languageOptions: {
       globals: {

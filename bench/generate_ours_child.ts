@@ -19,7 +19,6 @@ import * as tf from '@tensorflow/tfjs';
 import {setThreadsCount} from '@tensorflow/tfjs-backend-wasm';
 
 import * as api from '../src';
-import {lastCompileRefusal} from '../src/generate/compiled_step';
 
 const [size, backend, dtype] = process.argv.slice(2);
 const dir = path.join(process.cwd(), 'bench', '.models', size);
@@ -76,20 +75,24 @@ async function run(
   model: tf.LayersModel,
   meta: Meta,
   newTokens: number,
-): Promise<{start: number; end: number; steps: number[]; ids: number[]}> {
+): Promise<{start: number; end: number; steps: number[]; ids: number[]; refusal: string | null}> {
   const T = meta.prompt.length;
   const steps: number[] = [];
+  let refusal: string | null = null;
   const start = performance.now();
   const out = await api.generate(model, [meta.prompt], {
     maxLength: T + newTokens,
     promptLengths: [T],
     useCache: true,
     onStep: () => steps.push(performance.now()),
+    onCompile: (report) => {
+      refusal = report.reason;
+    },
   });
   const end = performance.now();
   const ids = (out.arraySync() as number[][])[0];
   out.dispose();
-  return {start, end, steps, ids};
+  return {start, end, steps, ids, refusal};
 }
 
 async function main(): Promise<void> {
@@ -135,7 +138,7 @@ async function main(): Promise<void> {
     timing: 'generate onStep per chosen token',
     runtimeVersion: `tfjs ${tf.version.tfjs} ${tf.getBackend()}`,
     // null: the timed generation ran the compiled step; else why it ran the eager stepper
-    compileRefusal: lastCompileRefusal,
+    compileRefusal: r.refusal,
   });
   model.dispose();
 }

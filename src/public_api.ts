@@ -102,7 +102,20 @@ export {maskedSoftmax, sequenceMask} from './ops/masked_softmax';
 
 export {generate} from './generate/generate';
 export {cachedDecodingRefusal} from './generate/graph_plan';
+export {registerStepRule} from './generate/step_rules';
+export type {
+  StepAttention,
+  StepCompile,
+  StepDecline,
+  StepEmitter,
+  StepInt8Weight,
+  StepValue,
+  StepWeight,
+  StepWeightSource,
+} from './generate/step_program';
+export type {StepActivation} from './kernels/step_kernels_api';
 export type {GenerateOptions} from './generate/generate';
+export type {CompiledRunReport, StepReport} from './generate/step_report';
 export type {SamplerName, SamplerOptions} from './generate/samplers';
 export type {SaveKerasFileOptions} from './interop/keras_file_save';
 export {generateText} from './generate/generate_text';
@@ -166,6 +179,8 @@ export type {
   WeightBinding,
   WeightTerm,
 } from './hub_models/family';
+export {configFloat, configInt, configRate, numbered} from './hub_models/family';
+export {CompositeLayer} from './layers/engine/composite_layer';
 export {
   loadKerasHubPreset,
   type KerasHubPreset,

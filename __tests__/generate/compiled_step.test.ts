@@ -21,17 +21,19 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
 } from '../../src';
-import {
-  compiledStep,
-  lastCompiledRun,
-  lastCompileRefusal,
-  lastProgramReused,
-} from '../../src/generate/compiled_step';
+import type {CompiledRunReport, StepReport} from '../../src';
+import {compiledStep} from '../../src/generate/compiled_step';
 import type {DecodeStep} from '../../src/generate/decode_loop';
 import {planCachedDecoding, StepPlan} from '../../src/generate/graph_plan';
 import {GraphStepper} from '../../src/generate/graph_step';
 import {compileStep} from '../../src/generate/step_compile';
 import {describeBackends, expectNoLeak} from '../helpers/backends';
+
+/** The report of the last `generate` call given {@link onCompile} (generate's `onCompile`). */
+let report: StepReport | null = null;
+const onCompile = (r: StepReport) => {
+  report = r;
+};
 
 const V = 23;
 const D = 16;
@@ -256,7 +258,7 @@ describeBackends('compiled decoding step', (backend) => {
         }
         expect(compiled.length).toBe(eager.length);
         expect(maxDiff(eager, compiled)).toBeLessThan(1e-4);
-        expect(lastCompiledRun?.counts.live).toBe(0); // every buffer freed
+        expect(made.report.run?.counts.live).toBe(0); // every buffer freed
       });
 
       for (const kernels of ['simd', 'js'] as const) {
@@ -268,22 +270,23 @@ describeBackends('compiled decoding step', (backend) => {
             [5, 6, 0, 0, 0, 0],
           ];
           let cached!: number[][];
-          const before = lastCompiledRun;
+          const before = report?.run;
           await expectNoLeak(async () => {
             const out = await generate(model, prompts, {
               maxLength: MAX,
               promptLengths: [4, 2],
               useCache: true,
+              onCompile,
             });
             cached = (await out.array()) as number[][];
             out.dispose();
           });
-          expect(lastCompileRefusal).toBeNull();
-          expect(lastCompiledRun).not.toBe(before); // this call compiled its step
-          expect(lastCompiledRun?.kernels).toBe(kernels);
-          expect(lastCompiledRun?.memory).toBe(backend === 'wasm' ? 'heap' : 'own');
-          expect(lastCompiledRun?.counts.live).toBe(0);
-          expect(lastCompiledRun?.counts.allocated).toBeGreaterThan(0);
+          expect(report?.reason).toBeNull();
+          expect(report?.run).not.toBe(before); // this call compiled its step
+          expect(report?.run?.kernels).toBe(kernels);
+          expect(report?.run?.memory).toBe(backend === 'wasm' ? 'heap' : 'own');
+          expect(report?.run?.counts.live).toBe(0);
+          expect(report?.run?.counts.allocated).toBeGreaterThan(0);
           const again = await generate(model, prompts, {
             maxLength: MAX,
             promptLengths: [4, 2],
@@ -354,14 +357,14 @@ describeBackends('compiled decoding step', (backend) => {
     const model = gpt();
     try {
       const prompt = [[1, 2, 3]];
-      const first = await generate(model, prompt, {maxLength: 9});
-      expect(lastProgramReused).toBe(false);
-      const second = await generate(model, prompt, {maxLength: 9});
-      expect(lastProgramReused).toBe(true);
+      const first = await generate(model, prompt, {maxLength: 9, onCompile});
+      expect(report?.programReused).toBe(false);
+      const second = await generate(model, prompt, {maxLength: 9, onCompile});
+      expect(report?.programReused).toBe(true);
       expect(await second.array()).toEqual(await first.array());
       randomize(model, 77); // setWeights: new values in the same variables
-      const third = await generate(model, prompt, {maxLength: 9});
-      expect(lastProgramReused).toBe(true);
+      const third = await generate(model, prompt, {maxLength: 9, onCompile});
+      expect(report?.programReused).toBe(true);
       const recomputed = await generate(model, prompt, {maxLength: 9, useCache: false});
       expect(await third.array()).toEqual(await recomputed.array());
       expect(await third.array()).not.toEqual(await first.array());
@@ -375,10 +378,10 @@ describeBackends('compiled decoding step', (backend) => {
     const model = gpt();
     try {
       const prompt = [[1, 2, 3, 4, 5, 6]];
-      (await generate(model, prompt, {maxLength: 7})).dispose();
-      expect(lastCompiledRun?.runs).toBe(1);
-      (await generate(model, prompt, {maxLength: 10})).dispose();
-      expect(lastCompiledRun?.runs).toBe(4);
+      (await generate(model, prompt, {maxLength: 7, onCompile})).dispose();
+      expect(report?.run?.runs).toBe(1);
+      (await generate(model, prompt, {maxLength: 10, onCompile})).dispose();
+      expect(report?.run?.runs).toBe(4);
     } finally {
       model.dispose();
     }
@@ -388,8 +391,8 @@ describeBackends('compiled decoding step', (backend) => {
     const model = gpt();
     try {
       const run = async (maxLength: number) => {
-        (await generate(model, [[1, 2, 3]], {maxLength})).dispose();
-        return lastCompiledRun as NonNullable<typeof lastCompiledRun>;
+        (await generate(model, [[1, 2, 3]], {maxLength, onCompile})).dispose();
+        return report?.run as CompiledRunReport;
       };
       const short = await run(6);
       const long = await run(MAX);
@@ -419,8 +422,8 @@ describeBackends('compiled decoding step', (backend) => {
     const model = mhaModel(() => new SinePositionEncoding());
     try {
       const prompts = [[3, 1, 4, 1]];
-      const out = await generate(model, prompts, {maxLength: MAX, useCache: true});
-      expect(lastCompileRefusal).toMatch(/SinePositionEncoding\): its class has no compile rule/);
+      const out = await generate(model, prompts, {maxLength: MAX, useCache: true, onCompile});
+      expect(report?.reason).toMatch(/SinePositionEncoding\): its class has no compile rule/);
       const again = await generate(model, prompts, {maxLength: MAX, useCache: false});
       expect(await out.array()).toEqual(await again.array());
       tf.dispose([out, again]);
@@ -437,8 +440,8 @@ describeBackends('compiled decoding step', (backend) => {
         [2, 3, 6],
       ];
       const options = {maxLength: 8, promptLengths: [3, 3]};
-      const out = await generate(model, prompts, {...options, useCache: true});
-      expect(lastCompileRefusal).toMatch(/row 0 starts with the id 0/);
+      const out = await generate(model, prompts, {...options, useCache: true, onCompile});
+      expect(report?.reason).toMatch(/row 0 starts with the id 0/);
       const again = await generate(model, prompts, {...options, useCache: false});
       expect(await out.array()).toEqual(await again.array());
       tf.dispose([out, again]);

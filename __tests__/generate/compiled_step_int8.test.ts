@@ -28,12 +28,19 @@ import {
 } from '../../src';
 import {CompositeLayer} from '../../src/layers/engine/composite_layer';
 import {isInt8Layer, quantizedForm, quantizeInto} from '../../src/layers/core/quantization';
-import {compiledStep, lastCompiledRun, lastCompileRefusal} from '../../src/generate/compiled_step';
+import type {CompiledRunReport, StepReport} from '../../src';
+import {compiledStep} from '../../src/generate/compiled_step';
 import type {DecodeStep} from '../../src/generate/decode_loop';
 import {compileStep} from '../../src/generate/step_compile';
 import {stepKernelsReady} from '../../src/kernels/step_kernels';
 import {describeBackends, expectNoLeak} from '../helpers/backends';
 import {eagerLogits, maxDiff, planOf} from '../helpers/eager_logits';
+
+/** The report of the last `generate` call given {@link onCompile} (generate's `onCompile`). */
+let report: StepReport | null = null;
+const onCompile = (r: StepReport) => {
+  report = r;
+};
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'int8', 'decoder_lm');
 type S = tf.SymbolicTensor;
@@ -204,9 +211,9 @@ describeBackends('int8 in the compiled decoding step', (backend) => {
             step.dispose();
           }
           expect(tf.memory().numTensors).toBe(before);
-          expect(lastCompiledRun?.counts.live).toBe(0);
+          expect(made.report.run?.counts.live).toBe(0);
           tf.env().set('TFJS_ATTENTION_SIMD', true);
-          expect(lastCompiledRun?.kernels).toBe(kernels);
+          expect(made.report.run?.kernels).toBe(kernels);
           const d = maxDiff(eager, compiled);
           console.log(
             `int8 compiled (${kernels}) vs eager [${backend}] ${name}: max |logits diff| ${d}`,
@@ -225,16 +232,16 @@ describeBackends('int8 in the compiled decoding step', (backend) => {
         const maxLength = g.prompts[0].length + g.steps;
         for (const m of [lm, kerasInt8]) {
           let tokens!: number[][];
-          const before = lastCompiledRun;
+          const before = report?.run;
           await expectNoLeak(async () => {
-            const out = await generate(m, g.prompts, {maxLength, useCache: true});
+            const out = await generate(m, g.prompts, {maxLength, useCache: true, onCompile});
             tokens = (await out.array()) as number[][];
             out.dispose();
           });
-          expect(lastCompileRefusal).toBeNull();
-          expect(lastCompiledRun).not.toBe(before); // this call compiled its step
-          expect(lastCompiledRun?.kernels).toBe(kernels);
-          expect(lastCompiledRun?.counts.live).toBe(0);
+          expect(report?.reason).toBeNull();
+          expect(report?.run).not.toBe(before); // this call compiled its step
+          expect(report?.run?.kernels).toBe(kernels);
+          expect(report?.run?.counts.live).toBe(0);
           expect(tokens).toEqual(g.int8_tokens);
         }
       } finally {
@@ -264,8 +271,8 @@ describeBackends('int8 in the compiled decoding step', (backend) => {
       [5, 6, 0, 0],
     ];
     const options = {maxLength: 12, promptLengths: [4, 2]};
-    const out = await generate(mixed, prompts, {...options, useCache: true});
-    expect(lastCompileRefusal).toBeNull();
+    const out = await generate(mixed, prompts, {...options, useCache: true, onCompile});
+    expect(report?.reason).toBeNull();
     const again = await generate(mixed, prompts, {...options, useCache: false});
     expect(await out.array()).toEqual(await again.array());
     tf.dispose([out, again]);
@@ -274,8 +281,8 @@ describeBackends('int8 in the compiled decoding step', (backend) => {
   it('packs each int8 weight once per generate call, never per step (float weights as before)', async () => {
     const g = kerasTokens();
     const run = async (maxLength: number) => {
-      (await generate(lm, [g.prompts[0]], {maxLength})).dispose();
-      return lastCompiledRun as NonNullable<typeof lastCompiledRun>;
+      (await generate(lm, [g.prompts[0]], {maxLength, onCompile})).dispose();
+      return report?.run as CompiledRunReport;
     };
     const short = await run(6);
     const long = await run(16);
@@ -423,11 +430,11 @@ describeBackends('int8 models of odd widths through generate', (backend) => {
             step.dispose();
           }
           expect(tf.memory().numTensors).toBe(before);
-          expect(lastCompiledRun?.kernels).toBe(kernels);
+          expect(made.report.run?.kernels).toBe(kernels);
           // every int8 weight packed: the embedding table, the Dense kernels, every EinsumDense
           // kernel of the attention layers and the decoder (none left to a float path)
           // 1 table + 4 (MultiHeadAttention) + 2 (Dense) + 4 (GroupQueryAttention) + 6 (decoder)
-          expect([D, int8WeightCount(model), lastCompiledRun?.counts.packed]).toEqual([D, 17, 17]);
+          expect([D, int8WeightCount(model), made.report.run?.counts.packed]).toEqual([D, 17, 17]);
           const d = maxDiff(eager, compiled);
           console.log(
             `odd int8 D=${D} lengths ${lengths} [${backend}, ${kernels}]: max |logits diff| ${d}`,
@@ -454,6 +461,7 @@ describeBackends('int8 models of odd widths through generate', (backend) => {
                 maxLength: MAX,
                 promptLengths: lengths,
                 ...options,
+                onCompile,
               },
             );
             tokens = (await out.array()) as number[][];
@@ -462,8 +470,8 @@ describeBackends('int8 models of odd widths through generate', (backend) => {
           return tokens;
         };
         const compiled = await run({useCache: true});
-        expect([D, lastCompileRefusal]).toEqual([D, null]);
-        expect([D, lastCompiledRun?.kernels]).toEqual([D, kernels]);
+        expect([D, report?.reason]).toEqual([D, null]);
+        expect([D, report?.run?.kernels]).toEqual([D, kernels]);
         tf.env().set('TFJS_ATTENTION_COMPILED_STEP', false);
         const eager = await run({useCache: true});
         tf.env().set('TFJS_ATTENTION_COMPILED_STEP', true);

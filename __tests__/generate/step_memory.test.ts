@@ -30,7 +30,7 @@ describeBackends('step memory int8 packing', (backend) => {
   });
   afterEach(() => memory.dispose());
 
-  const kernels = () => chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
+  const kernels = () => chooseStepKernels(memory.memory);
   const bytes = (at: number, size: number) => new Int8Array(memory.memory.buffer, at, size);
 
   it('a Dense kernel [k, n] of several blocks packs transposed; a table as it is; each once per layout', () => {
@@ -157,7 +157,7 @@ describeBackends('int8 packing', (backend) => {
   for (const simd of [true, false]) {
     it(`packs odd kernels transposed: n past one block of 2^18, k < 16, n = 1, k = 1, a small weight then a large then a small (simd ${simd})`, () => {
       tf.env().set('TFJS_ATTENTION_SIMD', simd);
-      const K = chooseStepKernels(memory.memory, (b) => memory.alloc(b));
+      const K = chooseStepKernels(memory.memory);
       const shapes: Array<[number, number]> = [
         [3, 5], // a small weight first: the scratch is sized for it
         [37, 20001], // n > 2^18 / 16: 16 rows a block (320,016 values), more than the scratch
@@ -181,7 +181,7 @@ describeBackends('int8 packing', (backend) => {
   }
 
   it('names a refused value in the last block: a kernel with n past the scratch, a table past 2^18', () => {
-    const K = chooseStepKernels(memory.memory, (b) => memory.alloc(b));
+    const K = chooseStepKernels(memory.memory);
     const cases: Array<[number, number, number, number]> = [
       // [k, n, rows (0: a table), index]: the last of three blocks of 16 rows of 20001
       [40, 20001, 40, 39 * 20001 + 20000],

@@ -17,42 +17,22 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {COMPILED_STEP} from '../kernels/flags';
 import type {StepKernels} from '../kernels/step_kernels_api';
+import type {CompiledRunReport, StepReport} from './step_report';
 import type {DecodeStep} from './decode_loop';
 import type {StepPlan} from './graph_plan';
-import {CompileResult, compileStep, ProgramOp, StepProgram} from './step_compile';
+import {CompileResult, compileStep, StepProgram} from './step_compile';
+import {DENSE_ROWS_FROM, OpContext, runOp} from './step_ops';
 import {chooseStepKernels} from './step_kernels_choice';
-import {StepMemory, StepMemoryCounts, stepMemory} from './step_memory';
+import {stepRulesVersion} from './step_rules';
+import {StepMemory, stepMemory} from './step_memory';
 
-/** Rows from which a float32 product runs `denseRows` (packed operands) rather than `dense`. */
-export const DENSE_ROWS_FROM = 5;
+export {DENSE_ROWS_FROM} from './step_ops';
+export type {CompiledRunReport, StepReport} from './step_report';
 
-/** What the last compiled run did (tests and reports read it). */
-export interface CompiledRunReport {
-  /** The kernels' implementation. */
-  kernels: StepKernels['kind'];
-  /** `heap`: tfjs-wasm's heap, weights in place; `own`: a memory of its own, weights copied in. */
-  memory: StepMemory['kind'];
-  /** Program runs (a prefill counts one). */
-  runs: number;
-  /** The ops of the program. */
-  ops: number;
-  /** The weights' offsets in the memory, in the program's order. */
-  weightOffsets: number[];
-  /** The weights' tensors' ids, in the same order. */
-  weightIds: number[];
-  /** The int8 weights' offsets (int8 values packed in the memory), in the program's order. */
-  packedOffsets: number[];
-  /** Their tensors' ids, in the same order. */
-  packedIds: number[];
-  /** The memory's counts (buffers live and allocated, weights copied in). */
-  counts: StepMemoryCounts;
-}
-
-/** The report of the last compiled run, or null before any. */
-export let lastCompiledRun: CompiledRunReport | null = null;
-
-/** Why the last `generate` call that planned a cache did not compile its step, or null when it did. */
-export let lastCompileRefusal: string | null = null;
+/** A compiled step, or the reason there is none; with the report `generate` hands `onCompile`. */
+export type CompiledStepResult =
+  | {step: DecodeStep; reason: null; report: StepReport}
+  | {step: null; reason: string; report: StepReport};
 
 /** The compiled step of `plan` for these prompts, or the reason there is none. */
 export function compiledStep(
@@ -60,11 +40,15 @@ export function compiledStep(
   ids: readonly (readonly number[])[],
   lengths: readonly number[],
   maxLength: number,
-): {step: DecodeStep; reason: null} | {step: null; reason: string} {
-  const made = compile(plan, ids, lengths, maxLength);
-  lastCompileRefusal = made.reason;
-  if (made.step == null) lastCompiledRun = null;
-  return made;
+): CompiledStepResult {
+  const reuse = {reused: false};
+  const made = compile(plan, ids, lengths, maxLength, reuse);
+  if (made.step == null) {
+    const report = {compiled: false, reason: made.reason, programReused: reuse.reused, run: null};
+    return {step: null, reason: made.reason, report};
+  }
+  const report = {compiled: true, reason: null, programReused: reuse.reused, run: made.step.report};
+  return {step: made.step, reason: null, report};
 }
 
 function compile(
@@ -72,7 +56,8 @@ function compile(
   ids: readonly (readonly number[])[],
   lengths: readonly number[],
   maxLength: number,
-): {step: DecodeStep; reason: null} | {step: null; reason: string} {
+  reuse: {reused: boolean},
+): {step: CompiledRunner; reason: null} | {step: null; reason: string} {
   if (!tf.env().getBool(COMPILED_STEP)) {
     return {step: null, reason: `${COMPILED_STEP} is off`};
   }
@@ -90,7 +75,7 @@ function compile(
       };
     }
   }
-  const compiled = compileOnce(plan);
+  const compiled = compileOnce(plan, reuse);
   if (compiled.program == null) return {step: null, reason: compiled.reason};
   const found = stepMemory();
   if (found.memory == null) return {step: null, reason: found.reason};
@@ -113,7 +98,8 @@ const programs = new WeakMap<object, {key: unknown[]; result: CompileResult}>();
 
 /**
  * What a program depends on, compared by identity: the plan's nodes (their calls, kinds and row
- * layout) and flags, and each planned layer's weight variables (setWeights writes into the same
+ * layout) and flags, the rules registered so far (a rule registered since may compile a node that
+ * declined), and each planned layer's weight variables (setWeights writes into the same
  * variables, which the program reads at run time; a layer given other variables compiles again).
  */
 function programKey(plan: StepPlan): unknown[] {
@@ -123,6 +109,7 @@ function programKey(plan: StepPlan): unknown[] {
     plan.masksZeroIds,
     plan.zeroKeysExact,
     plan.zeroQueries,
+    stepRulesVersion(),
   ];
   for (const p of plan.nodes) {
     key.push(p.node, p.kind, p.flattenRows === true);
@@ -133,8 +120,8 @@ function programKey(plan: StepPlan): unknown[] {
   return key;
 }
 
-/** `compileStep(plan)`, or the program compiled for the same key before. */
-function compileOnce(plan: StepPlan): CompileResult {
+/** `compileStep(plan)`, or the program compiled for the same key before (`reuse.reused`). */
+function compileOnce(plan: StepPlan, reuse: {reused: boolean}): CompileResult {
   const key = programKey(plan);
   const known = programs.get(plan.output);
   const disposed = (ts: tf.Tensor[]) => ts.some((t) => t.isDisposed);
@@ -145,44 +132,45 @@ function compileOnce(plan: StepPlan): CompileResult {
     !(known.result.program != null && disposed(known.result.program.weights)) &&
     !(known.result.program != null && disposed(known.result.program.packed.map((p) => p.tensor)))
   ) {
-    lastProgramReused = true;
+    reuse.reused = true;
     return known.result;
   }
   const result = compileStep(plan);
   programs.set(plan.output, {key, result});
-  lastProgramReused = false;
   return result;
 }
 
-/** Whether the last compiled `generate` call reused the program of an earlier call (tests). */
-export let lastProgramReused = false;
-
 /** Runs a program on its buffers. */
-class CompiledRunner implements DecodeStep {
-  private readonly kernels: StepKernels;
-  private readonly B: number;
+class CompiledRunner implements DecodeStep, OpContext {
+  readonly kernels: StepKernels;
+  readonly B: number;
   private readonly chunk: number;
   private readonly offsets: number[];
   private readonly weights: number[];
-  private readonly packed: number[];
+  private readonly packedAt: number[];
   private readonly caches: Array<[number, number]>;
-  private readonly keyMask: number;
-  private readonly work: number;
-  private readonly rowsWork: number;
-  private readonly report: CompiledRunReport;
+  readonly keyMask: number;
+  readonly work: number;
+  readonly rowsWork: number;
+  /** Its counters (the report's `run`). */
+  readonly report: CompiledRunReport;
   /** Positions written so far (the next run starts there). */
   private position = 0;
+  /** The first position of the run in progress (OpContext). */
+  start = 0;
+  /** Its positions per batch row (OpContext). */
+  t = 1;
 
   constructor(
     private readonly program: StepProgram,
     private readonly memory: StepMemory,
     lengths: readonly number[],
-    private readonly maxLength: number,
+    readonly maxLength: number,
   ) {
     const B = lengths.length;
     this.B = B;
     this.chunk = Math.max(1, Math.min(...lengths));
-    this.kernels = chooseStepKernels(memory.memory, (bytes) => memory.alloc(bytes));
+    this.kernels = chooseStepKernels(memory.memory);
     this.offsets = [];
     for (const v of program.values) {
       this.offsets.push(
@@ -194,7 +182,7 @@ class CompiledRunner implements DecodeStep {
       );
     }
     this.weights = program.weights.map((t) => memory.weight(t));
-    this.packed = program.packed.map((p) =>
+    this.packedAt = program.packed.map((p) =>
       memory.int8Weight(p.tensor, this.kernels, p.transposeRows),
     );
     const cacheBytes = (width: number) => B * maxLength * width * 4;
@@ -214,11 +202,10 @@ class CompiledRunner implements DecodeStep {
       ops: program.ops.length,
       weightOffsets: this.weights,
       weightIds: program.weights.map((t) => t.id),
-      packedOffsets: this.packed,
+      packedOffsets: this.packedAt,
       packedIds: program.packed.map((p) => p.tensor.id),
       counts: memory.counts,
     };
-    lastCompiledRun = this.report;
   }
 
   next(ids: number[][], index: number, active: readonly boolean[]): Float32Array[] {
@@ -260,121 +247,39 @@ class CompiledRunner implements DecodeStep {
       }
     }
     const end = full ? this.program.ops.length : this.program.cachedOps;
-    for (let i = 0; i < end; i++) this.op(this.program.ops[i], start, t);
+    this.start = start;
+    this.t = t;
+    for (let i = 0; i < end; i++) runOp(this.program.ops[i], this);
     this.position = start + t;
     this.report.runs++;
   }
 
-  private op(o: ProgramOp, start: number, t: number): void {
-    const k = this.kernels;
-    const {B} = this;
-    const at = (v: number) => this.offsets[v];
-    const w = (i: number) => (i < 0 ? 0 : this.weights[i]);
-    const rowsOf = (v: number) => (this.program.values[v].rows === 'all' ? B * t : B);
-    switch (o.op) {
-      case 'dense': {
-        const rows = rowsOf(o.x);
-        if (rows >= DENSE_ROWS_FROM) {
-          k.denseRows(rows, o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out), this.rowsWork);
-        } else k.dense(rows, o.k, o.n, at(o.x), w(o.w), w(o.bias), o.act, at(o.out));
-        return;
-      }
-      case 'denseT':
-        k.denseT(rowsOf(o.x), o.k, o.n, at(o.x), w(o.w), at(o.out));
-        return;
-      case 'quantize':
-        k.quantizeRows(rowsOf(o.x), o.k, at(o.x), at(o.q), at(o.qs));
-        return;
-      case 'denseInt8':
-        k.denseInt8(
-          rowsOf(o.q),
-          o.k,
-          o.n,
-          at(o.q),
-          at(o.qs),
-          this.packed[o.w],
-          w(o.ws),
-          w(o.bias),
-          o.act,
-          at(o.out),
-        );
-        return;
-      case 'denseTInt8':
-        k.denseTInt8(
-          rowsOf(o.q),
-          o.k,
-          o.n,
-          at(o.q),
-          at(o.qs),
-          this.packed[o.w],
-          w(o.ws),
-          at(o.out),
-        );
-        return;
-      case 'gatherInt8':
-        k.gatherInt8(rowsOf(o.ids), o.dim, at(o.ids), this.packed[o.table], w(o.scale), at(o.out));
-        return;
-      case 'layerNorm':
-        k.layerNorm(rowsOf(o.x), o.dim, at(o.x), w(o.gamma), w(o.beta), o.epsilon, at(o.out));
-        return;
-      case 'add':
-        k.add(rowsOf(o.a) * o.width, at(o.a), at(o.b), at(o.out));
-        return;
-      case 'mul':
-        k.mul(rowsOf(o.a) * o.width, at(o.a), at(o.b), at(o.out));
-        return;
-      case 'activate':
-        k.activate(rowsOf(o.x) * o.width, at(o.x), o.act, at(o.out));
-        return;
-      case 'gather':
-        k.gather(rowsOf(o.ids), o.dim, at(o.ids), w(o.table), at(o.out));
-        return;
-      case 'positions': {
-        const last = this.program.values[o.like].rows === 'last';
-        const n = rowsOf(o.like) * o.dim;
-        const f32 = new Float32Array(this.memory.memory.buffer);
-        if (o.add) f32.copyWithin(at(o.out) >>> 2, at(o.like) >>> 2, (at(o.like) >>> 2) + n);
-        else f32.fill(0, at(o.out) >>> 2, (at(o.out) >>> 2) + n);
-        const first = o.offset + (last ? start + t - 1 : start);
-        k.addPositions(B, last ? 1 : t, o.dim, first, w(o.table), at(o.out));
-        return;
-      }
-      case 'attention': {
-        const [kCache, vCache] = this.caches[o.cache];
-        const {heads, kvHeads, headDim, scale} = o.heads;
-        const width = kvHeads * headDim;
-        k.writeCache(B, t, width, this.maxLength, start, at(o.k), kCache);
-        k.writeCache(B, t, width, this.maxLength, start, at(o.v), vCache);
-        const mask = o.keyMask ? this.keyMask : 0;
-        k.attend(
-          B,
-          t,
-          heads,
-          kvHeads,
-          headDim,
-          this.maxLength,
-          start,
-          at(o.q),
-          kCache,
-          vCache,
-          mask,
-          scale,
-          this.work,
-          at(o.out),
-        );
-        return;
-      }
-      case 'lastRows': {
-        if (t === 1) return; // the rows are the last ones already (the buffer is shared)
-        const f32 = new Float32Array(this.memory.memory.buffer);
-        const [from, to] = [at(o.x) >>> 2, at(o.out) >>> 2];
-        for (let b = 0; b < B; b++) {
-          const src = from + (b * t + t - 1) * o.width;
-          f32.copyWithin(to + b * o.width, src, src + o.width);
-        }
-        return;
-      }
-    }
+  at(value: number): number {
+    return this.offsets[value];
+  }
+
+  w(weight: number): number {
+    return weight < 0 ? 0 : this.weights[weight];
+  }
+
+  packed(index: number): number {
+    return this.packedAt[index];
+  }
+
+  rowsOf(value: number): number {
+    return this.program.values[value].rows === 'all' ? this.B * this.t : this.B;
+  }
+
+  isLast(value: number): boolean {
+    return this.program.values[value].rows === 'last';
+  }
+
+  f32(): Float32Array {
+    return new Float32Array(this.memory.memory.buffer);
+  }
+
+  cache(index: number): readonly [number, number] {
+    return this.caches[index];
   }
 
   dispose(): void {

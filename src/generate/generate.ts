@@ -22,6 +22,7 @@ import {
 } from './generate_checks';
 import {checkModelInputs, modelInputs} from './model_inputs';
 import {compiledStep} from './compiled_step';
+import type {StepReport} from './step_report';
 import {planCachedDecoding, PlanResult, StepPlan} from './graph_plan';
 import {GraphStepper} from './graph_step';
 import {checkSampler, SamplerOptions} from './samplers';
@@ -52,6 +53,12 @@ export interface GenerateOptions extends SamplerOptions {
   useCache?: boolean;
   /** Called with the reason when `useCache` is unset and the model runs without a cache. */
   onFallback?: (reason: string) => void;
+  /**
+   * Called once the call has chosen its step, before the first token: whether the compiled step
+   * runs, why not (the layer that declined and why, or why no cache), whether its program was
+   * compiled by an earlier call; the compiled run's counters keep counting until the call ends.
+   */
+  onCompile?: (report: StepReport) => void;
   /**
    * Called after each step that chose tokens, with their position and the token each row chose
    * (null for a row still in its prompt or stopped): progress, timing, streaming.
@@ -140,13 +147,22 @@ export async function generate(
   const rng = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
   const plan = planned == null ? null : cachePlan(planned, options);
   let step: DecodeStep;
+  let report: StepReport;
   if (plan == null) {
     step = recomputingStep(model, lengths);
+    report = notCompiled(planned?.reason ?? NO_CACHE);
   } else if (plan.masksZeroIds && !plan.zeroKeysExact) {
     step = untilZeroStep(plan, model, ids, lengths, maxLength, options);
+    report = notCompiled(ZERO_MASK_THROUGH_TFJS);
   } else {
     await stepKernelsReady(); // the compiled step's SIMD kernels, where they load (never rejects)
-    step = compiledOrCachedStep(plan, model, ids, lengths, maxLength);
+    ({step, report} = compiledOrCachedStep(plan, model, ids, lengths, maxLength));
+  }
+  try {
+    options.onCompile?.(report);
+  } catch (e) {
+    step.dispose();
+    throw e;
   }
   await decodeLoop(step, ids, {...options, lengths, endIds}, rng);
   return tf.tensor2d(ids, [B, maxLength], 'int32');
@@ -202,20 +218,30 @@ function cachedStep(plan: StepPlan, lengths: readonly number[], maxLength: numbe
  * The compiled step (compiled_step.ts) where every planned node compiles on this backend, else
  * the eager cached step; either with `recomputingMaskedQueries`.
  */
+/** Why a call without a cache plan does not compile. */
+const NO_CACHE = 'useCache is false: each step recomputes the whole prefix';
+/** Why a model whose mask of the id 0 reaches attention through tfjs layers does not compile. */
+const ZERO_MASK_THROUGH_TFJS = 'the mask of the id 0 reaches attention through tfjs layers';
+
+function notCompiled(reason: string): StepReport {
+  return {compiled: false, reason, programReused: false, run: null};
+}
+
 function compiledOrCachedStep(
   plan: StepPlan,
   model: LayersModel,
   ids: readonly (readonly number[])[],
   lengths: readonly number[],
   maxLength: number,
-): DecodeStep {
-  const {step: compiled} = compiledStep(plan, ids, lengths, maxLength);
-  return recomputingMaskedQueries(
+): {step: DecodeStep; report: StepReport} {
+  const {step: compiled, report} = compiledStep(plan, ids, lengths, maxLength);
+  const step = recomputingMaskedQueries(
     compiled ?? cachedStep(plan, lengths, maxLength),
     plan,
     model,
     lengths,
   );
+  return {step, report};
 }
 
 /**

@@ -24,6 +24,7 @@ export const GENERATE_OPTIONS = [
   'k',
   'p',
   'temperature',
+  'onCompile',
 ] as const;
 
 /** Default `memoryLimit`: 2 GiB. */

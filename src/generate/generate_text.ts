@@ -76,6 +76,8 @@ export interface GenerateTextOptions extends SamplerOptions {
   /** As {@link GenerateOptions}. */
   onFallback?: (reason: string) => void;
   /** As {@link GenerateOptions}. */
+  onCompile?: GenerateOptions['onCompile'];
+  /** As {@link GenerateOptions}. */
   memoryLimit?: number;
 }
 
@@ -92,6 +94,7 @@ export const GENERATE_TEXT_OPTIONS = [
   'k',
   'p',
   'temperature',
+  'onCompile',
 ] as const;
 
 // a type error here when an option is added to GenerateTextOptions and not to the list, or back
@@ -260,6 +263,7 @@ export async function generateText(
     seed: options.seed,
     useCache: options.useCache,
     onFallback: options.onFallback,
+    onCompile: options.onCompile,
     memoryLimit: options.memoryLimit,
     onStep,
   });

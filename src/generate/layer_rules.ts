@@ -2,17 +2,11 @@
  * How each layer takes part in cached decoding (graph_plan.ts): the package's classes, and any
  * user class that declares a contract, say it on the class (`contract.decoding`, see
  * layers/engine/contract.ts); this file holds the rules of tfjs' own built-in layers only, which
- * cannot carry one. Each check returns the reason a node does not fit, or null.
+ * cannot carry one. Each check returns the reason a node does not fit, or null. (How a node
+ * compiles into the compiled step: step_rules.ts.)
  */
-import {StepActivation} from '../kernels/step_kernels_api';
 import {contractOf} from '../layers/engine/contract';
-import type {DecodingContract, GraphLayer, GraphNode, NodeCheck} from '../layers/engine/contract';
-import type {
-  StepCompile,
-  StepDecline,
-  StepWeight,
-  StepWeightSource,
-} from '../layers/engine/step_program';
+import type {DecodingContract, GraphNode, NodeCheck} from '../layers/engine/contract';
 
 export type {GraphLayer, GraphNode} from '../layers/engine/contract';
 
@@ -71,108 +65,33 @@ const reshapeFeatures: NodeCheck = (config, node) => {
     : `its target shape ${JSON.stringify(target)} does not keep the sequence axis`;
 };
 
-// ---- compile rules of tfjs' built-in layers (the compiled step, step_program.ts) ------------------
-// (int8 layers add their rules here and in their classes' contracts: gatherInt8, denseInt8, ...)
-
-/** A built-in layer's weight variable (tfjs keeps them as properties: kernel, bias, gamma, ...), or null. */
-function weightOf(layer: GraphLayer, name: string): StepWeightSource | null {
-  const w = (layer as unknown as Record<string, unknown>)[name] as
-    StepWeightSource | null | undefined;
-  return w != null && typeof (w as {read?: unknown}).read === 'function' ? w : null;
-}
-
-/** The weight `name` in the step, null when the layer has none, or the decline. */
-function stepWeight(
-  emit: Parameters<StepCompile>[2],
-  layer: GraphLayer,
-  name: string,
-): StepWeight | null | StepDecline {
-  const source = weightOf(layer, name);
-  return source == null ? null : emit.weight(source);
-}
-
-const declined = (w: unknown): w is StepDecline =>
-  typeof w === 'object' && w != null && 'declined' in w;
-
-const compileDense: StepCompile = (layer, [x], emit) => {
-  const c = layer.getConfig();
-  const act = emit.activation(c.activation);
-  if (act == null) return {declined: `its activation '${String(c.activation)}' does not compile`};
-  const kernel = stepWeight(emit, layer, 'kernel');
-  const bias = stepWeight(emit, layer, 'bias');
-  if (kernel == null) return {declined: 'it has no kernel (not built)'};
-  if (declined(kernel)) return kernel;
-  if (declined(bias)) return bias;
-  return [emit.dense(x, kernel, bias, c.units as number, act)];
-};
-
-const compileLayerNorm: StepCompile = (layer, [x], emit) => {
-  const c = layer.getConfig();
-  const axis = Array.isArray(c.axis) && c.axis.length === 1 ? c.axis[0] : c.axis;
-  if (axis !== -1 && axis !== 2)
-    return {declined: `its axis ${JSON.stringify(c.axis)} is not the last`};
-  const gamma = stepWeight(emit, layer, 'gamma');
-  const beta = stepWeight(emit, layer, 'beta');
-  if (declined(gamma)) return gamma;
-  if (declined(beta)) return beta;
-  return [emit.layerNorm(x, gamma, beta, c.epsilon as number)];
-};
-
-const compileMerge =
-  (op: 'add' | 'mul'): StepCompile =>
-  (_layer, inputs, emit) => [inputs.slice(1).reduce((a, b) => emit[op](a, b), inputs[0])];
-
-const compileActivation: StepCompile = (layer, [x], emit) => {
-  const name = layer.getConfig().activation;
-  const act = emit.activation(name);
-  if (act == null) return {declined: `its activation '${String(name)}' does not compile`};
-  return [act === StepActivation.None ? x : emit.activate(x, act)];
-};
-
-/** Identity at inference (predict passes no `training`). */
-const compileIdentity: StepCompile = (_layer, inputs) => inputs;
-
-const compileEmbedding: StepCompile = (layer, [ids], emit) => {
-  const table = stepWeight(emit, layer, 'embeddings');
-  if (table == null) return {declined: 'it has no embeddings (not built)'};
-  if (declined(table)) return table;
-  return [emit.gather(ids, table, layer.getConfig().outputDim as number)];
-};
-
-const positionWise = (check: NodeCheck, compile?: StepCompile): DecodingContract => ({
-  kind: 'positionWise',
-  check,
-  ...(compile != null ? {compile} : {}),
-});
+const positionWise = (check: NodeCheck): DecodingContract => ({kind: 'positionWise', check});
 
 /** tfjs' built-in layers that work on each position alone (when their check passes). */
 const BUILT_IN: Record<string, DecodingContract> = {
   // fed [batch * t, features] in a step: on 3-D input tfjs' Dense transposes its kernel per call
-  Dense: {kind: 'positionWise', check: featureWise, flattenRows: true, compile: compileDense},
-  LayerNormalization: positionWise(
-    lastAxes('normalized', (c) => c.axis),
-    compileLayerNorm,
-  ),
+  Dense: {kind: 'positionWise', check: featureWise, flattenRows: true},
+  LayerNormalization: positionWise(lastAxes('normalized', (c) => c.axis)),
   BatchNormalization: positionWise(lastAxes('normalized', (c) => c.axis)),
   Softmax: positionWise(lastAxes('softmax', (c) => c.axis)),
   Concatenate: positionWise(lastAxes('concatenation', (c) => c.axis)),
   Reshape: positionWise(reshapeFeatures),
-  Dropout: positionWise(elementwise, compileIdentity),
-  SpatialDropout1D: positionWise(elementwise, compileIdentity),
-  GaussianNoise: positionWise(elementwise, compileIdentity),
-  GaussianDropout: positionWise(elementwise, compileIdentity),
-  AlphaDropout: positionWise(elementwise, compileIdentity),
-  Activation: positionWise(activation, compileActivation),
+  Dropout: positionWise(elementwise),
+  SpatialDropout1D: positionWise(elementwise),
+  GaussianNoise: positionWise(elementwise),
+  GaussianDropout: positionWise(elementwise),
+  AlphaDropout: positionWise(elementwise),
+  Activation: positionWise(activation),
   ReLU: positionWise(elementwise),
   LeakyReLU: positionWise(elementwise),
   ELU: positionWise(elementwise),
   ThresholdedReLU: positionWise(elementwise),
-  Add: positionWise(elementwise, compileMerge('add')),
-  Multiply: positionWise(elementwise, compileMerge('mul')),
+  Add: positionWise(elementwise),
+  Multiply: positionWise(elementwise),
   Average: positionWise(elementwise),
   Maximum: positionWise(elementwise),
   Minimum: positionWise(elementwise),
-  Embedding: positionWise(() => null, compileEmbedding),
+  Embedding: positionWise(() => null),
 };
 
 /** How a layer class decodes: its contract's word, a built-in rule, or null (unknown). */

@@ -1,178 +1,22 @@
 /**
  * Compiles a cached-decoding plan (graph_plan.ts) into one program of kernel ops
- * (kernels/step_kernels_api.ts) through the compile rules of its layers' classes (their
- * contracts' `decoding.compile`; tfjs' built-in layers: layer_rules.ts), or says which node has
- * no rule or which rule declined. The program is independent of the batch, the step's length
- * and the memory: the runtime (compiled_step.ts) allocates its values and runs it.
- *
- * After the last attention op (inside its node: a decoder block's feed-forward part included)
- * every op works on the last position of each row only (the logits are needed there alone): the
- * values still read past that point are cut to those rows (step_cut.ts).
- *
- * int8 layers (Keras 3's `_int8_call`): a product quantizes its input rows first (a `quantize`
- * op into an int8 value and its per-row scales, made once per value and shared by the products
- * that read it, e.g. an attention's query, key and value projections), then multiplies them by
- * the int8 weight (packed as int8 in the memory, `packed`) exactly.
+ * (kernels/step_kernels_api.ts) through the compile rules of its layers' classes (found by class
+ * name: step_rules.ts), or says which node has no rule or which rule declined: the loop over the
+ * plan's nodes, each compiled into the program builder (program_builder.ts), which cuts the
+ * program to each row's last position after the last attention op once it is built. The program
+ * is independent of the batch, the step's length and the memory: the runtime (compiled_step.ts)
+ * allocates its values and runs it.
  */
-import type * as tf from '@tensorflow/tfjs-core';
-
-import {StepActivation} from '../kernels/step_kernels_api';
 import type {GraphLayer, GraphNode} from '../layers/engine/contract';
-import type {
-  StepAttention,
-  StepDecline,
-  StepEmitter,
-  StepInt8Weight,
-  StepValue,
-  StepWeight,
-  StepWeightSource,
-} from '../layers/engine/step_program';
 import type {StepPlan} from './graph_plan';
-import {decodingOf} from './layer_rules';
-import {cutAfterLastAttention} from './step_cut';
+import {ProgramBuilder, StepProgram} from './program_builder';
+import type {StepDecline, StepValue} from './step_program';
+import {stepRuleOf} from './step_rules';
 
-/**
- * A value of the program: `all` rows `[B * t, width]`, or the `last` row of each batch row
- * `[B, width]`; float32, the int32 ids, or int8 (quantized rows, never handed to a rule).
- */
-export interface ProgramValue {
-  readonly width: number;
-  readonly dtype: 'float32' | 'int32' | 'int8';
-  readonly index: number;
-  readonly rows: 'all' | 'last';
-  /** The value whose buffer this one shares (the last rows cut in place), or -1. */
-  readonly aliasOf: number;
-}
-
-/** A value a rule may read: float32 or the ids. */
-type RuleValue = ProgramValue & StepValue;
-
-interface ProgramWeight extends StepWeight {
-  readonly index: number;
-}
-
-interface ProgramInt8Weight extends StepInt8Weight {
-  /** Its values (whole numbers held in float32). */
-  readonly tensor: tf.Tensor;
-  /** Its scale's index in `weights`. */
-  readonly scale: number;
-}
-
-/**
- * An int8 weight for the runtime to pack as int8: `transposeRows` 0 as it is (a table: lookups
- * and the tied logits), > 0 a Dense kernel `[transposeRows, n]` packed transposed (`denseInt8`'s
- * layout, each output's weights contiguous).
- */
-export interface PackedInt8 {
-  readonly tensor: tf.Tensor;
-  readonly transposeRows: number;
-}
-
-/** One op; value and weight operands are indices. */
-export type ProgramOp =
-  | {
-      op: 'dense';
-      x: number;
-      w: number;
-      bias: number;
-      k: number;
-      n: number;
-      act: StepActivation;
-      out: number;
-    }
-  | {op: 'denseT'; x: number; w: number; k: number; n: number; out: number}
-  /** Keras' per-row quantization of `x [rows, k]` into `q` (int8) and `qs` (`[rows]`). */
-  | {op: 'quantize'; x: number; k: number; q: number; qs: number}
-  /** `w`: a packed int8 weight's index; `ws`, `bias`: float weights' indices. */
-  | {
-      op: 'denseInt8';
-      q: number;
-      qs: number;
-      w: number;
-      ws: number;
-      bias: number;
-      k: number;
-      n: number;
-      act: StepActivation;
-      out: number;
-    }
-  | {
-      op: 'denseTInt8';
-      q: number;
-      qs: number;
-      w: number;
-      ws: number;
-      k: number;
-      n: number;
-      out: number;
-    }
-  | {op: 'gatherInt8'; ids: number; table: number; scale: number; dim: number; out: number}
-  | {
-      op: 'layerNorm';
-      x: number;
-      gamma: number;
-      beta: number;
-      epsilon: number;
-      dim: number;
-      out: number;
-    }
-  | {op: 'add' | 'mul'; a: number; b: number; width: number; out: number}
-  | {op: 'activate'; x: number; act: StepActivation; width: number; out: number}
-  | {op: 'gather'; ids: number; table: number; dim: number; out: number}
-  | {
-      op: 'positions';
-      like: number;
-      table: number;
-      dim: number;
-      offset: number;
-      add: boolean;
-      out: number;
-    }
-  | {
-      op: 'attention';
-      q: number;
-      k: number;
-      v: number;
-      heads: StepAttention;
-      cache: number;
-      keyMask: boolean;
-      out: number;
-    }
-  | {op: 'lastRows'; x: number; width: number; out: number};
-
-/** A compiled step. */
-export interface StepProgram {
-  values: ProgramValue[];
-  /** The float32 weights' tensors, in weight-index order (one per distinct tensor). */
-  weights: tf.Tensor[];
-  /** The int8 weights, packed as int8 by the runtime (one per distinct tensor and layout). */
-  packed: PackedInt8[];
-  ops: ProgramOp[];
-  /** The ids value (int32, width 1). */
-  ids: number;
-  /** The logits value (`last` rows, width vocab). */
-  logits: number;
-  /** The number of ops up to the last attention's (a chunk whose logits are dropped runs these). */
-  cachedOps: number;
-  /** Each attention's cache width (kvHeads * headDim), by cache index. */
-  caches: number[];
-  /** Whether an attention reads the key mask (a mask_zero model). */
-  usesKeyMask: boolean;
-}
+export type {PackedInt8, ProgramValue, StepProgram} from './program_builder';
+export type {ProgramOp} from './step_ops';
 
 export type CompileResult = {program: StepProgram; reason: null} | {program: null; reason: string};
-
-const ACTIVATIONS: Record<string, StepActivation> = {
-  linear: StepActivation.None,
-  relu: StepActivation.Relu,
-  gelu: StepActivation.GeluErf,
-  geluApproximate: StepActivation.GeluTanh,
-  gelu_approximate: StepActivation.GeluTanh,
-  swish: StepActivation.Silu,
-  silu: StepActivation.Silu,
-  tanh: StepActivation.Tanh,
-  sigmoid: StepActivation.Sigmoid,
-};
 
 function describe(layer: GraphLayer): string {
   return `layer '${layer.name}' (${layer.getClassName()})`;
@@ -180,340 +24,27 @@ function describe(layer: GraphLayer): string {
 
 /** Compiles `plan`, or gives the reason it cannot be compiled. */
 export function compileStep(plan: StepPlan): CompileResult {
-  const values: ProgramValue[] = [];
-  const weights: tf.Tensor[] = [];
-  const weightIndex = new Map<number, number>();
-  const packed: PackedInt8[] = [];
-  const packedIndex = new Map<string, number>();
-  /** The quantized rows of a value (by its index), made once. */
-  const quantized = new Map<number, {q: number; qs: number}>();
-  const ops: ProgramOp[] = [];
-  const caches: number[] = [];
-  let usesKeyMask = false;
-  let nodeKeyMask = false;
-  let lastMode: 'all' | 'last' = 'all';
-
-  function newValue(width: number, dtype?: 'float32' | 'int32', aliasOf?: number): RuleValue;
-  function newValue(width: number, dtype: 'int8'): ProgramValue;
-  function newValue(
-    width: number,
-    dtype: ProgramValue['dtype'] = 'float32',
-    aliasOf = -1,
-  ): ProgramValue {
-    const v: ProgramValue = {index: values.length, width, dtype, rows: lastMode, aliasOf};
-    values.push(v);
-    return v;
-  }
-  const val = (v: StepValue): RuleValue => {
-    const p = v as RuleValue;
-    if (values[p.index] !== p) throw new Error('a step value of another program');
-    if (p.rows !== lastMode) throw new Error('a value of the positions before the last attention');
-    return p;
-  };
-  const f32 = (v: StepValue, what: string) => {
-    const p = val(v);
-    if (p.dtype !== 'float32') throw new Error(`${what} expects float32 rows, received ${p.dtype}`);
-    return p;
-  };
-  const wt = (w: StepWeight): number => (w as ProgramWeight).index;
-  const tensorOf = (source: StepWeightSource): tf.Tensor =>
-    'read' in source && typeof source.read === 'function' ? source.read() : (source as tf.Tensor);
-  const floatWeight = (t: tf.Tensor): ProgramWeight => {
-    let index = weightIndex.get(t.id);
-    if (index == null) {
-      index = weights.length;
-      weights.push(t);
-      weightIndex.set(t.id, index);
-    }
-    return {index, size: t.size};
-  };
-  /** The quantized rows of `x` (Keras quantizes each product's input; the same rows give the same values). */
-  const quantize = (x: RuleValue) => {
-    const known = quantized.get(x.index);
-    if (known != null) return known;
-    const q = newValue(x.width, 'int8');
-    const qs = newValue(1);
-    ops.push({op: 'quantize', x: x.index, k: x.width, q: q.index, qs: qs.index});
-    const made = {q: q.index, qs: qs.index};
-    quantized.set(x.index, made);
-    return made;
-  };
-  const int8 = (w: StepInt8Weight) => w as ProgramInt8Weight;
-  /** The index in `packed` of an int8 weight in a layout (see PackedInt8). */
-  const packedOf = (w: StepInt8Weight, transposeRows: number): number => {
-    const {tensor} = int8(w);
-    const key = `${tensor.id}/${transposeRows}`;
-    let index = packedIndex.get(key);
-    if (index == null) {
-      index = packed.length;
-      packed.push({tensor, transposeRows});
-      packedIndex.set(key, index);
-    }
-    return index;
-  };
-  const need = (w: StepWeight, size: number, what: string) => {
-    if (w.size !== size) {
-      throw new Error(`${what}: expected a weight of ${size} values, received ${w.size}`);
-    }
-  };
-
-  const emit: StepEmitter = {
-    weight(source: StepWeightSource): StepWeight | StepDecline {
-      const t = tensorOf(source);
-      if (t.dtype !== 'float32') {
-        return {declined: `a weight of dtype ${t.dtype} (only float32 weights compile)`};
-      }
-      return floatWeight(t);
-    },
-    int8Weight(source, scaleSource) {
-      const [t, s] = [tensorOf(source), tensorOf(scaleSource)];
-      if (t.dtype !== 'float32' || s.dtype !== 'float32') {
-        return {
-          declined: `an int8 weight of dtype ${t.dtype} with a scale of dtype ${s.dtype} (expected float32 for both)`,
-        };
-      }
-      const w: ProgramInt8Weight = {
-        tensor: t,
-        size: t.size,
-        scale: floatWeight(s).index,
-        scaleSize: s.size,
-      };
-      return w;
-    },
-    activation(name) {
-      if (name == null) return StepActivation.None;
-      return typeof name === 'string' && name in ACTIVATIONS ? ACTIVATIONS[name] : null;
-    },
-    dense(x, kernel, bias, units, act) {
-      const xv = f32(x, 'dense');
-      need(kernel, xv.width * units, 'dense kernel');
-      if (bias != null) need(bias, units, 'dense bias');
-      const out = newValue(units);
-      ops.push({
-        op: 'dense',
-        x: xv.index,
-        w: wt(kernel),
-        bias: bias == null ? -1 : wt(bias),
-        k: xv.width,
-        n: units,
-        act,
-        out: out.index,
-      });
-      return out;
-    },
-    denseT(x, table, rows) {
-      const xv = f32(x, 'denseT');
-      need(table, xv.width * rows, 'denseT table');
-      const out = newValue(rows);
-      ops.push({op: 'denseT', x: xv.index, w: wt(table), k: xv.width, n: rows, out: out.index});
-      return out;
-    },
-    denseInt8(x, kernel, bias, units, act) {
-      const xv = f32(x, 'denseInt8');
-      need(kernel, xv.width * units, 'denseInt8 kernel');
-      if (kernel.scaleSize !== units) {
-        throw new Error(
-          `denseInt8: expected a kernel scale of ${units} values, received ${kernel.scaleSize}`,
-        );
-      }
-      if (bias != null) need(bias, units, 'denseInt8 bias');
-      const {q, qs} = quantize(xv);
-      const out = newValue(units);
-      ops.push({
-        op: 'denseInt8',
-        q,
-        qs,
-        w: packedOf(kernel, xv.width),
-        ws: int8(kernel).scale,
-        bias: bias == null ? -1 : wt(bias),
-        k: xv.width,
-        n: units,
-        act,
-        out: out.index,
-      });
-      return out;
-    },
-    denseTInt8(x, table, rows) {
-      const xv = f32(x, 'denseTInt8');
-      need(table, xv.width * rows, 'denseTInt8 table');
-      if (table.scaleSize !== rows) {
-        throw new Error(
-          `denseTInt8: expected a table scale of ${rows} values, received ${table.scaleSize}`,
-        );
-      }
-      const {q, qs} = quantize(xv);
-      const out = newValue(rows);
-      ops.push({
-        op: 'denseTInt8',
-        q,
-        qs,
-        w: packedOf(table, 0),
-        ws: int8(table).scale,
-        k: xv.width,
-        n: rows,
-        out: out.index,
-      });
-      return out;
-    },
-    layerNorm(x, gamma, beta, epsilon) {
-      const xv = f32(x, 'layerNorm');
-      if (gamma != null) need(gamma, xv.width, 'layerNorm gamma');
-      if (beta != null) need(beta, xv.width, 'layerNorm beta');
-      const out = newValue(xv.width);
-      ops.push({
-        op: 'layerNorm',
-        x: xv.index,
-        gamma: gamma == null ? -1 : wt(gamma),
-        beta: beta == null ? -1 : wt(beta),
-        epsilon,
-        dim: xv.width,
-        out: out.index,
-      });
-      return out;
-    },
-    add: (a, b) => elementwise('add', a, b),
-    mul: (a, b) => elementwise('mul', a, b),
-    activate(x, act) {
-      const xv = f32(x, 'activate');
-      const out = newValue(xv.width);
-      ops.push({op: 'activate', x: xv.index, act, width: xv.width, out: out.index});
-      return out;
-    },
-    gather(ids, table, dim) {
-      const iv = val(ids);
-      if (iv.dtype !== 'int32')
-        throw new Error(`gather expects the int32 ids, received ${iv.dtype}`);
-      if (table.size % dim !== 0)
-        throw new Error(`gather: a table of ${table.size} values is not rows of ${dim}`);
-      const out = newValue(dim);
-      ops.push({op: 'gather', ids: iv.index, table: wt(table), dim, out: out.index});
-      return out;
-    },
-    gatherInt8(ids, table, dim) {
-      const iv = val(ids);
-      if (iv.dtype !== 'int32')
-        throw new Error(`gatherInt8 expects the int32 ids, received ${iv.dtype}`);
-      if (table.size % dim !== 0 || table.scaleSize !== table.size / dim) {
-        throw new Error(
-          `gatherInt8: expected a table of rows of ${dim} with one scale per row, received ` +
-            `${table.size} values and ${table.scaleSize} scales`,
-        );
-      }
-      const out = newValue(dim);
-      ops.push({
-        op: 'gatherInt8',
-        ids: iv.index,
-        table: packedOf(table, 0),
-        scale: int8(table).scale,
-        dim,
-        out: out.index,
-      });
-      return out;
-    },
-    positions(like, table, dim, offset, add) {
-      const lv = val(like);
-      if (add && lv.width !== dim)
-        throw new Error(`positions: rows of ${lv.width} plus positions of ${dim}`);
-      if (table.size % dim !== 0)
-        throw new Error(`positions: a table of ${table.size} values is not rows of ${dim}`);
-      const out = newValue(dim);
-      ops.push({
-        op: 'positions',
-        like: lv.index,
-        table: wt(table),
-        dim,
-        offset,
-        add,
-        out: out.index,
-      });
-      return out;
-    },
-    attention(q, k, v, heads) {
-      const [qv, kv, vv] = [f32(q, 'attention'), f32(k, 'attention'), f32(v, 'attention')];
-      const {heads: H, kvHeads, headDim} = heads;
-      if (
-        qv.width !== H * headDim ||
-        kv.width !== kvHeads * headDim ||
-        vv.width !== kvHeads * headDim ||
-        H % kvHeads !== 0
-      ) {
-        throw new Error(
-          `attention: expected queries of ${H} x ${headDim} and keys / values of ${kvHeads} x ${headDim}, ` +
-            `received widths ${qv.width}, ${kv.width}, ${vv.width}`,
-        );
-      }
-      const out = newValue(qv.width);
-      const cache = caches.length;
-      caches.push(kvHeads * headDim);
-      usesKeyMask = usesKeyMask || nodeKeyMask;
-      ops.push({
-        op: 'attention',
-        q: qv.index,
-        k: kv.index,
-        v: vv.index,
-        heads,
-        cache,
-        keyMask: nodeKeyMask,
-        out: out.index,
-      });
-      return out;
-    },
-    layer(layer, inputs) {
-      return compileLayer(layer, inputs, null);
-    },
-  };
-
-  function elementwise(op: 'add' | 'mul', a: StepValue, b: StepValue): StepValue {
-    const [av, bv] = [f32(a, op), f32(b, op)];
-    if (av.width !== bv.width) throw new Error(`${op}: widths ${av.width} and ${bv.width} differ`);
-    const out = newValue(av.width);
-    ops.push({op, a: av.index, b: bv.index, width: av.width, out: out.index});
-    return out;
-  }
-
   function compileLayer(
     layer: GraphLayer,
     inputs: StepValue[],
     node: GraphNode | null,
   ): StepValue[] | StepDecline {
-    const rule = decodingOf(layer.getClassName());
-    const compile = rule != null && rule.kind !== 'refused' ? rule.compile : undefined;
+    const compile = stepRuleOf(layer.getClassName());
     if (compile == null) return {declined: 'its class has no compile rule'};
     try {
-      return compile(layer, inputs, emit, node);
+      return compile(layer, inputs, builder.emit, node);
     } catch (e) {
       return {declined: (e as Error).message};
     }
   }
+  const builder = new ProgramBuilder((layer, inputs) => compileLayer(layer, inputs, null));
 
   if (plan.input.dtype !== 'int32') {
     // a float32 ids input goes through the model as floats (e.g. a ReversibleEmbedding reverses)
     return fail(`the ids input is ${plan.input.dtype}, not int32`);
   }
-  const ids = newValue(1, 'int32');
-  const known = new Map<number, StepValue>([[plan.input.id, ids]]);
-  let lastCached = -1;
-  plan.nodes.forEach((p, i) => {
-    if (p.kind === 'cached') lastCached = i;
-  });
-  let cachedOps = 0;
-  for (let i = 0; i < plan.nodes.length; i++) {
-    const p = plan.nodes[i];
-    if (i === lastCached + 1) {
-      // the last rows of the values read from here on
-      cachedOps = ops.length;
-      const later = new Set<number>();
-      for (const q of plan.nodes.slice(i)) for (const x of q.node.inputTensors) later.add(x.id);
-      later.add(plan.output.id);
-      lastMode = 'last';
-      for (const [id, v] of known) {
-        if (!later.has(id)) continue;
-        const pv = v as RuleValue;
-        const out = newValue(pv.width, pv.dtype, pv.index);
-        ops.push({op: 'lastRows', x: pv.index, width: pv.width, out: out.index});
-        known.set(id, out);
-      }
-    }
+  const known = new Map<number, StepValue>([[plan.input.id, builder.ids]]);
+  for (const p of plan.nodes) {
     for (const t of [...p.node.inputTensors, ...p.node.outputTensors]) {
       if (t === plan.padding) continue;
       if (t.rank !== 3 && t !== plan.input) {
@@ -527,7 +58,7 @@ export function compileStep(plan: StepPlan): CompileResult {
       .map((x) => known.get(x.id));
     if (inputs.some((x) => x == null))
       return fail(`${describe(p.layer)}: an input the step does not know`);
-    nodeKeyMask = plan.masksZeroIds && p.cache?.entry.readsKerasMasks === true;
+    builder.keyMask(plan.masksZeroIds && p.cache?.entry.readsKerasMasks === true);
     const result = compileLayer(p.layer, inputs as StepValue[], p.node);
     if ('declined' in result) return fail(`${describe(p.layer)}: ${result.declined}`);
     if (result.length !== p.node.outputTensors.length) {
@@ -545,34 +76,11 @@ export function compileStep(plan: StepPlan): CompileResult {
       known.set(t.id, result[j]);
     }
   }
-  if (lastCached === plan.nodes.length - 1) {
-    // the logits come from the last attention itself: cut them after it
-    cachedOps = ops.length;
-    lastMode = 'last';
-    const v = known.get(plan.output.id) as RuleValue;
-    const out = newValue(v.width, v.dtype, v.index);
-    ops.push({op: 'lastRows', x: v.index, width: v.width, out: out.index});
-    known.set(plan.output.id, out);
-  }
-  const logits = known.get(plan.output.id) as ProgramValue | undefined;
-  if (logits == null || logits.rows !== 'last' || logits.dtype !== 'float32') {
+  const logits = known.get(plan.output.id);
+  if (logits == null || logits.dtype !== 'float32') {
     return fail('the logits are not a float32 value of the step');
   }
-  const cut = cutAfterLastAttention(values, ops, cachedOps);
-  return {
-    program: {
-      values: cut.values,
-      weights,
-      packed,
-      ops: cut.ops,
-      ids: ids.index,
-      logits: logits.index,
-      cachedOps: cut.cachedOps,
-      caches,
-      usesKeyMask,
-    },
-    reason: null,
-  };
+  return {program: builder.finish(logits), reason: null};
 }
 
 function fail(reason: string): CompileResult {

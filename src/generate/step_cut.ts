@@ -1,109 +1,72 @@
 /**
- * The compiled step's cut to each row's last position, moved from after the last attention node
- * to right after the last attention op of a program (`compileStep` runs it last): a prefill then
- * computes the last block's output projection and feed-forward for the last rows only.
+ * The compiled step's cut to each row's last position, made once when a program is built
+ * (program_builder.ts): after the last attention op only the last row of each batch row is
+ * needed (the logits are read there alone), so a prefill computes the last block's output
+ * projection and feed-forward, the final norm and the logits for the last rows only.
  */
-import type {ProgramOp, ProgramValue} from './step_compile';
-
-/** The value operands an op reads and the values it writes (weights are not values). */
-function operands(o: ProgramOp): {reads: number[]; writes: number[]} {
-  switch (o.op) {
-    case 'quantize':
-      return {reads: [o.x], writes: [o.q, o.qs]};
-    case 'denseInt8':
-    case 'denseTInt8':
-      return {reads: [o.q, o.qs], writes: [o.out]};
-    case 'gather':
-    case 'gatherInt8':
-      return {reads: [o.ids], writes: [o.out]};
-    case 'add':
-    case 'mul':
-      return {reads: [o.a, o.b], writes: [o.out]};
-    case 'positions':
-      return {reads: [o.like], writes: [o.out]};
-    case 'attention':
-      return {reads: [o.q, o.k, o.v], writes: [o.out]};
-    default:
-      return {reads: [o.x], writes: [o.out]};
-  }
-}
-
-/** `o` with its value operands renamed by `to` (those absent kept). */
-function renamed(o: ProgramOp, to: Map<number, number>): ProgramOp {
-  const r = (v: number) => to.get(v) ?? v;
-  switch (o.op) {
-    case 'quantize':
-      return {...o, x: r(o.x)};
-    case 'denseInt8':
-    case 'denseTInt8':
-      return {...o, q: r(o.q), qs: r(o.qs)};
-    case 'gather':
-    case 'gatherInt8':
-      return {...o, ids: r(o.ids)};
-    case 'add':
-    case 'mul':
-      return {...o, a: r(o.a), b: r(o.b)};
-    case 'positions':
-      return {...o, like: r(o.like)};
-    case 'attention':
-      return {...o, q: r(o.q), k: r(o.k), v: r(o.v)};
-    default:
-      return {...o, x: r(o.x)};
-  }
-}
+import type {ProgramValue} from './program_builder';
+import {operands, ProgramOp, renamedReads} from './step_ops';
 
 /**
- * The cut to the last rows moved from after the last attention node to right after the last
- * attention op: within a node that holds an attention and more (a TransformerDecoder's
- * feed-forward part after its attention), the ops after the attention then compute the last
- * row of each batch row only, not every position of a prefill. Every op but attention works row
- * by row, so the rows it computes are the rows it reads. The values read after the cut that were
- * written before it get a `lastRows` there (in place, as at a node cut); the values written after
- * it become `last` rows; a `lastRows` after it of a value that is now `last` is dropped (its value
- * shares that buffer, which then holds the last rows already).
+ * `ops` cut right after their last attention op (before every op when there is none). Every op
+ * but attention works row by row, so the rows it computes are the rows it reads. The values read
+ * after the cut, `output` included, that were written before it get a `lastRows` there (in place:
+ * the last row of each batch row moved to the front of the same buffer); int8 rows quantized
+ * before the cut (lastRows moves float32 / int32 rows) are quantized again there from the last
+ * rows of their float32 input. The values written after the cut become `last` rows. Returns the
+ * ops, the values, the number of ops up to the cut (`cachedOps`: a chunk whose logits are
+ * dropped runs these) and the value that holds `output`'s last rows.
  */
-export function cutAfterLastAttention(
-  values: ProgramValue[],
-  ops: ProgramOp[],
-  cachedOps: number,
-): {values: ProgramValue[]; ops: ProgramOp[]; cachedOps: number} {
-  let at = -1;
+export function cutToLastRows(
+  values: readonly ProgramValue[],
+  ops: readonly ProgramOp[],
+  output: number,
+): {values: ProgramValue[]; ops: ProgramOp[]; cachedOps: number; output: number} {
+  let at = 0;
   ops.forEach((o, i) => {
     if (o.op === 'attention') at = i + 1;
   });
-  if (at < 0 || at >= cachedOps) return {values, ops, cachedOps};
   const out = values.slice();
   const writtenAfter = new Set<number>();
   for (const o of ops.slice(at)) for (const v of operands(o).writes) writtenAfter.add(v);
+  /** The op before the cut that wrote each value. */
+  const writer = new Map<number, ProgramOp>();
+  for (const o of ops.slice(0, at)) for (const v of operands(o).writes) writer.set(v, o);
   const to = new Map<number, number>();
   const cuts: ProgramOp[] = [];
-  for (const o of ops.slice(at)) {
-    for (const v of operands(o).reads) {
-      if (writtenAfter.has(v) || to.has(v) || out[v].rows === 'last') continue;
-      // int8 rows quantized before the cut (lastRows moves float32 / int32 rows): the cut stays
-      // after the node (no rule reads them there today: a node's quantized rows are its own)
-      if (out[v].dtype === 'int8') return {values, ops, cachedOps};
-      const last: ProgramValue = {...out[v], index: out.length, rows: 'last', aliasOf: v};
-      out.push(last);
-      to.set(v, last.index);
-      cuts.push({op: 'lastRows', x: v, width: last.width, out: last.index});
+  const newValue = (like: ProgramValue, aliasOf: number): ProgramValue => {
+    const v: ProgramValue = {...like, index: out.length, rows: 'last', aliasOf};
+    out.push(v);
+    return v;
+  };
+  const cut = (v: number): number => {
+    if (writtenAfter.has(v)) return v;
+    const known = to.get(v);
+    if (known != null) return known;
+    const w = writer.get(v);
+    if (w?.op === 'quantize') {
+      // its rows quantized again from the last rows of its input (row by row: the same values)
+      const x = cut(w.x);
+      const q = newValue(out[w.q], -1);
+      const qs = newValue(out[w.qs], -1);
+      cuts.push({op: 'quantize', x, k: w.k, q: q.index, qs: qs.index});
+      to.set(w.q, q.index);
+      to.set(w.qs, qs.index);
+      return v === w.q ? q.index : qs.index;
     }
-  }
-  for (const v of writtenAfter) {
-    if (out[v].rows === 'all') out[v] = {...out[v], rows: 'last'};
-  }
-  const later: ProgramOp[] = [];
-  for (const o of ops.slice(at)) {
-    const r = renamed(o, to);
-    if (r.op === 'lastRows' && out[r.x].rows === 'last') {
-      // its value shares the buffer of x, which holds the last rows already (aliasOf: the
-      // buffer's first value, allocated before it)
-      let root = r.x;
-      while (out[root].aliasOf >= 0) root = out[root].aliasOf;
-      out[r.out] = {...out[r.out], aliasOf: root};
-      continue;
-    }
-    later.push(r);
-  }
-  return {values: out, ops: [...ops.slice(0, at), ...cuts, ...later], cachedOps: at};
+    const last = newValue(out[v], v);
+    to.set(v, last.index);
+    cuts.push({op: 'lastRows', x: v, width: last.width, out: last.index});
+    return last.index;
+  };
+  for (const o of ops.slice(at)) for (const v of operands(o).reads) cut(v);
+  const logits = cut(output);
+  for (const v of writtenAfter) out[v] = {...out[v], rows: 'last'};
+  const later = ops.slice(at).map((o) => renamedReads(o, to));
+  return {
+    values: out,
+    ops: [...ops.slice(0, at), ...cuts, ...later],
+    cachedOps: at,
+    output: logits,
+  };
 }

@@ -10,6 +10,7 @@ import type {LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {ContractClass, Json, JsonObject} from '../layers/engine/contract';
 import {isObject} from '../layers/engine/json_object';
 import type {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
+import type {StepCompile} from '../generate/step_program';
 import type {PresetTokenizerClass} from '../tokenizers/preset_tokenizer';
 
 /** One weight as a Keras file holds it: its shape, dtype (float32 when unset) and values. */
@@ -175,6 +176,12 @@ export interface KerasHubFamily {
   readonly tokenizer: PresetTokenizerClass;
   /** The preprocessor's settings where preprocessor.json leaves them unset. */
   readonly preprocessor: KerasHubPreprocessorDefaults;
+  /**
+   * The compile rules of the family's own layer classes, by class name (registered with
+   * `registerStepRule` when the family is): their calls then run in `generate`'s compiled step;
+   * a class without one decodes with the eager stepper. Unset: none.
+   */
+  readonly stepRules?: Readonly<Record<string, StepCompile>>;
 }
 
 /**

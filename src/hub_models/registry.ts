@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {BERT} from './bert/bert_family';
+import {registerStepRule, stepRuleOf} from '../generate/step_rules';
 import type {KerasHubFamily} from './family';
 import {GPT2} from './gpt2/gpt2_family';
 import {LLAMA3} from './llama3/llama3_family';
@@ -81,7 +82,21 @@ export function registerKerasHubFamily(family: KerasHubFamily): void {
       }
     }
   }
+  const rules = Object.entries(family.stepRules ?? {});
+  for (const [className, rule] of rules) {
+    if (typeof rule !== 'function' || stepRuleOf(className) != null) {
+      throw new Error(
+        `registerKerasHubFamily: family ${JSON.stringify(family.name)} gives class ` +
+          `${JSON.stringify(className)} ${
+            typeof rule !== 'function' ? `a ${typeof rule} as its compile rule` : 'a compile rule'
+          }; expected a function for a class without one (it ${
+            typeof rule !== 'function' ? 'is not a function' : 'has one already'
+          })`,
+      );
+    }
+  }
   for (const cls of family.layers) tf.serialization.registerClass(cls);
+  for (const [className, rule] of rules) registerStepRule(className, rule);
   registered.push(family);
 }
 

@@ -226,7 +226,7 @@ function lastDim(shape: Json | undefined): number | null {
 /** The width of a layer's output, for the classes whose config says it. */
 function outputWidth(l: Obj): number | null {
   const c = isObj(l.config) ? l.config : {};
-  switch (l.class_name) {
+  switch (typeof l.class_name === 'string' ? l.class_name : '') {
     case 'InputLayer':
       return lastDim(c.batch_input_shape ?? c.batch_shape);
     case 'Dense':

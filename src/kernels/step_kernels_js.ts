@@ -4,6 +4,7 @@
  * is missing, and the reference the SIMD module is tested against. The views are made again
  * whenever the memory has grown (a grown WebAssembly memory detaches its old buffer).
  */
+import {assertNever} from './assert_never';
 import {StepActivation, StepKernels} from './step_kernels_api';
 
 /** erf as tfjs-core computes it (Abramowitz and Stegun 7.1.26, error below 1.5e-7). */
@@ -38,7 +39,7 @@ export function activateValue(x: number, act: StepActivation): number {
     case StepActivation.Sigmoid:
       return 1 / (1 + Math.exp(-x));
     default:
-      throw new Error(`step kernels: expected an activation code 0 to 6, received ${String(act)}`);
+      return assertNever(act, 'step kernels: expected an activation code 0 to 6');
   }
 }
 

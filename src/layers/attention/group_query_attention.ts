@@ -6,7 +6,6 @@ import {projectionConfig} from '../core/projection_options';
 import {formatShape, Shape} from '../engine/shapes';
 import {configNumber, defineContract, largestOption, LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
-import {compileMultiHead} from './multi_head_step';
 import {
   ATTENTION_CONFIG_KEYS,
   PROJECTION_CONFIG_KEYS,
@@ -130,14 +129,6 @@ export class GroupQueryAttention<S extends boolean = false> extends MultiHeadBas
         (c) => c.numKeyValueHeads as number,
         (c) => c.headDim as number,
       ),
-      compile: (layer, [x], emit) => {
-        const {numQueryHeads, numKeyValueHeads, headDim} = layer as GroupQueryAttention;
-        return compileMultiHead(layer as GroupQueryAttention, x, emit, {
-          heads: numQueryHeads,
-          kvHeads: numKeyValueHeads,
-          headDim,
-        });
-      },
     },
   });
 

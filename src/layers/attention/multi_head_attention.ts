@@ -17,7 +17,6 @@ import {
 import {MHA_SUBLAYERS} from './multi_head_attention_sublayers';
 import {defineContract, LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
-import {compileMultiHead} from './multi_head_step';
 import {
   ATTENTION_CONFIG_KEYS,
   MULTI_HEAD_KERAS3_KEYS,
@@ -97,14 +96,6 @@ export class MultiHeadAttention<S extends boolean = false> extends MultiHeadBase
         (c) => c.keyDim as number,
         refuseMultiHeadCache,
       ),
-      compile: (layer, [x], emit) => {
-        const {numHeads, keyDim} = layer as MultiHeadAttention;
-        return compileMultiHead(layer as MultiHeadAttention, x, emit, {
-          heads: numHeads,
-          kvHeads: numHeads,
-          headDim: keyDim,
-        });
-      },
     },
   });
 

@@ -98,22 +98,6 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
     decoding: {
       kind: 'positionWise',
       check: alwaysPositionWise,
-      // Keras' int8 product in the compiled step: rows quantized, int8 kernel, scales, bias, activation
-      compile: (layer, [x], emit) => {
-        const d = layer as QuantizedDense;
-        if (d.kernel == null || d.kernelScale == null) return {declined: 'it is not built'};
-        const act = emit.activation(d.getConfig().activation);
-        if (act == null) {
-          return {
-            declined: `its activation '${String(d.getConfig().activation)}' does not compile`,
-          };
-        }
-        const kernel = emit.int8Weight(d.kernel, d.kernelScale);
-        const bias = d.bias == null ? null : emit.weight(d.bias);
-        if ('declined' in kernel) return kernel;
-        if (bias != null && 'declined' in bias) return bias;
-        return [emit.denseInt8(x, kernel, bias, d.units, act)];
-      },
     },
     quantization: {
       kind: 'replaces',

@@ -95,13 +95,6 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
     decoding: {
       kind: 'positionWise',
       check: alwaysPositionWise,
-      // Keras' int8 lookup in the compiled step: int8 rows at the ids, each / its row's scale
-      compile: (layer, [ids], emit) => {
-        const e = layer as QuantizedEmbedding;
-        if (e.embeddings == null || e.embeddingsScale == null) return {declined: 'it is not built'};
-        const table = emit.int8Weight(e.embeddings, e.embeddingsScale);
-        return 'declined' in table ? table : [emit.gatherInt8(ids, table, e.outputDim)];
-      },
     },
     makesKerasMask: MASK_ZERO,
     quantization: {

@@ -22,7 +22,6 @@ import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {camelCase} from './config_objects';
-import type {StepCompile} from './step_program';
 
 /** A JSON value of a saved topology (what the loader, the exporters and the guard read). */
 export type Json = null | boolean | number | string | Json[] | {[key: string]: Json};
@@ -207,12 +206,6 @@ export interface CachedDecoding {
    * which a cached step leaves out; null when the layer takes no such input.
    */
   paddingMaskRole: string | null;
-  /**
-   * How a call compiles into the kernel ops of a compiled decoding step (step_program.ts), or
-   * unset: a model with a node whose class has no rule (or whose rule declines) decodes with the
-   * eager stepper.
-   */
-  compile?: StepCompile;
 }
 
 /**
@@ -236,12 +229,6 @@ export interface PositionWiseDecoding {
    * layer that copies its weights on 3-D input, as tfjs' `Dense` transposes its kernel).
    */
   flattenRows?: boolean;
-  /**
-   * How a call compiles into the kernel ops of a compiled decoding step (step_program.ts), or
-   * unset: a model with a node whose class has no rule (or whose rule declines) decodes with the
-   * eager stepper.
-   */
-  compile?: StepCompile;
 }
 
 /** Each position alone given `startIndex` (position layers). */
@@ -250,12 +237,6 @@ export interface PositionAwareDecoding {
   kind: 'positionAware';
   /** When a call does not take its positions along the sequence axis. */
   check: NodeCheck;
-  /**
-   * How a call compiles into the kernel ops of a compiled decoding step (step_program.ts), or
-   * unset: a model with a node whose class has no rule (or whose rule declines) decodes with the
-   * eager stepper.
-   */
-  compile?: StepCompile;
 }
 
 /** The layer cannot run on new positions alone. */

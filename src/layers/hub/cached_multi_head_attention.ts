@@ -2,7 +2,6 @@ import {AttendResult, TensorSpec} from '../engine/base_attention';
 import {MultiHeadAttention} from '../attention/multi_head_attention';
 import {LayerContract} from '../engine/contract';
 import {multiHeadDecoding} from '../engine/decoding_checks';
-import {compileMultiHead} from '../attention/multi_head_step';
 import {MULTI_HEAD_KERAS3_KEYS, refuseMultiHeadCache} from '../attention/attention_contract';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 
@@ -45,14 +44,6 @@ export class CachedMultiHeadAttention<S extends boolean = false> extends MultiHe
         refuseMultiHeadCache,
         false,
       ),
-      compile: (layer, [x], emit) => {
-        const {numHeads, keyDim} = layer as CachedMultiHeadAttention;
-        return compileMultiHead(layer as CachedMultiHeadAttention, x, emit, {
-          heads: numHeads,
-          kvHeads: numHeads,
-          headDim: keyDim,
-        });
-      },
     },
   };
 

@@ -67,14 +67,6 @@ export class PositionEmbedding extends layers.Layer {
     decoding: {
       kind: 'positionAware',
       check: positionsOfSequence,
-      // the table's rows at the positions, broadcast over the batch
-      compile: (layer, [x], emit) => {
-        const e = layer as PositionEmbedding;
-        if (e.embeddings == null) return {declined: 'it is not built'};
-        const table = emit.weight(e.embeddings);
-        if ('declined' in table) return table;
-        return [emit.positions(x, table, x.width, e.startIndex, false)];
-      },
     },
   });
 

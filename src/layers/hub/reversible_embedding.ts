@@ -15,8 +15,6 @@ import {formatShape, Shape, singleShape} from '../engine/shapes';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 import {defineContract, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
-import type {StepInt8Weight, StepWeight} from '../engine/step_program';
-import {StepActivation} from '../../kernels/step_kernels_api';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
 import {int8Dense} from '../../ops/int8';
 import {
@@ -131,49 +129,6 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
     decoding: {
       kind: 'positionWise',
       check: alwaysPositionWise,
-      // ids: the lookup; hidden states (reverse): the tied logits x · tableᵀ, or x · reverse_embeddings
-      // (int8: Keras' int8 lookup and products, the table's scale per row, the reverse's per column)
-      compile: (layer, [x], emit) => {
-        const e = layer as ReversibleEmbedding;
-        if (e.embeddings == null) return {declined: 'it is not built'};
-        const scale = e.embeddingsScale;
-        if (x.dtype === 'int32') {
-          const table =
-            scale == null ? emit.weight(e.embeddings) : emit.int8Weight(e.embeddings, scale);
-          if ('declined' in table) return table;
-          return [
-            scale == null
-              ? emit.gather(x, table as StepWeight, e.outputDim)
-              : emit.gatherInt8(x, table as StepInt8Weight, e.outputDim),
-          ];
-        }
-        if (e.logitSoftCap != null) return {declined: 'a logit soft cap does not compile'};
-        if (scale != null) {
-          const reverse = e.reverseEmbeddings;
-          const reverseScale = e.reverseEmbeddingsScale;
-          if (reverse != null && reverseScale == null) {
-            return {declined: 'its int8 reverse_embeddings have no scale (not built)'};
-          }
-          const w =
-            reverse == null
-              ? emit.int8Weight(e.embeddings, scale)
-              : emit.int8Weight(reverse, reverseScale as LayerVariable);
-          if ('declined' in w) return w;
-          return [
-            reverse == null
-              ? emit.denseTInt8(x, w, e.inputDim)
-              : emit.denseInt8(x, w, null, e.inputDim, StepActivation.None),
-          ];
-        }
-        const untied = e.reverseEmbeddings;
-        const w = emit.weight(untied ?? e.embeddings);
-        if ('declined' in w) return w;
-        return [
-          untied == null
-            ? emit.denseT(x, w, e.inputDim)
-            : emit.dense(x, w, null, e.inputDim, StepActivation.None),
-        ];
-      },
     },
     // the forward lookup of ids carries the mask; the reversed call (float input) does not
     makesKerasMask: (config, node) =>

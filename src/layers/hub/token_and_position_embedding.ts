@@ -107,20 +107,6 @@ export class TokenAndPositionEmbedding extends layers.Layer {
     decoding: {
       kind: 'positionAware',
       check: idsInput,
-      // the token rows at the ids plus the position rows
-      compile: (layer, [ids], emit) => {
-        const e = layer as TokenAndPositionEmbedding;
-        if (e.tokenEmbeddings == null || e.positionEmbeddings == null) {
-          return {declined: 'it is not built'};
-        }
-        const tokens = emit.weight(e.tokenEmbeddings);
-        const positions = emit.weight(e.positionEmbeddings);
-        if ('declined' in tokens) return tokens;
-        if ('declined' in positions) return positions;
-        const rows = emit.gather(ids, tokens, e.embeddingDim);
-        const offset = (e as {startIndex?: number}).startIndex ?? 0;
-        return [emit.positions(rows, positions, e.embeddingDim, offset, true)];
-      },
     },
     makesKerasMask: MASK_ZERO,
   });

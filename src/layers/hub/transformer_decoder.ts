@@ -7,7 +7,6 @@ import {CachedMultiHeadAttention} from './cached_multi_head_attention';
 import {formatShape, Shape} from '../engine/shapes';
 import {kerasMaskOf, TransformerBlock, TransformerBlockArgs} from './transformer_block';
 import {defineContract, GraphLayer, LayerContract} from '../engine/contract';
-import type {StepDecline, StepEmitter, StepValue} from '../engine/step_program';
 import {
   DECODER_DECODING,
   DECODER_ROLES,
@@ -65,6 +64,20 @@ type NoCacheArgs<T> = TransformerDecoderCallArgs<T> & {
   selfAttentionCache?: null;
   crossAttentionCache?: null;
 };
+
+/** The sublayers of a decoder-only call ({@link TransformerDecoder.selfAttentionParts}). */
+export interface TransformerDecoderParts {
+  /** The causal self-attention. */
+  attention: GraphLayer;
+  /** Its layer normalization. */
+  attentionNorm: GraphLayer;
+  /** The feed-forward's inner product (with its activation). */
+  inner: GraphLayer;
+  /** The feed-forward's outer product. */
+  outer: GraphLayer;
+  /** The feed-forward's layer normalization. */
+  ffNorm: GraphLayer;
+}
 
 /**
  * keras-hub's `TransformerDecoder` (0.32): causal self-attention, optional cross-attention to an
@@ -125,60 +138,25 @@ export class TransformerDecoder extends TransformerBlock {
     },
     configKeys: [...TRANSFORMER_CONFIG_KEYS, 'useCausalMask'],
     weights: TRANSFORMER_WEIGHTS,
-    decoding: {
-      ...DECODER_DECODING,
-      compile: (layer, inputs, emit) => TransformerDecoder.compileStep(layer, inputs, emit),
-    },
+    decoding: DECODER_DECODING,
   });
 
   /**
-   * The decoder-only call in a compiled decoding step: causal self-attention with its residual and
-   * norm, then the feed-forward with its residual and norm, pre- or post-norm (`normalizeFirst`);
-   * dropout is the identity at inference.
+   * The sublayers of one decoder-only call in call order (self-attention and its norm, the
+   * feed-forward's two products and its norm), or null before build: what the compiled decoding
+   * step's rule reads (generate/step_rules/transformer_decoder.ts).
    */
-  private static compileStep(
-    layer: GraphLayer,
-    inputs: StepValue[],
-    emit: StepEmitter,
-  ): StepValue[] | StepDecline {
-    const d = layer as TransformerDecoder;
-    if (inputs.length !== 1 || d.hasCrossAttention) {
-      return {declined: 'cross-attention (an encoder sequence) does not compile'};
-    }
-    if (!d.useCausalMask) return {declined: 'it is not causal'};
+  get selfAttentionParts(): TransformerDecoderParts | null {
     const parts = [
-      d.selfAttention,
-      d.selfAttentionNorm,
-      d.feedforwardIntermediate,
-      d.feedforwardOutput,
-      d.feedforwardNorm,
+      this.selfAttention,
+      this.selfAttentionNorm,
+      this.feedforwardIntermediate,
+      this.feedforwardOutput,
+      this.feedforwardNorm,
     ];
-    if (parts.some((p) => p == null)) return {declined: 'it is not built'};
+    if (parts.some((p) => p == null)) return null;
     const [attention, attentionNorm, inner, outer, ffNorm] = parts as GraphLayer[];
-    const one = (sub: GraphLayer, x: StepValue[]): StepValue | StepDecline => {
-      const r = emit.layer(sub, x);
-      return 'declined' in r ? {declined: `its ${sub.name}: ${r.declined}`} : r[0];
-    };
-    // x + f(LN(x)) (normalizeFirst) or LN(x + f(x))
-    const residual = (
-      x: StepValue,
-      norm: GraphLayer,
-      f: (y: StepValue) => StepValue | StepDecline,
-    ): StepValue | StepDecline => {
-      const h = d.normalizeFirst ? one(norm, [x]) : x;
-      if ('declined' in h) return h;
-      const y = f(h);
-      if ('declined' in y) return y;
-      const sum = emit.add(y, x);
-      return d.normalizeFirst ? sum : one(norm, [sum]);
-    };
-    const attended = residual(inputs[0], attentionNorm, (h) => one(attention, [h]));
-    if ('declined' in attended) return attended;
-    const out = residual(attended, ffNorm, (h) => {
-      const mid = one(inner, [h]);
-      return 'declined' in mid ? mid : one(outer, [mid]);
-    });
-    return 'declined' in out ? out : [out];
+    return {attention, attentionNorm, inner, outer, ffNorm};
   }
 
   protected readonly roleNames = DECODER_ROLES;

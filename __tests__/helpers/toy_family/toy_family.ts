@@ -12,13 +12,18 @@
 import * as tfl from '@tensorflow/tfjs-layers';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {contractOf, ReversibleEmbedding} from '../../../src';
+import {
+  CompositeLayer,
+  configFloat,
+  configInt,
+  contractOf,
+  numbered,
+  ReversibleEmbedding,
+} from '../../../src';
 import type {JsonObject, KerasHubFamily, WeightBinding, WeightTerm} from '../../../src';
-// not public yet: the config readers every family uses, and the base of layers made of sublayers
-import {configFloat, configInt, numbered} from '../../../src/hub_models/family';
-import {CompositeLayer} from '../../../src/layers/engine/composite_layer';
 import {ToyDecoder} from './toy_decoder';
 import {ToyRMSNorm} from './toy_rms_norm';
+import {TOY_STEP_RULES} from './toy_step_rules';
 import {ToyTokenizer} from './toy_tokenizer';
 
 const CLS = 'ToyBackbone';
@@ -132,4 +137,5 @@ export const TOY: KerasHubFamily = {
   layers: [ToyDecoder, ToyRMSNorm],
   tokenizer: ToyTokenizer,
   preprocessor: {addStartToken: true, addEndToken: true},
+  stepRules: TOY_STEP_RULES,
 };

@@ -1,15 +1,16 @@
 /**
- * The types of a compiled decoding step (`generate`): what a layer class's compile rule
- * (`contract.decoding.compile`, contract.ts) receives and emits. A rule is given the layer, the
+ * The types of a compiled decoding step (`generate`): what a layer class's compile rule receives
+ * and emits. Rules are found by class name (step_rules.ts: the package's built-in rules, and those
+ * a model family or a user registers with `registerStepRule`). A rule is given the layer, the
  * step values of its inputs and an emitter; it emits kernel ops (the kernels of
  * kernels/step_kernels_api.ts) and returns the values of its outputs, or declines with the reason
  * (an option it does not compile), and the model then decodes with the eager stepper. Types only:
- * the compiler and its runtime are in generate/ (step_compile.ts, compiled_step.ts).
+ * the compiler and its runtime are step_compile.ts and compiled_step.ts.
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
-import type {StepActivation} from '../../kernels/step_kernels_api';
-import type {GraphLayer, GraphNode} from './contract';
+import type {StepActivation} from '../kernels/step_kernels_api';
+import type {GraphLayer, GraphNode} from '../layers/engine/contract';
 
 /**
  * A value of the step: rows `[batch * t, width]` (float32, or int32 ids of width 1), one row per
@@ -40,7 +41,12 @@ export interface StepInt8Weight {
 }
 
 /** What a weight is read from: a tensor, or a tfjs-layers variable (`LayerVariable`). */
-export type StepWeightSource = tf.Tensor | {read(): tf.Tensor};
+export type StepWeightSource =
+  | tf.Tensor
+  | {
+      /** The variable's current value. */
+      read(): tf.Tensor;
+    };
 
 /** The heads of a causal self-attention over the step's key / value cache. */
 export interface StepAttention {
@@ -102,6 +108,11 @@ export interface StepEmitter {
     beta: StepWeight | null,
     epsilon: number,
   ): StepValue;
+  /**
+   * RMS normalization over the width, as keras-hub's LlamaLayerNorm (in float32):
+   * `x / sqrt(mean(x^2) + epsilon) * scale`, scale `[x.width]`.
+   */
+  rmsNorm(x: StepValue, scale: StepWeight, epsilon: number): StepValue;
   /** `a + b`. */
   add(a: StepValue, b: StepValue): StepValue;
   /** `a * b`. */

@@ -1,13 +1,9 @@
 /**
- * How the toy family's layers compile into the compiled decoding step: the family's `stepRules`
- * (by class name, each a `StepCompile`), written against the compiled step's rule API
- * (`src/generate/step_program.ts`, with `StepEmitter.rmsNorm`). Not imported by any test until
- * that API is merged; then `registerKerasHubFamily({...TOY, stepRules: TOY_STEP_RULES})` (or
- * `registerStepRule(name, rule)` for each) lets `generate` compile the toy's step, and its
- * `onCompile` report says so.
+ * How the toy family's layers compile into `generate`'s compiled decoding step: the family's
+ * `stepRules` (by class name, each a `StepCompile`, the public rule API), registered with the
+ * family by `registerKerasHubFamily`; `generate`'s `onCompile` report then says it compiled.
  */
-import type {StepCompile, StepDecline, StepValue} from '../../../src/generate/step_program';
-import type {GraphLayer} from '../../../src';
+import type {GraphLayer, StepCompile, StepDecline, StepValue} from '../../../src';
 import {ToyDecoder} from './toy_decoder';
 import {ToyRMSNorm} from './toy_rms_norm';
 

@@ -1,11 +1,10 @@
 /**
  * A keras-hub family defined outside src/ (a toy causal LM with its own decoder layer, norm and
- * tokenizer: __tests__/hub_models/toy_family/) is added by one folder and one registration call,
+ * tokenizer: __tests__/helpers/toy_family/) is added by one folder and one registration call,
  * loads from the `save_to_preset` folder keras-hub wrote (fixtures/toy_family.py), and gives
  * keras-hub's logits (within 1e-4: float32, two blocks of width 16) and keras-hub's greedy tokens
- * and strings (exactly), decoding with the eager stepper (the toy's layers declare no compile rule
- * on this branch: __tests__/hub_models/toy_family/toy_step_rules.ts holds them for the compiled
- * step's rule API).
+ * and strings (exactly), decoding on the compiled step through the family's own compile rules
+ * (toy_family/toy_step_rules.ts) with the eager stepper's tokens.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -13,11 +12,10 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import {generate, generateText, loadKerasHubPreset, registerKerasHubFamily} from '../../src';
-import type {KerasHubPreset} from '../../src';
-// not public yet: why the last generate call did not compile its step (the step's report replaces it)
-import {lastCompileRefusal} from '../../src/generate/compiled_step';
-import {TOY} from './toy_family/toy_family';
-import {ToyTokenizer} from './toy_family/toy_tokenizer';
+import type {KerasHubPreset, StepReport} from '../../src';
+import {eagerLogits, planOf} from '../helpers/eager_logits';
+import {TOY} from '../helpers/toy_family/toy_family';
+import {ToyTokenizer} from '../helpers/toy_family/toy_tokenizer';
 
 const DIR = path.join(__dirname, '..', 'fixtures', 'toy_family');
 const PRESET = path.join(DIR, 'preset');
@@ -93,31 +91,51 @@ describe('a keras-hub family added from one folder outside src/ (the toy family)
     expect(tf.memory().numTensors).toBe(before);
   });
 
-  it("generate: keras-hub's greedy token ids, with the eager stepper", async () => {
+  it("generate: keras-hub's greedy token ids, on the compiled step (its report says so), the eager stepper's tokens", async () => {
     const tokenizer = preset.tokenizer as ToyTokenizer;
     const {maxLength} = expected;
     const packed = expected.prompts.map((p) => [tokenizer.startTokenId, ...tokenizer.encode(p)]);
+    const lengths = packed.map((r) => r.length);
     const rows = packed.map((r) => [
       ...r,
       ...new Array<number>(maxLength - r.length).fill(tokenizer.padTokenId),
     ]);
     const before = tf.memory().numTensors;
+    const reports: StepReport[] = [];
     const out = await generate(preset.model, rows, {
       maxLength,
-      promptLengths: packed.map((r) => r.length),
+      promptLengths: lengths,
       endId: tokenizer.endTokenId,
       padId: tokenizer.padTokenId,
+      onCompile: (r) => reports.push(r),
     });
     const ids = (await out.array()) as number[][];
     out.dispose();
     expect(tf.memory().numTensors).toBe(before);
-    // the eager stepper ran: the compiled step declined the toy's decoder (no compile rule)
-    expect(lastCompileRefusal).toMatch(/\(ToyDecoder\): its class has no compile rule/);
+    // the family's compile rules (its stepRules) compiled the toy's decoder and norm
+    expect(reports).toHaveLength(1);
+    expect(reports[0]).toMatchObject({compiled: true, reason: null});
     // keras-hub's ids up to and including each row's stop token (its padding mask)
     expected.generate.forEach(({tokenIds, paddingMask}, b) => {
       const kept = paddingMask.filter((k) => k).length;
       expect(ids[b].slice(0, kept)).toEqual(tokenIds.slice(0, kept));
     });
+    // the eager stepper (each node of the plan run eagerly, its own caches) fed the same ids picks
+    // the same token at every generated position, up to each row's stop token
+    const eager = eagerLogits(planOf(preset.model), ids, lengths, maxLength);
+    const first = Math.min(...lengths);
+    let compared = 0;
+    ids.forEach((row, b) => {
+      const stop = row.indexOf(tokenizer.endTokenId, lengths[b]);
+      const last = stop < 0 ? maxLength - 1 : stop;
+      for (let t = lengths[b]; t <= last; t++) {
+        const logits = eager[t - first][b];
+        expect(logits.indexOf(Math.max(...logits))).toBe(row[t]);
+        compared++;
+      }
+    });
+    expect(compared).toBeGreaterThan(expected.prompts.length);
+    expect(tf.memory().numTensors).toBe(before);
   });
 
   it("generateText: keras-hub's greedy strings", async () => {

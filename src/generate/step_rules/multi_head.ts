@@ -1,7 +1,7 @@
 /**
  * The compile rule of the multi-head layers (MultiHeadAttention, keras-hub's
  * CachedMultiHeadAttention, GroupQueryAttention) for the compiled decoding step
- * (engine/step_program.ts): causal self-attention on one input `[batch, T, D]`, whose projections
+ * (generate/step_program.ts): causal self-attention on one input `[batch, T, D]`, whose projections
  * are plain products (`abc,cde->abde`: kernels `[D, heads, headDim]`, read as `[D, heads *
  * headDim]`; the output `abcd,cde->abe`: `[heads, headDim, D']`, read as `[heads * headDim, D']`).
  * int8 projections (Keras 3's int8 EinsumDense, `quantize(model, 'int8')`) are Keras' int8
@@ -12,15 +12,18 @@
 import type {LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {StepActivation} from '../../kernels/step_kernels_api';
-import type {EinsumDense} from '../core/einsum_dense';
+import type {EinsumDense} from '../../layers/core/einsum_dense';
 import type {
   StepDecline,
   StepEmitter,
   StepInt8Weight,
   StepValue,
   StepWeight,
-} from '../engine/step_program';
-import type {MultiHeadBase} from './multi_head_base';
+} from '../step_program';
+import type {GroupQueryAttention} from '../../layers/attention/group_query_attention';
+import type {MultiHeadAttention} from '../../layers/attention/multi_head_attention';
+import type {MultiHeadBase} from '../../layers/attention/multi_head_base';
+import type {StepCompile} from '../step_program';
 
 /** Query, key / value heads and the head size of a multi-head layer. */
 export interface StepHeads {
@@ -97,3 +100,23 @@ export function compileMultiHead(
   }
   return [out[4]];
 }
+
+/** MultiHeadAttention's rule (and keras-hub's CachedMultiHeadAttention's): keyDim-sized heads. */
+export const compileMultiHeadAttention: StepCompile = (layer, [x], emit) => {
+  const {numHeads, keyDim} = layer as MultiHeadAttention;
+  return compileMultiHead(layer as MultiHeadAttention, x, emit, {
+    heads: numHeads,
+    kvHeads: numHeads,
+    headDim: keyDim,
+  });
+};
+
+/** GroupQueryAttention's rule: query heads grouped over fewer key / value heads. */
+export const compileGroupQueryAttention: StepCompile = (layer, [x], emit) => {
+  const {numQueryHeads, numKeyValueHeads, headDim} = layer as GroupQueryAttention;
+  return compileMultiHead(layer as GroupQueryAttention, x, emit, {
+    heads: numQueryHeads,
+    kvHeads: numKeyValueHeads,
+    headDim,
+  });
+};

@@ -12,10 +12,8 @@ import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {CachedMultiHeadAttention, causalMask, defineContract} from '../../../src';
+import {CachedMultiHeadAttention, causalMask, CompositeLayer, defineContract} from '../../../src';
 import type {LayerContract} from '../../../src';
-// not public yet: the base of layers made of sublayers (owns and names their weights)
-import {CompositeLayer} from '../../../src/layers/engine/composite_layer';
 import {ToyRMSNorm} from './toy_rms_norm';
 
 /** Options of {@link ToyDecoder} (the Python layer's arguments, camelCase). */

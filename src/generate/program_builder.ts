@@ -1,0 +1,429 @@
+/**
+ * The builder of one compiled step's program (step_compile.ts drives it node by node): its values,
+ * the weights it reads (float32, and int8 packed by the runtime), each attention's cache, and its
+ * ops, made through the {@link StepEmitter} handed to the layers' compile rules; `finish` cuts it
+ * to each row's last position after the last attention op (step_cut.ts) and gives the program.
+ *
+ * int8 layers (Keras 3's `_int8_call`): a product quantizes its input rows first (a `quantize`
+ * op into an int8 value and its per-row scales, made once per value and shared by the products
+ * that read it, e.g. an attention's query, key and value projections), then multiplies them by
+ * the int8 weight (packed as int8 in the memory, `packed`) exactly.
+ */
+import type * as tf from '@tensorflow/tfjs-core';
+
+import {StepActivation} from '../kernels/step_kernels_api';
+import type {GraphLayer} from '../layers/engine/contract';
+import type {
+  StepDecline,
+  StepEmitter,
+  StepInt8Weight,
+  StepValue,
+  StepWeight,
+  StepWeightSource,
+} from './step_program';
+import {cutToLastRows} from './step_cut';
+import type {ProgramOp} from './step_ops';
+
+/**
+ * A value of the program: `all` rows `[B * t, width]`, or the `last` row of each batch row
+ * `[B, width]`; float32, the int32 ids, or int8 (quantized rows, never handed to a rule).
+ */
+export interface ProgramValue {
+  readonly width: number;
+  readonly dtype: 'float32' | 'int32' | 'int8';
+  readonly index: number;
+  readonly rows: 'all' | 'last';
+  /** The value whose buffer this one shares (the last rows cut in place), or -1. */
+  readonly aliasOf: number;
+}
+
+/** A value a rule may read: float32 or the ids. */
+type RuleValue = ProgramValue & StepValue;
+
+interface ProgramWeight extends StepWeight {
+  readonly index: number;
+}
+
+interface ProgramInt8Weight extends StepInt8Weight {
+  /** Its values (whole numbers held in float32). */
+  readonly tensor: tf.Tensor;
+  /** Its scale's index in `weights`. */
+  readonly scale: number;
+}
+
+/**
+ * An int8 weight for the runtime to pack as int8: `transposeRows` 0 as it is (a table: lookups
+ * and the tied logits), > 0 a Dense kernel `[transposeRows, n]` packed transposed (`denseInt8`'s
+ * layout, each output's weights contiguous).
+ */
+export interface PackedInt8 {
+  readonly tensor: tf.Tensor;
+  readonly transposeRows: number;
+}
+
+/** A compiled step. */
+export interface StepProgram {
+  values: ProgramValue[];
+  /** The float32 weights' tensors, in weight-index order (one per distinct tensor). */
+  weights: tf.Tensor[];
+  /** The int8 weights, packed as int8 by the runtime (one per distinct tensor and layout). */
+  packed: PackedInt8[];
+  ops: ProgramOp[];
+  /** The ids value (int32, width 1). */
+  ids: number;
+  /** The logits value (`last` rows, width vocab). */
+  logits: number;
+  /** The number of ops up to the last attention's (a chunk whose logits are dropped runs these). */
+  cachedOps: number;
+  /** Each attention's cache width (kvHeads * headDim), by cache index. */
+  caches: number[];
+  /** Whether an attention reads the key mask (a mask_zero model). */
+  usesKeyMask: boolean;
+}
+
+const ACTIVATIONS: Record<string, StepActivation> = {
+  linear: StepActivation.None,
+  relu: StepActivation.Relu,
+  gelu: StepActivation.GeluErf,
+  geluApproximate: StepActivation.GeluTanh,
+  gelu_approximate: StepActivation.GeluTanh,
+  swish: StepActivation.Silu,
+  silu: StepActivation.Silu,
+  tanh: StepActivation.Tanh,
+  sigmoid: StepActivation.Sigmoid,
+};
+
+/** Builds one program; `compileSublayer` compiles a sublayer through its own rule (`emit.layer`). */
+export class ProgramBuilder {
+  /** The emitter the rules emit through. */
+  readonly emit: StepEmitter;
+  /** The ids value (int32, width 1): the program's input. */
+  readonly ids: StepValue;
+  /** Whether the attention ops emitted from now on read the key mask (the node being compiled). */
+  keyMask: (on: boolean) => void;
+  /** The program computing `output` (the logits), cut to each row's last position. */
+  finish: (output: StepValue) => StepProgram;
+
+  constructor(
+    compileSublayer: (layer: GraphLayer, inputs: StepValue[]) => StepValue[] | StepDecline,
+  ) {
+    const values: ProgramValue[] = [];
+    const weights: tf.Tensor[] = [];
+    const weightIndex = new Map<number, number>();
+    const packed: PackedInt8[] = [];
+    const packedIndex = new Map<string, number>();
+    /** The quantized rows of a value (by its index), made once. */
+    const quantized = new Map<number, {q: number; qs: number}>();
+    const ops: ProgramOp[] = [];
+    const caches: number[] = [];
+    let usesKeyMask = false;
+    let nodeKeyMask = false;
+
+    function newValue(width: number, dtype?: 'float32' | 'int32'): RuleValue;
+    function newValue(width: number, dtype: 'int8'): ProgramValue;
+    function newValue(width: number, dtype: ProgramValue['dtype'] = 'float32'): ProgramValue {
+      const v: ProgramValue = {index: values.length, width, dtype, rows: 'all', aliasOf: -1};
+      values.push(v);
+      return v;
+    }
+    const val = (v: StepValue): RuleValue => {
+      const p = v as RuleValue;
+      if (values[p.index] !== p) throw new Error('a step value of another program');
+      return p;
+    };
+    const f32 = (v: StepValue, what: string) => {
+      const p = val(v);
+      if (p.dtype !== 'float32')
+        throw new Error(`${what} expects float32 rows, received ${p.dtype}`);
+      return p;
+    };
+    const wt = (w: StepWeight): number => (w as ProgramWeight).index;
+    const tensorOf = (source: StepWeightSource): tf.Tensor =>
+      'read' in source && typeof source.read === 'function' ? source.read() : (source as tf.Tensor);
+    const floatWeight = (t: tf.Tensor): ProgramWeight => {
+      let index = weightIndex.get(t.id);
+      if (index == null) {
+        index = weights.length;
+        weights.push(t);
+        weightIndex.set(t.id, index);
+      }
+      return {index, size: t.size};
+    };
+    /** The quantized rows of `x` (Keras quantizes each product's input; the same rows give the same values). */
+    const quantize = (x: RuleValue) => {
+      const known = quantized.get(x.index);
+      if (known != null) return known;
+      const q = newValue(x.width, 'int8');
+      const qs = newValue(1);
+      ops.push({op: 'quantize', x: x.index, k: x.width, q: q.index, qs: qs.index});
+      const made = {q: q.index, qs: qs.index};
+      quantized.set(x.index, made);
+      return made;
+    };
+    const int8 = (w: StepInt8Weight) => w as ProgramInt8Weight;
+    /** The index in `packed` of an int8 weight in a layout (see PackedInt8). */
+    const packedOf = (w: StepInt8Weight, transposeRows: number): number => {
+      const {tensor} = int8(w);
+      const key = `${tensor.id}/${transposeRows}`;
+      let index = packedIndex.get(key);
+      if (index == null) {
+        index = packed.length;
+        packed.push({tensor, transposeRows});
+        packedIndex.set(key, index);
+      }
+      return index;
+    };
+    const need = (w: StepWeight, size: number, what: string) => {
+      if (w.size !== size) {
+        throw new Error(`${what}: expected a weight of ${size} values, received ${w.size}`);
+      }
+    };
+
+    const emit: StepEmitter = {
+      weight(source: StepWeightSource): StepWeight | StepDecline {
+        const t = tensorOf(source);
+        if (t.dtype !== 'float32') {
+          return {declined: `a weight of dtype ${t.dtype} (only float32 weights compile)`};
+        }
+        return floatWeight(t);
+      },
+      int8Weight(source, scaleSource) {
+        const [t, s] = [tensorOf(source), tensorOf(scaleSource)];
+        if (t.dtype !== 'float32' || s.dtype !== 'float32') {
+          return {
+            declined: `an int8 weight of dtype ${t.dtype} with a scale of dtype ${s.dtype} (expected float32 for both)`,
+          };
+        }
+        const w: ProgramInt8Weight = {
+          tensor: t,
+          size: t.size,
+          scale: floatWeight(s).index,
+          scaleSize: s.size,
+        };
+        return w;
+      },
+      activation(name) {
+        if (name == null) return StepActivation.None;
+        return typeof name === 'string' && name in ACTIVATIONS ? ACTIVATIONS[name] : null;
+      },
+      dense(x, kernel, bias, units, act) {
+        const xv = f32(x, 'dense');
+        need(kernel, xv.width * units, 'dense kernel');
+        if (bias != null) need(bias, units, 'dense bias');
+        const out = newValue(units);
+        ops.push({
+          op: 'dense',
+          x: xv.index,
+          w: wt(kernel),
+          bias: bias == null ? -1 : wt(bias),
+          k: xv.width,
+          n: units,
+          act,
+          out: out.index,
+        });
+        return out;
+      },
+      denseT(x, table, rows) {
+        const xv = f32(x, 'denseT');
+        need(table, xv.width * rows, 'denseT table');
+        const out = newValue(rows);
+        ops.push({op: 'denseT', x: xv.index, w: wt(table), k: xv.width, n: rows, out: out.index});
+        return out;
+      },
+      denseInt8(x, kernel, bias, units, act) {
+        const xv = f32(x, 'denseInt8');
+        need(kernel, xv.width * units, 'denseInt8 kernel');
+        if (kernel.scaleSize !== units) {
+          throw new Error(
+            `denseInt8: expected a kernel scale of ${units} values, received ${kernel.scaleSize}`,
+          );
+        }
+        if (bias != null) need(bias, units, 'denseInt8 bias');
+        const {q, qs} = quantize(xv);
+        const out = newValue(units);
+        ops.push({
+          op: 'denseInt8',
+          q,
+          qs,
+          w: packedOf(kernel, xv.width),
+          ws: int8(kernel).scale,
+          bias: bias == null ? -1 : wt(bias),
+          k: xv.width,
+          n: units,
+          act,
+          out: out.index,
+        });
+        return out;
+      },
+      denseTInt8(x, table, rows) {
+        const xv = f32(x, 'denseTInt8');
+        need(table, xv.width * rows, 'denseTInt8 table');
+        if (table.scaleSize !== rows) {
+          throw new Error(
+            `denseTInt8: expected a table scale of ${rows} values, received ${table.scaleSize}`,
+          );
+        }
+        const {q, qs} = quantize(xv);
+        const out = newValue(rows);
+        ops.push({
+          op: 'denseTInt8',
+          q,
+          qs,
+          w: packedOf(table, 0),
+          ws: int8(table).scale,
+          k: xv.width,
+          n: rows,
+          out: out.index,
+        });
+        return out;
+      },
+      layerNorm(x, gamma, beta, epsilon) {
+        const xv = f32(x, 'layerNorm');
+        if (gamma != null) need(gamma, xv.width, 'layerNorm gamma');
+        if (beta != null) need(beta, xv.width, 'layerNorm beta');
+        const out = newValue(xv.width);
+        ops.push({
+          op: 'layerNorm',
+          x: xv.index,
+          gamma: gamma == null ? -1 : wt(gamma),
+          beta: beta == null ? -1 : wt(beta),
+          epsilon,
+          dim: xv.width,
+          out: out.index,
+        });
+        return out;
+      },
+      rmsNorm(x, scale, epsilon) {
+        const xv = f32(x, 'rmsNorm');
+        need(scale, xv.width, 'rmsNorm scale');
+        const out = newValue(xv.width);
+        ops.push({
+          op: 'rmsNorm',
+          x: xv.index,
+          gamma: wt(scale),
+          epsilon,
+          dim: xv.width,
+          out: out.index,
+        });
+        return out;
+      },
+      add: (a, b) => elementwise('add', a, b),
+      mul: (a, b) => elementwise('mul', a, b),
+      activate(x, act) {
+        const xv = f32(x, 'activate');
+        const out = newValue(xv.width);
+        ops.push({op: 'activate', x: xv.index, act, width: xv.width, out: out.index});
+        return out;
+      },
+      gather(ids, table, dim) {
+        const iv = val(ids);
+        if (iv.dtype !== 'int32')
+          throw new Error(`gather expects the int32 ids, received ${iv.dtype}`);
+        if (table.size % dim !== 0)
+          throw new Error(`gather: a table of ${table.size} values is not rows of ${dim}`);
+        const out = newValue(dim);
+        ops.push({op: 'gather', ids: iv.index, table: wt(table), dim, out: out.index});
+        return out;
+      },
+      gatherInt8(ids, table, dim) {
+        const iv = val(ids);
+        if (iv.dtype !== 'int32')
+          throw new Error(`gatherInt8 expects the int32 ids, received ${iv.dtype}`);
+        if (table.size % dim !== 0 || table.scaleSize !== table.size / dim) {
+          throw new Error(
+            `gatherInt8: expected a table of rows of ${dim} with one scale per row, received ` +
+              `${table.size} values and ${table.scaleSize} scales`,
+          );
+        }
+        const out = newValue(dim);
+        ops.push({
+          op: 'gatherInt8',
+          ids: iv.index,
+          table: packedOf(table, 0),
+          scale: int8(table).scale,
+          dim,
+          out: out.index,
+        });
+        return out;
+      },
+      positions(like, table, dim, offset, add) {
+        const lv = val(like);
+        if (add && lv.width !== dim)
+          throw new Error(`positions: rows of ${lv.width} plus positions of ${dim}`);
+        if (table.size % dim !== 0)
+          throw new Error(`positions: a table of ${table.size} values is not rows of ${dim}`);
+        const out = newValue(dim);
+        ops.push({
+          op: 'positions',
+          like: lv.index,
+          table: wt(table),
+          dim,
+          offset,
+          add,
+          out: out.index,
+        });
+        return out;
+      },
+      attention(q, k, v, heads) {
+        const [qv, kv, vv] = [f32(q, 'attention'), f32(k, 'attention'), f32(v, 'attention')];
+        const {heads: H, kvHeads, headDim} = heads;
+        if (
+          qv.width !== H * headDim ||
+          kv.width !== kvHeads * headDim ||
+          vv.width !== kvHeads * headDim ||
+          H % kvHeads !== 0
+        ) {
+          throw new Error(
+            `attention: expected queries of ${H} x ${headDim} and keys / values of ${kvHeads} x ${headDim}, ` +
+              `received widths ${qv.width}, ${kv.width}, ${vv.width}`,
+          );
+        }
+        const out = newValue(qv.width);
+        const cache = caches.length;
+        caches.push(kvHeads * headDim);
+        usesKeyMask = usesKeyMask || nodeKeyMask;
+        ops.push({
+          op: 'attention',
+          q: qv.index,
+          k: kv.index,
+          v: vv.index,
+          heads,
+          cache,
+          keyMask: nodeKeyMask,
+          out: out.index,
+        });
+        return out;
+      },
+      layer: (layer, inputs) => compileSublayer(layer, inputs),
+    };
+
+    function elementwise(op: 'add' | 'mul', a: StepValue, b: StepValue): StepValue {
+      const [av, bv] = [f32(a, op), f32(b, op)];
+      if (av.width !== bv.width)
+        throw new Error(`${op}: widths ${av.width} and ${bv.width} differ`);
+      const out = newValue(av.width);
+      ops.push({op, a: av.index, b: bv.index, width: av.width, out: out.index});
+      return out;
+    }
+
+    this.emit = emit;
+    this.ids = newValue(1, 'int32');
+    this.keyMask = (on) => {
+      nodeKeyMask = on;
+    };
+    this.finish = (output) => {
+      const cut = cutToLastRows(values, ops, val(output).index);
+      return {
+        values: cut.values,
+        weights,
+        packed,
+        ops: cut.ops,
+        ids: (this.ids as RuleValue).index,
+        logits: cut.output,
+        cachedOps: cut.cachedOps,
+        caches,
+        usesKeyMask,
+      };
+    };
+  }
+}
