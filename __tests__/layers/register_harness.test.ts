@@ -10,7 +10,10 @@ import * as tf from '@tensorflow/tfjs';
 
 import '../../src';
 import {FAMILY_LAYER_CLASSES} from '../../src/hub_models/register_layers';
-import {LAYER_CLASSES as GENERIC_LAYER_CLASSES, MASKED_TFJS_CLASSES} from '../../src/layers/register';
+import {
+  LAYER_CLASSES as GENERIC_LAYER_CLASSES,
+  MASKED_TFJS_CLASSES,
+} from '../../src/layers/register';
 import {describeBackends, useBackend} from '../helpers/backends';
 import {LAYER_CASES, LayerCase, runLayerTest} from '../helpers/layer_harness';
 
