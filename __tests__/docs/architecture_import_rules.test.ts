@@ -2,7 +2,8 @@
  * The import rules ARCHITECTURE.md states ("Layers of the package"): its table "folder | may
  * import" is parsed from the page, and every relative import of every file under src/ (imports,
  * type imports, re-exports, require and dynamic import, comments skipped) is checked against it.
- * The section's file table is checked too: every path it names exists.
+ * The section's file table is checked too: every path it names exists; and its diagram draws every
+ * folder of the table.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -119,6 +120,19 @@ describe('import rules of ARCHITECTURE.md', () => {
       for (const f of allowed) expect([...rules.keys()]).toContain(f);
     }
     expect(files.length).toBeGreaterThan(80);
+  });
+
+  it("the section's diagram draws every folder of the table", () => {
+    const diagram = /```\n([\s\S]*?)```/.exec(section(architecture, 'Layers of the package'));
+    expect(diagram).not.toBeNull();
+    // the folders drawn: a word ending in '/' at the start of a line or after an arrow
+    const drawn = new Set(
+      [...(diagram as RegExpExecArray)[1].matchAll(/(?:^|[─←→┘┴┤│]\s*|\s{2})([a-z_]+\/)/gm)].map(
+        (m) => m[1],
+      ),
+    );
+    const rows = [...rules.keys()].filter((f) => f !== TOP);
+    expect([...drawn].filter((f) => rows.includes(f)).sort()).toEqual(rows.sort());
   });
 
   it('every relative import of every file under src/ obeys the table', () => {

@@ -25,6 +25,7 @@ import type {
   HubWeightValue,
   JsonObject,
   KerasHubFamily,
+  StepCompile,
   TokenizerAsset,
   TokenizerConfig,
   TokenizerSplit,
@@ -119,6 +120,25 @@ describe('registerKerasHubFamily', () => {
     ).toThrow(
       /the tokenizer class "GPT2Tokenizer" of family "Toy tokenizer" is already registered \(the tokenizer class of family "GPT-2"\)/,
     );
+    expect(kerasHubClassNames()).toEqual(before);
+  });
+
+  it('a compile rule for a class that has one, or one that is no function, is refused, and nothing is registered', () => {
+    const before = kerasHubClassNames();
+    const rule: StepCompile = (_layer, inputs) => inputs;
+    expect(() =>
+      registerKerasHubFamily({...TOY, name: 'Toy rules', stepRules: {MultiHeadAttention: rule}}),
+    ).toThrow(
+      'registerKerasHubFamily: family "Toy rules" gives class "MultiHeadAttention" a compile ' +
+        'rule; expected a function for a class without one (it has one already)',
+    );
+    expect(() =>
+      registerKerasHubFamily({
+        ...TOY,
+        name: 'Toy rules',
+        stepRules: {ToyNorm: 'fast' as unknown as StepCompile},
+      }),
+    ).toThrow(/gives class "ToyNorm" a string as its compile rule; .*\(it is not a function\)/);
     expect(kerasHubClassNames()).toEqual(before);
   });
 
