@@ -23,6 +23,13 @@ function rename(v: LayerVariable, name: string): void {
   (v as {originalName: string}).originalName = name;
 }
 
+/**
+ * The base of a layer made of sublayers: `addSublayer(layer, inputShape)` in `build` builds a
+ * sublayer and makes its weights this layer's own, named `<layer>/<sublayer>/<weight>` (Keras'
+ * layout), trained, saved, frozen and disposed with it; `sublayers` lists them in build order. The
+ * package's multi-head attention and transformer blocks extend it, and so may a model family's
+ * own layers (ARCHITECTURE.md, "Adding a model family").
+ */
 export abstract class CompositeLayer extends layers.Layer {
   private readonly sublayerList: layers.Layer[] = [];
   /** Each own weight's name as given to addWeight. */
