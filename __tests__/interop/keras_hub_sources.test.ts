@@ -1,7 +1,8 @@
 /**
  * Where a keras-hub preset's files come from (src/interop/keras_hub_sources.ts): a preset over
  * http resolves every name it is given against its base URL and refuses, before fetching, any
- * that resolves outside it (checked on the resolved URL, percent-decoded).
+ * that resolves outside it (checked on the resolved URL, percent-decoded); a body is counted as
+ * it streams in, so one over the limit is refused without the rest being read.
  */
 import {urlFiles} from '../../src/interop/keras_hub_sources';
 
