@@ -14,7 +14,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import {generateText, loadKerasHubPreset, loadKerasModel} from '../../src';
+import {generateText, loadKerasHubPreset, loadKerasModel, loadTokenizer} from '../../src';
 import type {KerasHubPreset} from '../../src';
 import {zipEntries, zipEntryBytes} from '../../src/io/zip_entries';
 import {writeZip} from '../../src/io/zip_writer';
@@ -633,5 +633,42 @@ describe('loadKerasModel names itself in the errors of the keras-hub route', () 
       () => loadKerasModel(bytes),
       /^loadKerasModel: the bytes given\/config\.json holds the class "GemmaCausalLM", which is not implemented \(expected one of /,
     );
+  });
+});
+
+describe("a preset's tokenizer is read through the preset's own source", () => {
+  beforeAll(() => tf.setBackend('cpu'));
+
+  it('a Map of Blobs: tokenizer.json and the declared assets read once each, nothing else of assets/', async () => {
+    const reads: string[] = [];
+    /** A file of the Map that records each time its bytes are read. */
+    class CountedBlob extends Blob {
+      constructor(
+        bytes: Uint8Array,
+        readonly rel: string,
+      ) {
+        super([bytes as BlobPart]);
+      }
+      override async arrayBuffer(): Promise<ArrayBuffer> {
+        reads.push(this.rel);
+        return super.arrayBuffer();
+      }
+    }
+    const files = filesOf(path.join(DIR, 'gpt2'));
+    files.set('assets/tokenizer/not_declared.json', enc('{}'));
+    const counted = new Map([...files].map(([rel, bytes]) => [rel, new CountedBlob(bytes, rel)]));
+    const before = tf.memory().numTensors;
+    const preset = await loadKerasHubPreset(counted);
+    expect(preset.tokenizer?.encode('Hello world')).toEqual(
+      (await loadTokenizer(path.join(DIR, 'gpt2'))).encode('Hello world'),
+    );
+    preset.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    const tokenizerReads = reads.filter((r) => r === 'tokenizer.json' || r.startsWith('assets/'));
+    expect(tokenizerReads).toEqual([
+      'tokenizer.json',
+      'assets/tokenizer/vocabulary.json',
+      'assets/tokenizer/merges.txt',
+    ]);
   });
 });

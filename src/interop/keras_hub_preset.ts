@@ -31,7 +31,10 @@ import {
   DEFAULT_MAX_TOKENIZER_FILE_BYTES,
   presetTokenizerClass,
   presetTokenizerClasses,
+  readDeclaredAssets,
+  tokenizerAssetFolder,
   tokenizerFromPreset,
+  utf8Text,
 } from './load_tokenizer';
 import {
   folderFiles,
@@ -234,7 +237,10 @@ function preprocessorOf(json: Obj | null, family: KerasHubFamily): KerasHubPrepr
   };
 }
 
-/** The tokenizer of a serialized tokenizer whose assets are in `folder` of `files`. */
+/**
+ * The tokenizer of a serialized tokenizer whose assets are in `folder` of `files`: the assets its
+ * class declares, read through the preset's own source (the one its configs and weights come from).
+ */
 async function tokenizerOf(
   json: Obj,
   files: PresetFiles,
@@ -242,8 +248,8 @@ async function tokenizerOf(
   split?: TokenizerSplit,
 ): Promise<Tokenizer> {
   const cls = json.class_name as string;
-  const names = presetTokenizerClass(cls)?.fileAssets;
-  if (names == null) {
+  const tokenizerClass = presetTokenizerClass(cls);
+  if (tokenizerClass == null) {
     fail(
       `the tokenizer class ${JSON.stringify(cls)} is not implemented (expected one of ` +
         `${presetTokenizerClasses()
@@ -251,19 +257,13 @@ async function tokenizerOf(
           .join(', ')})`,
     );
   }
-  const assets: Record<string, string> = {};
-  for (const name of names) {
-    const path = `${folder}/${name}`;
+  const assets = await readDeclaredAssets(tokenizerClass, folder, async (path) => {
     if (!(await files.has(path))) {
       fail(`${cls} needs the asset ${path}, which is missing from ${files.label}`);
     }
-    const bytes = await files.read(path, DEFAULT_MAX_TOKENIZER_FILE_BYTES);
-    try {
-      assets[name] = new TextDecoder('utf-8', {fatal: true}).decode(bytes);
-    } catch {
-      fail(`${inFiles(files.label, path)} is not valid UTF-8`);
-    }
-  }
+    const text = utf8Text(await files.read(path, DEFAULT_MAX_TOKENIZER_FILE_BYTES));
+    return text ?? fail(`${inFiles(files.label, path)} is not valid UTF-8`);
+  });
   try {
     return tokenizerFromPreset(json, assets, {split});
   } catch (e) {
@@ -276,14 +276,14 @@ async function tokenizerOf(
 
 /** The assets folder of a tokenizer in a preset: `assets/<config_file stem>`. */
 function presetAssetFolder(tokenizer: Obj): string {
-  const file = (tokenizer.config as Obj).config_file ?? 'tokenizer.json';
-  const stem = typeof file === 'string' ? file.split('.')[0] : '';
-  if (!/^[A-Za-z0-9_-]+$/.test(stem)) {
+  const config = tokenizer.config as Obj;
+  return (
+    tokenizerAssetFolder(config) ??
     fail(
-      `expected the tokenizer's config_file to be a plain file name, received ${JSON.stringify(file)}`,
-    );
-  }
-  return `assets/${stem}`;
+      `expected the tokenizer's config_file to be a plain file name, received ` +
+        `${JSON.stringify(config.config_file)}`,
+    )
+  );
 }
 
 /**

@@ -1,8 +1,10 @@
 /**
- * Where a keras-hub preset's files come from, for `loadKerasHubPreset` and `loadKerasModel`: a
- * folder on disk (Node; names kept inside it, links leading out refused), a URL base (each file
- * fetched by name), a `.keras` zip (path, URL, bytes, Blob), a dropped folder's `File[]` or a Map
- * of path -> bytes; each file's size checked before it is read.
+ * Where a keras-hub preset's files come from, for `loadKerasHubPreset`, `loadKerasModel` and
+ * `loadTokenizer`: a folder on disk (Node; names kept inside it, links leading out refused), a URL
+ * base (each file fetched by name, its body counted as it streams in), a `.keras` zip (path, URL,
+ * bytes, Blob), a dropped folder's `File[]` or a Map of path -> bytes; each file's size checked
+ * before it is read. A file that cannot be read is a {@link PresetFileError}: the facts, worded
+ * for `loadKerasHubPreset`, which `loadTokenizer` words in its own name.
  */
 import {zipEntries, zipEntryBytes} from '../io/zip_entries';
 import {KerasFiles, MAX_WEIGHTS_BYTES} from './keras_file';
@@ -35,6 +37,64 @@ export type PresetFiles = KerasFiles;
 
 function fail(message: string): never {
   throw new Error(`loadKerasHubPreset: ${message}`);
+}
+
+/** Why a preset's file could not be read, as facts (each loader words them in its own name). */
+export type PresetFileProblem =
+  /** No such file: `where` says where it was looked for (`(expected at dir/x)`, `in label`). */
+  | {kind: 'missing'; name: string; where: string}
+  /** Over the limit: `declared` (Content-Length) or held (a file's size, the bytes received). */
+  | {kind: 'too-large'; name: string; path: string; bytes: number; limit: number; declared: boolean}
+  /** A name that is not a plain path inside the preset (`why`, when there is more to say). */
+  | {kind: 'refused-name'; name: string; why: string | null; inside: string}
+  /** A folder's file that leads (a link) to `real`, outside the folder. */
+  | {kind: 'outside'; name: string; path: string; real: string; folder: string}
+  | {kind: 'not-a-file'; name: string; path: string}
+  | {kind: 'cannot-fetch'; url: string; reason: string}
+  | {kind: 'not-a-response'; url: string; received: string}
+  | {kind: 'status'; name: string; url: string; status: number}
+  /** A folder read where Node's fs is not (a browser). */
+  | {kind: 'no-fs'; what: string};
+
+/** A problem in `loadKerasHubPreset`'s words (without its name). */
+export function presetFileWords(p: PresetFileProblem): string {
+  switch (p.kind) {
+    case 'missing':
+      return `missing file ${p.name} ${p.where}`;
+    case 'too-large':
+      return `${p.path} ${p.declared ? 'declares' : 'holds'} ${p.bytes} bytes, more than the ${p.limit} allowed`;
+    case 'refused-name':
+      return (
+        `refusing the file name ${JSON.stringify(p.name)}: ${p.why == null ? '' : `${p.why}; `}` +
+        `expected a path inside ${p.inside}`
+      );
+    case 'outside':
+      return `refusing ${p.path}: it leads to ${p.real}, outside the preset folder ${p.folder}`;
+    case 'not-a-file':
+      return `expected ${p.path} to be a file`;
+    case 'cannot-fetch':
+      return `cannot fetch ${p.url}: ${p.reason}`;
+    case 'not-a-response':
+      return `fetching ${p.url}: expected a Response, received ${p.received}`;
+    case 'status':
+      return `fetching ${p.url}: expected status 200, received ${p.status}`;
+    case 'no-fs':
+      return (
+        `reading ${p.what} needs Node's fs; in the browser pass a URL, a .keras file's bytes, the ` +
+        'files of a dropped folder (File[]) or a Map of path -> bytes'
+      );
+  }
+}
+
+/** A preset's file that could not be read: `problem` holds the facts, the message is `loadKerasHubPreset`'s. */
+export class PresetFileError extends Error {
+  constructor(readonly problem: PresetFileProblem) {
+    super(`loadKerasHubPreset: ${presetFileWords(problem)}`);
+  }
+}
+
+function problem(p: PresetFileProblem): never {
+  throw new PresetFileError(p);
 }
 
 const EXPECTED_SOURCE =
@@ -80,9 +140,16 @@ export function mapFiles(
     has: async (name) => byPath.has(name),
     read: async (name, maxBytes) => {
       const value = byPath.get(name);
-      if (value == null) fail(`missing file ${name} in ${label}`);
+      if (value == null) problem({kind: 'missing', name, where: `in ${label}`});
       if (sizeOf(value) > maxBytes) {
-        fail(`${name} holds ${sizeOf(value)} bytes, more than the ${maxBytes} allowed`);
+        problem({
+          kind: 'too-large',
+          name,
+          path: name,
+          bytes: sizeOf(value),
+          limit: maxBytes,
+          declared: false,
+        });
       }
       return toBytes(value);
     },
@@ -99,10 +166,7 @@ export function mapFiles(
  */
 export function urlUnder(root: string, name: string): string {
   const refuse = (why: string): never =>
-    fail(
-      `refusing the file name ${JSON.stringify(name)}: ${why}; expected a path inside the ` +
-        `preset at ${root}`,
-    );
+    problem({kind: 'refused-name', name, why, inside: `the preset at ${root}`});
   if (/[?#\0\\]/.test(name)) refuse('it holds "?", "#", a backslash or NUL');
   let url: URL;
   let base: URL;
@@ -133,7 +197,50 @@ export function urlUnder(root: string, name: string): string {
   return url.href;
 }
 
-/** The files of a preset at a URL: each file fetched once (a missing one answers 404). */
+/**
+ * The bytes of a response's body, at most `maxBytes`: counted as they stream in (the stream
+ * cancelled once over), into one buffer of the declared length when there is one.
+ */
+async function bodyBytes(
+  response: Response,
+  name: string,
+  maxBytes: number,
+  declared: number,
+): Promise<Uint8Array> {
+  const over = (bytes: number): never =>
+    problem({kind: 'too-large', name, path: name, bytes, limit: maxBytes, declared: false});
+  const body = response.body;
+  if (body == null) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    return bytes.length > maxBytes ? over(bytes.length) : bytes;
+  }
+  const reader = body.getReader();
+  let buffer = new Uint8Array(Number.isInteger(declared) && declared >= 0 ? declared : 0);
+  let total = 0;
+  for (;;) {
+    const {done, value} = await reader.read();
+    if (done) break;
+    if (total + value.length > maxBytes) {
+      await reader.cancel();
+      over(total + value.length);
+    }
+    if (total + value.length > buffer.length) {
+      const grown = new Uint8Array(
+        Math.min(maxBytes, Math.max(2 * buffer.length, total + value.length)),
+      );
+      grown.set(buffer.subarray(0, total));
+      buffer = grown;
+    }
+    buffer.set(value, total);
+    total += value.length;
+  }
+  return total === buffer.length ? buffer : buffer.slice(0, total);
+}
+
+/**
+ * The files of a preset at a URL: each file fetched once (a missing one answers 404), its
+ * declared size checked before its body is read and its body counted as it streams in.
+ */
 export function urlFiles(base: string, fetcher: (url: string) => Promise<Response>): PresetFiles {
   const root = base.endsWith('/') ? base : `${base}/`;
   const pending = new Map<string, Promise<Response | null>>();
@@ -144,15 +251,14 @@ export function urlFiles(base: string, fetcher: (url: string) => Promise<Respons
       p = fetcher(url).then(
         (r: Response | null | undefined) => {
           if (r == null || typeof r !== 'object' || typeof r.status !== 'number') {
-            fail(
-              `fetching ${url}: expected a Response, received ${r === null ? 'null' : typeof r}`,
-            );
+            problem({kind: 'not-a-response', url, received: r === null ? 'null' : typeof r});
           }
           if (r.status === 404) return null;
-          if (!r.ok) fail(`fetching ${url}: expected status 200, received ${r.status}`);
+          if (!r.ok) problem({kind: 'status', name, url, status: r.status});
           return r;
         },
-        (e: unknown) => fail(`cannot fetch ${url}: ${e instanceof Error ? e.message : String(e)}`),
+        (e: unknown) =>
+          problem({kind: 'cannot-fetch', url, reason: e instanceof Error ? e.message : String(e)}),
       );
       pending.set(name, p);
     }
@@ -164,17 +270,22 @@ export function urlFiles(base: string, fetcher: (url: string) => Promise<Respons
     read: async (name, maxBytes) => {
       const response = await get(name);
       pending.delete(name);
-      if (response == null) fail(`missing file ${name} (${urlUnder(root, name)} answered 404)`);
-      const declared = Number(response.headers.get('content-length'));
+      if (response == null) {
+        problem({kind: 'missing', name, where: `(${urlUnder(root, name)} answered 404)`});
+      }
+      const declared = Number(response.headers.get('content-length') ?? NaN);
       if (Number.isFinite(declared) && declared > maxBytes) {
         await response.body?.cancel();
-        fail(`${name} declares ${declared} bytes, more than the ${maxBytes} allowed`);
+        problem({
+          kind: 'too-large',
+          name,
+          path: name,
+          bytes: declared,
+          limit: maxBytes,
+          declared: true,
+        });
       }
-      const bytes = new Uint8Array(await response.arrayBuffer());
-      if (bytes.length > maxBytes) {
-        fail(`${name} holds ${bytes.length} bytes, more than the ${maxBytes} allowed`);
-      }
-      return bytes;
+      return bodyBytes(response, name, maxBytes, declared);
     },
   };
 }
@@ -193,10 +304,7 @@ export async function nodeFs(what: string): Promise<NodeFs> {
   try {
     return (await import(moduleName)) as NodeFs;
   } catch {
-    return fail(
-      `reading ${what} needs Node's fs; in the browser pass a URL, a .keras file's bytes, the ` +
-        'files of a dropped folder (File[]) or a Map of path -> bytes',
-    );
+    return problem({kind: 'no-fs', what});
   }
 }
 
@@ -205,7 +313,7 @@ export function folderFiles(fs: NodeFs, dir: string): PresetFiles {
   const base = dir.replace(/[\\/]+$/, '');
   const resolve = async (name: string): Promise<string | null> => {
     if (name.split('/').some((p) => p === '' || p === '.' || p === '..' || /[\\\0]/.test(p))) {
-      fail(`refusing the file name ${JSON.stringify(name)}: expected a path inside ${dir}`);
+      problem({kind: 'refused-name', name, why: null, inside: dir});
     }
     let real: string;
     try {
@@ -213,10 +321,10 @@ export function folderFiles(fs: NodeFs, dir: string): PresetFiles {
     } catch {
       return null;
     }
-    const root = await fs.promises.realpath(base);
+    const root = await fs.promises.realpath(base === '' ? '/' : base);
     const sep = root.includes('\\') ? '\\' : '/';
     if (!real.startsWith(root.endsWith(sep) ? root : root + sep)) {
-      fail(`refusing ${base}/${name}: it leads to ${real}, outside the preset folder ${dir}`);
+      problem({kind: 'outside', name, path: `${base}/${name}`, real, folder: dir});
     }
     return real;
   };
@@ -228,11 +336,12 @@ export function folderFiles(fs: NodeFs, dir: string): PresetFiles {
     },
     read: async (name, maxBytes) => {
       const real = await resolve(name);
-      if (real == null) fail(`missing file ${name} (expected at ${base}/${name})`);
+      const path = `${base}/${name}`;
+      if (real == null) problem({kind: 'missing', name, where: `(expected at ${path})`});
       const st = await fs.promises.stat(real);
-      if (!st.isFile()) fail(`expected ${base}/${name} to be a file`);
+      if (!st.isFile()) problem({kind: 'not-a-file', name, path});
       if (st.size > maxBytes) {
-        fail(`${base}/${name} holds ${st.size} bytes, more than the ${maxBytes} allowed`);
+        problem({kind: 'too-large', name, path, bytes: st.size, limit: maxBytes, declared: false});
       }
       const data = await fs.promises.readFile(real);
       return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
@@ -248,7 +357,7 @@ export function zipFiles(bytes: Uint8Array, label: string): PresetFiles {
     has: async (name) => entries.has(name),
     read: async (name, maxBytes) => {
       const entry = entries.get(name);
-      if (entry == null) fail(`missing file ${name} in ${label}`);
+      if (entry == null) problem({kind: 'missing', name, where: `in ${label}`});
       return zipEntryBytes(bytes, entry, maxBytes);
     },
   };
@@ -268,6 +377,22 @@ async function fetchBytes(url: string, fetcher: (url: string) => Promise<Respons
   const files = urlFiles(url.replace(/[^/]*$/, ''), fetcher);
   const name = url.split(/[?#]/)[0].replace(/^.*\//, '');
   return files.read(name, MAX_WEIGHTS_BYTES);
+}
+
+/**
+ * What a string names: an `http(s)://` URL, a local path (a `file:` URL's, decoded; a Windows
+ * drive's), or null for another scheme (`ftp:`, `data:`), which no loader reads.
+ */
+export function presetLocation(where: string): {url: string} | {path: string} | null {
+  if (/^https?:\/\//i.test(where)) return {url: where};
+  if (
+    /^[a-z][a-z0-9+.-]*:/i.test(where) &&
+    !/^file:/i.test(where) &&
+    !/^[a-z]:[\\/]/i.test(where)
+  ) {
+    return null;
+  }
+  return {path: /^file:/i.test(where) ? decodeURIComponent(new URL(where).pathname) : where};
 }
 
 export async function openPreset(
@@ -290,23 +415,20 @@ export async function openPreset(
   if (typeof source === 'string' || source instanceof URL) {
     const where = String(source);
     if (where === '') fail(`${EXPECTED_SOURCE}, received an empty string`);
-    if (/^https?:\/\//i.test(where)) {
+    const location = presetLocation(where);
+    if (location == null) {
+      fail(
+        `expected a folder or .keras path, a URL, bytes or files, received ${JSON.stringify(where)}`,
+      );
+    }
+    if ('url' in location) {
       if (fetcher == null) fail(`${where} is a URL but there is no fetch; pass options.fetch`);
       if (isKerasName(where)) {
         return {files: zipFiles(await fetchBytes(where, fetcher), where), kerasFile: true};
       }
       return {files: urlFiles(where, fetcher), kerasFile: false};
     }
-    if (
-      /^[a-z][a-z0-9+.-]*:/i.test(where) &&
-      !/^file:/i.test(where) &&
-      !/^[a-z]:[\\/]/i.test(where)
-    ) {
-      fail(
-        `expected a folder or .keras path, a URL, bytes or files, received ${JSON.stringify(where)}`,
-      );
-    }
-    const p = /^file:/i.test(where) ? decodeURIComponent(new URL(where).pathname) : where;
+    const p = location.path;
     const fs = await nodeFs(p);
     const st = await fs.promises.stat(p).catch(() => null);
     if (st == null) fail(`no such file or folder: ${p}`);

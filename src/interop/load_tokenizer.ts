@@ -1,8 +1,11 @@
 /**
  * `loadTokenizer(source)`: a keras-hub preset folder (a path in Node, a URL anywhere) read as
  * keras-hub's `Tokenizer.from_preset` reads it: `tokenizer.json` (class name and config), then
- * only the assets that class names under `assets/<config_file stem>/`. Sizes are checked before
- * a file is read (a declared Content-Length, or the bytes as they stream in).
+ * only the assets that class declares (its `fileAssets`, keras-hub's `file_assets`) under
+ * `assets/<config_file stem>/`. The files are read through the preset's source
+ * (keras_hub_sources.ts), as `loadKerasHubPreset` reads its weights, configs and tokenizer: the
+ * same name rules and size checks (a file's size, a declared Content-Length, the bytes as they
+ * stream in), errors worded here in `loadTokenizer`'s name.
  */
 import {kerasHubFamilies} from '../hub_models/registry';
 import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
@@ -11,6 +14,15 @@ import type {TokenizerSplit} from '../tokenizers/byte_pair';
 import type {PresetTokenizerClass} from '../tokenizers/preset_tokenizer';
 import type {Tokenizer} from '../tokenizers/tokenizer';
 import {WordPieceTokenizer} from '../tokenizers/word_piece';
+import {
+  folderFiles,
+  nodeFs,
+  PresetFileError,
+  presetFileWords,
+  presetLocation,
+  urlFiles,
+} from './keras_hub_sources';
+import type {PresetFileProblem, PresetFiles} from './keras_hub_sources';
 
 /** Options of {@link loadTokenizer}. */
 export interface LoadTokenizerOptions {
@@ -45,7 +57,8 @@ export function presetTokenizerClass(className: string): PresetTokenizerClass | 
   return presetTokenizerClasses().find((c) => c.className === className);
 }
 
-type ReadText = (name: string) => Promise<string>;
+/** The text of a preset's file by its path in the preset (`assets/tokenizer/merges.txt`). */
+export type ReadText = (path: string) => Promise<string>;
 
 /**
  * Loads the tokenizer of a keras-hub preset: `source` is the preset folder (a path in Node, or
@@ -79,36 +92,47 @@ export async function loadTokenizer(
     );
   }
   const where = String(source);
-  let read: ReadText;
-  if (/^https?:\/\//i.test(where)) {
+  const location = presetLocation(where);
+  if (location == null) {
+    throw new Error(
+      `loadTokenizer: source must be a folder path or an http(s) URL, received ${JSON.stringify(where)}.`,
+    );
+  }
+  let files: PresetFiles;
+  if ('url' in location) {
     const fetcher = options.fetch ?? (typeof fetch === 'function' ? fetch : undefined);
     if (fetcher === undefined) {
       throw new Error(
         `loadTokenizer: ${where} is a URL but there is no fetch; pass options.fetch.`,
       );
     }
-    read = urlReader(where, fetcher, limit);
-  } else if (
-    /^[a-z][a-z0-9+.-]*:/i.test(where) &&
-    !/^file:/i.test(where) &&
-    !/^[a-z]:[\\/]/i.test(where)
-  ) {
-    throw new Error(
-      `loadTokenizer: source must be a folder path or an http(s) URL, received ${JSON.stringify(where)}.`,
-    );
+    files = urlFiles(location.url, fetcher);
   } else {
-    const path = /^file:/i.test(where) ? decodeURIComponent(new URL(where).pathname) : where;
-    read = await fileReader(path, limit);
+    files = folderFiles(await inOwnWords(() => nodeFs(location.path)), location.path);
   }
   const split = checkSplit(options.split, 'loadTokenizer');
-  const configText = await read('tokenizer.json');
+  const read: ReadText = async (path) =>
+    utf8Strict(await inOwnWords(() => files.read(path, limit)), path);
   const config = parseBoundedJson(
-    configText,
+    await read('tokenizer.json'),
     'tokenizer.json',
     CONFIG_JSON_LIMITS,
     'loadTokenizer',
   );
-  return tokenizerFromPreset(config, await readAssets(config, read), {split});
+  const {className, config: tokenizerConfig} = classAndConfig(config);
+  const folder = tokenizerAssetFolder(tokenizerConfig);
+  if (folder == null) {
+    throw new Error(
+      `loadTokenizer: tokenizer.json's config.config_file must be a plain file name such as ` +
+        `"tokenizer.json", received ${JSON.stringify(tokenizerConfig.config_file)}.`,
+    );
+  }
+  const assets = await readDeclaredAssets(
+    presetTokenizerClass(className) as PresetTokenizerClass,
+    folder,
+    read,
+  );
+  return tokenizerFromPreset(config, assets, {split});
 }
 
 /**
@@ -158,20 +182,30 @@ function classAndConfig(json: unknown): {className: string; config: Record<strin
   return {className, config: config as Record<string, unknown>};
 }
 
-/** Reads the assets of the class, and only those, from `assets/<config_file stem>/`. */
-async function readAssets(json: unknown, read: ReadText): Promise<Record<string, string>> {
-  const {className, config} = classAndConfig(json);
+/**
+ * The folder of a tokenizer's assets in a preset, `assets/<config_file stem>` (keras-hub's
+ * `config_file`, default `tokenizer.json`), or null when config_file is not a plain file name.
+ */
+export function tokenizerAssetFolder(config: Readonly<Record<string, unknown>>): string | null {
   const configFile = config.config_file ?? 'tokenizer.json';
   const stem = typeof configFile === 'string' ? configFile.split('.')[0] : '';
-  if (!/^[A-Za-z0-9_-]+$/.test(stem)) {
-    throw new Error(
-      `loadTokenizer: tokenizer.json's config.config_file must be a plain file name such as ` +
-        `"tokenizer.json", received ${JSON.stringify(configFile)}.`,
-    );
-  }
+  return /^[A-Za-z0-9_-]+$/.test(stem) ? `assets/${stem}` : null;
+}
+
+/**
+ * The assets a tokenizer class declares (its `fileAssets`), and only those, read from `folder`
+ * of a preset by `read`, each once: file name -> text.
+ */
+export async function readDeclaredAssets(
+  tokenizerClass: PresetTokenizerClass,
+  folder: string,
+  read: ReadText,
+): Promise<Record<string, string>> {
   const assets: Record<string, string> = {};
-  for (const name of (presetTokenizerClass(className) as PresetTokenizerClass).fileAssets) {
-    assets[name] = await read(`assets/${stem}/${name}`);
+  for (const name of tokenizerClass.fileAssets) {
+    if (!Object.prototype.hasOwnProperty.call(assets, name)) {
+      assets[name] = await read(`${folder}/${name}`);
+    }
   }
   return assets;
 }
@@ -186,125 +220,52 @@ function checkSplit(split: unknown, owner: string): TokenizerSplit {
   return split;
 }
 
-function utf8Strict(bytes: Uint8Array, name: string): string {
+/** The text of UTF-8 bytes, or null when they are not valid UTF-8. */
+export function utf8Text(bytes: Uint8Array): string | null {
   try {
     return new TextDecoder('utf-8', {fatal: true}).decode(bytes);
   } catch {
-    throw new Error(`loadTokenizer: ${name} is not valid UTF-8.`);
+    return null;
   }
 }
 
-function tooLarge(name: string, size: number, limit: number): Error {
-  return new Error(
-    `loadTokenizer: ${name} has ${size} bytes, over the limit of ${limit} bytes ` +
-      '(options.maxFileBytes); refused before reading it.',
-  );
+function utf8Strict(bytes: Uint8Array, name: string): string {
+  const text = utf8Text(bytes);
+  if (text == null) throw new Error(`loadTokenizer: ${name} is not valid UTF-8.`);
+  return text;
 }
 
-interface NodeFs {
-  promises: {
-    stat(path: string): Promise<{size: number; isFile(): boolean}>;
-    readFile(path: string): Promise<Uint8Array>;
-    realpath(path: string): Promise<string>;
-  };
+/** A preset file's problem in `loadTokenizer`'s words (its messages before it read through the preset's sources). */
+function tokenizerWords(p: PresetFileProblem): string {
+  switch (p.kind) {
+    case 'too-large':
+      return (
+        `${p.name} has ${p.bytes} bytes, over the limit of ${p.limit} bytes ` +
+        '(options.maxFileBytes); refused before reading it.'
+      );
+    case 'outside':
+      return `refusing ${p.name}: it leads to ${p.real}, outside the folder ${p.folder}.`;
+    case 'not-a-file':
+      return `${p.name} is not a file (at ${p.path}).`;
+    case 'status':
+      return `fetching ${p.name} failed (${p.url} answered ${p.status}).`;
+    case 'no-fs':
+      return (
+        `reading the folder ${JSON.stringify(p.what)} needs Node's fs; in the browser pass an ` +
+        'http(s) URL or use tokenizerFromPreset.'
+      );
+    default:
+      return `${presetFileWords(p)}.`;
+  }
 }
 
-async function fileReader(folder: string, limit: number): Promise<ReadText> {
-  // A module name in a variable: bundlers for the browser leave it alone.
-  const moduleName = 'fs';
-  let fs: NodeFs;
+/** Runs a read of the preset's source, its problems worded in `loadTokenizer`'s name. */
+async function inOwnWords<T>(run: () => Promise<T>): Promise<T> {
   try {
-    fs = (await import(moduleName)) as NodeFs;
-  } catch {
-    throw new Error(
-      `loadTokenizer: reading the folder ${JSON.stringify(folder)} needs Node's fs; in the ` +
-        'browser pass an http(s) URL or use tokenizerFromPreset.',
-    );
+    return await run();
+  } catch (e) {
+    if (e instanceof PresetFileError)
+      throw new Error(`loadTokenizer: ${tokenizerWords(e.problem)}`);
+    throw e;
   }
-  const base = folder.replace(/[\\/]+$/, '');
-  return async (name) => {
-    const path = `${base}/${name}`;
-    let stat: {size: number; isFile(): boolean};
-    try {
-      stat = await fs.promises.stat(path);
-    } catch {
-      throw new Error(`loadTokenizer: missing file ${name} (expected at ${path}).`);
-    }
-    if (!stat.isFile()) throw new Error(`loadTokenizer: ${name} is not a file (at ${path}).`);
-    // links are followed, but must stay inside the folder's real path
-    const [real, root] = await Promise.all([
-      fs.promises.realpath(path),
-      fs.promises.realpath(base === '' ? '/' : base),
-    ]);
-    const sep = root.includes('\\') ? '\\' : '/';
-    if (!real.startsWith(root.endsWith(sep) ? root : root + sep)) {
-      throw new Error(
-        `loadTokenizer: refusing ${name}: it leads to ${real}, outside the folder ${folder}.`,
-      );
-    }
-    if (stat.size > limit) throw tooLarge(name, stat.size, limit);
-    const bytes = await fs.promises.readFile(real);
-    if (bytes.length > limit) throw tooLarge(name, bytes.length, limit);
-    return utf8Strict(bytes, name);
-  };
-}
-
-function urlReader(
-  base: string,
-  fetcher: (url: string) => Promise<Response>,
-  limit: number,
-): ReadText {
-  const root = base.endsWith('/') ? base : base + '/';
-  return async (name) => {
-    const url = new URL(name, root).toString();
-    let response: Response;
-    try {
-      response = await fetcher(url);
-    } catch (e) {
-      throw new Error(
-        `loadTokenizer: cannot fetch ${url}: ${e instanceof Error ? e.message : String(e)}.`,
-      );
-    }
-    if (response == null || typeof response !== 'object' || typeof response.ok !== 'boolean') {
-      throw new Error(
-        `loadTokenizer: fetching ${url}: expected a Response, received ` +
-          `${response === null ? 'null' : typeof response}.`,
-      );
-    }
-    if (!response.ok) {
-      throw new Error(
-        response.status === 404
-          ? `loadTokenizer: missing file ${name} (${url} answered 404).`
-          : `loadTokenizer: fetching ${name} failed (${url} answered ${response.status}).`,
-      );
-    }
-    const declared = Number(response.headers.get('content-length'));
-    if (Number.isFinite(declared) && declared > limit) throw tooLarge(name, declared, limit);
-    const body = response.body;
-    if (body === null) {
-      const bytes = new Uint8Array(await response.arrayBuffer());
-      if (bytes.length > limit) throw tooLarge(name, bytes.length, limit);
-      return utf8Strict(bytes, name);
-    }
-    const reader = body.getReader();
-    const chunks: Uint8Array[] = [];
-    let total = 0;
-    for (;;) {
-      const {done, value} = await reader.read();
-      if (done) break;
-      total += value.length;
-      if (total > limit) {
-        await reader.cancel();
-        throw tooLarge(name, total, limit);
-      }
-      chunks.push(value);
-    }
-    const bytes = new Uint8Array(total);
-    let offset = 0;
-    for (const chunk of chunks) {
-      bytes.set(chunk, offset);
-      offset += chunk.length;
-    }
-    return utf8Strict(bytes, name);
-  };
 }
