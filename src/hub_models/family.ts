@@ -33,7 +33,10 @@ export interface WeightBinding {
   variable: LayerVariable;
 }
 
-/** The functional graph of a backbone: inputs, named outputs, and its weights by Keras path. */
+/**
+ * The functional graph of a backbone: inputs, named outputs and the token embedding. Its weights'
+ * Keras 3 paths are derived from its layers (`hubWeightBindings`, build.ts), never declared.
+ */
 export interface BackboneGraph {
   /** Symbolic inputs in the order of the family's `inputs`. */
   inputs: SymbolicTensor[];
@@ -41,8 +44,6 @@ export interface BackboneGraph {
   outputs: Record<string, SymbolicTensor>;
   /** The token embedding (a causal LM's logits are its reverse call). */
   tokenEmbedding: ReversibleEmbedding;
-  /** Every tfjs weight of the backbone and its Keras path inside the backbone. */
-  weights: WeightBinding[];
 }
 
 /**
@@ -193,9 +194,6 @@ export function impliedValues(family: KerasHubFamily, config: JsonObject): numbe
 
 /** The config keys every keras-hub class writes besides its own. */
 export const COMMON_KEYS = ['name', 'trainable', 'dtype'] as const;
-
-/** The Keras 3 name of a layer inside a functional model: `<snake class>` then `_1`, `_2`... */
-export const numbered = (base: string, i: number): string => (i === 0 ? base : `${base}_${i}`);
 
 /** The largest integer option a config may hold (an int32: sizes, counts, lengths). */
 const INT32_MAX = 2 ** 31 - 1;

@@ -111,16 +111,11 @@ function int8Entry(cls: string, entry: Config): Config {
 /** `[a, b]` as Keras prints shapes. */
 const shapeText = (s: readonly (number | null)[]) => `[${s.join(', ')}]`;
 
-/** The folder of a Keras 3 weight path (`a/b/vars/2` -> `a/b`). */
-function folderOf(path: string): string {
-  return path.replace(/\/vars\/\d+$/, '');
-}
-
 /**
  * The model `model` (built float by a family, its weights bound by `bindings`) with every layer
  * that owns an int8 weight of `weights` in its int8 form: a new model (the float one is
- * disposed), its bindings (the int8 layers' weights in Keras' int8 order: kernel `vars/0`, bias
- * `vars/1`, scale last), and the weights with the int8 values as float32 values, as the int8
+ * disposed), its bindings (`derive`d from the int8 model: the int8 layers' weights in Keras' int8
+ * order, kernel `vars/0`, bias `vars/1`, scale last), and the weights with the int8 values as float32 values, as the int8
  * layers hold them. Without int8 weights, the arguments are returned as they are.
  *
  * Checked before anything is written: every int8 layer's int8 weights are int8 in the map and its
@@ -132,6 +127,7 @@ export function int8HubModel(
   model: LayersModel,
   bindings: readonly WeightBinding[],
   weights: HubWeights,
+  derive: (model: LayersModel) => WeightBinding[],
 ): {model: LayersModel; bindings: WeightBinding[]; weights: HubWeights} {
   if (!(weights instanceof Map)) return {model, bindings: [...bindings], weights};
   const int8Bindings = bindings.filter((b) => isInt8HubWeight(weights.get(b.path)));
@@ -153,27 +149,8 @@ export function int8HubModel(
   const out = entry[1](entry[0], {...config, layers: entries} as unknown as Config, {}, true);
   const int8 = out as LayersModel;
   try {
-    const oldPath = new Map(bindings.map((b) => [b.variable.originalName, b.path]));
-    // the weights of one (sub)layer: `<layer>/<sublayer>/<weight>` grouped by all but the last part
-    const groups = new Map<string, LayerVariable[]>();
-    for (const w of int8.weights) {
-      const key = w.originalName.slice(0, w.originalName.lastIndexOf('/'));
-      groups.set(key, [...(groups.get(key) ?? []), w]);
-    }
-    const newBindings: WeightBinding[] = [];
-    for (const group of groups.values()) {
-      const known = group.find((w) => oldPath.has(w.originalName));
-      if (known == null) continue; // unbound: bindWeights names it
-      const fresh = group.some((w) => !oldPath.has(w.originalName));
-      const folder = folderOf(oldPath.get(known.originalName) as string);
-      group.forEach((variable, i) =>
-        newBindings.push({
-          // a group with new weights (an int8 layer's) is numbered in its new order
-          path: fresh ? `${folder}/vars/${i}` : (oldPath.get(variable.originalName) as string),
-          variable,
-        }),
-      );
-    }
+    // the int8 layers' weights in Keras' int8 order (kernel, bias, scale), from their contracts
+    const newBindings = derive(int8);
     const pathOf = new Map(newBindings.map((b) => [b.variable, b.path]));
     checkInt8Layers(cls, int8, pathOf, weights);
     const converted = new Map<string, HubWeightValue | tf.Tensor>();
