@@ -157,6 +157,7 @@ export {LlamaLayerNorm} from './hub_models/llama3/llama_layer_norm';
 export type {LlamaLayerNormArgs} from './hub_models/llama3/llama_layer_norm';
 export type {
   BackboneGraph,
+  HubWeightReader,
   HubWeights,
   HubWeightValue,
   KerasHubFamily,

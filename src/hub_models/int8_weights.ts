@@ -23,7 +23,8 @@ import {CompositeLayer} from '../layers/engine/composite_layer';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {contractOf} from '../layers/engine/contract';
 import {isObject} from '../layers/engine/json_object';
-import type {HubWeights, HubWeightValue, WeightBinding} from './family';
+import {isHubWeightReader} from './family';
+import type {HubWeight, HubWeights, WeightBinding} from './family';
 
 type Config = tf.serialization.ConfigDict;
 type Registered = [
@@ -35,7 +36,7 @@ type Registered = [
 const INT8_DTYPES = ['int8', 'int32'];
 
 /** Whether a weight of the map holds int8 values: dtype `int8` (or `int32`), or an int32 tensor. */
-export function isInt8HubWeight(w: HubWeightValue | tf.Tensor | undefined): boolean {
+export function isInt8HubWeight(w: HubWeight | undefined): boolean {
   if (w == null) return false;
   if (w instanceof tf.Tensor) return w.dtype === 'int32';
   return w.dtype != null && INT8_DTYPES.includes(w.dtype);
@@ -153,21 +154,31 @@ export function int8HubModel(
     const newBindings = derive(int8);
     const pathOf = new Map(newBindings.map((b) => [b.variable, b.path]));
     checkInt8Layers(cls, int8, pathOf, weights);
-    const converted = new Map<string, HubWeightValue | tf.Tensor>();
-    for (const [path, w] of weights) {
-      converted.set(
-        path,
-        isInt8HubWeight(w) && !(w instanceof tf.Tensor)
-          ? {shape: w.shape, dtype: 'float32', values: Float32Array.from(w.values)}
-          : w,
-      );
-    }
+    const converted = new Map<string, HubWeight>();
+    for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asFloat(w) : w);
     model.dispose();
     return {model: int8, bindings: newBindings, weights: converted};
   } catch (e) {
     int8.dispose();
     throw e;
   }
+}
+
+/**
+ * An int8 weight as the int8 layers hold it, float32 values (a tensor is cast when bound; a
+ * weight read from its file writes its int8 values as float32 itself).
+ */
+function asFloat(w: HubWeight): HubWeight {
+  if (w instanceof tf.Tensor) return w;
+  if (isHubWeightReader(w)) {
+    return {
+      shape: w.shape,
+      dtype: 'float32',
+      read: () => Float32Array.from(w.read()),
+      write: (variable) => w.write(variable),
+    };
+  }
+  return {shape: w.shape, dtype: 'float32', values: Float32Array.from(w.values)};
 }
 
 /** Every (nested) int8 layer of `model` with its int8 weights. */
@@ -231,8 +242,10 @@ function checkInt8Layers(
             `${shapeText(got)}`,
         );
       }
-      const sv = s as HubWeightValue | tf.Tensor;
-      const bad = badScaleValue(sv instanceof tf.Tensor ? sv.dataSync() : sv.values);
+      const sv = s as HubWeight;
+      const bad = badScaleValue(
+        sv instanceof tf.Tensor ? sv.dataSync() : isHubWeightReader(sv) ? sv.read() : sv.values,
+      );
       if (bad != null) {
         throw new Error(
           `${cls}: layer '${layer.name}': the scale ${sPath} of the int8 weight ${vPath} ` +
