@@ -91,8 +91,10 @@ function classifierOptions(className: string, own: JsonObject): ClassifierOption
  *   refused with an error naming them.
  * - `weights`: every weight by its Keras 3 path inside the class's `model.weights.h5` (a task's
  *   paths start with `layers/<backbone>/`, e.g. `layers/gpt2_backbone/layers/reversible_embedding/vars/0`;
- *   a backbone's with `layers/`), as `{shape, values}` or a tensor. A path the model needs and
- *   the map lacks, a path it does not read, or a shape that differs is an error naming the path.
+ *   a backbone's with `layers/`), as `{shape, values}`, a tensor, or a `HubWeightReader` (read
+ *   from its file as it is bound). The paths the model reads are derived from its layers'
+ *   contracts. A path the model needs and the map lacks, a path it does not read, or a shape that
+ *   differs is an error naming the path.
  *
  * Inputs and outputs (int32 inputs, in this order):
  * - backbones: their inputs (`token_ids`, `padding_mask`; BERT `token_ids`, `segment_ids`,

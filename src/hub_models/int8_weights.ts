@@ -116,8 +116,8 @@ const shapeText = (s: readonly (number | null)[]) => `[${s.join(', ')}]`;
  * The model `model` (built float by a family, its weights bound by `bindings`) with every layer
  * that owns an int8 weight of `weights` in its int8 form: a new model (the float one is
  * disposed), its bindings (`derive`d from the int8 model: the int8 layers' weights in Keras' int8
- * order, kernel `vars/0`, bias `vars/1`, scale last), and the weights with the int8 values as float32 values, as the int8
- * layers hold them. Without int8 weights, the arguments are returned as they are.
+ * order, kernel `vars/0`, bias `vars/1`, scale last), and the weights with the int8 values as
+ * float32 values, as the int8 layers hold them. Without int8 weights, the arguments are returned as they are.
  *
  * Checked before anything is written: every int8 layer's int8 weights are int8 in the map and its
  * other weights are not, and each scale's shape is the one its kernel gives (an error names the
