@@ -170,6 +170,7 @@ export {LlamaLayerNorm} from './hub_models/llama3/llama_layer_norm';
 export type {LlamaLayerNormArgs} from './hub_models/llama3/llama_layer_norm';
 export type {
   BackboneGraph,
+  HubWeightReader,
   HubWeights,
   HubWeightValue,
   KerasHubFamily,
@@ -179,7 +180,7 @@ export type {
   WeightBinding,
   WeightTerm,
 } from './hub_models/family';
-export {configFloat, configInt, configRate, numbered} from './hub_models/family';
+export {configFloat, configInt, configRate} from './hub_models/family';
 export {CompositeLayer} from './layers/engine/composite_layer';
 export {
   loadKerasHubPreset,

@@ -85,11 +85,6 @@ const TOY: KerasHubFamily = {
       inputs: [tokenIds, paddingMask],
       outputs: {sequence_output: x},
       tokenEmbedding,
-      weights: [
-        {path: 'layers/reversible_embedding/vars/0', variable: tokenEmbedding.weights[0]},
-        {path: 'layers/layer_normalization/vars/0', variable: norm.weights[0]},
-        {path: 'layers/layer_normalization/vars/1', variable: norm.weights[1]},
-      ],
     };
   },
 };

@@ -10,6 +10,7 @@ import type {LayersModel, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import {snakeCase} from '../layers/engine/contract';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {isObject} from '../layers/engine/json_object';
+import {keras3LayerPaths} from '../layers/engine/keras3_paths';
 import {
   bindWeights,
   checkConfig,
@@ -24,7 +25,6 @@ import {
 } from './family';
 import {int8HubModel, withoutInt8PolicyMap} from './int8_weights';
 import {familyOfClass, kerasHubClassNames} from './registry';
-import {weightsInOrder} from './weights';
 
 /** The config keys of each task kind (besides name, trainable, dtype). */
 const TASK_KEYS: Readonly<Record<TaskKind, readonly string[]>> = {
@@ -91,8 +91,10 @@ function classifierOptions(className: string, own: JsonObject): ClassifierOption
  *   refused with an error naming them.
  * - `weights`: every weight by its Keras 3 path inside the class's `model.weights.h5` (a task's
  *   paths start with `layers/<backbone>/`, e.g. `layers/gpt2_backbone/layers/reversible_embedding/vars/0`;
- *   a backbone's with `layers/`), as `{shape, values}` or a tensor. A path the model needs and
- *   the map lacks, a path it does not read, or a shape that differs is an error naming the path.
+ *   a backbone's with `layers/`), as `{shape, values}`, a tensor, or a `HubWeightReader` (read
+ *   from its file as it is bound). The paths the model reads are derived from its layers'
+ *   contracts. A path the model needs and the map lacks, a path it does not read, or a shape that
+ *   differs is an error naming the path.
  *
  * Inputs and outputs (int32 inputs, in this order):
  * - backbones: their inputs (`token_ids`, `padding_mask`; BERT `token_ids`, `segment_ids`,
@@ -186,6 +188,24 @@ function withoutLeaks(build: () => BuiltKerasHubModel): BuiltKerasHubModel {
   }
 }
 
+/** The layers a text classifier's head adds on the backbone, by name. */
+const HEAD_LAYERS: ReadonlySet<string> = new Set(['classifier_dropout', 'logits']);
+
+/**
+ * Every weight of a built keras-hub model with its Keras 3 path, derived from its layers'
+ * contracts (layers/engine/keras3_paths.ts): the backbone's layers under `prefix` (a task's
+ * `layers/<backbone>/`, a backbone's none), numbered in the model's layer order as keras-hub's
+ * functional backbone numbers them; a text classifier's head at the task's level (`layers/dense`).
+ */
+export function hubWeightBindings(model: LayersModel, prefix: string): WeightBinding[] {
+  const head = model.layers.filter((l) => HEAD_LAYERS.has(l.name));
+  const backbone = model.layers.filter((l) => !HEAD_LAYERS.has(l.name));
+  const out: WeightBinding[] = [];
+  for (const [p, variable] of keras3LayerPaths(backbone)) out.push({path: prefix + p, variable});
+  for (const [path, variable] of keras3LayerPaths(head)) out.push({path, variable});
+  return out;
+}
+
 /** The model of a checked config: the family's graph, the task's head, the weights bound. */
 function buildModel(
   className: string,
@@ -200,36 +220,33 @@ function buildModel(
   const backboneOutputs = family.outputs.map((o) => graph.outputs[o]);
   const name = (own.name as string | undefined) ?? snakeCase(className);
   let outputs: SymbolicTensor[];
-  let bindings: WeightBinding[];
   if (kind == null) {
     outputs = backboneOutputs;
-    bindings = graph.weights;
+  } else if (kind === 'causalLM') {
+    // the tied (or untied) reverse embedding: a float input means reverse in functional models
+    outputs = [graph.tokenEmbedding.apply(graph.outputs.sequence_output) as SymbolicTensor];
   } else {
-    const prefix = `layers/${snakeCase(family.backbone)}/`;
-    bindings = graph.weights.map((b) => ({path: prefix + b.path, variable: b.variable}));
-    if (kind === 'causalLM') {
-      // the tied (or untied) reverse embedding: a float input means reverse in functional models
-      outputs = [graph.tokenEmbedding.apply(graph.outputs.sequence_output) as SymbolicTensor];
-    } else {
-      const {numClasses, activation, rate} = head as ClassifierOptions;
-      const pooled = tfl.layers
-        .dropout({name: 'classifier_dropout', rate})
-        .apply(graph.outputs.pooled_output) as SymbolicTensor;
-      const dense = tfl.layers.dense({
-        name: 'logits',
-        units: numClasses,
-        activation: activation as 'linear',
-        kernelInitializer: 'zeros',
-      });
-      outputs = [dense.apply(pooled) as SymbolicTensor];
-      bindings.push(...weightsInOrder(dense, 'layers/dense'));
-    }
+    const {numClasses, activation, rate} = head as ClassifierOptions;
+    const pooled = tfl.layers
+      .dropout({name: 'classifier_dropout', rate})
+      .apply(graph.outputs.pooled_output) as SymbolicTensor;
+    const dense = tfl.layers.dense({
+      name: 'logits',
+      units: numClasses,
+      activation: activation as 'linear',
+      kernelInitializer: 'zeros',
+    });
+    outputs = [dense.apply(pooled) as SymbolicTensor];
   }
+  const prefix = kind == null ? '' : `layers/${snakeCase(family.backbone)}/`;
   const built = tfl.model({inputs: graph.inputs, outputs, name});
   let model = built;
   try {
-    // layers whose weights are int8 (keras-hub's quantized presets) in their int8 form
-    ({model, bindings, weights} = int8HubModel(className, model, bindings, weights));
+    const derive = (m: LayersModel) => hubWeightBindings(m, prefix);
+    // layers whose weights are int8 (keras-hub's quantized presets) in their int8 form, their
+    // paths derived again from the int8 layers
+    let bindings: WeightBinding[];
+    ({model, bindings, weights} = int8HubModel(className, model, derive(model), weights, derive));
     bindWeights(className, bindings, model.weights, weights);
   } catch (e) {
     model.dispose();

@@ -23,8 +23,37 @@ export interface HubWeightValue {
   values: ArrayLike<number>;
 }
 
-/** keras-hub's weights by Keras 3 path (`layers/gpt2_backbone/layers/...`): values or tensors. */
-export type HubWeights = ReadonlyMap<string, HubWeightValue | tf.Tensor>;
+/**
+ * One weight of a weights file, read when it is bound (a keras-hub preset's weights): its
+ * declared shape and dtype, its values only on request. The preset loader streams each weight
+ * from its file straight into its variable this way, holding no second copy of the weights.
+ */
+export interface HubWeightReader {
+  /** The weight's shape, as the file declares it. */
+  readonly shape: readonly number[];
+  /** `float32`, or `int32` for integer datasets (int8 weights). */
+  readonly dtype: 'float32' | 'int32';
+  /** Its values, read from the file now (the int8 scales' checks). */
+  read(): Float32Array | Int32Array;
+  /** Writes its values, as float32, into `variable` (of its shape: checked before). */
+  write(variable: LayerVariable): void;
+}
+
+/**
+ * keras-hub's weights by Keras 3 path (`layers/gpt2_backbone/layers/...`): values, tensors, or
+ * readers of a weights file's datasets.
+ */
+export type HubWeights = ReadonlyMap<string, HubWeightValue | tf.Tensor | HubWeightReader>;
+
+/** One weight of {@link HubWeights}. */
+export type HubWeight = HubWeightValue | tf.Tensor | HubWeightReader;
+
+/** Whether a weight is read from its file when bound (a {@link HubWeightReader}). */
+export function isHubWeightReader(w: HubWeight | undefined): w is HubWeightReader {
+  return (
+    w != null && !(w instanceof tf.Tensor) && typeof (w as HubWeightReader).write === 'function'
+  );
+}
 
 /** A tfjs weight and the Keras 3 path it is read from. */
 export interface WeightBinding {
@@ -34,7 +63,10 @@ export interface WeightBinding {
   variable: LayerVariable;
 }
 
-/** The functional graph of a backbone: inputs, named outputs, and its weights by Keras path. */
+/**
+ * The functional graph of a backbone: inputs, named outputs and the token embedding. Its weights'
+ * Keras 3 paths are derived from its layers (`hubWeightBindings`, build.ts), never declared.
+ */
 export interface BackboneGraph {
   /** Symbolic inputs in the order of the family's `inputs`. */
   inputs: SymbolicTensor[];
@@ -42,8 +74,6 @@ export interface BackboneGraph {
   outputs: Record<string, SymbolicTensor>;
   /** The token embedding (a causal LM's logits are its reverse call). */
   tokenEmbedding: ReversibleEmbedding;
-  /** Every tfjs weight of the backbone and its Keras path inside the backbone. */
-  weights: WeightBinding[];
 }
 
 /**
@@ -201,9 +231,6 @@ export function impliedValues(family: KerasHubFamily, config: JsonObject): numbe
 /** The config keys every keras-hub class writes besides its own. */
 export const COMMON_KEYS = ['name', 'trainable', 'dtype'] as const;
 
-/** The Keras 3 name of a layer inside a functional model: `<snake class>` then `_1`, `_2`... */
-export const numbered = (base: string, i: number): string => (i === 0 ? base : `${base}_${i}`);
-
 /** The largest integer option a config may hold (an int32: sizes, counts, lengths). */
 const INT32_MAX = 2 ** 31 - 1;
 
@@ -353,7 +380,8 @@ const sameShape = (a: readonly number[], b: readonly number[]) =>
  * Sets every binding's weight from `weights`, after checking them all: a path the model needs
  * and `weights` lacks, a path of `weights` no weight of the model reads, a shape that differs,
  * and a weight of the model no path sets are errors naming the path. Nothing is written unless
- * every check passes.
+ * every check passes. A weight read from its file ({@link HubWeightReader}) is written straight
+ * into its variable, one weight at a time.
  */
 export function bindWeights(
   cls: string,
@@ -397,8 +425,8 @@ export function bindWeights(
     );
   }
   for (const b of bindings) {
-    const w = weights.get(b.path) as HubWeightValue | tf.Tensor;
-    const shape = w instanceof tf.Tensor ? w.shape : w.shape;
+    const w = weights.get(b.path) as HubWeight;
+    const shape = w.shape;
     if (!sameShape(shape, b.variable.shape as number[])) {
       throw new Error(
         `${cls}: weight ${b.path} expected shape [${b.variable.shape.join(', ')}], received ` +
@@ -413,6 +441,7 @@ export function bindWeights(
         );
       }
       const size = shape.reduce((p, d) => p * d, 1);
+      if (isHubWeightReader(w)) continue; // its file declares as many values as its shape
       if (w.values == null || w.values.length !== size) {
         throw new Error(
           `${cls}: weight ${b.path} of shape [${shape.join(', ')}] expected ${size} values, ` +
@@ -422,7 +451,11 @@ export function bindWeights(
     }
   }
   for (const b of bindings) {
-    const w = weights.get(b.path) as HubWeightValue | tf.Tensor;
+    const w = weights.get(b.path) as HubWeight;
+    if (isHubWeightReader(w)) {
+      w.write(b.variable);
+      continue;
+    }
     tf.tidy(() => {
       const t =
         w instanceof tf.Tensor

@@ -23,7 +23,8 @@ import {CompositeLayer} from '../layers/engine/composite_layer';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {contractOf} from '../layers/engine/contract';
 import {isObject} from '../layers/engine/json_object';
-import type {HubWeights, HubWeightValue, WeightBinding} from './family';
+import {isHubWeightReader} from './family';
+import type {HubWeight, HubWeights, WeightBinding} from './family';
 
 type Config = tf.serialization.ConfigDict;
 type Registered = [
@@ -35,7 +36,7 @@ type Registered = [
 const INT8_DTYPES = ['int8', 'int32'];
 
 /** Whether a weight of the map holds int8 values: dtype `int8` (or `int32`), or an int32 tensor. */
-export function isInt8HubWeight(w: HubWeightValue | tf.Tensor | undefined): boolean {
+export function isInt8HubWeight(w: HubWeight | undefined): boolean {
   if (w == null) return false;
   if (w instanceof tf.Tensor) return w.dtype === 'int32';
   return w.dtype != null && INT8_DTYPES.includes(w.dtype);
@@ -111,17 +112,12 @@ function int8Entry(cls: string, entry: Config): Config {
 /** `[a, b]` as Keras prints shapes. */
 const shapeText = (s: readonly (number | null)[]) => `[${s.join(', ')}]`;
 
-/** The folder of a Keras 3 weight path (`a/b/vars/2` -> `a/b`). */
-function folderOf(path: string): string {
-  return path.replace(/\/vars\/\d+$/, '');
-}
-
 /**
  * The model `model` (built float by a family, its weights bound by `bindings`) with every layer
  * that owns an int8 weight of `weights` in its int8 form: a new model (the float one is
- * disposed), its bindings (the int8 layers' weights in Keras' int8 order: kernel `vars/0`, bias
- * `vars/1`, scale last), and the weights with the int8 values as float32 values, as the int8
- * layers hold them. Without int8 weights, the arguments are returned as they are.
+ * disposed), its bindings (`derive`d from the int8 model: the int8 layers' weights in Keras' int8
+ * order, kernel `vars/0`, bias `vars/1`, scale last), and the weights with the int8 values as
+ * float32 values, as the int8 layers hold them. Without int8 weights, the arguments are returned as they are.
  *
  * Checked before anything is written: every int8 layer's int8 weights are int8 in the map and its
  * other weights are not, and each scale's shape is the one its kernel gives (an error names the
@@ -132,6 +128,7 @@ export function int8HubModel(
   model: LayersModel,
   bindings: readonly WeightBinding[],
   weights: HubWeights,
+  derive: (model: LayersModel) => WeightBinding[],
 ): {model: LayersModel; bindings: WeightBinding[]; weights: HubWeights} {
   if (!(weights instanceof Map)) return {model, bindings: [...bindings], weights};
   const int8Bindings = bindings.filter((b) => isInt8HubWeight(weights.get(b.path)));
@@ -153,44 +150,35 @@ export function int8HubModel(
   const out = entry[1](entry[0], {...config, layers: entries} as unknown as Config, {}, true);
   const int8 = out as LayersModel;
   try {
-    const oldPath = new Map(bindings.map((b) => [b.variable.originalName, b.path]));
-    // the weights of one (sub)layer: `<layer>/<sublayer>/<weight>` grouped by all but the last part
-    const groups = new Map<string, LayerVariable[]>();
-    for (const w of int8.weights) {
-      const key = w.originalName.slice(0, w.originalName.lastIndexOf('/'));
-      groups.set(key, [...(groups.get(key) ?? []), w]);
-    }
-    const newBindings: WeightBinding[] = [];
-    for (const group of groups.values()) {
-      const known = group.find((w) => oldPath.has(w.originalName));
-      if (known == null) continue; // unbound: bindWeights names it
-      const fresh = group.some((w) => !oldPath.has(w.originalName));
-      const folder = folderOf(oldPath.get(known.originalName) as string);
-      group.forEach((variable, i) =>
-        newBindings.push({
-          // a group with new weights (an int8 layer's) is numbered in its new order
-          path: fresh ? `${folder}/vars/${i}` : (oldPath.get(variable.originalName) as string),
-          variable,
-        }),
-      );
-    }
+    // the int8 layers' weights in Keras' int8 order (kernel, bias, scale), from their contracts
+    const newBindings = derive(int8);
     const pathOf = new Map(newBindings.map((b) => [b.variable, b.path]));
     checkInt8Layers(cls, int8, pathOf, weights);
-    const converted = new Map<string, HubWeightValue | tf.Tensor>();
-    for (const [path, w] of weights) {
-      converted.set(
-        path,
-        isInt8HubWeight(w) && !(w instanceof tf.Tensor)
-          ? {shape: w.shape, dtype: 'float32', values: Float32Array.from(w.values)}
-          : w,
-      );
-    }
+    const converted = new Map<string, HubWeight>();
+    for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asFloat(w) : w);
     model.dispose();
     return {model: int8, bindings: newBindings, weights: converted};
   } catch (e) {
     int8.dispose();
     throw e;
   }
+}
+
+/**
+ * An int8 weight as the int8 layers hold it, float32 values (a tensor is cast when bound; a
+ * weight read from its file writes its int8 values as float32 itself).
+ */
+function asFloat(w: HubWeight): HubWeight {
+  if (w instanceof tf.Tensor) return w;
+  if (isHubWeightReader(w)) {
+    return {
+      shape: w.shape,
+      dtype: 'float32',
+      read: () => Float32Array.from(w.read()),
+      write: (variable) => w.write(variable),
+    };
+  }
+  return {shape: w.shape, dtype: 'float32', values: Float32Array.from(w.values)};
 }
 
 /** Every (nested) int8 layer of `model` with its int8 weights. */
@@ -254,8 +242,10 @@ function checkInt8Layers(
             `${shapeText(got)}`,
         );
       }
-      const sv = s as HubWeightValue | tf.Tensor;
-      const bad = badScaleValue(sv instanceof tf.Tensor ? sv.dataSync() : sv.values);
+      const sv = s as HubWeight;
+      const bad = badScaleValue(
+        sv instanceof tf.Tensor ? sv.dataSync() : isHubWeightReader(sv) ? sv.read() : sv.values,
+      );
       if (bad != null) {
         throw new Error(
           `${cls}: layer '${layer.name}': the scale ${sPath} of the int8 weight ${vPath} ` +

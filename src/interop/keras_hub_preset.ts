@@ -18,7 +18,7 @@ import {snakeCase} from '../layers/engine/contract';
 import {buildKerasHubParts} from '../hub_models/build';
 import type {BuiltKerasHubModel} from '../hub_models/build';
 import {impliedValues} from '../hub_models/family';
-import type {HubWeightValue, KerasHubFamily} from '../hub_models/family';
+import type {HubWeightReader, KerasHubFamily} from '../hub_models/family';
 import {familyOfClass, kerasHubClassNames} from '../hub_models/registry';
 import {isObject} from '../layers/engine/json_object';
 import {isDisposed, shareLayers} from '../layers/engine/shared_layers';
@@ -27,6 +27,7 @@ import {Hdf5Reader} from '../io/hdf5_datasets';
 import type {Tokenizer} from '../tokenizers/tokenizer';
 import type {TokenizerSplit} from '../tokenizers/byte_pair';
 import {inFiles, MAX_JSON_BYTES, readKeras3Weights} from './keras_file';
+import {writeWeight} from './load_in_place';
 import {
   DEFAULT_MAX_TOKENIZER_FILE_BYTES,
   presetTokenizerClass,
@@ -121,13 +122,16 @@ async function readJson(files: PresetFiles, name: string): Promise<Obj> {
 
 /**
  * Every weight of Keras 3 weights files by path (`layers/dense/vars/0`, the optimizer's left
- * out), values as float32 (dtype as the file holds it: `int32` for integer datasets). `prefix` is
- * put before each path. Reports progress over the bytes copied.
+ * out), as readers of their datasets: nothing is read here. Binding the model writes each
+ * dataset's values from its file straight into its variable (`writeWeight`, load_in_place.ts:
+ * the variable's own memory where the backend allows), one weight at a time, so that the weights
+ * are never held twice (the file and the model, no map of every weight's values between).
+ * `prefix` is put before each path. Reports progress over the bytes written, from 0 (now).
  */
-export async function readHubWeights(
+export function hubWeightReaders(
   sources: ReadonlyArray<{readers: readonly Hdf5Reader[]; prefix: string}>,
   onProgress?: (fraction: number) => void,
-): Promise<Map<string, HubWeightValue>> {
+): Map<string, HubWeightReader> {
   const all = sources.flatMap(({readers, prefix}) =>
     readers.flatMap((reader) =>
       reader
@@ -136,19 +140,27 @@ export async function readHubWeights(
     ),
   );
   const total = all.reduce((n, d) => n + d.dataset.bytes, 0);
-  const out = new Map<string, HubWeightValue>();
+  const out = new Map<string, HubWeightReader>();
   onProgress?.(0);
+  if (total === 0) onProgress?.(1);
   let at = 0;
   for (const {name, reader, dataset} of all) {
-    const buffer = new Uint8Array(dataset.bytes);
-    reader.copy(dataset, buffer, 0);
-    const values =
-      dataset.dtype === 'int32' ? new Int32Array(buffer.buffer) : new Float32Array(buffer.buffer);
-    out.set(name, {shape: dataset.shape, dtype: dataset.dtype, values});
-    at += dataset.bytes;
-    onProgress?.(total === 0 ? 1 : at / total);
+    const {shape, dtype} = dataset;
+    out.set(name, {
+      shape,
+      dtype,
+      read() {
+        const bytes = new Uint8Array(dataset.bytes);
+        reader.copy(dataset, bytes, 0);
+        return dtype === 'int32' ? new Int32Array(bytes.buffer) : new Float32Array(bytes.buffer);
+      },
+      write(variable) {
+        writeWeight(variable, shape, dtype, (bytes, offset) => reader.copy(dataset, bytes, offset));
+        at += dataset.bytes;
+        onProgress?.(at / total);
+      },
+    });
   }
-  if (total === 0) onProgress?.(1);
   return out;
 }
 
@@ -326,7 +338,7 @@ interface Built {
   preprocessorJson: Obj | null;
 }
 
-function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightValue>) {
+function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightReader>) {
   try {
     return buildKerasHubParts(cls, config, weights);
   } catch (e) {
@@ -429,8 +441,8 @@ async function openWeights(opened: Opened, configs: PresetConfigs): Promise<Pres
  * pipeline, each step once: (1) the sources opened (`openPreset`, by the caller); (2) the
  * configs read (`kerasFileConfigs` / `presetConfigs`); (3) the weights files opened (declared
  * sizes only: `openWeights`); (4) the implied size checked by the family's own formula
- * (`checkImpliedSize`); (5) the weights read and (6) the family built with them
- * (`buildKerasHubParts`); then the caller makes the tokenizer and preprocessor (`loadKerasHubPreset`).
+ * (`checkImpliedSize`); (5) the family built and its weights streamed from their files into
+ * its variables (`hubWeightReaders`, `buildKerasHubParts`); then the caller makes the tokenizer and preprocessor (`loadKerasHubPreset`).
  */
 async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise<Built> {
   const {files} = opened;
@@ -444,8 +456,9 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
     declared,
     files.label,
   );
-  const values = await readHubWeights(weights.sources, options.onProgress);
-  const parts = buildModel(configs.className, configs.json, values);
+  // the weights stream from their files into the model's variables as it is bound
+  const readers = hubWeightReaders(weights.sources, options.onProgress);
+  const parts = buildModel(configs.className, configs.json, readers);
   return {
     model: parts.model,
     parts,

@@ -20,6 +20,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {contractOf, snakeCase} from '../layers/engine/contract';
+import {keras3PathKey} from '../layers/engine/keras3_paths';
 import {badScaleText, badScaleValue, int8Replacement} from '../layers/core/quantization';
 import {einsumInt8Plan, kernelScaleShape} from '../layers/core/einsum_int8';
 import {fail, isObj, Json, Obj} from './keras_json';
@@ -68,13 +69,7 @@ function rewriteLayers(
     if (!isObj(layer) || !isObj(layer.config)) continue;
     const cls = layer.class_name as string;
     const c = layer.config;
-    const keras3 = contractOf(cls)?.keras.keras3;
-    const base =
-      (keras3 != null && 'keys' in keras3 ? keras3.pathPrefix : undefined) ??
-      (cls === 'Model' || cls === 'Functional' ? 'functional' : snakeCase(cls));
-    const n = counts.get(base) ?? 0;
-    counts.set(base, n + 1);
-    const path = `${prefix}layers/${n === 0 ? base : `${base}_${n}`}/`;
+    const path = `${prefix}layers/${keras3PathKey(cls, counts)}/`;
     if (MODEL_CLASSES.includes(cls)) {
       rewriteLayers(c, path, int32, weighted, names, equations);
       continue;

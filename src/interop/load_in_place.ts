@@ -112,6 +112,47 @@ export function variableBytes(v: LayerVariable): (() => Uint8Array) | null {
   return null;
 }
 
+/**
+ * The bytes a weight of `dtype` (its file's, as tfjs holds it) is written into in place: the
+ * memory of `v` where the backend allows and nothing decodes them (no quantization, no
+ * constraint, the same dtype), else null (then one weight at a time is made a tensor and
+ * assigned). The one rule the streams of model folders, `.keras` files and keras-hub presets
+ * share.
+ */
+function inPlaceBytes(
+  v: LayerVariable,
+  dtype: tf.DataType,
+  quantized = false,
+): (() => Uint8Array) | null {
+  return !quantized && v.constraint == null && v.dtype === dtype ? variableBytes(v) : null;
+}
+
+/**
+ * Writes one weight into `v` (of `shape`, checked by the caller): `fill(out, at)` puts its
+ * values (`dtype`, 4 bytes each) into `out` from byte `at`. Straight into the variable's memory
+ * where {@link inPlaceBytes} allows (no copy of the weight held), else through one buffer of the
+ * weight, made a tensor (cast to the variable's dtype) and assigned.
+ */
+export function writeWeight(
+  v: LayerVariable,
+  shape: readonly number[],
+  dtype: 'float32' | 'int32',
+  fill: (out: Uint8Array, at: number) => void,
+): void {
+  const view = inPlaceBytes(v, dtype);
+  if (view != null) {
+    fill(view(), 0);
+    return;
+  }
+  const buffer = new Uint8Array(shape.reduce((p, d) => p * d, 1) * 4);
+  fill(buffer, 0);
+  tf.tidy(() => {
+    const values =
+      dtype === 'int32' ? new Int32Array(buffer.buffer) : new Float32Array(buffer.buffer);
+    v.write(tf.cast(tf.tensor(values, [...shape], dtype), v.dtype));
+  });
+}
+
 /** One manifest entry: where its bytes are in the stream and where they go. */
 interface Entry {
   spec: tf.io.WeightsManifestEntry;
@@ -208,7 +249,7 @@ export class ModelWeightsTarget implements WeightsTarget {
           `weight '${name}' is ${v.dtype} in the model, but the weights file holds ${spec.dtype}`,
         );
       }
-      const view = spec.quantization == null && v.constraint == null ? variableBytes(v) : null;
+      const view = inPlaceBytes(v, v.dtype, spec.quantization != null);
       if (view != null) {
         this.inPlace++;
         this.entries.push({

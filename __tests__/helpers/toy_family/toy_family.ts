@@ -1,7 +1,8 @@
 /**
  * The toy keras-hub family (fixtures/toy_family.py) as the package takes a family: one object
  * with keras-hub's class names, the config keys it reads, its inputs and outputs, the weights a
- * config implies, and `build` (the functional backbone, each weight bound to its Keras 3 path);
+ * config implies, and `build` (the functional backbone; its weights' Keras 3 paths derived from the layers'
+ * contracts);
  * with what the family's folder brings of its own: its layer classes, its tokenizer class and its
  * preprocessor's defaults.
  *
@@ -12,15 +13,8 @@
 import * as tfl from '@tensorflow/tfjs-layers';
 import type {SymbolicTensor} from '@tensorflow/tfjs-layers';
 
-import {
-  CompositeLayer,
-  configFloat,
-  configInt,
-  contractOf,
-  numbered,
-  ReversibleEmbedding,
-} from '../../../src';
-import type {JsonObject, KerasHubFamily, WeightBinding, WeightTerm} from '../../../src';
+import {configFloat, configInt, ReversibleEmbedding} from '../../../src';
+import type {JsonObject, KerasHubFamily, WeightTerm} from '../../../src';
 import {ToyDecoder} from './toy_decoder';
 import {ToyRMSNorm} from './toy_rms_norm';
 import {TOY_STEP_RULES} from './toy_step_rules';
@@ -38,28 +32,6 @@ function options(config: JsonObject) {
     intermediate: configInt(config, 'intermediate_dim', CLS),
     epsilon: configFloat(config, 'layer_norm_epsilon', CLS, 1e-6),
   };
-}
-
-/** A layer's own weights in order, `<folder>/vars/<i>` (Keras 3's layout). */
-const inOrder = (layer: tfl.layers.Layer, folder: string): WeightBinding[] =>
-  layer.weights.map((variable, i) => ({path: `${folder}/vars/${i}`, variable}));
-
-/**
- * A built ToyDecoder's weights under its Keras 3 folder, from the contracts: each sublayer in the
- * folder its class's contract names (`keras3Folders`, else `_<name>`), and the projections of an
- * attention sublayer in the folders its own contract names (`query` -> `query_dense`).
- */
-function decoderWeights(decoder: ToyDecoder, folder: string): WeightBinding[] {
-  const folders = ToyDecoder.contract.weights.keras3Folders;
-  return decoder.sublayers.flatMap((sub) => {
-    const top = `${folder}/${folders[sub.name] ?? `_${sub.name}`}`;
-    const projections = contractOf(sub.getClassName())?.weights.sublayers ?? null;
-    if (projections == null || !(sub instanceof CompositeLayer)) return inOrder(sub, top);
-    return projections.flatMap(({name, keras3}) => {
-      const projection = sub.sublayers.find((s) => s.name === name);
-      return projection == null ? [] : inOrder(projection, `${top}/${keras3}`);
-    });
-  });
 }
 
 /** The toy family: `ToyBackbone`, `ToyCausalLM`, their layers and tokenizer. */
@@ -116,22 +88,13 @@ export const TOY: KerasHubFamily = {
       tieWeights: true,
     });
     let x = tokenEmbedding.apply(tokenIds) as SymbolicTensor;
-    const weights: WeightBinding[] = [];
-    decoders.forEach((decoder, i) => {
-      x = decoder.apply([x, paddingMask]) as SymbolicTensor;
-      weights.push(...decoderWeights(decoder, `layers/${numbered('toy_decoder', i)}`));
-    });
+    for (const decoder of decoders) x = decoder.apply([x, paddingMask]) as SymbolicTensor;
     const norm = new ToyRMSNorm({name: 'sequence_output_layernorm', epsilon});
     const sequenceOutput = norm.apply(x) as SymbolicTensor;
-    weights.push(
-      ...inOrder(tokenEmbedding, 'layers/reversible_embedding'),
-      ...inOrder(norm, 'layers/toy_rms_norm'),
-    );
     return {
       inputs: [tokenIds, paddingMask],
       outputs: {sequence_output: sequenceOutput},
       tokenEmbedding,
-      weights,
     };
   },
   layers: [ToyDecoder, ToyRMSNorm],

@@ -19,14 +19,11 @@ import type {JsonObject} from '../../layers/engine/contract';
 import {
   configInt,
   KerasHubFamily,
-  numbered,
   positionalTransformerOptions,
   positionalTransformerTerms,
-  WeightBinding,
   WeightTerm,
 } from '../family';
 import {BertTokenizer} from './bert_tokenizer';
-import {transformerBlockWeights, weightsInOrder} from '../weights';
 
 const CLS = 'BertBackbone';
 
@@ -118,18 +115,7 @@ export const BERT: KerasHubFamily = {
     const norm = tf.layers.layerNormalization({name: 'embeddings_layer_norm', epsilon: 1e-12});
     x = norm.apply(x) as SymbolicTensor;
     x = tf.layers.dropout({name: 'embeddings_dropout', rate: dropout}).apply(x) as SymbolicTensor;
-    const weights: WeightBinding[] = [
-      ...weightsInOrder(tokenEmbedding, 'layers/reversible_embedding'),
-      ...weightsInOrder(positionEmbedding, 'layers/position_embedding'),
-      ...weightsInOrder(segmentEmbedding, 'layers/embedding'),
-      ...weightsInOrder(norm, 'layers/layer_normalization'),
-    ];
-    encoders.forEach((encoder, i) => {
-      x = encoder.apply(x, {paddingMask}) as SymbolicTensor;
-      weights.push(
-        ...transformerBlockWeights(encoder, `layers/${numbered('transformer_encoder', i)}`),
-      );
-    });
+    for (const encoder of encoders) x = encoder.apply(x, {paddingMask}) as SymbolicTensor;
     const first = new GetItem({
       name: 'cls_token',
       index: [{start: null, stop: null, step: null}, 0],
@@ -141,12 +127,10 @@ export const BERT: KerasHubFamily = {
       kernelInitializer: 'zeros',
     });
     const pooled = pooledDense.apply(first) as SymbolicTensor;
-    weights.push(...weightsInOrder(pooledDense, 'layers/dense'));
     return {
       inputs: [tokenIds, segmentIds, paddingMask],
       outputs: {sequence_output: x, pooled_output: pooled},
       tokenEmbedding,
-      weights,
     };
   },
 };

@@ -16,14 +16,11 @@ import {TransformerDecoder} from '../../layers/hub/transformer_decoder';
 import type {JsonObject} from '../../layers/engine/contract';
 import {
   KerasHubFamily,
-  numbered,
   positionalTransformerOptions,
   positionalTransformerTerms,
-  WeightBinding,
   WeightTerm,
 } from '../family';
 import {GPT2Tokenizer} from './gpt2_tokenizer';
-import {transformerBlockWeights, weightsInOrder} from '../weights';
 
 const CLS = 'GPT2Backbone';
 
@@ -88,24 +85,13 @@ export const GPT2: KerasHubFamily = {
     const positions = positionEmbedding.apply(tokens) as SymbolicTensor;
     let x = tf.layers.add({name: 'embeddings_add'}).apply([tokens, positions]) as SymbolicTensor;
     x = tf.layers.dropout({name: 'embeddings_dropout', rate: dropout}).apply(x) as SymbolicTensor;
-    const weights: WeightBinding[] = [
-      ...weightsInOrder(tokenEmbedding, 'layers/reversible_embedding'),
-      ...weightsInOrder(positionEmbedding, 'layers/position_embedding'),
-    ];
-    decoders.forEach((decoder, i) => {
-      x = decoder.apply(x, {decoderPaddingMask: paddingMask});
-      weights.push(
-        ...transformerBlockWeights(decoder, `layers/${numbered('transformer_decoder', i)}`),
-      );
-    });
+    for (const decoder of decoders) x = decoder.apply(x, {decoderPaddingMask: paddingMask});
     const norm = tf.layers.layerNormalization({name: 'layer_norm', epsilon: 1e-5});
     const sequenceOutput = norm.apply(x) as SymbolicTensor;
-    weights.push(...weightsInOrder(norm, 'layers/layer_normalization'));
     return {
       inputs: [tokenIds, paddingMask],
       outputs: {sequence_output: sequenceOutput},
       tokenEmbedding,
-      weights,
     };
   },
 };

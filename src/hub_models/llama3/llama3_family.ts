@@ -20,18 +20,9 @@ import {refuseLlamaRope} from './llama_rope';
 import {LlamaLayerNorm} from './llama_layer_norm';
 import {ReversibleEmbedding} from '../../layers/hub/reversible_embedding';
 import type {Json, JsonObject} from '../../layers/engine/contract';
-import {
-  configFloat,
-  configInt,
-  configRate,
-  KerasHubFamily,
-  numbered,
-  WeightBinding,
-  WeightTerm,
-} from '../family';
+import {configFloat, configInt, configRate, KerasHubFamily, WeightTerm} from '../family';
 import {LLAMA3_LAYERS} from './llama3_layers';
 import {Llama3Tokenizer} from './llama3_tokenizer';
-import {llamaDecoderWeights, weightsInOrder} from '../weights';
 
 const CLS = 'Llama3Backbone';
 
@@ -179,24 +170,13 @@ export const LLAMA3: KerasHubFamily = {
       embeddingsInitializer: 'zeros',
     });
     let x = tokenEmbedding.apply(tokenIds) as SymbolicTensor;
-    const weights: WeightBinding[] = [];
-    decoders.forEach((decoder, i) => {
-      x = decoder.apply(x, {decoderPaddingMask: paddingMask});
-      weights.push(
-        ...llamaDecoderWeights(decoder, `layers/${numbered('llama_transformer_decoder', i)}`),
-      );
-    });
+    for (const decoder of decoders) x = decoder.apply(x, {decoderPaddingMask: paddingMask});
     const norm = new LlamaLayerNorm({name: 'sequence_output_layernorm', epsilon});
     const sequenceOutput = norm.apply(x) as SymbolicTensor;
-    weights.push(
-      ...weightsInOrder(tokenEmbedding, 'layers/reversible_embedding'),
-      ...weightsInOrder(norm, 'layers/llama_layer_norm'),
-    );
     return {
       inputs: [tokenIds, paddingMask],
       outputs: {sequence_output: sequenceOutput},
       tokenEmbedding,
-      weights,
     };
   },
 };
