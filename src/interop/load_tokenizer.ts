@@ -254,7 +254,10 @@ function tokenizerWords(p: PresetFileProblem): string {
         `reading the folder ${JSON.stringify(p.what)} needs Node's fs; in the browser pass an ` +
         'http(s) URL or use tokenizerFromPreset.'
       );
-    default:
+    case 'missing':
+    case 'refused-name':
+    case 'cannot-fetch':
+    case 'not-a-response':
       return `${presetFileWords(p)}.`;
   }
 }
