@@ -10,6 +10,7 @@ import {
   Regularizer,
   RegularizerIdentifier,
 } from '../engine/config_objects';
+import {TRANSFORMER_CONFIG_KEYS} from './hub_contract';
 import {positiveNumber, refuseUnknownOptions} from './layer_options';
 
 /** Options shared by {@link TransformerEncoder} and {@link TransformerDecoder} (keras-hub's arguments). */
@@ -42,21 +43,6 @@ export interface TransformerBlockArgs extends LayerArgs {
   inputRoles?: string[] | null;
 }
 
-const KNOWN = [
-  'intermediateDim',
-  'numHeads',
-  'dropout',
-  'activation',
-  'layerNormEpsilon',
-  'kernelInitializer',
-  'biasInitializer',
-  'kernelRegularizer',
-  'biasRegularizer',
-  'normalizeFirst',
-  'seed',
-  'inputRoles',
-];
-
 /** keras-hub / Keras activation names that tfjs spells differently. */
 const ACTIVATION_ALIASES: Record<string, string> = {
   gelu_approximate: 'geluApproximate',
@@ -86,7 +72,7 @@ export function blockOptions(
   extraKnown: readonly string[],
 ): BlockOptions {
   if (args == null) throw new Error(`${cls}: expected {intermediateDim, numHeads, ...}`);
-  refuseUnknownOptions(args, [...KNOWN, ...extraKnown], cls);
+  refuseUnknownOptions(args, [...TRANSFORMER_CONFIG_KEYS, ...extraKnown], cls);
   for (const key of ['intermediateDim', 'numHeads'] as const) {
     if (!(Number.isInteger(args[key]) && args[key] > 0)) {
       throw new Error(
