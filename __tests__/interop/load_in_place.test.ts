@@ -15,9 +15,11 @@ import * as tf from '@tensorflow/tfjs';
 import {
   convertKerasArtifacts,
   fileSystem,
+  loadKerasHubPreset,
   loadKerasModel,
   PositionEmbedding,
   ReversibleEmbedding,
+  saveKerasFile,
   toKeras3Artifacts,
   TransformerDecoder,
 } from '../../src';
@@ -324,5 +326,41 @@ describe('weights assigned from a tensor, one at a time', () => {
     expect(peak).toBeLessThanOrEqual(weightBytes(model) + 2 * 12 * 4);
     model.dispose();
     fs.rmSync(dir, {recursive: true});
+  });
+});
+
+describe("writeWeight: an int8 preset's whole numbers into float32 variables", () => {
+  useBackend('cpu');
+
+  it('holds them as float32 values: saved by saveKerasFile and loaded back, the model predicts the same', async () => {
+    const dir = path.join(__dirname, '..', 'fixtures', 'int8_files', 'gpt2_preset');
+    const preset = await loadKerasHubPreset(dir);
+    const model = preset.model;
+    // the int8 layers' kernels and tables are float32 variables holding whole numbers
+    const int8 = model.weights.filter(
+      (w) => /kernel|embeddings/.test(w.name) && !/scale/.test(w.name),
+    );
+    expect(int8.length).toBeGreaterThan(4);
+    for (const w of int8) {
+      const values = w.read().dataSync();
+      expect([w.name, w.dtype, values.constructor.name]).toEqual([
+        w.name,
+        'float32',
+        'Float32Array',
+      ]);
+    }
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'int8-preset-')), 'gpt2.keras');
+    await saveKerasFile(model, file);
+    const back = await loadKerasModel(file);
+    const ids = tf.tensor2d([[1, 2, 3, 4, 5]], [1, 5], 'int32');
+    const mask = tf.onesLike(ids);
+    const [a, b] = [model, back].map((m) => (m.predict([ids, mask]) as tf.Tensor).dataSync());
+    // the same weights and the same int8 kernels: equal within float32 rounding
+    expect(Math.max(...Array.from(a, (v, i) => Math.abs(v - b[i])))).toBeLessThan(1e-5);
+    expect(Math.max(...Array.from(a, Math.abs))).toBeGreaterThan(0.1);
+    tf.dispose([ids, mask]);
+    back.dispose();
+    preset.dispose();
+    fs.rmSync(path.dirname(file), {recursive: true});
   });
 });

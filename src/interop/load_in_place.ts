@@ -149,7 +149,14 @@ export function writeWeight(
   tf.tidy(() => {
     const values =
       dtype === 'int32' ? new Int32Array(buffer.buffer) : new Float32Array(buffer.buffer);
-    v.write(tf.cast(tf.tensor(values, [...shape], dtype), v.dtype));
+    // whole numbers for a float32 variable (an int8 layer's kernel) become float32 values here:
+    // tfjs' cast from int32 to float32 keeps the Int32Array, which readers of the variable's
+    // values as float32 (saveKerasFile, the compiled step) would misread
+    v.write(
+      dtype === 'int32' && v.dtype === 'float32'
+        ? tf.tensor(Float32Array.from(values), [...shape], 'float32')
+        : tf.cast(tf.tensor(values, [...shape], dtype), v.dtype),
+    );
   });
 }
 
