@@ -17,27 +17,28 @@ import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
 import {buildKerasHubParts} from '../hub_models/build';
 import type {BuiltKerasHubModel} from '../hub_models/build';
-import {impliedValues} from '../hub_models/family';
 import type {HubWeightReader, KerasHubFamily} from '../hub_models/family';
-import {familyOfClass, kerasHubClassNames} from '../hub_models/registry';
 import {isObject} from '../layers/engine/json_object';
 import {isDisposed, shareLayers} from '../layers/engine/shared_layers';
-import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
-import {Hdf5Reader} from '../io/hdf5_datasets';
 import type {Tokenizer} from '../tokenizers/tokenizer';
 import type {TokenizerSplit} from '../tokenizers/byte_pair';
-import {inFiles, MAX_JSON_BYTES, readKeras3Weights} from './keras_file';
-import {writeWeight} from './load_in_place';
+import {MAX_JSON_BYTES} from './keras_file';
 import {
-  DEFAULT_MAX_TOKENIZER_FILE_BYTES,
-  presetTokenizerClass,
-  presetTokenizerClasses,
-  readDeclaredAssets,
-  tokenizerAssetFolder,
-  tokenizerFromPreset,
-  utf8Text,
-} from './load_tokenizer';
+  KerasHubPreprocessor,
+  kerasFileConfigs,
+  parsePresetJson,
+  preprocessorOf,
+  presetConfigs,
+} from './keras_hub_preset_configs';
+import {tokenizerOf} from './keras_hub_preset_tokenizer';
 import {
+  checkImpliedSize,
+  declaredElements,
+  hubWeightReaders,
+  openWeights,
+} from './keras_hub_preset_weights';
+import {
+  failPreset as fail,
   folderFiles,
   isZip,
   KerasHubPresetSource,
@@ -49,16 +50,7 @@ import {
 } from './keras_hub_sources';
 
 export type {KerasHubPresetSource, PresetFile} from './keras_hub_sources';
-
-/** keras-hub's preprocessor settings (its preprocessor.json), as `generateText` takes them. */
-export interface KerasHubPreprocessor {
-  /** The packed length (`sequence_length`), `generateText`'s default `maxLength`. */
-  sequenceLength: number;
-  /** Whether the start token is put first (`add_start_token`; BERT's packer always: true). */
-  addStartToken: boolean;
-  /** Whether the end token is put last (`add_end_token`; BERT's packer always: true). */
-  addEndToken: boolean;
-}
+export type {KerasHubPreprocessor} from './keras_hub_preset_configs';
 
 /** What {@link loadKerasHubPreset} gives. */
 export interface KerasHubPreset {
@@ -98,122 +90,6 @@ export interface LoadKerasHubPresetOptions {
 
 type Obj = JsonObject;
 
-function fail(message: string): never {
-  throw new Error(`loadKerasHubPreset: ${message}`);
-}
-
-/** JSON of a preset's file, its size and depth checked first (bounded_json.ts). */
-function parseJson(bytes: Uint8Array, what: string): unknown {
-  const text = new TextDecoder('utf-8').decode(bytes);
-  return parseBoundedJson(text, what, CONFIG_JSON_LIMITS, 'loadKerasHubPreset');
-}
-
-async function readJson(files: PresetFiles, name: string): Promise<Obj> {
-  if (!(await files.has(name))) fail(`missing file ${name} in ${files.label}`);
-  const json = parseJson(await files.read(name, MAX_JSON_BYTES), inFiles(files.label, name));
-  if (!isObject(json) || typeof json.class_name !== 'string' || !isObject(json.config)) {
-    fail(`expected ${inFiles(files.label, name)} to hold a serialized object {class_name, config}`);
-  }
-  return json;
-}
-
-// ---------------------------------------------------------------------------------------------
-// weights
-
-/**
- * Every weight of Keras 3 weights files by path (`layers/dense/vars/0`, the optimizer's left
- * out), as readers of their datasets: nothing is read here. Binding the model writes each
- * dataset's values from its file straight into its variable (`writeWeight`, load_in_place.ts:
- * the variable's own memory where the backend allows), one weight at a time, so that the weights
- * are never held twice (the file and the model, no map of every weight's values between).
- * `prefix` is put before each path. Reports progress over the bytes written, from 0 (now).
- */
-export function hubWeightReaders(
-  sources: ReadonlyArray<{readers: readonly Hdf5Reader[]; prefix: string}>,
-  onProgress?: (fraction: number) => void,
-): Map<string, HubWeightReader> {
-  const all = sources.flatMap(({readers, prefix}) =>
-    readers.flatMap((reader) =>
-      reader
-        .datasetPaths('/', (p) => p === 'optimizer')
-        .map((p) => ({name: prefix + p, reader, dataset: reader.dataset(p)})),
-    ),
-  );
-  const total = all.reduce((n, d) => n + d.dataset.bytes, 0);
-  const out = new Map<string, HubWeightReader>();
-  onProgress?.(0);
-  if (total === 0) onProgress?.(1);
-  let at = 0;
-  for (const {name, reader, dataset} of all) {
-    const {shape, dtype} = dataset;
-    out.set(name, {
-      shape,
-      dtype,
-      read() {
-        const bytes = new Uint8Array(dataset.bytes);
-        reader.copy(dataset, bytes, 0);
-        return dtype === 'int32' ? new Int32Array(bytes.buffer) : new Float32Array(bytes.buffer);
-      },
-      write(variable) {
-        writeWeight(variable, shape, dtype, (bytes, offset) => reader.copy(dataset, bytes, offset));
-        at += dataset.bytes;
-        onProgress?.(at / total);
-      },
-    });
-  }
-  return out;
-}
-
-/** Elements a weights file declares, from its datasets' shapes (nothing read). */
-function declaredElements(readers: readonly Hdf5Reader[]): number {
-  let n = 0;
-  for (const r of readers) {
-    for (const p of r.datasetPaths('/', (q) => q === 'optimizer')) {
-      n += r.dataset(p).shape.reduce((a, d) => a * d, 1);
-    }
-  }
-  return n;
-}
-
-/**
- * Refuses a config that implies far more weights than the files declare, before the model (whose
- * weights the config sizes) is built: the family's own formula (its `weightTerms`, a lower bound
- * of its weights). A config the family's checks refuse is left to building, which says why.
- */
-function checkImpliedSize(
-  family: KerasHubFamily,
-  cls: string,
-  backbone: Obj,
-  declared: number,
-  label: string,
-): void {
-  const implied = impliedValues(family, backbone);
-  if (implied != null && !(implied <= declared)) {
-    fail(
-      `${label}: the ${cls} config implies at least ${implied} weight values, but its weights ` +
-        `files declare ${declared}; refused before building the model`,
-    );
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// the model
-
-/** The known keras-hub class of a serialized object, or an error listing the known ones. */
-function knownClass(json: Obj, where: string): string {
-  const cls = json.class_name as string;
-  if (!kerasHubClassNames().includes(cls)) {
-    fail(
-      `${where} holds the class ${JSON.stringify(cls)}, which is not implemented (expected one ` +
-        `of ${kerasHubClassNames().join(', ')})`,
-    );
-  }
-  return cls;
-}
-
-/** The family of a known class (knownClass checked it). */
-const familyOf = (cls: string) => familyOfClass(cls) as KerasHubFamily;
-
 /**
  * The backbone of a built task, as a model over the task's own layers (the backbone's outputs as
  * the family built them); it holds one more reference to each layer, so disposing either model
@@ -228,101 +104,6 @@ function backboneView(built: Built): LayersModel {
       name: snakeCase(built.family.backbone),
     }),
   );
-}
-
-/** The preprocessor settings of a serialized keras-hub preprocessor (the family's defaults). */
-function preprocessorOf(json: Obj | null, family: KerasHubFamily): KerasHubPreprocessor | null {
-  if (json == null) return null;
-  const c = json.config as Obj;
-  const length = c.sequence_length;
-  if (!(typeof length === 'number' && Number.isInteger(length) && length > 0)) {
-    fail(
-      `expected the preprocessor's sequence_length to be a whole number > 0, received ${JSON.stringify(length)}`,
-    );
-  }
-  const flag = (k: string, fallback: boolean) =>
-    typeof c[k] === 'boolean' ? (c[k] as boolean) : fallback;
-  return {
-    sequenceLength: length,
-    addStartToken: flag('add_start_token', family.preprocessor.addStartToken),
-    addEndToken: flag('add_end_token', family.preprocessor.addEndToken),
-  };
-}
-
-/**
- * The tokenizer of a serialized tokenizer whose assets are in `folder` of `files`: the assets its
- * class declares, read through the preset's own source (the one its configs and weights come from).
- */
-async function tokenizerOf(
-  json: Obj,
-  files: PresetFiles,
-  folder: string,
-  split?: TokenizerSplit,
-): Promise<Tokenizer> {
-  const cls = json.class_name as string;
-  const tokenizerClass = presetTokenizerClass(cls);
-  if (tokenizerClass == null) {
-    fail(
-      `the tokenizer class ${JSON.stringify(cls)} is not implemented (expected one of ` +
-        `${presetTokenizerClasses()
-          .map((c) => c.className)
-          .join(', ')})`,
-    );
-  }
-  const assets = await readDeclaredAssets(tokenizerClass, folder, async (path) => {
-    if (!(await files.has(path))) {
-      fail(`${cls} needs the asset ${path}, which is missing from ${files.label}`);
-    }
-    const text = utf8Text(await files.read(path, DEFAULT_MAX_TOKENIZER_FILE_BYTES));
-    return text ?? fail(`${inFiles(files.label, path)} is not valid UTF-8`);
-  });
-  try {
-    return tokenizerFromPreset(json, assets, {split});
-  } catch (e) {
-    // the assets' errors, named by their place in the preset
-    return fail(
-      `${inFiles(files.label, folder)}: ${(e as Error).message.replace(/^loadTokenizer: /, '')}`,
-    );
-  }
-}
-
-/** The assets folder of a tokenizer in a preset: `assets/<config_file stem>`. */
-function presetAssetFolder(tokenizer: Obj): string {
-  const config = tokenizer.config as Obj;
-  return (
-    tokenizerAssetFolder(config) ??
-    fail(
-      `expected the tokenizer's config_file to be a plain file name, received ` +
-        `${JSON.stringify(config.config_file)}`,
-    )
-  );
-}
-
-/**
- * What a preset's configs say, read once: the class to build, its family and configs, and the
- * tokenizer's and preprocessor's serialized objects.
- */
-interface PresetConfigs {
-  /** The keras-hub class built (the task when there is one, else the backbone). */
-  className: string;
-  family: KerasHubFamily;
-  /** The serialized object `buildKerasHubModel` is given (config.json, or task.json). */
-  json: Obj;
-  /** The backbone's config (the size check reads it). */
-  backboneConfig: Obj;
-  /** The class the size check names (a preset's config.json, or the `.keras` file's class). */
-  sizedClass: string;
-  /** Whether the preset has a task. */
-  isTask: boolean;
-  tokenizerJson: Obj | null;
-  /** The folder of the tokenizer's assets in the preset. */
-  tokenizerFolder: string;
-  preprocessorJson: Obj | null;
-}
-
-/** The weights files of a preset, opened (their declared sizes read, no value). */
-interface PresetWeights {
-  sources: Array<{readers: Hdf5Reader[]; prefix: string}>;
 }
 
 interface Built {
@@ -346,103 +127,15 @@ function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightRead
   }
 }
 
-/** Step 2 of a `.keras` file: config.json is the task or the backbone, the tokenizer inside it. */
-async function kerasFileConfigs(files: PresetFiles): Promise<PresetConfigs> {
-  const config = await readJson(files, 'config.json');
-  const cls = knownClass(config, inFiles(files.label, 'config.json'));
-  const family = familyOf(cls);
-  const isTask = cls !== family.backbone;
-  const inner = config.config as Obj;
-  const backboneJson = isTask ? inner.backbone : config;
-  if (!isObject(backboneJson) || !isObject(backboneJson.config)) {
-    fail(`expected ${inFiles(files.label, 'config.json')}'s ${cls} to hold its backbone's config`);
-  }
-  const preprocessorJson = isTask && isObject(inner.preprocessor) ? inner.preprocessor : null;
-  const tokenizerJson =
-    preprocessorJson != null && isObject((preprocessorJson.config as Obj).tokenizer)
-      ? ((preprocessorJson.config as Obj).tokenizer as Obj)
-      : null;
-  return {
-    className: cls,
-    family,
-    json: config,
-    backboneConfig: backboneJson.config,
-    sizedClass: cls,
-    isTask,
-    tokenizerJson,
-    // Keras 3 saves a layer's assets under its attribute path in the model
-    tokenizerFolder: 'assets/preprocessor/tokenizer',
-    preprocessorJson,
-  };
-}
-
-/** Step 2 of a `save_to_preset` folder: config.json (backbone), task.json, tokenizer.json, preprocessor.json. */
-async function presetConfigs(files: PresetFiles): Promise<PresetConfigs> {
-  const config = await readJson(files, 'config.json');
-  const backboneCls = knownClass(config, inFiles(files.label, 'config.json'));
-  const family = familyOf(backboneCls);
-  if (backboneCls !== family.backbone) {
-    fail(
-      `expected ${inFiles(files.label, 'config.json')} to hold a backbone, received the task ${backboneCls}`,
-    );
-  }
-  const task = (await files.has('task.json')) ? await readJson(files, 'task.json') : null;
-  const taskCls = task == null ? null : knownClass(task, inFiles(files.label, 'task.json'));
-  if (taskCls != null && familyOf(taskCls) !== family) {
-    fail(`${files.label}: task.json's ${taskCls} does not take config.json's ${backboneCls}`);
-  }
-  // the tokenizer's and preprocessor's files are read and checked before the model is built, so
-  // that a broken one refuses the preset without building (and leaking) its weights
-  const tokenizerJson = (await files.has('tokenizer.json'))
-    ? await readJson(files, 'tokenizer.json')
-    : null;
-  const tokenizerFolder = tokenizerJson == null ? '' : presetAssetFolder(tokenizerJson);
-  const preprocessorJson = (await files.has('preprocessor.json'))
-    ? await readJson(files, 'preprocessor.json')
-    : null;
-  return {
-    className: taskCls ?? backboneCls,
-    family,
-    // task.json holds the backbone's config too (keras-hub's loader builds the task from it)
-    json: task ?? config,
-    backboneConfig: config.config as Obj,
-    sizedClass: backboneCls,
-    isTask: task != null,
-    tokenizerJson,
-    tokenizerFolder,
-    preprocessorJson,
-  };
-}
-
-/**
- * Step 3: the weights files, opened: a `.keras` file's by its own paths; a preset's
- * model.weights under the task's backbone folder when there is a task, and task.weights.
- */
-async function openWeights(opened: Opened, configs: PresetConfigs): Promise<PresetWeights> {
-  const {files} = opened;
-  if (opened.kerasFile) return {sources: [{readers: await readKeras3Weights(files), prefix: ''}]};
-  const readers = await readKeras3Weights(files, 'model.weights');
-  const taskReaders =
-    configs.isTask &&
-    ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
-      ? await readKeras3Weights(files, 'task.weights')
-      : [];
-  const prefix = configs.isTask ? `layers/${snakeCase(configs.family.backbone)}/` : '';
-  return {
-    sources: [
-      {readers, prefix},
-      {readers: taskReaders, prefix: ''},
-    ],
-  };
-}
-
 /**
  * A keras-hub preset (a `save_to_preset` folder or a keras-hub `.keras` file) read as one
  * pipeline, each step once: (1) the sources opened (`openPreset`, by the caller); (2) the
- * configs read (`kerasFileConfigs` / `presetConfigs`); (3) the weights files opened (declared
- * sizes only: `openWeights`); (4) the implied size checked by the family's own formula
- * (`checkImpliedSize`); (5) the family built and its weights streamed from their files into
- * its variables (`hubWeightReaders`, `buildKerasHubParts`); then the caller makes the tokenizer and preprocessor (`loadKerasHubPreset`).
+ * configs read (`kerasFileConfigs` / `presetConfigs`, keras_hub_preset_configs.ts); (3) the
+ * weights files opened (declared sizes only: `openWeights`, keras_hub_preset_weights.ts); (4) the
+ * implied size checked by the family's own formula (`checkImpliedSize`); (5) the family built and
+ * its weights streamed from their files into its variables (`hubWeightReaders`,
+ * `buildKerasHubParts`); then the caller makes the tokenizer (keras_hub_preset_tokenizer.ts) and
+ * preprocessor (`loadKerasHubPreset`).
  */
 async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise<Built> {
   const {files} = opened;
@@ -585,7 +278,7 @@ export async function kerasHubModelOf(
       files = folderFiles(await nodeFs(source.folder), source.folder);
     }
     if (!(await files.has('config.json'))) return null;
-    const config = parseJson(
+    const config = parsePresetJson(
       await files.read('config.json', MAX_JSON_BYTES),
       `${label}/config.json`,
     );

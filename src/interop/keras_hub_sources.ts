@@ -35,7 +35,8 @@ export type KerasHubPresetSource =
 /** The files of a preset by path inside it (`assets/tokenizer/merges.txt`). */
 export type PresetFiles = KerasFiles;
 
-function fail(message: string): never {
+/** An error of `loadKerasHubPreset` (its name first, as its callers reword it). */
+export function failPreset(message: string): never {
   throw new Error(`loadKerasHubPreset: ${message}`);
 }
 
@@ -123,7 +124,7 @@ export function mapFiles(
   const byPath = new Map<string, Blob | Uint8Array | ArrayBuffer>();
   for (const [key, value] of entries) {
     if (typeof key !== 'string')
-      fail(`expected the Map's keys to be paths, received ${typeof key}`);
+      failPreset(`expected the Map's keys to be paths, received ${typeof key}`);
     byPath.set(key.replace(/\\/g, '/').replace(/^\.?\//, ''), value);
   }
   if (!byPath.has('config.json')) {
@@ -414,15 +415,16 @@ export async function openPreset(
   }
   if (typeof source === 'string' || source instanceof URL) {
     const where = String(source);
-    if (where === '') fail(`${EXPECTED_SOURCE}, received an empty string`);
+    if (where === '') failPreset(`${EXPECTED_SOURCE}, received an empty string`);
     const location = presetLocation(where);
     if (location == null) {
-      fail(
+      failPreset(
         `expected a folder or .keras path, a URL, bytes or files, received ${JSON.stringify(where)}`,
       );
     }
     if ('url' in location) {
-      if (fetcher == null) fail(`${where} is a URL but there is no fetch; pass options.fetch`);
+      if (fetcher == null)
+        failPreset(`${where} is a URL but there is no fetch; pass options.fetch`);
       if (isKerasName(where)) {
         return {files: zipFiles(await fetchBytes(where, fetcher), where), kerasFile: true};
       }
@@ -431,15 +433,15 @@ export async function openPreset(
     const p = location.path;
     const fs = await nodeFs(p);
     const st = await fs.promises.stat(p).catch(() => null);
-    if (st == null) fail(`no such file or folder: ${p}`);
+    if (st == null) failPreset(`no such file or folder: ${p}`);
     if (st.isDirectory()) return {files: folderFiles(fs, p), kerasFile: false};
     if (st.size > MAX_WEIGHTS_BYTES) {
-      fail(`${p} holds ${st.size} bytes, more than the ${MAX_WEIGHTS_BYTES} allowed`);
+      failPreset(`${p} holds ${st.size} bytes, more than the ${MAX_WEIGHTS_BYTES} allowed`);
     }
     const data = await fs.promises.readFile(p);
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     if (!isZip(bytes)) {
-      fail(
+      failPreset(
         `expected ${p} to be a preset folder or a .keras file (a zip archive, starting with "PK")`,
       );
     }
@@ -447,7 +449,7 @@ export async function openPreset(
   }
   if (source != null && typeof (source as ArrayLike<PresetFile>).length === 'number') {
     const list = Array.from(source as ArrayLike<PresetFile>);
-    if (!list.every(isBlob)) fail('expected every entry of the list to be a File');
+    if (!list.every(isBlob)) failPreset('expected every entry of the list to be a File');
     if (list.length === 1 && isKerasName(list[0].name)) {
       const bytes = new Uint8Array(await list[0].arrayBuffer());
       return {files: zipFiles(bytes, list[0].name), kerasFile: true};
@@ -456,5 +458,5 @@ export async function openPreset(
     for (const f of list) map.set(f.webkitRelativePath || f.name, f);
     return {files: mapFiles(map, 'the files given'), kerasFile: false};
   }
-  fail(`${EXPECTED_SOURCE}, received ${source === null ? 'null' : typeof source}`);
+  failPreset(`${EXPECTED_SOURCE}, received ${source === null ? 'null' : typeof source}`);
 }
