@@ -17,6 +17,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {COMPILED_STEP} from '../kernels/flags';
 import type {StepKernels} from '../kernels/step_kernels_api';
+import {notCompiled} from './step_report';
 import type {CompiledRunReport, StepReport} from './step_report';
 import type {DecodeStep} from './decode_loop';
 import type {StepPlan} from './graph_plan';
@@ -34,6 +35,9 @@ export type CompiledStepResult =
   | {step: DecodeStep; reason: null; report: StepReport}
   | {step: null; reason: string; report: StepReport};
 
+/** Why a model whose mask of the id 0 reaches attention through tfjs layers does not compile. */
+export const ZERO_MASK_THROUGH_TFJS = 'the mask of the id 0 reaches attention through tfjs layers';
+
 /** The compiled step of `plan` for these prompts, or the reason there is none. */
 export function compiledStep(
   plan: StepPlan,
@@ -44,8 +48,7 @@ export function compiledStep(
   const reuse = {reused: false};
   const made = compile(plan, ids, lengths, maxLength, reuse);
   if (made.step == null) {
-    const report = {compiled: false, reason: made.reason, programReused: reuse.reused, run: null};
-    return {step: null, reason: made.reason, report};
+    return {step: null, reason: made.reason, report: notCompiled(made.reason, reuse.reused)};
   }
   const report = {compiled: true, reason: null, programReused: reuse.reused, run: made.step.report};
   return {step: made.step, reason: null, report};
@@ -62,7 +65,7 @@ function compile(
     return {step: null, reason: `${COMPILED_STEP} is off`};
   }
   if (plan.masksZeroIds && !plan.zeroKeysExact) {
-    return {step: null, reason: 'the mask of the id 0 reaches attention through tfjs layers'};
+    return {step: null, reason: ZERO_MASK_THROUGH_TFJS};
   }
   if (plan.masksZeroIds) {
     const b = ids.findIndex((r) => r[0] === 0);

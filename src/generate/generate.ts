@@ -21,7 +21,8 @@ import {
   promptLengthsOf,
 } from './generate_checks';
 import {checkModelInputs, modelInputs} from './model_inputs';
-import {compiledStep} from './compiled_step';
+import {compiledStep, ZERO_MASK_THROUGH_TFJS} from './compiled_step';
+import {notCompiled} from './step_report';
 import type {StepReport} from './step_report';
 import {planCachedDecoding, PlanResult, StepPlan} from './graph_plan';
 import {GraphStepper} from './graph_step';
@@ -214,19 +215,13 @@ function cachedStep(plan: StepPlan, lengths: readonly number[], maxLength: numbe
   };
 }
 
+/** Why a call without a cache plan does not compile. */
+const NO_CACHE = 'useCache is false: each step recomputes the whole prefix';
+
 /**
  * The compiled step (compiled_step.ts) where every planned node compiles on this backend, else
  * the eager cached step; either with `recomputingMaskedQueries`.
  */
-/** Why a call without a cache plan does not compile. */
-const NO_CACHE = 'useCache is false: each step recomputes the whole prefix';
-/** Why a model whose mask of the id 0 reaches attention through tfjs layers does not compile. */
-const ZERO_MASK_THROUGH_TFJS = 'the mask of the id 0 reaches attention through tfjs layers';
-
-function notCompiled(reason: string): StepReport {
-  return {compiled: false, reason, programReused: false, run: null};
-}
-
 function compiledOrCachedStep(
   plan: StepPlan,
   model: LayersModel,

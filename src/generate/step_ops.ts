@@ -89,7 +89,7 @@ export type ProgramOp =
 export type OpName = ProgramOp['op'];
 
 /** The op named `K`. */
-export type OpOf<K extends OpName> = Extract<ProgramOp, {op: K}>;
+type OpOf<K extends OpName> = Extract<ProgramOp, {op: K}>;
 
 /** The fields of an op that hold value indices (not weights, not sizes). */
 type ValueField<K extends OpName> = Exclude<keyof OpOf<K>, 'op'>;

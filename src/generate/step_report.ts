@@ -42,3 +42,8 @@ export interface StepReport {
   /** The compiled run's counters (runs, memory, weights), updated until the call ends; null when not compiled. */
   run: CompiledRunReport | null;
 }
+
+/** The report of a call that does not run the compiled step, and why. */
+export function notCompiled(reason: string, programReused = false): StepReport {
+  return {compiled: false, reason, programReused, run: null};
+}

@@ -197,7 +197,7 @@ const HEAD_LAYERS: ReadonlySet<string> = new Set(['classifier_dropout', 'logits'
  * `layers/<backbone>/`, a backbone's none), numbered in the model's layer order as keras-hub's
  * functional backbone numbers them; a text classifier's head at the task's level (`layers/dense`).
  */
-export function hubWeightBindings(model: LayersModel, prefix: string): WeightBinding[] {
+function hubWeightBindings(model: LayersModel, prefix: string): WeightBinding[] {
   const head = model.layers.filter((l) => HEAD_LAYERS.has(l.name));
   const backbone = model.layers.filter((l) => !HEAD_LAYERS.has(l.name));
   const out: WeightBinding[] = [];

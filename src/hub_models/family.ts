@@ -287,7 +287,7 @@ export function checkConfig(
   required: readonly string[],
   refuse: KerasHubFamily['refuse'],
 ): void {
-  if (config == null || typeof config !== 'object' || Array.isArray(config)) {
+  if (!isObject(config)) {
     throw new Error(`${cls}: expected a config object, received ${JSON.stringify(config)}`);
   }
   const all = [...COMMON_KEYS, ...known];

@@ -107,7 +107,6 @@ function backboneView(built: Built): LayersModel {
 }
 
 interface Built {
-  model: LayersModel;
   /** The model and the backbone's outputs inside it. */
   parts: BuiltKerasHubModel;
   /** The keras-hub class of `model`. */
@@ -140,8 +139,8 @@ function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightRead
 async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise<Built> {
   const {files} = opened;
   const configs = opened.kerasFile ? await kerasFileConfigs(files) : await presetConfigs(files);
-  const weights = await openWeights(opened, configs);
-  const declared = weights.sources.reduce((n, s) => n + declaredElements(s.readers), 0);
+  const datasets = await openWeights(opened, configs);
+  const declared = declaredElements(datasets);
   checkImpliedSize(
     configs.family,
     configs.sizedClass,
@@ -150,14 +149,13 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
     files.label,
   );
   // the weights stream from their files into the model's variables as it is bound
-  const readers = hubWeightReaders(weights.sources, options.onProgress);
+  const readers = hubWeightReaders(datasets, options.onProgress);
   const parts = buildModel(configs.className, configs.json, readers);
   return {
-    model: parts.model,
     parts,
     className: configs.className,
     family: configs.family,
-    backbone: configs.isTask ? null : parts.model,
+    backbone: configs.className === configs.family.backbone ? parts.model : null,
     tokenizerJson: configs.tokenizerJson,
     tokenizerFolder: configs.tokenizerFolder,
     preprocessorJson: configs.preprocessorJson,
@@ -220,7 +218,7 @@ export async function loadKerasHubPreset(
           );
     return presetOf(built, tokenizer, preprocessor);
   } catch (e) {
-    built.model.dispose();
+    built.parts.model.dispose();
     throw e;
   }
 }
@@ -234,7 +232,7 @@ function presetOf(
   tokenizer: Tokenizer | null,
   preprocessor: KerasHubPreprocessor | null,
 ): KerasHubPreset {
-  const {model} = built;
+  const {model} = built.parts;
   let view: LayersModel | null = built.backbone;
   return {
     model,
@@ -284,7 +282,7 @@ export async function kerasHubModelOf(
     );
     if (!isKerasHubObject(config)) return null;
     const kerasFile = source instanceof Uint8Array;
-    return (await load({files, kerasFile}, options)).model;
+    return (await load({files, kerasFile}, options)).parts.model;
   } catch (e) {
     // the caller is loadKerasModel: its errors say so
     if (e instanceof Error && e.message.startsWith('loadKerasHubPreset: ')) {

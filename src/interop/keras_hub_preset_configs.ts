@@ -94,8 +94,6 @@ export interface PresetConfigs {
   backboneConfig: Obj;
   /** The class the size check names (a preset's config.json, or the `.keras` file's class). */
   sizedClass: string;
-  /** Whether the preset has a task. */
-  isTask: boolean;
   tokenizerJson: Obj | null;
   /** The folder of the tokenizer's assets in the preset. */
   tokenizerFolder: string;
@@ -126,7 +124,6 @@ export async function kerasFileConfigs(files: PresetFiles): Promise<PresetConfig
     json: config,
     backboneConfig: backboneJson.config,
     sizedClass: cls,
-    isTask,
     tokenizerJson,
     // Keras 3 saves a layer's assets under its attribute path in the model
     tokenizerFolder: 'assets/preprocessor/tokenizer',
@@ -165,7 +162,6 @@ export async function presetConfigs(files: PresetFiles): Promise<PresetConfigs> 
     json: task ?? config,
     backboneConfig: config.config as Obj,
     sizedClass: backboneCls,
-    isTask: task != null,
     tokenizerJson,
     tokenizerFolder,
     preprocessorJson,

@@ -9,6 +9,7 @@ import {snakeCase} from '../layers/engine/contract';
 import {impliedValues} from '../hub_models/family';
 import type {HubWeightReader, KerasHubFamily} from '../hub_models/family';
 import {Hdf5Reader} from '../io/hdf5_datasets';
+import type {Hdf5Dataset} from '../io/hdf5_datasets';
 import {readKeras3Weights} from './keras_file';
 import type {PresetConfigs} from './keras_hub_preset_configs';
 import {failPreset, Opened} from './keras_hub_sources';
@@ -16,31 +17,31 @@ import {writeWeight} from './load_in_place';
 
 type Obj = JsonObject;
 
+/** One weight of a preset's weights files: its path and dataset (declared, no value read). */
+export interface PresetDataset {
+  /** Its Keras 3 path (`layers/dense/vars/0`), under the model's folder for a task's backbone. */
+  name: string;
+  reader: Hdf5Reader;
+  dataset: Hdf5Dataset;
+}
+
 /**
- * Every weight of Keras 3 weights files by path (`layers/dense/vars/0`, the optimizer's left
- * out), as readers of their datasets: nothing is read here. Binding the model writes each
- * dataset's values from its file straight into its variable (`writeWeight`, load_in_place.ts:
- * the variable's own memory where the backend allows), one weight at a time, so that the weights
- * are never held twice (the file and the model, no map of every weight's values between).
- * `prefix` is put before each path. Reports progress over the bytes written, from 0 (now).
+ * Every weight of a preset's datasets by path, as readers: nothing is read here. Binding the
+ * model writes each dataset's values from its file straight into its variable (`writeWeight`,
+ * load_in_place.ts: the variable's own memory where the backend allows), one weight at a time, so
+ * that the weights are never held twice (the file and the model, no map of every weight's values
+ * between). Reports progress over the bytes written, from 0 (now).
  */
 export function hubWeightReaders(
-  sources: ReadonlyArray<{readers: readonly Hdf5Reader[]; prefix: string}>,
+  datasets: readonly PresetDataset[],
   onProgress?: (fraction: number) => void,
 ): Map<string, HubWeightReader> {
-  const all = sources.flatMap(({readers, prefix}) =>
-    readers.flatMap((reader) =>
-      reader
-        .datasetPaths('/', (p) => p === 'optimizer')
-        .map((p) => ({name: prefix + p, reader, dataset: reader.dataset(p)})),
-    ),
-  );
-  const total = all.reduce((n, d) => n + d.dataset.bytes, 0);
+  const total = datasets.reduce((n, d) => n + d.dataset.bytes, 0);
   const out = new Map<string, HubWeightReader>();
   onProgress?.(0);
   if (total === 0) onProgress?.(1);
   let at = 0;
-  for (const {name, reader, dataset} of all) {
+  for (const {name, reader, dataset} of datasets) {
     const {shape, dtype} = dataset;
     out.set(name, {
       shape,
@@ -60,16 +61,9 @@ export function hubWeightReaders(
   return out;
 }
 
-/** Elements a weights file declares, from its datasets' shapes (nothing read). */
-export function declaredElements(readers: readonly Hdf5Reader[]): number {
-  let n = 0;
-  for (const r of readers) {
-    for (const p of r.datasetPaths('/', (q) => q === 'optimizer')) {
-      n += r.dataset(p).shape.reduce((a, d) => a * d, 1);
-    }
-  }
-  return n;
-}
+/** The values the datasets declare, from their shapes (nothing read). */
+export const declaredElements = (datasets: readonly PresetDataset[]): number =>
+  datasets.reduce((n, d) => n + d.dataset.shape.reduce((a, x) => a * x, 1), 0);
 
 /**
  * Refuses a config that implies far more weights than the files declare, before the model (whose
@@ -92,29 +86,35 @@ export function checkImpliedSize(
   }
 }
 
-/** The weights files of a preset, opened (their declared sizes read, no value). */
-export interface PresetWeights {
-  sources: Array<{readers: Hdf5Reader[]; prefix: string}>;
-}
-
 /**
- * Step 3: the weights files, opened: a `.keras` file's by its own paths; a preset's
- * model.weights under the task's backbone folder when there is a task, and task.weights.
+ * Step 3: the weights files, opened, and their datasets listed once (the optimizer's left out): a
+ * `.keras` file's by its own paths; a preset's model.weights under the task's backbone folder
+ * when there is a task, and task.weights.
  */
-export async function openWeights(opened: Opened, configs: PresetConfigs): Promise<PresetWeights> {
+export async function openWeights(
+  opened: Opened,
+  configs: PresetConfigs,
+): Promise<PresetDataset[]> {
   const {files} = opened;
-  if (opened.kerasFile) return {sources: [{readers: await readKeras3Weights(files), prefix: ''}]};
-  const readers = await readKeras3Weights(files, 'model.weights');
-  const taskReaders =
-    configs.isTask &&
-    ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
-      ? await readKeras3Weights(files, 'task.weights')
-      : [];
-  const prefix = configs.isTask ? `layers/${snakeCase(configs.family.backbone)}/` : '';
-  return {
-    sources: [
-      {readers, prefix},
-      {readers: taskReaders, prefix: ''},
-    ],
-  };
+  const isTask = configs.className !== configs.family.backbone;
+  const sources: Array<[Hdf5Reader[], string]> = [];
+  if (opened.kerasFile) {
+    sources.push([await readKeras3Weights(files), '']);
+  } else {
+    const prefix = isTask ? `layers/${snakeCase(configs.family.backbone)}/` : '';
+    sources.push([await readKeras3Weights(files, 'model.weights'), prefix]);
+    if (
+      isTask &&
+      ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
+    ) {
+      sources.push([await readKeras3Weights(files, 'task.weights'), '']);
+    }
+  }
+  return sources.flatMap(([readers, prefix]) =>
+    readers.flatMap((reader) =>
+      reader
+        .datasetPaths('/', (p) => p === 'optimizer')
+        .map((p) => ({name: prefix + p, reader, dataset: reader.dataset(p)})),
+    ),
+  );
 }

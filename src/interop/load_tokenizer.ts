@@ -8,6 +8,7 @@
  * stream in), errors worded here in `loadTokenizer`'s name.
  */
 import {kerasHubFamilies} from '../hub_models/registry';
+import {isObject} from '../layers/engine/json_object';
 import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
 import {BytePairTokenizer} from '../tokenizers/byte_pair';
 import type {TokenizerSplit} from '../tokenizers/byte_pair';
@@ -119,7 +120,7 @@ export async function loadTokenizer(
     CONFIG_JSON_LIMITS,
     'loadTokenizer',
   );
-  const {className, config: tokenizerConfig} = classAndConfig(config);
+  const {tokenizerClass, config: tokenizerConfig} = classAndConfig(config);
   const folder = tokenizerAssetFolder(tokenizerConfig);
   if (folder == null) {
     throw new Error(
@@ -127,12 +128,8 @@ export async function loadTokenizer(
         `"tokenizer.json", received ${JSON.stringify(tokenizerConfig.config_file)}.`,
     );
   }
-  const assets = await readDeclaredAssets(
-    presetTokenizerClass(className) as PresetTokenizerClass,
-    folder,
-    read,
-  );
-  return tokenizerFromPreset(config, assets, {split});
+  const assets = await readDeclaredAssets(tokenizerClass, folder, read);
+  return fromChecked(tokenizerClass, tokenizerConfig, assets, split);
 }
 
 /**
@@ -145,7 +142,18 @@ export function tokenizerFromPreset(
   options: Pick<LoadTokenizerOptions, 'split'> = {},
 ): Tokenizer {
   const split = checkSplit(options?.split, 'tokenizerFromPreset');
-  const {className, config} = classAndConfig(tokenizerJson);
+  const {tokenizerClass, config} = classAndConfig(tokenizerJson);
+  return fromChecked(tokenizerClass, config, assets, split);
+}
+
+/** The tokenizer of a checked class and config, from the text of its assets by name. */
+function fromChecked(
+  tokenizerClass: PresetTokenizerClass,
+  config: Record<string, unknown>,
+  assets: Readonly<Record<string, string>>,
+  split: TokenizerSplit,
+): Tokenizer {
+  const {className} = tokenizerClass;
   const asset = (name: string): string => {
     const text = assets[name];
     if (typeof text !== 'string') {
@@ -156,30 +164,35 @@ export function tokenizerFromPreset(
     }
     return text;
   };
-  return (presetTokenizerClass(className) as PresetTokenizerClass).fromPreset(config, asset, split);
+  return tokenizerClass.fromPreset(config, asset, split);
 }
 
-function classAndConfig(json: unknown): {className: string; config: Record<string, unknown>} {
-  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+function classAndConfig(json: unknown): {
+  tokenizerClass: PresetTokenizerClass;
+  config: Record<string, unknown>;
+} {
+  if (!isObject(json)) {
     throw new Error(
       'loadTokenizer: tokenizer.json must hold an object {class_name, config}, received ' +
         `${Array.isArray(json) ? 'an array' : typeof json}.`,
     );
   }
   const {class_name: className, config} = json as {class_name?: unknown; config?: unknown};
-  if (typeof className !== 'string' || presetTokenizerClass(className) === undefined) {
+  const tokenizerClass =
+    typeof className === 'string' ? presetTokenizerClass(className) : undefined;
+  if (tokenizerClass === undefined) {
     const known = presetTokenizerClasses().map((c) => c.className);
     throw new Error(
       `loadTokenizer: tokenizer.json's class_name must be one of ${known.join(', ')}; ` +
         `received ${JSON.stringify(className)}.`,
     );
   }
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+  if (!isObject(config)) {
     throw new Error(
       `loadTokenizer: tokenizer.json's config must be an object, received ${typeof config}.`,
     );
   }
-  return {className, config: config as Record<string, unknown>};
+  return {tokenizerClass, config: config as Record<string, unknown>};
 }
 
 /**

@@ -159,7 +159,7 @@ export function wasmModule<E>(spec: WasmModuleSpec): WasmModule<E> {
     loaded: () => compiled != null,
     usable,
     on(memory) {
-      if (!usable() || compiled == null) return null;
+      if (compiled == null || !simdAllowed()) return null;
       try {
         return instanceOn<E>(compiled, memory);
       } catch {

@@ -31,7 +31,7 @@ export interface PresetTokenizerClass {
  * has about 9 MB; 64 Mi characters hold a 262,144-token vocabulary (Gemma's size) with every
  * token spelled in `\u` escapes.
  */
-export const VOCABULARY_JSON_LIMITS: JsonLimits = {maxChars: 64 * 2 ** 20, maxDepth: 2};
+const VOCABULARY_JSON_LIMITS: JsonLimits = {maxChars: 64 * 2 ** 20, maxDepth: 2};
 
 /** Python's `str.isspace` characters at the end of a line (`rstrip()` removes them). */
 const PYTHON_TRAILING_SPACE =
@@ -39,7 +39,7 @@ const PYTHON_TRAILING_SPACE =
   /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/u;
 
 /** The lines of a text file as Python's `[line.rstrip() for line in file]` gives them. */
-export function pythonLines(text: string): string[] {
+function pythonLines(text: string): string[] {
   const lines = text.split(/\r\n|\r|\n/);
   if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
   return lines.map((line) => line.replace(PYTHON_TRAILING_SPACE, ''));

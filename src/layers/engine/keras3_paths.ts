@@ -9,7 +9,7 @@ import {CompositeLayer} from './composite_layer';
 import {contractOf, snakeCase} from './contract';
 
 /** Keras 3's folder name of a layer class before numbering: its contract's prefix, or the snake-cased class. */
-export function keras3PathBase(cls: string): string {
+function keras3PathBase(cls: string): string {
   const keras3 = contractOf(cls)?.keras.keras3;
   return (
     (keras3 != null && 'keys' in keras3 ? keras3.pathPrefix : undefined) ??
