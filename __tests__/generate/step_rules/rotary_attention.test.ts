@@ -4,7 +4,8 @@
  * the queries and keys (Qwen 3's, through LlamaLayerNorm's rule), rope or none (SmolLM3's no-rope
  * layers), grouped heads, a sliding window and a soft cap, run over a prefill and single steps
  * with the cache kept between them (the plain-JavaScript kernels), against a float64 loop of the
- * whole computation written here (projections, norms, rotation, windowed softmax, output).
+ * whole computation written here (projections, norms, rotation, windowed softmax, output); Gemma's
+ * head-major projections (`btd,ndh->btnh`) compile as the same products.
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -83,6 +84,8 @@ function runner(program: StepProgram, B: number, maxLength: number) {
 }
 
 interface Case {
+  /** Gemma's head-major query / key / value kernels. */
+  headMajor?: boolean;
   rope: boolean;
   norms: boolean;
   window: number | null;
@@ -124,6 +127,27 @@ describe('compileRotaryAttention', () => {
   const k = dense('key', 'abc,cde->abde', [D, KV, H], [null, KV, H], true, 3);
   const v = dense('value', 'abc,cde->abde', [D, KV, H], [null, KV, H], true, 4);
   const o = dense('attention_output', 'abcd,cde->abe', [N, H, D], [null, D], false, 5);
+  /** The same projection with Gemma's head-major kernel `[heads, D, H]` (`btd,ndh->btnh`). */
+  const headMajor = (name: string, p: ReturnType<typeof dense>, heads: number) => {
+    const layer = new EinsumDense({
+      name,
+      equation: 'btd,ndh->btnh',
+      outputShape: [null, heads, H],
+      biasAxes: 'nh',
+    });
+    layer.build([null, null, D]);
+    const kernel = new Float32Array(heads * D * H);
+    for (let d = 0; d < D; d++) {
+      for (let n = 0; n < heads; n++) {
+        for (let j = 0; j < H; j++) kernel[(n * D + d) * H + j] = p.kernel[(d * heads + n) * H + j];
+      }
+    }
+    layer.setWeights([tensor(kernel, [heads, D, H]), tensor(p.bias as Float32Array, [heads, H])]);
+    return layer;
+  };
+  const qHead = headMajor('query_head_major', q, N);
+  const kHead = headMajor('key_head_major', k, KV);
+  const vHead = headMajor('value_head_major', v, KV);
   const norm = (name: string, seed: number) => {
     const n = new LlamaLayerNorm({name, epsilon: 1e-6});
     n.build([null, null, N, H]);
@@ -137,6 +161,7 @@ describe('compileRotaryAttention', () => {
   afterAll(() => {
     // layers never applied: their variables disposed one by one
     for (const l of [q, k, v, o, qNorm, kNorm]) l.layer.weights.forEach((w) => w.dispose());
+    for (const l of [qHead, kHead, vHead]) l.weights.forEach((w) => w.dispose());
     tf.dispose(made);
   });
 
@@ -222,6 +247,7 @@ describe('compileRotaryAttention', () => {
     {rope: true, norms: true, window: null, softCap: null},
     {rope: false, norms: false, window: null, softCap: null},
     {rope: true, norms: true, window: 3, softCap: 2},
+    {headMajor: true, rope: true, norms: true, window: 2, softCap: null},
   ];
   for (const c of CASES) {
     it(`a prefill of 4 then 3 single steps = the float64 loop (1e-5): ${JSON.stringify(c)}`, () => {
@@ -238,9 +264,9 @@ describe('compileRotaryAttention', () => {
         D,
       );
       const parts: RotaryAttentionParts = {
-        query: q.layer,
-        key: k.layer,
-        value: v.layer,
+        query: c.headMajor ? qHead : q.layer,
+        key: c.headMajor ? kHead : k.layer,
+        value: c.headMajor ? vHead : v.layer,
         output: o.layer,
         queryNorm: c.norms ? qNorm.layer : null,
         keyNorm: c.norms ? kNorm.layer : null,
@@ -272,16 +298,16 @@ describe('compileRotaryAttention', () => {
     const builder = new ProgramBuilder(() => ({declined: 'no rule'}));
     const {emit} = builder;
     const x = emit.gather(builder.ids, emit.weight(tensor(table, [V, D])) as StepWeight, D);
-    // Gemma's head-major query kernel [heads, D, headDim]
-    const headMajor = new EinsumDense({
+    // the heads' axes swapped in the output: not one product of the rows
+    const swapped = new EinsumDense({
       name: 'query',
-      equation: 'btd,ndh->btnh',
-      outputShape: [null, N, H],
+      equation: 'abc,cde->abed',
+      outputShape: [null, H, N],
     });
-    headMajor.build([null, null, D]);
+    swapped.build([null, null, D]);
     const out = compileRotaryAttention(
       {
-        query: headMajor,
+        query: swapped,
         key: k.layer,
         value: v.layer,
         output: o.layer,
@@ -295,8 +321,8 @@ describe('compileRotaryAttention', () => {
       emit,
     );
     expect(out).toEqual({
-      declined: `its query projection 'btd,ndh->btnh' with kernel [${N}, ${D}, ${H}] is not a product with a [${D}, D] kernel`,
+      declined: `its query projection 'abc,cde->abed' with kernel [${D}, ${N}, ${H}] is not a product with a [${D}, D] kernel`,
     });
-    headMajor.weights.forEach((w) => w.dispose());
+    swapped.weights.forEach((w) => w.dispose());
   });
 });
