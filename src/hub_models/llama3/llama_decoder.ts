@@ -295,11 +295,17 @@ export class LlamaTransformerDecoder extends TransformerBlock {
    * compiled decoding step's rule reads (llama3_step_rules.ts).
    */
   get stepParts(): {
+    /** The self-attention's norm (`self_attention_layernorm`). */
     attentionNorm: LlamaLayerNorm;
+    /** The self-attention (`self_attention`). */
     attention: LlamaAttention;
+    /** The feed-forward's norm (`feedforward_layernorm`). */
     ffNorm: layers.Layer;
+    /** The gate projection (`feedforward_gate_dense`). */
     gate: layers.Layer;
+    /** The up projection (`feedforward_intermediate_dense`). */
     up: layers.Layer;
+    /** The down projection (`feedforward_output_dense`). */
     down: layers.Layer;
   } | null {
     const {selfAttentionNorm: attentionNorm, selfAttention: attention, gate} = this;
