@@ -192,3 +192,4 @@ export {
 } from './interop/keras_hub_preset';
 export {releaseGenerateMemory} from './generate/kept_step_memory';
 export {stepReportText} from './generate/step_report_text';
+export type {ConfigReadFromWeights} from './hub_models/family';

@@ -222,7 +222,15 @@ export interface KerasHubFamily {
   readonly configFromWeights?: (
     config: JsonObject,
     shapes: ReadonlyMap<string, readonly number[]>,
-  ) => {config: JsonObject; note: string} | null;
+  ) => ConfigReadFromWeights | null;
+}
+
+/** A backbone config a family completed from its weights (`configFromWeights`). */
+export interface ConfigReadFromWeights {
+  /** The config to build. */
+  config: JsonObject;
+  /** What was read from the weights, said once as the preset loads. */
+  note: string;
 }
 
 /**

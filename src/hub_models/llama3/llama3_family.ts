@@ -21,6 +21,7 @@ import {LlamaLayerNorm} from './llama_layer_norm';
 import {ReversibleEmbedding} from '../../layers/hub/reversible_embedding';
 import type {Json, JsonObject} from '../../layers/engine/contract';
 import {configFloat, configInt, configRate, KerasHubFamily, WeightTerm} from '../family';
+import type {ConfigReadFromWeights} from '../family';
 import {LLAMA3_LAYERS} from './llama3_layers';
 import {Llama3Tokenizer} from './llama3_tokenizer';
 
@@ -62,7 +63,7 @@ const EMBEDDING_WEIGHT = /^layers\/reversible_embedding\/vars\/\d+$/;
 function tieFromWeights(
   config: JsonObject,
   shapes: ReadonlyMap<string, readonly number[]>,
-): {config: JsonObject; note: string} | null {
+): ConfigReadFromWeights | null {
   if (config.tie_word_embeddings != null) return null;
   const tables = [...shapes].filter(([p, s]) => EMBEDDING_WEIGHT.test(p) && s.length === 2);
   if (tables.length === 2) return null;
