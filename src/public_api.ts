@@ -191,3 +191,6 @@ export {
   type LoadKerasHubPresetOptions,
   type PresetFile,
 } from './interop/keras_hub_preset';
+export {releaseGenerateMemory} from './generate/kept_step_memory';
+export {stepReportText} from './generate/step_report_text';
+export type {ConfigReadFromWeights} from './hub_models/family';
