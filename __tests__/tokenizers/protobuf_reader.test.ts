@@ -4,14 +4,19 @@
  * varints, floats, strings, nested messages, unknown fields skipped, and truncated or malformed
  * input refused with the byte offset.
  */
-import {protoFields, ProtoValues} from '../../src/tokenizers/protobuf_reader';
+import {ProtoReader} from '../../src/tokenizers/protobuf_reader';
 import {parseModelProto} from '../../src/tokenizers/sentence_piece_model';
 
 const bytes = (...b: number[]): Uint8Array => Uint8Array.from(b);
-const fields = (b: Uint8Array) => [...protoFields(b, 'test')];
-const v = new ProtoValues('test');
+/** Each field of a message as [number, wire type, value read by `read`]. */
+function fields(b: Uint8Array, read: (r: ProtoReader) => unknown = () => null): unknown[][] {
+  const r = new ProtoReader(b, 'test');
+  const out: unknown[][] = [];
+  while (r.next()) out.push([r.field, r.wireType, read(r)]);
+  return out;
+}
 
-describe('protoFields', () => {
+describe('ProtoReader', () => {
   it('reads varints of one to ten bytes', () => {
     // field 1 = 1; field 2 = 150 (0x96 0x01); field 3 = 2^32 + 5; field 4 = -1 (int32, 10 bytes)
     // prettier-ignore
@@ -21,13 +26,14 @@ describe('protoFields', () => {
       0x18, 0x85, 0x80, 0x80, 0x80, 0x10,
       0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
     );
-    const f = fields(message);
-    expect(f.map((x) => x.field)).toEqual([1, 2, 3, 4]);
-    expect(v.int32(f[0])).toBe(1);
-    expect(v.int32(f[1])).toBe(150);
-    expect(v.uint(f[2])).toBe(2 ** 32 + 5);
-    expect(v.int32(f[3])).toBe(-1);
-    expect(v.bool(f[0])).toBe(true);
+    const read = (r: ProtoReader) =>
+      r.field === 3 ? r.uint() : r.field === 4 ? r.int32() : [r.int32(), r.bool()];
+    expect(fields(message, read)).toEqual([
+      [1, 0, [1, true]],
+      [2, 0, [150, true]],
+      [3, 0, 2 ** 32 + 5],
+      [4, 0, -1],
+    ]);
   });
 
   it('reads a float, a string, bytes and a nested message', () => {
@@ -38,12 +44,19 @@ describe('protoFields', () => {
       0x0a, 0x03, 0x68, 0xc3, 0xa9,
       0x2a, 0x02, 0x08, 0x07,
     );
-    const f = fields(message);
-    expect(v.float(f[0])).toBe(1.5);
-    expect(v.string(f[1])).toBe('hé');
-    expect([...v.bytes(f[1])]).toEqual([0x68, 0xc3, 0xa9]);
-    const nested = fields(v.bytes(f[2]));
-    expect(nested.map((x) => [x.field, v.int32(x)])).toEqual([[1, 7]]);
+    const r = new ProtoReader(message, 'test');
+    expect(r.next()).toBe(true);
+    expect(r.float()).toBe(1.5);
+    expect(r.next()).toBe(true);
+    expect(r.string()).toBe('hé');
+    expect(r.byteString()).toBe('h\xc3\xa9');
+    expect([...r.bytesValue()]).toEqual([0x68, 0xc3, 0xa9]);
+    expect(r.next()).toBe(true);
+    const nested = r.message();
+    expect(nested.next()).toBe(true);
+    expect([nested.field, nested.int32()]).toEqual([1, 7]);
+    expect(nested.next()).toBe(false);
+    expect(r.next()).toBe(false);
   });
 
   it('skips unknown fields of every wire type when reading a model', () => {
@@ -58,7 +71,7 @@ describe('protoFields', () => {
       0x5a, 0x02, 0xff, 0xff,
     );
     const model = parseModelProto(message, 'test');
-    expect(model.pieces).toEqual([{piece: 'a', score: 0.5, type: 2}]);
+    expect(model.pieces).toEqual([{pieceBytes: 'a', score: 0.5, type: 2}]);
     expect(model.normalizerSpec.addDummyPrefix).toBe(true);
     expect(model.trainerSpec.unkId).toBe(0);
   });
@@ -89,13 +102,26 @@ describe('protoFields', () => {
   });
 
   it('refuses a value of the wrong wire type and a string that is not UTF-8', () => {
-    const [varint] = fields(bytes(0x08, 0x01));
-    expect(() => v.float(varint)).toThrow(
+    const varint = new ProtoReader(bytes(0x08, 0x01), 'test');
+    varint.next();
+    expect(() => varint.float()).toThrow(
       'test: malformed protobuf at byte 1: field 1 (float) has wire type 0, expected 5.',
     );
-    const [text] = fields(bytes(0x0a, 0x01, 0xff));
-    expect(() => v.string(text)).toThrow(
+    const text = new ProtoReader(bytes(0x0a, 0x01, 0xff), 'test');
+    text.next();
+    expect(() => text.string()).toThrow(
       'test: malformed protobuf at byte 1: field 1 (string) is not valid UTF-8.',
+    );
+  });
+
+  it('names offsets from the start of the outer message in a nested one', () => {
+    // field 1 = 1; field 2 = nested {field 1: a length of 9 with 1 byte left}
+    const r = new ProtoReader(bytes(0x08, 0x01, 0x12, 0x03, 0x0a, 0x09, 0x61), 'test');
+    r.next();
+    r.next();
+    const nested = r.message();
+    expect(() => nested.next()).toThrow(
+      'test: malformed protobuf at byte 5: field 1 declares 9 bytes, 1 remain.',
     );
   });
 });

@@ -37,7 +37,8 @@ function modelBytes(name: string): Uint8Array {
   return new Uint8Array(fs.readFileSync(path.join(FIXTURES, `${name}.spm`)));
 }
 
-const utf8 = (hex: string): string => new TextDecoder().decode(Buffer.from(hex, 'hex'));
+const utf8 = (hex: string): string =>
+  new TextDecoder('utf-8', {ignoreBOM: true}).decode(Buffer.from(hex, 'hex'));
 
 describe('SentencePieceTokenizer: keras-hub ids and strings', () => {
   it('the fixture has every kind of model and its eager path agrees with tf.data', () => {
@@ -80,5 +81,57 @@ describe('SentencePieceTokenizer: keras-hub ids and strings', () => {
         .filter(({got, want}) => got !== want);
       expect(mismatches).toEqual([]);
     });
+  });
+});
+
+describe('SentencePieceTokenizer: malformed models', () => {
+  const good = modelBytes('bpe_identity');
+
+  it('refuses a truncated vocabulary.spm naming the byte and the problem', () => {
+    expect(() => new SentencePieceTokenizer({proto: good.subarray(0, good.length - 3)})).toThrow(
+      /^SentencePieceTokenizer: the SentencePiece model: malformed protobuf at byte \d+: field \d+ declares \d+ bytes, \d+ remain\.$/,
+    );
+  });
+
+  it('refuses text that is not a model proto', () => {
+    const json = new TextEncoder().encode('{"vocabulary": ["a", "b"]}');
+    expect(() => new SentencePieceTokenizer({proto: json})).toThrow(
+      'SentencePieceTokenizer: the SentencePiece model: malformed protobuf at byte 0: field 15 ' +
+        'has wire type 3; expected 0 (varint), 1 (64-bit), 2 (length-delimited) or 5 (32-bit).',
+    );
+  });
+
+  it('refuses a model without pieces, without an unknown piece, or of another model type', () => {
+    expect(() => new SentencePieceTokenizer({proto: Uint8Array.from([0x1a, 0x00])})).toThrow(
+      'SentencePieceTokenizer: the SentencePiece model has no pieces; expected a vocabulary ' +
+        '(ModelProto.pieces).',
+    );
+    // one normal piece "a"
+    const onePiece = Uint8Array.from([0x0a, 0x03, 0x0a, 0x01, 0x61]);
+    expect(() => new SentencePieceTokenizer({proto: onePiece})).toThrow(
+      'SentencePieceTokenizer: the SentencePiece model has no unknown piece; expected one piece ' +
+        'of type UNKNOWN (<unk>).',
+    );
+    // trainer_spec {model_type: WORD}
+    const word = Uint8Array.from([0x0a, 0x03, 0x0a, 0x01, 0x61, 0x12, 0x02, 0x18, 0x03]);
+    expect(() => new SentencePieceTokenizer({proto: word})).toThrow(
+      'SentencePieceTokenizer: the SentencePiece model has model_type 3; expected 1 (UNIGRAM) ' +
+        'or 2 (BPE) (WORD and CHAR models are not implemented).',
+    );
+  });
+
+  it('refuses options without the bytes of a model', () => {
+    expect(() => new SentencePieceTokenizer({proto: 'vocabulary.spm' as never})).toThrow(
+      'SentencePieceTokenizer: expected options.proto to be the bytes of a SentencePiece model ' +
+        '(a non-empty Uint8Array or ArrayBuffer, vocabulary.spm), received string.',
+    );
+  });
+
+  it('refuses ids outside the vocabulary when decoding', () => {
+    const tokenizer = new SentencePieceTokenizer({proto: good});
+    expect(() => tokenizer.decode([5, tokenizer.vocabularySize])).toThrow(
+      `SentencePieceTokenizer.decode: token id ${tokenizer.vocabularySize} at position 1 is not ` +
+        `in the vocabulary (expected a whole number in [0, ${tokenizer.vocabularySize - 1}]).`,
+    );
   });
 });

@@ -19,7 +19,38 @@ export function toByteString(text: string): string {
   // ASCII is its own byte string
   // eslint-disable-next-line no-control-regex
   if (/^[\x00-\x7f]*$/.test(text)) return text;
-  return bytesToByteString(new TextEncoder().encode(text));
+  if (text.length > 256) return bytesToByteString(new TextEncoder().encode(text));
+  // short texts (a vocabulary's pieces): written out here, faster than a TextEncoder call
+  let out = '';
+  for (let i = 0; i < text.length; i++) {
+    let c = text.charCodeAt(i);
+    if (c < 0x80) {
+      out += String.fromCharCode(c);
+      continue;
+    }
+    if (c >= 0xd800 && c < 0xe000) {
+      const next = i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
+      if (c < 0xdc00 && next >= 0xdc00 && next < 0xe000) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+        i++;
+      } else {
+        c = 0xfffd;
+      }
+    }
+    if (c < 0x800) {
+      out += String.fromCharCode(0xc0 | (c >> 6), 0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+      out += String.fromCharCode(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 0x3f), 0x80 | (c & 0x3f));
+    } else {
+      out += String.fromCharCode(
+        0xf0 | (c >> 18),
+        0x80 | ((c >> 12) & 0x3f),
+        0x80 | ((c >> 6) & 0x3f),
+        0x80 | (c & 0x3f),
+      );
+    }
+  }
+  return out;
 }
 
 /** The bytes of a byte string. */
@@ -33,7 +64,7 @@ export function byteStringBytes(s: string): Uint8Array {
 export function fromByteString(s: string): string {
   // eslint-disable-next-line no-control-regex
   if (/^[\x00-\x7f]*$/.test(s)) return s;
-  return new TextDecoder().decode(byteStringBytes(s));
+  return new TextDecoder('utf-8', {ignoreBOM: true}).decode(byteStringBytes(s));
 }
 
 /** sentencepiece's `OneCharLen`: a character's length in bytes from its first byte alone. */

@@ -3,30 +3,15 @@
  * a message in order, each with its number, wire type and value. Enough for SentencePiece's
  * `ModelProto` (varints, 32-bit floats, strings, bytes and nested messages); unknown fields are
  * skipped by their wire type, as protobuf's own parsers do. Truncated or malformed input is an
- * error naming the byte offset and what was expected.
+ * error naming the byte offset and what was expected. One cursor walks a message without
+ * allocating per field (a Gemma vocabulary has 262,144 pieces of three fields each).
  */
 
-/** Protobuf's wire types: varint, 64-bit, length-delimited, group start / end (deprecated), 32-bit. */
+/** Protobuf's wire types: varint, 64-bit, length-delimited, 32-bit (3 and 4, groups, refused). */
 export const WIRE_VARINT = 0;
 export const WIRE_FIXED64 = 1;
 export const WIRE_LENGTH = 2;
 export const WIRE_FIXED32 = 5;
-
-/** One field of a message as it is on the wire. */
-export interface ProtoField {
-  /** The field number. */
-  readonly field: number;
-  /** The wire type (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32). */
-  readonly wireType: number;
-  /** Where the field's value starts in the message's bytes. */
-  readonly offset: number;
-  /** A varint's low 32 bits, unsigned (0 for other wire types). */
-  readonly low: number;
-  /** A varint's bits 32..63, unsigned (0 for other wire types). */
-  readonly high: number;
-  /** A length-delimited value's bytes, or a fixed32 / fixed64 value's bytes (a view, not a copy). */
-  readonly bytes: Uint8Array;
-}
 
 /** The error of a malformed message: `what` (the message's name), where and what was wrong. */
 function malformed(what: string, offset: number, problem: string): Error {
@@ -34,125 +19,201 @@ function malformed(what: string, offset: number, problem: string): Error {
 }
 
 /**
- * The fields of one protobuf message, in order. `what` names the message in errors
- * (`SentencePieceTokenizer: vocabulary.spm`). Groups (wire types 3 and 4) are refused: no
- * message this package reads has them.
+ * A cursor over the fields of one protobuf message: `next()` reads the next field's key and
+ * value (false at the end), then the accessors read that value as its declared type (an error
+ * when the wire type differs). `what` names the message in errors
+ * (`SentencePieceTokenizer: the SentencePiece model`). Offsets in errors are from the start of
+ * the outermost message.
  */
-export function* protoFields(bytes: Uint8Array, what: string): Generator<ProtoField> {
-  let at = 0;
-  const end = bytes.length;
-  const varint = (): [number, number] => {
+export class ProtoReader {
+  /** The current field's number. */
+  field = 0;
+  /** The current field's wire type (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32). */
+  wireType = 0;
+  /** Where the current field's value starts (in `bytes`). */
+  offset = 0;
+  /** A varint's low 32 bits, unsigned. */
+  private low = 0;
+  /** A varint's bits 32..63, unsigned. */
+  private high = 0;
+  /** A length-delimited or fixed value's start and end in `bytes`. */
+  private start = 0;
+  private end = 0;
+  private at: number;
+  private readonly limit: number;
+  /** The whole input as a byte string, made on the first `byteString()` and shared with nested cursors. */
+  private readonly shared: {text?: string; decoder?: TextDecoder};
+
+  /** A cursor over `bytes[from, to)` (default all of it). */
+  constructor(
+    private readonly bytes: Uint8Array,
+    private readonly what: string,
+    from = 0,
+    to = bytes.length,
+    shared: {text?: string; decoder?: TextDecoder} = {},
+  ) {
+    this.at = from;
+    this.limit = to;
+    this.shared = shared;
+  }
+
+  /** A cursor over the current field's embedded message. */
+  message(): ProtoReader {
+    this.expect(WIRE_LENGTH, 'message');
+    return new ProtoReader(this.bytes, this.what, this.start, this.end, this.shared);
+  }
+
+  /** Reads a varint at the cursor into low / high. */
+  private varint(): void {
+    const bytes = this.bytes;
     let low = 0;
     let high = 0;
-    const start = at;
+    const start = this.at;
     for (let i = 0; i < 10; i++) {
-      if (at >= end) throw malformed(what, start, 'a varint runs past the end of the input');
-      const b = bytes[at++];
+      if (this.at >= this.limit) {
+        throw malformed(this.what, start, 'a varint runs past the end of the input');
+      }
+      const b = bytes[this.at++];
       const bits = b & 0x7f;
       if (i < 4) low |= bits << (7 * i);
       else if (i === 4) {
         low |= (bits & 0x0f) << 28;
         high |= bits >>> 4;
       } else high |= bits << (7 * i - 32);
-      if ((b & 0x80) === 0) return [low >>> 0, high >>> 0];
+      if ((b & 0x80) === 0) {
+        this.low = low >>> 0;
+        this.high = high >>> 0;
+        return;
+      }
     }
-    throw malformed(what, start, 'a varint is longer than 10 bytes');
-  };
-  while (at < end) {
-    const keyAt = at;
-    const [key, keyHigh] = varint();
-    const wireType = key & 7;
-    const field = key >>> 3;
-    if (keyHigh !== 0 || field === 0) {
-      throw malformed(what, keyAt, `expected a field number in [1, 2^29 - 1], received ${field}`);
+    throw malformed(this.what, start, 'a varint is longer than 10 bytes');
+  }
+
+  /** Reads the next field; false at the end of the message. */
+  next(): boolean {
+    if (this.at >= this.limit) return false;
+    const keyAt = this.at;
+    this.varint();
+    const wireType = this.low & 7;
+    const field = this.low >>> 3;
+    if (this.high !== 0 || field === 0) {
+      throw malformed(
+        this.what,
+        keyAt,
+        `expected a field number in [1, 2^29 - 1], received ${field}`,
+      );
     }
-    const offset = at;
+    this.field = field;
+    this.wireType = wireType;
+    this.offset = this.at;
+    const left = (): number => this.limit - this.at;
     if (wireType === WIRE_VARINT) {
-      const [low, high] = varint();
-      yield {field, wireType, offset, low, high, bytes: bytes.subarray(offset, at)};
+      this.varint();
     } else if (wireType === WIRE_LENGTH) {
-      const [length, lengthHigh] = varint();
-      if (lengthHigh !== 0 || length > end - at) {
+      this.varint();
+      const length = this.low;
+      if (this.high !== 0 || length > left()) {
         throw malformed(
-          what,
-          offset,
-          `field ${field} declares ${lengthHigh !== 0 ? 'over 2^32' : length} bytes, ` +
-            `${end - at} remain`,
+          this.what,
+          this.offset,
+          `field ${field} declares ${this.high !== 0 ? 'over 2^32' : length} bytes, ` +
+            `${left()} remain`,
         );
       }
-      const value = bytes.subarray(at, at + length);
-      at += length;
-      yield {field, wireType, offset, low: 0, high: 0, bytes: value};
+      this.start = this.at;
+      this.at += length;
+      this.end = this.at;
     } else if (wireType === WIRE_FIXED32 || wireType === WIRE_FIXED64) {
       const size = wireType === WIRE_FIXED32 ? 4 : 8;
-      if (size > end - at) {
-        throw malformed(what, offset, `field ${field} needs ${size} bytes, ${end - at} remain`);
+      if (size > left()) {
+        throw malformed(
+          this.what,
+          this.offset,
+          `field ${field} needs ${size} bytes, ${left()} remain`,
+        );
       }
-      const value = bytes.subarray(at, at + size);
-      at += size;
-      yield {field, wireType, offset, low: 0, high: 0, bytes: value};
+      this.start = this.at;
+      this.at += size;
+      this.end = this.at;
     } else {
       throw malformed(
-        what,
+        this.what,
         keyAt,
         `field ${field} has wire type ${wireType}; expected 0 (varint), 1 (64-bit), ` +
           '2 (length-delimited) or 5 (32-bit)',
       );
     }
+    return true;
   }
-}
 
-/** A field's value read as the scalar its declaration names; an error when the wire type differs. */
-export class ProtoValues {
-  constructor(private readonly what: string) {}
-
-  private expect(f: ProtoField, wireType: number, type: string): void {
-    if (f.wireType !== wireType) {
+  private expect(wireType: number, type: string): void {
+    if (this.wireType !== wireType) {
       throw malformed(
         this.what,
-        f.offset,
-        `field ${f.field} (${type}) has wire type ${f.wireType}, expected ${wireType}`,
+        this.offset,
+        `field ${this.field} (${type}) has wire type ${this.wireType}, expected ${wireType}`,
       );
     }
   }
 
   /** An `int32` / `enum`: the low 32 bits, signed (negative values are 10-byte varints). */
-  int32(f: ProtoField): number {
-    this.expect(f, WIRE_VARINT, 'int32');
-    return f.low | 0;
+  int32(): number {
+    this.expect(WIRE_VARINT, 'int32');
+    return this.low | 0;
   }
 
   /** A `uint64` / `int64` as a number (exact below 2^53). */
-  uint(f: ProtoField): number {
-    this.expect(f, WIRE_VARINT, 'uint64');
-    return f.high * 2 ** 32 + f.low;
+  uint(): number {
+    this.expect(WIRE_VARINT, 'uint64');
+    return this.high * 2 ** 32 + this.low;
   }
 
   /** A `bool`. */
-  bool(f: ProtoField): boolean {
-    this.expect(f, WIRE_VARINT, 'bool');
-    return f.low !== 0 || f.high !== 0;
+  bool(): boolean {
+    this.expect(WIRE_VARINT, 'bool');
+    return this.low !== 0 || this.high !== 0;
   }
 
   /** A `float` (little-endian IEEE 754 single). */
-  float(f: ProtoField): number {
-    this.expect(f, WIRE_FIXED32, 'float');
-    return new DataView(f.bytes.buffer, f.bytes.byteOffset, 4).getFloat32(0, true);
+  float(): number {
+    this.expect(WIRE_FIXED32, 'float');
+    const b = this.bytes;
+    const s = this.start;
+    return new DataView(b.buffer, b.byteOffset + s, 4).getFloat32(0, true);
   }
 
-  /** A `bytes` field or an embedded message's bytes (a view). */
-  bytes(f: ProtoField): Uint8Array {
-    this.expect(f, WIRE_LENGTH, 'bytes');
-    return f.bytes;
+  /** A `bytes` field or an embedded message's bytes (a view, not a copy). */
+  bytesValue(): Uint8Array {
+    this.expect(WIRE_LENGTH, 'bytes');
+    return this.bytes.subarray(this.start, this.end);
   }
 
-  /** A `string` (UTF-8; invalid UTF-8 is an error, as protobuf's parsers refuse it). */
-  string(f: ProtoField): string {
-    this.expect(f, WIRE_LENGTH, 'string');
+  /**
+   * A `string` or `bytes` field as a byte string: one character per byte (proto2 does not check
+   * that a string is UTF-8, nor does sentencepiece).
+   */
+  byteString(): string {
+    this.expect(WIRE_LENGTH, 'string');
+    if (this.shared.text === undefined) {
+      // one conversion of the whole input, then a slice per field (262,144 pieces: one
+      // String.fromCharCode per piece took seconds)
+      let text = '';
+      for (let i = 0; i < this.bytes.length; i += 8192) {
+        text += String.fromCharCode(...this.bytes.subarray(i, i + 8192));
+      }
+      this.shared.text = text;
+    }
+    return this.shared.text.slice(this.start, this.end);
+  }
+
+  /** A `string` (UTF-8; invalid UTF-8 is an error). */
+  string(): string {
+    this.expect(WIRE_LENGTH, 'string');
     try {
-      return new TextDecoder('utf-8', {fatal: true}).decode(f.bytes);
+      this.shared.decoder ??= new TextDecoder('utf-8', {fatal: true, ignoreBOM: true});
+      return this.shared.decoder.decode(this.bytes.subarray(this.start, this.end));
     } catch {
-      throw malformed(this.what, f.offset, `field ${f.field} (string) is not valid UTF-8`);
+      throw malformed(this.what, this.offset, `field ${this.field} (string) is not valid UTF-8`);
     }
   }
 }

@@ -16,7 +16,7 @@ import {unigramEncode, unigramScores} from './sentence_piece_unigram';
 import type {UnigramScores} from './sentence_piece_unigram';
 import {SENTENCE_PIECE_ASSETS, sentencePiecePresetOptions} from './preset_tokenizer';
 import type {TokenizerAsset, TokenizerConfig} from './preset_tokenizer';
-import {checkIds, requireToken} from './tokenizer';
+import {checkIds} from './tokenizer';
 import type {Tokenizer} from './tokenizer';
 
 /** Options of {@link SentencePieceTokenizer}. */
@@ -110,10 +110,8 @@ export class SentencePieceTokenizer implements Tokenizer {
   /** The model's eos id (its `</s>`; -1 when it has none). */
   readonly eosId: number;
   private readonly proto: SentencePieceModelProto;
-  /** Each id's piece (text). */
-  private readonly pieceTexts: readonly string[];
-  /** Every piece (text) -> id. */
-  private readonly ids: ReadonlyMap<string, number>;
+  /** Each id's piece as a byte string. */
+  private readonly pieceKeys: readonly string[];
   /** Normal, user-defined and unused pieces by byte string, scores and types. */
   private readonly table: PieceTable;
   /** Control, unknown and byte pieces by byte string (sentencepiece's reserved ids). */
@@ -155,25 +153,27 @@ export class SentencePieceTokenizer implements Tokenizer {
     this.modelType = type === ModelType.Bpe ? 'bpe' : 'unigram';
     const normal = new Map<string, number>();
     const reserved = new Map<string, number>();
-    const ids = new Map<string, number>();
     const scores = new Float32Array(pieces.length);
     const types = new Uint8Array(pieces.length);
     let userDefined: PieceTrie | undefined;
     let unknown = -1;
     const byteIds = trainerSpec.byteFallback ? new Int32Array(256).fill(-1) : undefined;
+    const keys: string[] = new Array<string>(pieces.length);
     pieces.forEach((p, id) => {
-      if (p.piece === '') throw new Error(`${what}: piece ${id} is empty; pieces must not be.`);
-      const key = toByteString(p.piece);
+      const key = p.pieceBytes;
+      if (key === '') throw new Error(`${what}: piece ${id} is empty; pieces must not be.`);
+      keys[id] = key;
       const isNormal =
         p.type === PieceType.Normal ||
         p.type === PieceType.UserDefined ||
         p.type === PieceType.Unused;
       const map = isNormal ? normal : reserved;
       if (map.has(key)) {
-        throw new Error(`${what}: the piece ${JSON.stringify(p.piece)} is defined twice.`);
+        throw new Error(
+          `${what}: the piece ${JSON.stringify(fromByteString(key))} is defined twice.`,
+        );
       }
       map.set(key, id);
-      if (!ids.has(p.piece)) ids.set(p.piece, id);
       scores[id] = p.score;
       types[id] = p.type;
       if (p.type === PieceType.UserDefined) (userDefined ??= new PieceTrie()).add(key, id);
@@ -183,10 +183,10 @@ export class SentencePieceTokenizer implements Tokenizer {
         unknown = id;
       }
       if (p.type === PieceType.Byte) {
-        const byte = pieceByte(p.piece);
+        const byte = pieceByte(key);
         if (byteIds === undefined || byte < 0) {
           throw new Error(
-            `${what}: the byte piece ${JSON.stringify(p.piece)} is ` +
+            `${what}: the byte piece ${JSON.stringify(fromByteString(key))} is ` +
               (byteIds === undefined ? 'there although byte_fallback is false.' : 'not <0xXX>.'),
           );
         }
@@ -202,8 +202,7 @@ export class SentencePieceTokenizer implements Tokenizer {
       );
     }
     this.vocabularySize = pieces.length;
-    this.pieceTexts = pieces.map((p) => p.piece);
-    this.ids = ids;
+    this.pieceKeys = keys;
     this.reserved = reserved;
     this.table = {pieces: normal, scores, types, userDefined};
     this.unknownTokenId = unknown;
@@ -253,15 +252,25 @@ export class SentencePieceTokenizer implements Tokenizer {
 
   /** The id of a piece this tokenizer needs (a special token), or an error naming it. */
   protected special(token: string): number {
-    return requireToken(this.ids, token, this.owner);
+    const id = this.tokenToId(token);
+    if (id === undefined) {
+      throw new Error(
+        `${this.owner}: the vocabulary must contain the special token ${JSON.stringify(token)}; ` +
+          `it has ${this.vocabularySize} entries and not this one.`,
+      );
+    }
+    return id;
   }
 
   tokenToId(token: string): number | undefined {
-    return this.ids.get(token);
+    if (typeof token !== 'string') return undefined;
+    const key = toByteString(token);
+    return this.table.pieces.get(key) ?? this.reserved.get(key);
   }
 
   idToToken(id: number): string | undefined {
-    return Number.isInteger(id) ? this.pieceTexts[id] : undefined;
+    const key = Number.isInteger(id) ? this.pieceKeys[id] : undefined;
+    return key === undefined ? undefined : fromByteString(key);
   }
 
   /** The id of a piece given as a byte string: reserved pieces first, then the others, else unknown. */
@@ -328,7 +337,7 @@ export class SentencePieceTokenizer implements Tokenizer {
     for (const id of ids) {
       const type = types[id];
       if (type === PieceType.Byte) {
-        bytes += String.fromCharCode(pieceByte(this.pieceTexts[id]));
+        bytes += String.fromCharCode(pieceByte(this.pieceKeys[id]));
         continue;
       }
       flushBytes();
@@ -339,7 +348,7 @@ export class SentencePieceTokenizer implements Tokenizer {
         text += unkSurface;
         continue;
       }
-      let piece = toByteString(this.pieceTexts[id]);
+      let piece = this.pieceKeys[id];
       if (isBosSpace && stripLeading && piece.startsWith(SPACE_SYMBOL)) {
         piece = piece.slice(SPACE_SYMBOL.length);
         bosSpaceSeen = !normalizerSpec.removeExtraWhitespaces;

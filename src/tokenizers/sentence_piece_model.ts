@@ -3,7 +3,7 @@
  * preset's `vocabulary.spm`: the pieces (string, score, type), the fields of `TrainerSpec` that
  * tokenizing reads, and the normalizer and denormalizer specs, with protobuf's defaults.
  */
-import {protoFields, ProtoValues} from './protobuf_reader';
+import {ProtoReader} from './protobuf_reader';
 
 /** A piece's type (ModelProto.SentencePiece.Type). */
 export const PieceType = {
@@ -17,7 +17,8 @@ export const PieceType = {
 
 /** One entry of the vocabulary. */
 export interface SentencePiece {
-  readonly piece: string;
+  /** The piece's UTF-8, one character a byte (byte_string.ts): sentencepiece's map key. */
+  readonly pieceBytes: string;
   readonly score: number;
   /** A {@link PieceType} value. */
   readonly type: number;
@@ -58,19 +59,19 @@ export interface SentencePieceModelProto {
   readonly denormalizerSpec?: NormalizerSpec;
 }
 
-function readPiece(bytes: Uint8Array, v: ProtoValues, what: string): SentencePiece {
-  let piece = '';
+function readPiece(r: ProtoReader): SentencePiece {
+  let pieceBytes = '';
   let score = 0;
   let type: number = PieceType.Normal;
-  for (const f of protoFields(bytes, what)) {
-    if (f.field === 1) piece = v.string(f);
-    else if (f.field === 2) score = v.float(f);
-    else if (f.field === 3) type = v.int32(f);
+  while (r.next()) {
+    if (r.field === 1) pieceBytes = r.byteString();
+    else if (r.field === 2) score = r.float();
+    else if (r.field === 3) type = r.int32();
   }
-  return {piece, score, type};
+  return {pieceBytes, score, type};
 }
 
-function readTrainerSpec(bytes: Uint8Array, v: ProtoValues, what: string): TrainerSpec {
+function readTrainerSpec(readers: readonly ProtoReader[]): TrainerSpec {
   const spec = {
     modelType: ModelType.Unigram as number,
     byteFallback: false,
@@ -81,38 +82,40 @@ function readTrainerSpec(bytes: Uint8Array, v: ProtoValues, what: string): Train
     padId: -1,
     unkSurface: ' \u2047 ',
   };
-  for (const f of protoFields(bytes, what)) {
-    switch (f.field) {
-      case 3:
-        spec.modelType = v.int32(f);
-        break;
-      case 24:
-        spec.treatWhitespaceAsSuffix = v.bool(f);
-        break;
-      case 35:
-        spec.byteFallback = v.bool(f);
-        break;
-      case 40:
-        spec.unkId = v.int32(f);
-        break;
-      case 41:
-        spec.bosId = v.int32(f);
-        break;
-      case 42:
-        spec.eosId = v.int32(f);
-        break;
-      case 43:
-        spec.padId = v.int32(f);
-        break;
-      case 44:
-        spec.unkSurface = v.string(f);
-        break;
+  for (const r of readers) {
+    while (r.next()) {
+      switch (r.field) {
+        case 3:
+          spec.modelType = r.int32();
+          break;
+        case 24:
+          spec.treatWhitespaceAsSuffix = r.bool();
+          break;
+        case 35:
+          spec.byteFallback = r.bool();
+          break;
+        case 40:
+          spec.unkId = r.int32();
+          break;
+        case 41:
+          spec.bosId = r.int32();
+          break;
+        case 42:
+          spec.eosId = r.int32();
+          break;
+        case 43:
+          spec.padId = r.int32();
+          break;
+        case 44:
+          spec.unkSurface = r.string();
+          break;
+      }
     }
   }
   return spec;
 }
 
-function readNormalizerSpec(bytes: Uint8Array, v: ProtoValues, what: string): NormalizerSpec {
+function readNormalizerSpec(readers: readonly ProtoReader[]): NormalizerSpec {
   const spec = {
     name: '',
     precompiledCharsmap: new Uint8Array(0) as Uint8Array,
@@ -120,49 +123,39 @@ function readNormalizerSpec(bytes: Uint8Array, v: ProtoValues, what: string): No
     removeExtraWhitespaces: true,
     escapeWhitespaces: true,
   };
-  for (const f of protoFields(bytes, what)) {
-    if (f.field === 1) spec.name = v.string(f);
-    else if (f.field === 2) spec.precompiledCharsmap = v.bytes(f);
-    else if (f.field === 3) spec.addDummyPrefix = v.bool(f);
-    else if (f.field === 4) spec.removeExtraWhitespaces = v.bool(f);
-    else if (f.field === 5) spec.escapeWhitespaces = v.bool(f);
+  for (const r of readers) {
+    while (r.next()) {
+      if (r.field === 1) spec.name = r.string();
+      else if (r.field === 2) spec.precompiledCharsmap = r.bytesValue();
+      else if (r.field === 3) spec.addDummyPrefix = r.bool();
+      else if (r.field === 4) spec.removeExtraWhitespaces = r.bool();
+      else if (r.field === 5) spec.escapeWhitespaces = r.bool();
+    }
   }
   return spec;
 }
 
 /**
  * Parses a serialized ModelProto. `what` names the bytes in errors
- * (`SentencePieceTokenizer: vocabulary.spm`).
+ * (`SentencePieceTokenizer: the SentencePiece model`).
  */
 export function parseModelProto(bytes: Uint8Array, what: string): SentencePieceModelProto {
-  const v = new ProtoValues(what);
+  const r = new ProtoReader(bytes, what);
   const pieces: SentencePiece[] = [];
-  let trainer: Uint8Array | undefined;
-  let normalizer: Uint8Array | undefined;
-  let denormalizer: Uint8Array | undefined;
-  for (const f of protoFields(bytes, what)) {
-    // a message field given twice is merged by protobuf; the last one read wins field by field,
-    // which for these specs (scalars only) is reading both in order
-    if (f.field === 1) pieces.push(readPiece(v.bytes(f), v, what));
-    else if (f.field === 2) trainer = concat(trainer, v.bytes(f));
-    else if (f.field === 3) normalizer = concat(normalizer, v.bytes(f));
-    else if (f.field === 5) denormalizer = concat(denormalizer, v.bytes(f));
+  // an embedded message given more than once is merged by protobuf: read each in order
+  const trainer: ProtoReader[] = [];
+  const normalizer: ProtoReader[] = [];
+  const denormalizer: ProtoReader[] = [];
+  while (r.next()) {
+    if (r.field === 1) pieces.push(readPiece(r.message()));
+    else if (r.field === 2) trainer.push(r.message());
+    else if (r.field === 3) normalizer.push(r.message());
+    else if (r.field === 5) denormalizer.push(r.message());
   }
-  const empty = new Uint8Array(0);
   return {
     pieces,
-    trainerSpec: readTrainerSpec(trainer ?? empty, v, what),
-    normalizerSpec: readNormalizerSpec(normalizer ?? empty, v, what),
-    denormalizerSpec:
-      denormalizer === undefined ? undefined : readNormalizerSpec(denormalizer, v, what),
+    trainerSpec: readTrainerSpec(trainer),
+    normalizerSpec: readNormalizerSpec(normalizer),
+    denormalizerSpec: denormalizer.length === 0 ? undefined : readNormalizerSpec(denormalizer),
   };
-}
-
-/** Two serialized messages as one (protobuf merges a repeated embedded message this way). */
-function concat(a: Uint8Array | undefined, b: Uint8Array): Uint8Array {
-  if (a === undefined) return b;
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }
