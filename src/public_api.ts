@@ -194,3 +194,6 @@ export {
 export {releaseGenerateMemory} from './generate/kept_step_memory';
 export {stepReportText} from './generate/step_report_text';
 export type {ConfigReadFromWeights} from './hub_models/family';
+export {SentencePieceTokenizer} from './tokenizers/sentence_piece';
+export type {SentencePieceTokenizerOptions} from './tokenizers/sentence_piece';
+export {sentencePiecePresetOptions} from './tokenizers/preset_tokenizer';
