@@ -190,3 +190,10 @@ export {
   type LoadKerasHubPresetOptions,
   type PresetFile,
 } from './interop/keras_hub_preset';
+export {QWEN} from './hub_models/qwen/qwen_family';
+export {QwenTokenizer, qwenSplitPattern} from './hub_models/qwen/qwen_tokenizer';
+export {QwenAttention, qwenInverseFrequencies} from './hub_models/qwen/qwen_attention';
+export type {QwenAttentionArgs} from './hub_models/qwen/qwen_attention';
+export {QwenTransformerDecoder} from './hub_models/qwen/qwen_decoder';
+export type {QwenTransformerDecoderArgs} from './hub_models/qwen/qwen_decoder';
+export {QwenLayerNorm} from './hub_models/qwen/qwen_layer_norm';

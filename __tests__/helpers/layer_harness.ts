@@ -28,6 +28,9 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
   TransformerEncoder,
+  QwenAttention,
+  QwenLayerNorm,
+  QwenTransformerDecoder,
 } from '../../src';
 import {expectClose} from './close';
 import {randTensor} from './data';
@@ -786,6 +789,71 @@ export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCa
           'layer/self_attention/query/kernel',
           'layer/self_attention/key/kernel',
           'layer/self_attention/value/kernel',
+          'layer/self_attention/attention_output/kernel',
+          'layer/self_attention_layernorm/scale',
+          'layer/feedforward_intermediate_dense/kernel',
+          'layer/feedforward_gate_dense/kernel',
+          'layer/feedforward_output_dense/kernel',
+          'layer/feedforward_layernorm/scale',
+        ],
+      },
+    ],
+  ],
+  QwenLayerNorm: [
+    [
+      'RMS over the last axis',
+      {
+        make: () => new QwenLayerNorm({epsilon: 1e-6}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+  ],
+  QwenAttention: [
+    [
+      '4 query heads over 2 key / value heads, biases, rotary, no mask',
+      {
+        make: () => new QwenAttention({numQueryHeads: 4, numKeyValueHeads: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 7,
+        weightNames: [
+          'layer/query/kernel',
+          'layer/query/bias',
+          'layer/key/kernel',
+          'layer/key/bias',
+          'layer/value/kernel',
+          'layer/value/bias',
+          'layer/attention_output/kernel',
+        ],
+      },
+    ],
+  ],
+  QwenTransformerDecoder: [
+    [
+      'causal, grouped-query, sliding window, with a decoder padding mask',
+      {
+        make: () =>
+          new QwenTransformerDecoder({
+            intermediateDim: 12,
+            numQueryHeads: 4,
+            numKeyValueHeads: 2,
+            useSlidingWindowAttention: true,
+            slidingWindowSize: 2,
+          }),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 12,
+        weightNames: [
+          'layer/self_attention/query/kernel',
+          'layer/self_attention/query/bias',
+          'layer/self_attention/key/kernel',
+          'layer/self_attention/key/bias',
+          'layer/self_attention/value/kernel',
+          'layer/self_attention/value/bias',
           'layer/self_attention/attention_output/kernel',
           'layer/self_attention_layernorm/scale',
           'layer/feedforward_intermediate_dense/kernel',

@@ -226,6 +226,9 @@ describe("the package's contracts", () => {
       'LlamaLayerNorm',
       'LlamaAttention',
       'LlamaTransformerDecoder',
+      'QwenLayerNorm',
+      'QwenAttention',
+      'QwenTransformerDecoder',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -258,6 +261,9 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: 'positionWise',
       LlamaAttention: 'refused',
       LlamaTransformerDecoder: 'cached',
+      QwenLayerNorm: 'positionWise',
+      QwenAttention: 'refused',
+      QwenTransformerDecoder: 'cached',
     });
   });
 
@@ -293,6 +299,9 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: ['keras_hub', 'refused'],
       LlamaAttention: ['keras_hub', 'refused'],
       LlamaTransformerDecoder: ['keras_hub', 'refused'],
+      QwenLayerNorm: ['keras_hub', 'refused'],
+      QwenAttention: ['keras_hub', 'refused'],
+      QwenTransformerDecoder: ['keras_hub', 'refused'],
     });
   });
 
@@ -421,6 +430,28 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       numQueryHeads: 1,
       numKeyValueHeads: 1,
       ...ROPE_31,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  QwenLayerNorm: () => new src.QwenLayerNorm({epsilon: 1e-5}),
+  QwenAttention: () =>
+    new src.QwenAttention({
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      ropeMaxWavelength: 1e6,
+      ropeScalingFactor: 2,
+      dropout: 0.1,
+      biasInitializer: 'ones',
+      useSlidingWindowAttention: true,
+      slidingWindowSize: 3,
+    }),
+  QwenTransformerDecoder: () =>
+    new src.QwenTransformerDecoder({
+      intermediateDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      ropeScalingFactor: 2,
+      useSlidingWindowAttention: true,
+      slidingWindowSize: 3,
       inputRoles: ['decoderSequence'],
     } as never),
 };
