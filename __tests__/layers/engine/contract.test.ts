@@ -229,6 +229,9 @@ describe("the package's contracts", () => {
       'QwenLayerNorm',
       'QwenAttention',
       'QwenTransformerDecoder',
+      'Qwen3LayerNorm',
+      'Qwen3Attention',
+      'Qwen3TransformerDecoder',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -264,6 +267,9 @@ describe("the package's contracts", () => {
       QwenLayerNorm: 'positionWise',
       QwenAttention: 'refused',
       QwenTransformerDecoder: 'cached',
+      Qwen3LayerNorm: 'positionWise',
+      Qwen3Attention: 'refused',
+      Qwen3TransformerDecoder: 'cached',
     });
   });
 
@@ -302,6 +308,9 @@ describe("the package's contracts", () => {
       QwenLayerNorm: ['keras_hub', 'refused'],
       QwenAttention: ['keras_hub', 'refused'],
       QwenTransformerDecoder: ['keras_hub', 'refused'],
+      Qwen3LayerNorm: ['keras_hub', 'refused'],
+      Qwen3Attention: ['keras_hub', 'refused'],
+      Qwen3TransformerDecoder: ['keras_hub', 'refused'],
     });
   });
 
@@ -451,6 +460,28 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       numKeyValueHeads: 1,
       ropeScalingFactor: 2,
       useSlidingWindowAttention: true,
+      slidingWindowSize: 3,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  Qwen3LayerNorm: () => new src.Qwen3LayerNorm({epsilon: 1e-5}),
+  Qwen3Attention: () =>
+    new src.Qwen3Attention({
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      headDim: 4,
+      ropeMaxWavelength: 1e6,
+      ropeScalingFactor: 2,
+      dropout: 0.1,
+      layerNormEpsilon: 1e-6,
+      slidingWindowSize: 3,
+    }),
+  Qwen3TransformerDecoder: () =>
+    new src.Qwen3TransformerDecoder({
+      intermediateDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      headDim: 4,
+      ropeScalingFactor: 2,
       slidingWindowSize: 3,
       inputRoles: ['decoderSequence'],
     } as never),

@@ -28,7 +28,7 @@ export const booleanOption = (v: Json) =>
   v == null || typeof v === 'boolean' ? null : 'expected true, false or null';
 
 /** The options the Qwen backbones share, checked (keras-hub's defaults where it has them). */
-export function qwenOptions(config: JsonObject, cls: string) {
+export function qwenConfig(config: JsonObject, cls: string) {
   return {
     vocab: configInt(config, 'vocabulary_size', cls),
     numLayers: configInt(config, 'num_layers', cls),
@@ -54,7 +54,7 @@ export function qwenWeightTerms(
   cls: string,
   queryWidth?: number,
 ): WeightTerm[] {
-  const {vocab, numLayers, hidden, intermediate, tied} = qwenOptions(config, cls);
+  const {vocab, numLayers, hidden, intermediate, tied} = qwenConfig(config, cls);
   const q = queryWidth ?? hidden;
   return [
     {
@@ -77,7 +77,7 @@ export function qwenGraph(
   decoders: readonly tf.layers.Layer[],
   norm: tf.layers.Layer,
 ) {
-  const {vocab, hidden, tied} = qwenOptions(config, cls);
+  const {vocab, hidden, tied} = qwenConfig(config, cls);
   const tokenIds = tf.input({shape: [null], dtype: 'int32', name: 'token_ids'});
   const paddingMask = tf.input({shape: [null], dtype: 'int32', name: 'padding_mask'});
   const tokenEmbedding = new ReversibleEmbedding({
@@ -138,7 +138,7 @@ export const QWEN: KerasHubFamily = {
   preprocessor: {addStartToken: true, addEndToken: true},
   weightTerms: (config: JsonObject) => qwenWeightTerms(config, CLS),
   build(config: JsonObject) {
-    const o = qwenOptions(config, CLS);
+    const o = qwenConfig(config, CLS);
     const window = config.use_sliding_window_attention === true;
     // every layer is checked by its constructor before any weight exists
     const decoders = Array.from(

@@ -22,7 +22,7 @@ export class QwenLayerNorm extends LlamaLayerNorm {
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
    */
-  static override readonly className = 'QwenLayerNorm';
+  static override readonly className: string = 'QwenLayerNorm';
   /** What the package knows about this class (contract.ts). */
   static override readonly contract: LayerContract = defineContract({
     ...LlamaLayerNorm.contract,
