@@ -58,6 +58,12 @@ describe('doc comment examples', () => {
         'TokenAndPositionEmbedding',
         'TransformerDecoder',
         'TransformerEncoder',
+        'QwenAttention',
+        'QwenLayerNorm',
+        'QwenTransformerDecoder',
+        'Qwen3Attention',
+        'Qwen3LayerNorm',
+        'Qwen3TransformerDecoder',
       ].sort(),
     );
   });

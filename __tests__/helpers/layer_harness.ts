@@ -28,6 +28,12 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
   TransformerEncoder,
+  QwenAttention,
+  QwenLayerNorm,
+  QwenTransformerDecoder,
+  Qwen3Attention,
+  Qwen3LayerNorm,
+  Qwen3TransformerDecoder,
 } from '../../src';
 import {expectClose} from './close';
 import {randTensor} from './data';
@@ -784,6 +790,134 @@ export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCa
         trainableWeights: 9,
         weightNames: [
           'layer/self_attention/query/kernel',
+          'layer/self_attention/key/kernel',
+          'layer/self_attention/value/kernel',
+          'layer/self_attention/attention_output/kernel',
+          'layer/self_attention_layernorm/scale',
+          'layer/feedforward_intermediate_dense/kernel',
+          'layer/feedforward_gate_dense/kernel',
+          'layer/feedforward_output_dense/kernel',
+          'layer/feedforward_layernorm/scale',
+        ],
+      },
+    ],
+  ],
+  QwenLayerNorm: [
+    [
+      'RMS over the last axis',
+      {
+        make: () => new QwenLayerNorm({epsilon: 1e-6}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+  ],
+  QwenAttention: [
+    [
+      '4 query heads over 2 key / value heads, biases, rotary, no mask',
+      {
+        make: () => new QwenAttention({numQueryHeads: 4, numKeyValueHeads: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 7,
+        weightNames: [
+          'layer/query/kernel',
+          'layer/query/bias',
+          'layer/key/kernel',
+          'layer/key/bias',
+          'layer/value/kernel',
+          'layer/value/bias',
+          'layer/attention_output/kernel',
+        ],
+      },
+    ],
+  ],
+  QwenTransformerDecoder: [
+    [
+      'causal, grouped-query, sliding window, with a decoder padding mask',
+      {
+        make: () =>
+          new QwenTransformerDecoder({
+            intermediateDim: 12,
+            numQueryHeads: 4,
+            numKeyValueHeads: 2,
+            useSlidingWindowAttention: true,
+            slidingWindowSize: 2,
+          }),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 12,
+        weightNames: [
+          'layer/self_attention/query/kernel',
+          'layer/self_attention/query/bias',
+          'layer/self_attention/key/kernel',
+          'layer/self_attention/key/bias',
+          'layer/self_attention/value/kernel',
+          'layer/self_attention/value/bias',
+          'layer/self_attention/attention_output/kernel',
+          'layer/self_attention_layernorm/scale',
+          'layer/feedforward_intermediate_dense/kernel',
+          'layer/feedforward_gate_dense/kernel',
+          'layer/feedforward_output_dense/kernel',
+          'layer/feedforward_layernorm/scale',
+        ],
+      },
+    ],
+  ],
+  Qwen3LayerNorm: [
+    [
+      'RMS over the last axis (each head of a query)',
+      {
+        make: () => new Qwen3LayerNorm({epsilon: 1e-6}),
+        inputShapes: [[B, T, 2, 4]],
+        outputShape: [B, T, 2, 4],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+  ],
+  Qwen3Attention: [
+    [
+      '4 query heads of 6 over 2 key / value heads, per-head norms, rotary, no mask',
+      {
+        make: () => new Qwen3Attention({numQueryHeads: 4, numKeyValueHeads: 2, headDim: 6}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 6,
+        weightNames: [
+          'layer/query/kernel',
+          'layer/query_dense_layernorm/scale',
+          'layer/key_dense_layernorm/scale',
+          'layer/key/kernel',
+          'layer/value/kernel',
+          'layer/attention_output/kernel',
+        ],
+      },
+    ],
+  ],
+  Qwen3TransformerDecoder: [
+    [
+      'causal, grouped-query, head_dim 4, sliding window, with a decoder padding mask',
+      {
+        make: () =>
+          new Qwen3TransformerDecoder({
+            intermediateDim: 12,
+            numQueryHeads: 4,
+            numKeyValueHeads: 2,
+            headDim: 4,
+            slidingWindowSize: 2,
+          }),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 11,
+        weightNames: [
+          'layer/self_attention/query/kernel',
+          'layer/self_attention/query_dense_layernorm/scale',
+          'layer/self_attention/key_dense_layernorm/scale',
           'layer/self_attention/key/kernel',
           'layer/self_attention/value/kernel',
           'layer/self_attention/attention_output/kernel',

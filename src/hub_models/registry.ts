@@ -11,9 +11,11 @@ import {registerStepRule, stepRuleOf} from '../generate/step_rules';
 import type {KerasHubFamily} from './family';
 import {GPT2} from './gpt2/gpt2_family';
 import {LLAMA3} from './llama3/llama3_family';
+import {QWEN} from './qwen/qwen_family';
+import {QWEN3} from './qwen3/qwen3_family';
 
 /** The families the package ships: GPT-2, BERT, Llama 3. */
-export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3];
+export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3, QWEN, QWEN3];
 
 const families: KerasHubFamily[] = [];
 let builtInsRegistered = false;

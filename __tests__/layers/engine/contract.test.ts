@@ -226,6 +226,12 @@ describe("the package's contracts", () => {
       'LlamaLayerNorm',
       'LlamaAttention',
       'LlamaTransformerDecoder',
+      'QwenLayerNorm',
+      'QwenAttention',
+      'QwenTransformerDecoder',
+      'Qwen3LayerNorm',
+      'Qwen3Attention',
+      'Qwen3TransformerDecoder',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -258,6 +264,12 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: 'positionWise',
       LlamaAttention: 'refused',
       LlamaTransformerDecoder: 'cached',
+      QwenLayerNorm: 'positionWise',
+      QwenAttention: 'refused',
+      QwenTransformerDecoder: 'cached',
+      Qwen3LayerNorm: 'positionWise',
+      Qwen3Attention: 'refused',
+      Qwen3TransformerDecoder: 'cached',
     });
   });
 
@@ -293,6 +305,12 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: ['keras_hub', 'refused'],
       LlamaAttention: ['keras_hub', 'refused'],
       LlamaTransformerDecoder: ['keras_hub', 'refused'],
+      QwenLayerNorm: ['keras_hub', 'refused'],
+      QwenAttention: ['keras_hub', 'refused'],
+      QwenTransformerDecoder: ['keras_hub', 'refused'],
+      Qwen3LayerNorm: ['keras_hub', 'refused'],
+      Qwen3Attention: ['keras_hub', 'refused'],
+      Qwen3TransformerDecoder: ['keras_hub', 'refused'],
     });
   });
 
@@ -421,6 +439,50 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       numQueryHeads: 1,
       numKeyValueHeads: 1,
       ...ROPE_31,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  QwenLayerNorm: () => new src.QwenLayerNorm({epsilon: 1e-5}),
+  QwenAttention: () =>
+    new src.QwenAttention({
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      ropeMaxWavelength: 1e6,
+      ropeScalingFactor: 2,
+      dropout: 0.1,
+      biasInitializer: 'ones',
+      useSlidingWindowAttention: true,
+      slidingWindowSize: 3,
+    }),
+  QwenTransformerDecoder: () =>
+    new src.QwenTransformerDecoder({
+      intermediateDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      ropeScalingFactor: 2,
+      useSlidingWindowAttention: true,
+      slidingWindowSize: 3,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  Qwen3LayerNorm: () => new src.Qwen3LayerNorm({epsilon: 1e-5}),
+  Qwen3Attention: () =>
+    new src.Qwen3Attention({
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      headDim: 4,
+      ropeMaxWavelength: 1e6,
+      ropeScalingFactor: 2,
+      dropout: 0.1,
+      layerNormEpsilon: 1e-6,
+      slidingWindowSize: 3,
+    }),
+  Qwen3TransformerDecoder: () =>
+    new src.Qwen3TransformerDecoder({
+      intermediateDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      headDim: 4,
+      ropeScalingFactor: 2,
+      slidingWindowSize: 3,
       inputRoles: ['decoderSequence'],
     } as never),
 };
