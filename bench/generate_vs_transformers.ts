@@ -213,7 +213,7 @@ function benchSize(size: string): object | null {
     },
     cpuNote: cpu
       ? null
-      : 'no tfjs cpu rows at this size: GPT-2 small takes minutes per generation on tfjs cpu (`--cpu` adds them)',
+      : 'no tfjs cpu rows at this size: models this size take minutes per generation on tfjs cpu (`--cpu` adds them)',
     targets: targetLines(size, rows),
     seconds: (Date.now() - started) / 1000,
     versions,
