@@ -191,3 +191,4 @@ export {
   type LoadKerasHubPresetOptions,
   type PresetFile,
 } from './interop/keras_hub_preset';
+export {releaseGenerateMemory} from './generate/kept_step_memory';

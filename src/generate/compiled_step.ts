@@ -3,7 +3,8 @@
  * (step_compile.ts), run on flat buffers allocated once per `generate` call in one WebAssembly
  * memory (step_memory.ts): the activations of batch x the longest chunk, each attention's keys
  * and values `[B, maxLength, kvHeads * headDim]`, the ids, the key mask `[B, maxLength]` bytes and
- * the attention's scratch, and the int8 weights of int8 layers packed as int8 (once per call). A
+ * the attention's scratch; the weights copied in (cpu, tensorflow) and the int8 weights of int8
+ * layers packed as int8 stay with the model between calls (kept_step_memory.ts). A
  * step writes the new ids, runs the ops and reads the logits of each row's last position as
  * Float32Array rows: no tfjs tensor, no tfjs kernel.
  *
@@ -26,6 +27,8 @@ import {DENSE_ROWS_FROM, OpContext, runOp} from './step_ops';
 import {chooseStepKernels} from './step_kernels_choice';
 import {stepRulesVersion} from './step_rules';
 import {StepMemory, stepMemory} from './step_memory';
+import {runMemory, RunMemory} from './kept_step_memory';
+import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 export {DENSE_ROWS_FROM} from './step_ops';
 export type {CompiledRunReport, StepReport} from './step_report';
@@ -38,15 +41,20 @@ export type CompiledStepResult =
 /** Why a model whose mask of the id 0 reaches attention through tfjs layers does not compile. */
 export const ZERO_MASK_THROUGH_TFJS = 'the mask of the id 0 reaches attention through tfjs layers';
 
-/** The compiled step of `plan` for these prompts, or the reason there is none. */
+/**
+ * The compiled step of `plan` for these prompts, or the reason there is none. With `model` (the
+ * plan's), its memory (weights copied in, int8 weights packed) is kept with the model for the
+ * next call (kept_step_memory.ts); without, it is freed when the step is disposed.
+ */
 export function compiledStep(
   plan: StepPlan,
   ids: readonly (readonly number[])[],
   lengths: readonly number[],
   maxLength: number,
+  model?: LayersModel,
 ): CompiledStepResult {
   const reuse = {reused: false};
-  const made = compile(plan, ids, lengths, maxLength, reuse);
+  const made = compile(plan, ids, lengths, maxLength, reuse, model);
   if (made.step == null) {
     return {step: null, reason: made.reason, report: notCompiled(made.reason, reuse.reused)};
   }
@@ -60,6 +68,7 @@ function compile(
   lengths: readonly number[],
   maxLength: number,
   reuse: {reused: boolean},
+  model?: LayersModel,
 ): {step: CompiledRunner; reason: null} | {step: null; reason: string} {
   if (!tf.env().getBool(COMPILED_STEP)) {
     return {step: null, reason: `${COMPILED_STEP} is off`};
@@ -80,15 +89,27 @@ function compile(
   }
   const compiled = compileOnce(plan, reuse);
   if (compiled.program == null) return {step: null, reason: compiled.reason};
-  const found = stepMemory();
+  const found = model == null ? ownRunMemory() : runMemory(model, compiled.program);
   if (found.memory == null) return {step: null, reason: found.reason};
-  const memory = found.memory;
+  const {memory, done} = found;
   try {
-    return {step: new CompiledRunner(compiled.program, memory, lengths, maxLength), reason: null};
+    return {
+      step: new CompiledRunner(compiled.program, memory, lengths, maxLength, done),
+      reason: null,
+    };
   } catch (e) {
-    memory.dispose();
+    done();
     throw e;
   }
+}
+
+/** A memory for one run, freed when it ends. */
+function ownRunMemory(): RunMemory {
+  const found = stepMemory();
+  if (found.memory == null) return {memory: null, done: null, reason: found.reason};
+  const memory = found.memory;
+  memory.beginRun();
+  return {memory, done: () => memory.dispose(), reason: null};
 }
 
 /**
@@ -170,11 +191,17 @@ class CompiledRunner implements DecodeStep, OpContext {
     private readonly memory: StepMemory,
     lengths: readonly number[],
     readonly maxLength: number,
+    private readonly done: () => void,
   ) {
     const B = lengths.length;
     this.B = B;
     this.chunk = Math.max(1, Math.min(...lengths));
     this.kernels = chooseStepKernels(memory.memory);
+    // the weights first: kept in the memory from call to call, below the run's buffers
+    this.weights = program.weights.map((t) => memory.weight(t));
+    this.packedAt = program.packed.map((p) =>
+      memory.int8Weight(p.tensor, this.kernels, p.transposeRows),
+    );
     this.offsets = [];
     for (const v of program.values) {
       this.offsets.push(
@@ -185,10 +212,6 @@ class CompiledRunner implements DecodeStep, OpContext {
             ),
       );
     }
-    this.weights = program.weights.map((t) => memory.weight(t));
-    this.packedAt = program.packed.map((p) =>
-      memory.int8Weight(p.tensor, this.kernels, p.transposeRows),
-    );
     this.constants = program.constants.map((values) => {
       const at = memory.alloc(values.length * 4);
       new Float32Array(memory.memory.buffer, at, values.length).set(values);
@@ -296,6 +319,6 @@ class CompiledRunner implements DecodeStep, OpContext {
   }
 
   dispose(): void {
-    this.memory.dispose();
+    this.done();
   }
 }

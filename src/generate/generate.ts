@@ -229,7 +229,7 @@ function compiledOrCachedStep(
   lengths: readonly number[],
   maxLength: number,
 ): {step: DecodeStep; report: StepReport} {
-  const {step: compiled, report} = compiledStep(plan, ids, lengths, maxLength);
+  const {step: compiled, report} = compiledStep(plan, ids, lengths, maxLength, model);
   const step = recomputingMaskedQueries(
     compiled ?? cachedStep(plan, lengths, maxLength),
     plan,

@@ -2,10 +2,15 @@
  * The memory of a compiled decoding step: on tfjs' wasm backend the backend's own heap (buffers
  * from its `_malloc`, freed with its `_free`; weights read in place at their tensors' offsets),
  * on tfjs' cpu and tensorflow backends a WebAssembly.Memory of its own (buffers from a bump
- * allocator, each weight copied in once per run). The int8 weights of int8 layers (whole numbers
- * that tfjs holds in float32 tensors) are packed as int8 into buffers of the run on either memory,
- * once per run: a quarter of the float bytes for the products to read. Other backends (webgl,
- * webgpu) have none: their weights live on the GPU, and `generate` keeps the eager stepper there.
+ * allocator, each weight copied in once). The int8 weights of int8 layers (whole numbers that
+ * tfjs holds in float32 tensors) are packed as int8 into buffers of the memory on either memory,
+ * once: a quarter of the float bytes for the products to read. Other backends (webgl, webgpu)
+ * have none: their weights live on the GPU, and `generate` keeps the eager stepper there.
+ *
+ * A memory serves one run at a time (`beginRun` .. `endRun`: the run's buffers) and may serve
+ * several (kept_step_memory.ts keeps it with its model between `generate` calls): the weights
+ * copied in and packed stay, each checked at each use against its tensor's data (a weight that
+ * `setWeights`, an optimizer or `assign` changed has new data: it is copied or packed again).
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -23,32 +28,40 @@ interface WasmBackend {
   };
 }
 
-/** What a run's memory has done (tests, reports). */
+/** What a memory has done over its life (tests, reports). */
 export interface StepMemoryCounts {
-  /** Buffers allocated and not freed yet. */
+  /** The runs' buffers allocated and not freed yet (the weights it keeps aside). */
   live: number;
   /** Buffers allocated in all. */
   allocated: number;
   /** Weights copied into the memory (0 on wasm, where weights are read in place). */
   uploads: number;
-  /** int8 weights packed into the memory (each once per run, on every backend). */
+  /** int8 weights packed into the memory (each once, and again when its tensor's data changed). */
   packed: number;
+  /** Buffers it keeps from run to run: weights copied in, int8 weights packed (0 once disposed). */
+  kept: number;
+  /** Runs begun on it (`beginRun`). */
+  runs: number;
   /** Times a memory of its own grew (by half its size or more at a time; 0 on wasm). */
   grows: number;
 }
 
-/** A run's memory. */
+/** A step's memory. */
 export interface StepMemory {
   readonly memory: WebAssembly.Memory;
   /** `heap`: tfjs-wasm's; `own`: a memory of its own. */
   readonly kind: 'heap' | 'own';
-  /** A zeroed 16-aligned buffer of `bytes` (never at offset 0). */
+  /** A zeroed 16-aligned buffer of `bytes` (never at offset 0); in a run, freed by `endRun`. */
   alloc(bytes: number): number;
-  /** Where a float32 weight's values are (read in place, or copied in). */
+  /**
+   * Where a float32 weight's values are (read in place, or copied in once, and again when the
+   * tensor's data changed).
+   */
   weight(t: tf.Tensor): number;
   /**
    * Where an int8 weight's values are: the whole numbers in [-127, 127] of the float32 tensor `t`,
-   * packed as int8 into a buffer of the run (once per run and layout); any other value is an
+   * packed as int8 into a buffer of the memory (once per layout, and again when the tensor's data
+   * changed); any other value is an
    * error. `transposeRows` > 0: `t` is a Dense kernel `[transposeRows, n]`, packed transposed
    * (`[n, transposeRows]`, `denseInt8`'s layout); 0: as it is. Packed by `kernels` (on this
    * memory: `packInt8` / `packInt8T`), on tfjs-wasm's heap from the values in place, on a memory
@@ -56,9 +69,23 @@ export interface StepMemory {
    */
   int8Weight(t: tf.Tensor, kernels: StepKernels, transposeRows?: number): number;
   readonly counts: StepMemoryCounts;
+  /** Starts a run: the buffers `alloc` gives from here on are the run's. */
+  beginRun(): void;
+  /** Frees the run's buffers; the weights copied in and packed stay for the next run. */
+  endRun(): void;
   /** Frees every buffer. */
   dispose(): void;
 }
+
+const noCounts = (): StepMemoryCounts => ({
+  live: 0,
+  allocated: 0,
+  uploads: 0,
+  packed: 0,
+  kept: 0,
+  runs: 0,
+  grows: 0,
+});
 
 /** The step's memory on the current backend, or why there is none. */
 export function stepMemory(): {memory: StepMemory; reason: null} | {memory: null; reason: string} {
@@ -85,41 +112,62 @@ function memoryOf(backend: WasmBackend): WebAssembly.Memory | null {
 function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
   const memory = memoryOf(backend);
   if (memory == null || typeof backend.wasm?._malloc !== 'function') return null;
+  /** The run's buffers (raw offsets), and the ones kept from run to run. */
   const taken = new Set<number>();
-  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0, grows: 0};
+  const keptRaw = new Set<number>();
+  const counts = noCounts();
   const offsetOf = (t: tf.Tensor) => {
     const data = backend.dataIdMap.get(t.dataId);
     if (data == null)
       throw new Error(`generate: a weight (tensor ${t.id}) is not on the wasm backend`);
     return data.memoryOffset;
   };
+  const malloc = (bytes: number, into: Set<number>) => {
+    const raw = backend.wasm._malloc(bytes + 16) >>> 0;
+    if (raw === 0) throw new Error(`generate: the wasm heap has no ${bytes} bytes left`);
+    into.add(raw);
+    counts.allocated++;
+    const at = (raw + 15) & ~15;
+    new Uint8Array(memory.buffer, at, bytes).fill(0);
+    return at;
+  };
+  const freeRun = () => {
+    for (const raw of taken) {
+      backend.wasm._free(raw);
+      counts.live--;
+    }
+    taken.clear();
+  };
   const heap: StepMemory = {
     memory,
     kind: 'heap',
     counts,
     alloc(bytes) {
-      const raw = backend.wasm._malloc(bytes + 16) >>> 0;
-      if (raw === 0) throw new Error(`generate: the wasm heap has no ${bytes} bytes left`);
-      taken.add(raw);
+      const at = malloc(bytes, taken);
       counts.live++;
-      counts.allocated++;
-      const at = (raw + 15) & ~15;
-      new Uint8Array(memory.buffer, at, bytes).fill(0);
       return at;
     },
     weight: offsetOf,
     // the float32 values read in place from the heap (after the allocation, which may grow it)
     int8Weight: packer(
-      () => heap,
+      (bytes) => {
+        counts.kept++;
+        return malloc(bytes, keptRaw);
+      },
+      () => memory,
+      counts,
       (t) => new Float32Array(memory.buffer, offsetOf(t), t.size),
       offsetOf,
     ),
+    beginRun() {
+      counts.runs++;
+    },
+    endRun: freeRun,
     dispose() {
-      for (const raw of taken) {
-        backend.wasm._free(raw);
-        counts.live--;
-      }
-      taken.clear();
+      freeRun();
+      for (const raw of keptRaw) backend.wasm._free(raw);
+      keptRaw.clear();
+      counts.kept = 0;
     },
   };
   return heap;
@@ -133,16 +181,19 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
 const SCRATCH_VALUES = 1 << 18;
 
 /**
- * `int8Weight` of a memory: each tensor packed once per layout (by tensor id) into a buffer from
- * `alloc` by the kernels, from its float32 values (in place at `offsetInMemory`, or `valuesOf`
- * copied in blocks), each checked to be a whole number in [-127, 127].
+ * `int8Weight` of a memory: each tensor packed once per layout (by tensor id, again into the same
+ * buffer when its data changed) into a buffer from `keep` by the kernels, from its float32
+ * values (in place at `offsetInMemory`, or `valuesOf` copied in blocks), each checked to be a
+ * whole number in [-127, 127].
  */
 function packer(
-  self: () => StepMemory,
+  keep: (bytes: number) => number,
+  memoryOf: () => WebAssembly.Memory,
+  counts: StepMemoryCounts,
   valuesOf: (t: tf.Tensor) => Float32Array,
   offsetInMemory?: (t: tf.Tensor) => number,
 ): (t: tf.Tensor, kernels: StepKernels, transposeRows?: number) => number {
-  const done = new Map<string, number>();
+  const done = new Map<string, {at: number; data: tf.DataId}>();
   /** A memory of its own: where blocks of float32 values are copied in to be packed. */
   let scratch = {at: 0, values: 0};
   return (t, kernels, transposeRows = 0) => {
@@ -154,9 +205,9 @@ function packer(
     }
     const key = `${t.id}/${k}`;
     const known = done.get(key);
-    if (known != null) return known;
-    const m = self();
-    const at = m.alloc(t.size);
+    if (known != null && known.data === t.dataId) return known.at;
+    // a tensor whose data changed (assign) is packed again into its buffer
+    const at = known?.at ?? keep(t.size);
     const refuse = (i: number): never => {
       throw new Error(
         `generate: an int8 weight (tensor ${t.id}, shape [${t.shape}]) holds ` +
@@ -177,8 +228,8 @@ function packer(
       const n = k > 0 ? t.size / k : t.size;
       const rows = k > 0 ? Math.max(16, Math.floor(SCRATCH_VALUES / n / 16) * 16) : 0;
       const block = k > 0 ? rows * n : SCRATCH_VALUES;
-      if (scratch.values < block) scratch = {at: m.alloc(block * 4), values: block};
-      const view = new Float32Array(m.memory.buffer, scratch.at, block);
+      if (scratch.values < block) scratch = {at: keep(block * 4), values: block};
+      const view = new Float32Array(memoryOf().buffer, scratch.at, block);
       for (let i = 0; i < t.size; i += block) {
         const size = Math.min(block, t.size - i);
         view.set(from.subarray(i, i + size));
@@ -189,8 +240,8 @@ function packer(
         if (bad >= 0) refuse(i + bad);
       }
     }
-    m.counts.packed++;
-    done.set(key, at);
+    counts.packed++;
+    done.set(key, {at, data: t.dataId});
     return at;
   };
 }
@@ -202,8 +253,13 @@ function ownMemory(): StepMemory {
   // offset 0 means "absent" to the kernels, and the package's SIMD modules, which the kernels may
   // instantiate on this memory, keep their own data below 1024 / below the step module's base
   let top = Math.max(1024, stepKernelsHeapBase());
-  const counts: StepMemoryCounts = {live: 0, allocated: 0, uploads: 0, packed: 0, grows: 0};
-  const weights = new Map<number, number>();
+  /** Where the kept buffers end, and where the run in progress began (its buffers above). */
+  let keptTop = top;
+  let runFrom = -1;
+  /** The highest byte ever given: buffers below it may hold a former run's values. */
+  let written = top;
+  const counts = noCounts();
+  const weights = new Map<number, {at: number; data: tf.DataId}>();
   const alloc = (bytes: number) => {
     const at = top;
     top = (top + bytes + 15) & ~15;
@@ -220,30 +276,57 @@ function ownMemory(): StepMemory {
       }
       counts.grows++;
     }
-    counts.live++;
     counts.allocated++;
-    return at; // a fresh memory is zeroed
+    // a fresh memory is zeroed; a former run's bytes are not
+    if (at < written) new Uint8Array(memory.buffer, at, Math.min(bytes, written - at)).fill(0);
+    written = Math.max(written, top);
+    return at;
+  };
+  /** A buffer kept from run to run (weights), after the run's when in a run. */
+  const keep = (bytes: number) => {
+    const at = alloc(bytes);
+    keptTop = top;
+    counts.kept++;
+    return at;
+  };
+  const endRun = () => {
+    if (runFrom >= 0) top = Math.max(runFrom, keptTop);
+    runFrom = -1;
+    counts.live = 0;
   };
   const own: StepMemory = {
     memory,
     kind: 'own',
     counts,
-    alloc,
+    alloc(bytes) {
+      counts.live++;
+      return alloc(bytes);
+    },
     weight(t) {
       const known = weights.get(t.id);
-      if (known != null) return known;
-      const at = alloc(t.size * 4);
+      if (known != null && known.data === t.dataId) return known.at;
+      // a tensor whose data changed (assign: setWeights, an optimizer) is copied again in place
+      const at = known?.at ?? keep(t.size * 4);
       new Float32Array(memory.buffer, at, t.size).set(t.dataSync() as Float32Array);
       counts.uploads++;
-      weights.set(t.id, at);
+      weights.set(t.id, {at, data: t.dataId});
       return at;
     },
     int8Weight: packer(
-      () => own,
+      keep,
+      () => memory,
+      counts,
       (t) => t.dataSync() as Float32Array,
     ),
+    beginRun() {
+      endRun();
+      runFrom = top;
+      counts.runs++;
+    },
+    endRun,
     dispose() {
-      counts.live = 0; // the memory goes with its last reference
+      endRun(); // the memory goes with its last reference
+      counts.kept = 0;
       weights.clear();
     },
   };

@@ -212,6 +212,17 @@ export interface KerasHubFamily {
    * a class without one decodes with the eager stepper. Unset: none.
    */
   readonly stepRules?: Readonly<Record<string, StepCompile>>;
+  /**
+   * A backbone config completed from its weights, where keras-hub writes a config that omits an
+   * option its weights decide (keras-hub 0.32's Llama drops `tie_word_embeddings`): the config to
+   * build and a note saying what was read from the weights, or null to build `config` as it is.
+   * Throws when no reading of the config fits the weights. `shapes`: each weight's shape by its
+   * Keras 3 path inside the backbone (`layers/reversible_embedding/vars/0`). Unset: none.
+   */
+  readonly configFromWeights?: (
+    config: JsonObject,
+    shapes: ReadonlyMap<string, readonly number[]>,
+  ) => {config: JsonObject; note: string} | null;
 }
 
 /**

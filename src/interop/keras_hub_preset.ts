@@ -33,6 +33,7 @@ import {
 import {tokenizerOf} from './keras_hub_preset_tokenizer';
 import {
   checkImpliedSize,
+  configsFromWeights,
   declaredElements,
   hubWeightReaders,
   openWeights,
@@ -138,8 +139,9 @@ function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightRead
  */
 async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise<Built> {
   const {files} = opened;
-  const configs = opened.kerasFile ? await kerasFileConfigs(files) : await presetConfigs(files);
-  const datasets = await openWeights(opened, configs);
+  const read = opened.kerasFile ? await kerasFileConfigs(files) : await presetConfigs(files);
+  const datasets = await openWeights(opened, read);
+  const configs = configsFromWeights(read, datasets, files.label);
   const declared = declaredElements(datasets);
   checkImpliedSize(
     configs.family,

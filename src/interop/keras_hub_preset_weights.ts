@@ -61,6 +61,50 @@ export function hubWeightReaders(
   return out;
 }
 
+/**
+ * Step 3b: the configs as the family reads them from the weights files (`configFromWeights`: an
+ * option keras-hub leaves out of the config that its weights decide, such as keras-hub 0.32's
+ * Llama `tie_word_embeddings`), the note said once (console.warn); the configs as they are when
+ * the family reads nothing. A config that no reading fits is refused with the family's reason.
+ */
+export function configsFromWeights(
+  configs: PresetConfigs,
+  datasets: readonly PresetDataset[],
+  label: string,
+): PresetConfigs {
+  const {family} = configs;
+  const read = family.configFromWeights;
+  if (read == null) return configs;
+  const isTask = configs.className !== family.backbone;
+  const prefix = isTask ? `layers/${snakeCase(family.backbone)}/` : '';
+  const shapes = new Map<string, readonly number[]>();
+  for (const d of datasets) {
+    if (d.name.startsWith(prefix)) shapes.set(d.name.slice(prefix.length), d.dataset.shape);
+  }
+  const complete = (config: Obj) => {
+    try {
+      return read(config, shapes);
+    } catch (e) {
+      failPreset(`${label}: ${(e as Error).message}`);
+    }
+  };
+  const sized = complete(configs.backboneConfig);
+  // the built class's own copy of the backbone config (task.json's, a .keras file's)
+  const inner = configs.json.config as Obj;
+  const built = isTask ? ((inner.backbone as Obj).config as Obj) : inner;
+  const completed = complete(built);
+  if (sized == null && completed == null) return configs;
+  console.warn(`loadKerasHubPreset: ${label}: ${(completed ?? sized)?.note}`);
+  const builtConfig = completed?.config ?? built;
+  const json = isTask
+    ? {
+        ...configs.json,
+        config: {...inner, backbone: {...(inner.backbone as Obj), config: builtConfig}},
+      }
+    : {...configs.json, config: builtConfig};
+  return {...configs, json, backboneConfig: sized?.config ?? configs.backboneConfig};
+}
+
 /** The values the datasets declare, from their shapes (nothing read). */
 export const declaredElements = (datasets: readonly PresetDataset[]): number =>
   datasets.reduce((n, d) => n + d.dataset.shape.reduce((a, x) => a * x, 1), 0);

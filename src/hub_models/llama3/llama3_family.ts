@@ -50,6 +50,41 @@ const together = (value: Json, config: JsonObject) => {
 const smoothing = (config: JsonObject, key: string): number | null =>
   config[key] == null ? null : configFloat(config, key, CLS, 0);
 
+/** The Keras 3 path of a weight of the token embedding (`ReversibleEmbedding`) in the backbone. */
+const EMBEDDING_WEIGHT = /^layers\/reversible_embedding\/vars\/\d+$/;
+
+/**
+ * keras-hub 0.32's `LlamaBackbone.get_config` drops `tie_word_embeddings`: a tied Llama's preset
+ * has a config without it (keras-hub's default: untied) and weights holding one embedding table.
+ * Without the option, the weights decide: one table (`[vocabulary_size, hidden_dim]`, an int8
+ * table's scale aside) is tied, two (the table and its reverse) untied; any other count fits
+ * neither reading and is refused.
+ */
+function tieFromWeights(
+  config: JsonObject,
+  shapes: ReadonlyMap<string, readonly number[]>,
+): {config: JsonObject; note: string} | null {
+  if (config.tie_word_embeddings != null) return null;
+  const tables = [...shapes].filter(([p, s]) => EMBEDDING_WEIGHT.test(p) && s.length === 2);
+  if (tables.length === 2) return null;
+  if (tables.length === 1) {
+    return {
+      config: {...config, tie_word_embeddings: true},
+      note:
+        'config has no tie_word_embeddings (keras-hub 0.32 does not write it) and the weights ' +
+        `hold one embedding table (${tables[0][0]}): loaded with tied embeddings`,
+    };
+  }
+  throw new Error(
+    `${CLS}: config has no tie_word_embeddings (keras-hub 0.32 does not write it), so the ` +
+      'weights decide; expected one token embedding table at layers/reversible_embedding/vars/0 ' +
+      '(tied) or two, the table and its reverse (untied); received ' +
+      (tables.length === 0
+        ? 'none'
+        : `${tables.length}: ${tables.map(([p, s]) => `${p} [${s.join(', ')}]`).join(', ')}`),
+  );
+}
+
 /** The config's options, checked (keras-hub's defaults where it has them). */
 function options(config: JsonObject) {
   return {
@@ -114,6 +149,7 @@ export const LLAMA3: KerasHubFamily = {
   tokenizer: Llama3Tokenizer,
   preprocessor: {addStartToken: true, addEndToken: true},
   stepRules: LLAMA3_STEP_RULES,
+  configFromWeights: tieFromWeights,
   weightTerms(config: JsonObject): WeightTerm[] {
     const {vocab, numLayers, hidden, intermediate, tied} = options(config);
     return [

@@ -4,7 +4,8 @@
  * symbolic call of a layer but releases one per layer when a model is disposed, so such a layer
  * kept its weights for the life of the process. Before tfjs' own dispose, the references of the
  * model's other calls of each layer are released; a layer that another live model also uses
- * keeps that model's references.
+ * keeps that model's references. Also what a model's `dispose()` releases besides its weights
+ * (`onModelDispose`: the compiled step's memory kept with the model).
  */
 import {LayersModel} from '@tensorflow/tfjs-layers';
 
@@ -29,10 +30,20 @@ function callsIn(model: ContainerInternals, layer: Counted & {name: string}): nu
   return n;
 }
 
+/** What a model's `dispose()` also releases (a cache held with the model), by model. */
+type DisposeHooks = WeakMap<object, Set<() => void>>;
+
 const original = LayersModel.prototype.dispose;
-const marked = original as typeof original & {releasesRepeatedCalls?: boolean};
+const marked = original as typeof original & {
+  releasesRepeatedCalls?: boolean;
+  disposeHooks?: DisposeHooks;
+};
 if (marked.releasesRepeatedCalls !== true) {
+  const hooks: DisposeHooks = new WeakMap();
   const dispose = function (this: LayersModel) {
+    const release = hooks.get(this);
+    hooks.delete(this);
+    for (const f of release ?? []) f();
     const model = this as unknown as ContainerInternals;
     if (model._refCount === 1 && model.containerNodes instanceof Set) {
       for (const layer of model.layers) {
@@ -43,6 +54,23 @@ if (marked.releasesRepeatedCalls !== true) {
     }
     return original.call(this);
   };
-  (dispose as typeof dispose & {releasesRepeatedCalls: boolean}).releasesRepeatedCalls = true;
+  Object.assign(dispose, {releasesRepeatedCalls: true, disposeHooks: hooks});
   LayersModel.prototype.dispose = dispose;
+}
+
+/** The hooks of the patched dispose (one table, whichever copy of this module patched it). */
+const disposeHooks = (LayersModel.prototype.dispose as typeof marked).disposeHooks as DisposeHooks;
+
+/**
+ * Calls `release` when `model.dispose()` is next called (before tfjs frees its weights); the
+ * function returned takes it back.
+ */
+export function onModelDispose(model: LayersModel, release: () => void): () => void {
+  let set = disposeHooks.get(model);
+  if (set == null) {
+    set = new Set();
+    disposeHooks.set(model, set);
+  }
+  set.add(release);
+  return () => disposeHooks.get(model)?.delete(release);
 }
