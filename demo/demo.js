@@ -11,7 +11,8 @@
 // tfAttention.loadKerasModel and a progress bar (onProgress), and its summary shown; a folder is
 // a keras-hub preset, read with tfAttention.loadKerasHubPreset, or a .keras / .h5 file with its tokenizer (tokenizer.json and
 // assets/tokenizer/, as save_to_preset writes them; preprocessor.json if there). A causal LM with
-// a tokenizer gets a prompt box whose text streams as it is generated (generateText's onToken).
+// a tokenizer gets a prompt box whose text streams as it is generated (generateText's onToken),
+// and a line (#lm-step, data-compiled) saying which step ran (generateText's onCompile report).
 // #keras carries data-state (idle, loading, loaded, generating, generated, error) for
 // browser/__tests__/demo_keras.test.ts.
 /* global tf, tfAttention, document, window, location, performance, clearTimeout, URLSearchParams */
@@ -437,8 +438,15 @@
     const prompt = $('lm-prompt').value;
     kerasState('generating');
     out.textContent = prompt;
+    const step = $('lm-step');
+    step.textContent = '';
     const [text] = await tfAttention.generateText(lm, prompt, {
       maxLength: Number($('lm-max-length').value),
+      // which step runs: compiled, or the eager stepper and why
+      onCompile: (report) => {
+        step.textContent = tfAttention.stepReportText(report);
+        step.dataset.compiled = String(report.compiled);
+      },
       onToken: (row, id, piece) => {
         out.textContent += piece; // streamed as each token is chosen
       },

@@ -192,3 +192,4 @@ export {
   type PresetFile,
 } from './interop/keras_hub_preset';
 export {releaseGenerateMemory} from './generate/kept_step_memory';
+export {stepReportText} from './generate/step_report_text';

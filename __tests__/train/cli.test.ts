@@ -312,6 +312,10 @@ describe('training runs', () => {
     expect(r.stdout).toMatch(
       /exact match: [\d.]+% after training \(validation\), [\d.]+% for the reloaded model on 16 fresh samples/,
     );
+    // which step its greedy decoding ran (generate's onCompile report)
+    expect(r.stdout).toMatch(
+      /\ngeneration: compiled step: \d+ ops on WebAssembly SIMD kernels, weights read in place on tfjs-wasm's heap\n/,
+    );
     const dir = path.join(out, 'f', 'addition');
     expect(fs.readdirSync(dir).sort()).toEqual([
       'attention.png',

@@ -184,6 +184,9 @@ describe('demo page: your own Keras model', () => {
     await page.click('#lm-generate');
     expect(await kerasState(['generated', 'error'])).toBe('generated');
     expect(await text('lm-output')).toBe(want.generate['16'][0]);
+    // which step ran (generate's onCompile report), said on the page
+    expect(await text('lm-step')).toMatch(/^compiled step: \d+ ops on /);
+    expect(await page.getAttribute('#lm-step', 'data-compiled')).toBe('true');
     // a config.json alone is not a whole preset: loadKerasHubPreset's error names what is missing
     await page.setInputFiles('#keras-files', [path.join(hub, 'gpt2', 'config.json')]);
     expect(await kerasState(['loaded', 'error'])).toBe('error');

@@ -8,6 +8,8 @@ import * as path from 'path';
 import '../layers/register';
 import {fileSystem} from '../io/file_system';
 import {checkWritable} from '../io/paths';
+import type {StepReport} from '../generate/step_report';
+import {stepReportText} from '../generate/step_report_text';
 import {useFastTileGradient} from '../kernels/tile_gradient';
 import {attentionHeatmapSvg} from '../viz/heatmap';
 import {writeAttentionHeatmapPng} from '../viz/heatmap_png';
@@ -109,7 +111,11 @@ export async function train(
   const loaded = await tf.loadLayersModel(fileSystem(dir));
   const freshSize = options.evalSize ?? FRESH_SIZE;
   const fresh = task.generate(tf, freshSize, mulberry32(options.seed + 1000003), 'fresh');
-  const reloadedMetric = await task.accuracy(tf, loaded, fresh);
+  // a task scored by generate: which step its greedy decoding ran (and why not the compiled one)
+  let step: StepReport | null = null;
+  const reloadedMetric = await task.accuracy(tf, loaded, fresh, (r) => {
+    step = r;
+  });
   const att = await task.attention(tf, loaded, fresh, 0);
   fs.writeFileSync(
     path.join(dir, 'attention.svg'),
@@ -125,6 +131,7 @@ export async function train(
   out.write(
     `${task.metricName}: ${(100 * trainedMetric).toFixed(2)}% after training (validation), ` +
       `${(100 * reloadedMetric).toFixed(2)}% for the reloaded model on ${freshSize} fresh samples\n` +
+      (step == null ? '' : `generation: ${stepReportText(step)}\n`) +
       `training took ${seconds.toFixed(1)}s; heatmaps in ${path.join(path.relative(process.cwd(), dir) || dir, 'attention.svg')} and attention.png\n`,
   );
   tf.dispose([

@@ -20,6 +20,7 @@
 import type * as tfTypes from '@tensorflow/tfjs';
 
 import {generate} from '../../generate/generate';
+import type {StepReport} from '../../generate/step_report';
 import {CachedMultiHeadAttention} from '../../layers/hub/cached_multi_head_attention';
 import {TransformerDecoder} from '../../layers/hub/transformer_decoder';
 import {TokenAndPositionEmbedding} from '../../layers/hub/token_and_position_embedding';
@@ -167,13 +168,23 @@ export const additionTask: Task = {
   },
 
   /** Greedy generation from the prompts: the share of exactly right answers (end token included). */
-  async accuracy(_tf: TF, model: tfTypes.LayersModel, batch: Batch): Promise<number> {
+  async accuracy(
+    _tf: TF,
+    model: tfTypes.LayersModel,
+    batch: Batch,
+    onCompile?: (report: StepReport) => void,
+  ): Promise<number> {
     const rows = batch.inputs[0].arraySync() as number[][];
     const prompts = rows.map((r) => [
       ...r.slice(0, PROMPT_LEN),
       ...new Array(ANSWER_LEN).fill(PAD),
     ]);
-    const out = await generate(model, prompts, {maxLength: SEQ_LEN, endId: END, padId: PAD});
+    const out = await generate(model, prompts, {
+      maxLength: SEQ_LEN,
+      endId: END,
+      padId: PAD,
+      onCompile,
+    });
     const got = out.arraySync();
     out.dispose();
     const ok = got.filter((r, i) => {

@@ -1,6 +1,7 @@
 /** What the training script needs of a synthetic task. */
 import type * as tfTypes from '@tensorflow/tfjs';
 
+import type {StepReport} from '../../generate/step_report';
 import type {Rng} from '../random';
 
 export type TF = typeof tfTypes;
@@ -38,8 +39,16 @@ export interface Task {
    */
   generate(tf: TF, n: number, rng: Rng, purpose?: SamplePurpose): Batch;
   buildModel(tf: TF): tfTypes.LayersModel;
-  /** The task's metric on a batch, e.g. token accuracy at valid positions. */
-  accuracy(tf: TF, model: tfTypes.LayersModel, batch: Batch): number | Promise<number>;
+  /**
+   * The task's metric on a batch, e.g. token accuracy at valid positions; a task scored by
+   * `generate` hands `onCompile` its step report.
+   */
+  accuracy(
+    tf: TF,
+    model: tfTypes.LayersModel,
+    batch: Batch,
+    onCompile?: (report: StepReport) => void,
+  ): number | Promise<number>;
   metricName: string;
   /** Attention weights `[rows, cols, queries, keys]` for one sample, with axis labels. */
   attention(
