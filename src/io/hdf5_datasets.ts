@@ -72,6 +72,13 @@ function isUnfollowedLink(e: unknown): boolean {
 
 /** An opened HDF5 file: its groups' attributes and its datasets, read on request. */
 export class Hdf5Reader {
+  /**
+   * The groups and datasets reached so far, by path: jsfive makes a new object for each `get`,
+   * parsing its object header and links again, so walking each dataset's path from the root
+   * parsed every group above it once per dataset (a 30-block model: thousands of headers).
+   */
+  private readonly nodes = new Map<string, Group | Dataset>();
+
   private constructor(
     private readonly file: H5File,
     private readonly GroupClass: typeof Group,
@@ -142,8 +149,17 @@ export class Hdf5Reader {
     return at;
   }
 
-  /** The object `name` of `group` (at `path`), by a hard link only. */
+  /** The object `name` of `group` (at `path`), by a hard link only; each path made once. */
   private child(group: Group, name: string, path: string): Group | Dataset {
+    const known = this.nodes.get(path);
+    if (known != null) return known;
+    const made = this.followed(group, name, path);
+    this.nodes.set(path, made);
+    return made;
+  }
+
+  /** {@link child}, made now. */
+  private followed(group: Group, name: string, path: string): Group | Dataset {
     const link = group._links[name];
     if (link === undefined) this.fail(`cannot read '${path}': no such group or dataset`);
     if (typeof link === 'string') {
