@@ -6,8 +6,10 @@
  * exports it). One thread: tfjs-wasm `setThreadsCount(1)`, TF_NUM_INTRAOP_THREADS /
  * TF_NUM_INTEROP_THREADS 1 (set by the parent) for tfjs-node.
  *
- * Loads bench/.models/<size>/tfjs (the keras-hub GPT-2 converted by fixtures/gpt2_bench.py) with
- * `loadKerasModel`, runs one warm-up generation of 4 tokens, then one timed greedy generation of the
+ * Loads bench/.models/<size>/preset (a keras-hub `save_to_preset` folder written by
+ * fixtures/family_bench.py) with `loadKerasHubPreset`, or else bench/.models/<size>/tfjs (the
+ * keras-hub GPT-2 converted by fixtures/gpt2_bench.py) with `loadKerasModel`; load time = that call.
+ * Runs one warm-up generation of 4 tokens, then one timed greedy generation of the
  * size's new tokens, reads the process' peak resident memory, and only then checks the float32
  * model's logits on the prompt against Keras' (keras_logits.f32, 1e-4). Time to first token = the call -> `onStep` of the first generated position;
  * per-token gaps = between successive `onStep`s. Prints one `RESULT {json}` line on stdout.
@@ -75,10 +77,18 @@ async function run(
   model: tf.LayersModel,
   meta: Meta,
   newTokens: number,
-): Promise<{start: number; end: number; steps: number[]; ids: number[]; refusal: string | null}> {
+): Promise<{
+  start: number;
+  end: number;
+  steps: number[];
+  ids: number[];
+  refusal: string | null;
+  step: string | null;
+}> {
   const T = meta.prompt.length;
   const steps: number[] = [];
   let refusal: string | null = null;
+  let step: string | null = null;
   const start = performance.now();
   const out = await api.generate(model, [meta.prompt], {
     maxLength: T + newTokens,
@@ -87,12 +97,13 @@ async function run(
     onStep: () => steps.push(performance.now()),
     onCompile: (report) => {
       refusal = report.reason;
+      step = report.run == null ? null : `${report.run.kernels} kernels, ${report.run.memory}`;
     },
   });
   const end = performance.now();
   const ids = (out.arraySync() as number[][])[0];
   out.dispose();
-  return {start, end, steps, ids, refusal};
+  return {start, end, steps, ids, refusal, step};
 }
 
 async function main(): Promise<void> {
@@ -109,8 +120,11 @@ async function main(): Promise<void> {
     throw new Error(`expected dtype float32 or int8, received "${dtype}"`);
   }
   await setBackend();
+  const presetDir = path.join(dir, 'preset');
   const t0 = performance.now();
-  let model = await api.loadKerasModel(api.fileSystem(path.join(dir, 'tfjs', 'model.json')));
+  let model = fs.existsSync(presetDir)
+    ? (await api.loadKerasHubPreset(presetDir)).model
+    : await api.loadKerasModel(api.fileSystem(path.join(dir, 'tfjs', 'model.json')));
   const loadMs = performance.now() - t0;
   if (dtype === 'int8') {
     const q = (await quantize!(model, 'int8')) as tf.LayersModel | undefined;
@@ -139,6 +153,7 @@ async function main(): Promise<void> {
     runtimeVersion: `tfjs ${tf.version.tfjs} ${tf.getBackend()}`,
     // null: the timed generation ran the compiled step; else why it ran the eager stepper
     compileRefusal: r.refusal,
+    step: r.step,
   });
   model.dispose();
 }

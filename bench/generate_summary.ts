@@ -31,6 +31,10 @@ export interface ChildResult {
   maxAbsLogitsVsKeras?: number | null;
   timing?: string;
   runtimeVersion?: string;
+  /** Ours: null when the timed generation ran the compiled step, else why the eager stepper ran. */
+  compileRefusal?: string | null;
+  /** Ours, when the compiled step ran: its kernels and memory (`wasm kernels, heap`). */
+  step?: string | null;
 }
 
 export interface Spread {
@@ -59,6 +63,14 @@ export interface Row {
   /** How many of the generated tokens equal the reference's. */
   agreement: {same: number; of: number} | null;
   maxAbsLogitsVsKeras: number | null;
+  /** Loading the model (files to a model ready to generate), over rounds. */
+  loadMs: Spread | null;
+  /** loadMs median / the `versus` row's. */
+  loadRatio: number | null;
+  /** ttftMs median / the `versus` row's. */
+  ttftRatio: number | null;
+  /** Ours: `compiled (...)` or `eager: <why>` (the last round's; rounds never differ here). */
+  step: string | null;
 }
 
 export function median(xs: readonly number[]): number {
@@ -172,6 +184,10 @@ export function summarize(
         mismatch: null,
         agreement: null,
         maxAbsLogitsVsKeras: null,
+        loadMs: null,
+        loadRatio: null,
+        ttftRatio: null,
+        step: null,
       };
     }
     // the worst round decides: any round with other ids is reported
@@ -198,15 +214,28 @@ export function summarize(
       mismatch,
       agreement: {same, of: gen},
       maxAbsLogitsVsKeras: logits.length ? Math.max(...logits) : null,
+      loadMs: spread(rs.map((r) => r.loadMs)),
+      loadRatio: null,
+      ttftRatio: null,
+      step: stepOf(rs[rs.length - 1]),
     };
   });
   for (const row of rows) {
     const other = rows.find((r) => r.contender.id === row.contender.versus);
     if (row.msPerToken != null && other?.msPerToken != null) {
       row.ratio = row.msPerToken.median / other.msPerToken.median;
+      row.ttftRatio = row.ttftMs!.median / other.ttftMs!.median;
+      row.loadRatio = row.loadMs!.median / other.loadMs!.median;
     }
   }
   return rows;
+}
+
+/** Which step a round of ours ran: `compiled (...)`, `eager: <why>`; null for transformers.js. */
+function stepOf(r: ChildResult): string | null {
+  if (r.compileRefusal === undefined) return null;
+  if (r.compileRefusal === null) return r.step ? `compiled (${r.step})` : 'compiled';
+  return `eager: ${r.compileRefusal}`;
 }
 
 const ms = (x: number): string => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
@@ -217,13 +246,13 @@ const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;
 /** The markdown table of one size: medians over rounds with (min - max). */
 export function markdownTable(rows: readonly Row[]): string[] {
   const lines = [
-    '| contender | time to first token ms | ms / token | x transformers.js | peak memory (x weights) | tokens |',
-    '| --- | ---: | ---: | ---: | ---: | --- |',
+    '| contender | time to first token ms | ms / token | x transformers.js | peak memory (x weights) | tokens | load ms | first token, load x transformers.js | step |',
+    '| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |',
   ];
   for (const r of rows) {
     const c = r.contender;
     if (r.na != null) {
-      lines.push(`| ${c.label} | ${r.na} | | | | |`);
+      lines.push(`| ${c.label} | ${r.na} | | | | | | | |`);
       continue;
     }
     const tokens =
@@ -235,7 +264,10 @@ export function markdownTable(rows: readonly Row[]): string[] {
     lines.push(
       `| ${c.label} | ${cell(r.ttftMs!, ms)} | ${cell(r.msPerToken!, ms)} | ` +
         `${r.ratio == null ? '' : `**${r.ratio.toFixed(2)}x**`} | ` +
-        `${gb(r.maxRssBytes!.median)} (${r.rssOverWeights!.toFixed(1)}x) | ${tokens} |`,
+        `${gb(r.maxRssBytes!.median)} (${r.rssOverWeights!.toFixed(1)}x) | ${tokens} | ` +
+        `${cell(r.loadMs!, ms)} | ` +
+        `${r.ttftRatio == null ? '' : `${r.ttftRatio.toFixed(2)}x, ${r.loadRatio!.toFixed(2)}x`} | ` +
+        `${r.step == null ? '' : r.step.replace(/\|/g, '/')} |`,
     );
   }
   return lines;
@@ -250,4 +282,48 @@ export function mismatchLines(size: string, rows: readonly Row[]): string[] {
         `${size}: ${r.contender.label} generated other tokens than torch: position ${r.mismatch!.position}, ` +
         `${r.mismatch!.received} instead of ${r.mismatch!.expected}`,
     );
+}
+
+/** The issue's acceptance bounds for one of our rows against its transformers.js row. */
+export interface Targets {
+  /** ms / token, at most this multiple of transformers.js'. */
+  msPerToken: number;
+  /** Time to first token, at most this multiple. */
+  ttft: number;
+  /** Loading, at most this multiple. */
+  load: number;
+  /** Peak resident memory, at most this multiple of the float32 weights' bytes. */
+  memory: number;
+}
+
+/** Bounds per runtime of ours (float32): tfjs wasm against onnxruntime-web, tfjs-node against onnxruntime-node. */
+export const TARGETS: Readonly<Record<string, Targets>> = {
+  wasm: {msPerToken: 1.0, ttft: 1.5, load: 1.0, memory: 1.3},
+  tensorflow: {msPerToken: 1.3, ttft: 1.5, load: 1.0, memory: 1.3},
+};
+
+/**
+ * One line per float32 row of ours that has bounds (TARGETS) and a transformers.js row to divide
+ * by: each measured ratio against its bound, `met` or `NOT MET`, and whether the compiled step ran.
+ */
+export function targetLines(size: string, rows: readonly Row[]): string[] {
+  const out: string[] = [];
+  for (const r of rows) {
+    const c = r.contender;
+    const t = TARGETS[c.runtime];
+    if (c.kind !== 'ours' || c.dtype !== 'float32' || t == null || r.ratio == null) continue;
+    const check = (what: string, x: number, bound: number, unit = 'x transformers.js'): string =>
+      `${what} ${x.toFixed(2)}${unit} (target <= ${bound.toFixed(1)}): ${x <= bound ? 'met' : 'NOT MET'}`;
+    out.push(
+      `${size}, ${c.label}: ` +
+        [
+          check('ms / token', r.ratio, t.msPerToken),
+          check('first token', r.ttftRatio!, t.ttft),
+          check('loading', r.loadRatio!, t.load),
+          check('peak memory', r.rssOverWeights!, t.memory, 'x the float32 weights'),
+          `step: ${r.step ?? 'not reported'}`,
+        ].join('; '),
+    );
+  }
+  return out;
 }

@@ -1,12 +1,13 @@
 // npm run bench: bundles the benchmarks (and tfjs-layers' unexported MultiHeadAttention, whose ESM
 // files plain Node cannot load) with esbuild, runs them, then writes the tables in
-// bench/README.md. `npm run bench -- --generate` runs the GPT-2 generation benchmark against
+// bench/README.md. `npm run bench -- --generate` runs the generation benchmark against
 // transformers.js alone (bench/generate_vs_transformers.ts; its models come from
-// fixtures/gpt2_bench.py), `--generate-cache` the key / value cache benchmark alone
-// (bench/generate_bench.ts), `--attention` the attention benchmark alone; `--quick` makes the
-// GPT-2 benchmark run 1 round at the small size, the cache benchmark time one run per mode and the
-// attention benchmark 3 runs per contender; `--rounds=N` and `--models=small,gpt2-small` set the
-// GPT-2 benchmark's rounds and sizes. `--sizes=medium,long`, `--backends=wasm` and
+// fixtures/gpt2_bench.py and fixtures/family_bench.py), `--generate-cache` the key / value cache
+// benchmark alone (bench/generate_bench.ts), `--attention` the attention benchmark alone; `--quick`
+// makes the generation benchmark run 1 round at GPT-2's small size, the cache benchmark time one
+// run per mode and the attention benchmark 3 runs per contender; `--rounds=N`,
+// `--models=small,gpt2-small,smollm2-135m` and `--cpu` (tfjs cpu rows at every size) set the
+// generation benchmark's rounds, models and rows. `--sizes=medium,long`, `--backends=wasm` and
 // `--runs=N` narrow the attention benchmark (the same as BENCH_SIZES, BENCH_BACKENDS, BENCH_RUNS).
 import {execFileSync} from 'node:child_process';
 
@@ -79,7 +80,9 @@ if (!only || onlyCache) {
 if (!only || onlyGenerate) {
   await bundle('bench/generate_ours_child.ts', 'bench/.build/generate_ours_child.cjs');
   await bundle('bench/generate_vs_transformers.ts', 'bench/.build/generate_vs_transformers.cjs');
-  const pass = args.filter((a) => a === '--quick' || /^--(rounds|models|contenders)=/.test(a));
+  const pass = args.filter(
+    (a) => a === '--quick' || a === '--cpu' || /^--(rounds|models|contenders)=/.test(a),
+  );
   execFileSync(process.execPath, ['bench/.build/generate_vs_transformers.cjs', ...pass], {
     stdio: 'inherit',
   });

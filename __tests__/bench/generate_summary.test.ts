@@ -9,6 +9,7 @@ import {
   mismatchLines,
   spread,
   summarize,
+  targetLines,
 } from '../../bench/generate_summary';
 
 function result(ttftMs: number, gapsMs: number[], ids: number[], maxRssBytes = 2e9): ChildResult {
@@ -106,6 +107,46 @@ describe('bench generate summary', () => {
     expect(table).toContain('2 / 4 as float32 torch');
     expect(mismatchLines('small', rows)).toEqual([
       'small: this package, tfjs wasm generated other tokens than torch: position 4, 7 instead of 3',
+    ]);
+  });
+
+  it('divides first token and loading by the transformers.js row, reports the step and checks the targets', () => {
+    const list = contenders({cpu: false, tensorflow: false});
+    const ref = [9, 9, 1, 2];
+    const at = (r: ChildResult, extra: Partial<ChildResult>): ChildResult => ({...r, ...extra});
+    const results = {
+      'tjs-web-float32': [at(result(100, [10, 10], ref, 1e9), {loadMs: 4000})],
+      'ours-wasm-float32': [
+        at(result(120, [9, 9], ref, 1.2e9), {
+          loadMs: 5000,
+          compileRefusal: null,
+          step: 'wasm kernels, heap',
+        }),
+      ],
+      'tjs-web-int8': [at(result(100, [10, 10], ref), {loadMs: 2000})],
+      'ours-wasm-int8': [
+        at(result(200, [5, 5], ref), {loadMs: 1000, compileRefusal: "layer 'x' (Foo): no rule"}),
+      ],
+    };
+    const rows = summarize(list, results, {}, ref, 2, 1e9);
+    const byId = Object.fromEntries(rows.map((r) => [r.contender.id, r]));
+    const wasm = byId['ours-wasm-float32'];
+    expect(wasm.ttftRatio).toBeCloseTo(1.2, 12);
+    expect(wasm.loadRatio).toBeCloseTo(1.25, 12);
+    expect(wasm.loadMs).toEqual({median: 5000, min: 5000, max: 5000});
+    expect(wasm.step).toBe('compiled (wasm kernels, heap)');
+    expect(byId['ours-wasm-int8'].step).toBe("eager: layer 'x' (Foo): no rule");
+    expect(byId['tjs-web-float32'].step).toBeNull();
+    const table = markdownTable(rows).join('\n');
+    expect(table).toContain(
+      '| 5000 (5000 - 5000) | 1.20x, 1.25x | compiled (wasm kernels, heap) |',
+    );
+    expect(targetLines('m', rows)).toEqual([
+      'm, this package, tfjs wasm: ms / token 0.90x transformers.js (target <= 1.0): met; ' +
+        'first token 1.20x transformers.js (target <= 1.5): met; ' +
+        'loading 1.25x transformers.js (target <= 1.0): NOT MET; ' +
+        'peak memory 1.20x the float32 weights (target <= 1.3): met; ' +
+        'step: compiled (wasm kernels, heap)',
     ]);
   });
 });
