@@ -71,7 +71,7 @@ export class LlamaAttention extends CompositeLayer {
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
    */
-  static readonly className = 'LlamaAttention';
+  static readonly className: string = 'LlamaAttention';
   /** What the package knows about this class (contract.ts). */
   static readonly contract: LayerContract = defineContract({
     keras: {

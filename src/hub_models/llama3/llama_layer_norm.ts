@@ -33,7 +33,7 @@ export class LlamaLayerNorm extends layers.Layer {
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
    */
-  static readonly className = 'LlamaLayerNorm';
+  static readonly className: string = 'LlamaLayerNorm';
   /** What the package knows about this class (contract.ts). */
   static readonly contract: LayerContract = defineContract({
     keras: {
