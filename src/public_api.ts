@@ -191,3 +191,6 @@ export {
   type LoadKerasHubPresetOptions,
   type PresetFile,
 } from './interop/keras_hub_preset';
+export {SentencePieceTokenizer} from './tokenizers/sentence_piece';
+export type {SentencePieceTokenizerOptions} from './tokenizers/sentence_piece';
+export {sentencePiecePresetOptions} from './tokenizers/preset_tokenizer';
