@@ -194,3 +194,11 @@ export {
 export {SentencePieceTokenizer} from './tokenizers/sentence_piece';
 export type {SentencePieceTokenizerOptions} from './tokenizers/sentence_piece';
 export {sentencePiecePresetOptions} from './tokenizers/preset_tokenizer';
+export {MISTRAL} from './hub_models/mistral/mistral_family';
+export {MistralTokenizer} from './hub_models/mistral/mistral_tokenizer';
+export {CachedMistralAttention} from './hub_models/mistral/mistral_attention';
+export type {CachedMistralAttentionArgs} from './hub_models/mistral/mistral_attention';
+export {MistralTransformerDecoder} from './hub_models/mistral/mistral_decoder';
+export type {MistralTransformerDecoderArgs} from './hub_models/mistral/mistral_decoder';
+export {MistralLayerNormalization} from './hub_models/mistral/mistral_layer_norm';
+export type {MistralOptions} from './hub_models/mistral/mistral_options';

@@ -216,7 +216,13 @@ export async function loadKerasHubPreset(
             built.tokenizerFolder,
             options.split,
           );
-    return presetOf(built, tokenizer, preprocessor);
+    // keras-hub's packer adds no start token where the tokenizer has none (Qwen's: start_value None)
+    const startless = preprocessor != null && tokenizer != null && tokenizer.startTokenId == null;
+    return presetOf(
+      built,
+      tokenizer,
+      startless ? {...preprocessor, addStartToken: false} : preprocessor,
+    );
   } catch (e) {
     built.parts.model.dispose();
     throw e;

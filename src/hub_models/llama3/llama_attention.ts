@@ -312,11 +312,16 @@ export class LlamaAttention extends CompositeLayer {
         S,
       ]);
       const mask = (kwargs.attentionMask as tf.Tensor | undefined) ?? null;
+      let keep: tf.Tensor | null = null;
       if (mask != null) {
-        const keep = tf.expandDims(tf.cast(mask, 'bool'), 1); // [B, 1, T, S]
+        keep = tf.expandDims(tf.cast(mask, 'bool'), 1); // [B, 1, T, S]
         scores = tf.where(keep, scores, tf.fill(scores.shape, -1e9));
       }
-      const probs = reshapeTo(tf.softmax(scores), [B, Nkv, G * T, S]);
+      let weights = tf.softmax(scores);
+      // Keras 3.15's Softmax zeroes the masked weights: a query whose keys are all masked (a
+      // padded position a sliding window leaves without keys) attends to nothing, not uniformly
+      if (keep != null) weights = tf.where(keep, weights, tf.zerosLike(weights));
+      const probs = reshapeTo(weights, [B, Nkv, G * T, S]);
       let attended = tf.transpose(
         reshapeTo(tf.matMul(probs, vh), [B, this.numQueryHeads, T, H]),
         [0, 2, 1, 3],
