@@ -182,13 +182,7 @@ export class LlamaAttention extends CompositeLayer {
     }
     const H = Math.floor(hidden / this.numQueryHeads);
     this.headDim = H;
-    const proj = (name: string, heads: number) =>
-      new EinsumDense({
-        name,
-        equation: 'abc,cde->abde',
-        outputShape: [null, heads, H],
-        kernelInitializer: this.kernelInitializer,
-      });
+    const proj = (name: string, heads: number) => this.makeProjection(name, heads, H);
     this.query = this.addSublayer(proj('query', this.numQueryHeads), shape);
     this.key = this.addSublayer(proj('key', this.numKeyValueHeads), shape);
     this.value = this.addSublayer(proj('value', this.numKeyValueHeads), shape);
@@ -224,12 +218,31 @@ export class LlamaAttention extends CompositeLayer {
     return {query, key, value, output, headDim: this.headDim};
   }
 
+  /**
+   * The query, key or value projection `name` to `heads` heads of `H` (Llama's EinsumDense
+   * `[width, heads, H]`; a family's attention may give `[width, heads * H]`: the call reshapes).
+   */
+  protected makeProjection(name: string, heads: number, H: number): EinsumDense {
+    return new EinsumDense({
+      name,
+      equation: 'abc,cde->abde',
+      outputShape: [null, heads, H],
+      kernelInitializer: this.kernelInitializer,
+    });
+  }
+
+  /** The rotary inverse frequencies for head size `H`, or null where the layer has no rope. */
+  protected inverseFrequencies(H: number): readonly number[] | null {
+    return llamaInverseFrequencies(H, this.ropeMaxWavelength, this.rope);
+  }
+
   /** Rotary embedding of `x [B, T, heads, H]` at positions `start ..`: keras-hub's halves form. */
   private rotate(x: tf.Tensor, start: number): tf.Tensor {
     const T = x.shape[1] as number;
     const H = this.headDim;
     const angles = new Float32Array(T * H);
-    const frequencies = llamaInverseFrequencies(H, this.ropeMaxWavelength, this.rope);
+    const frequencies = this.inverseFrequencies(H);
+    if (frequencies == null) return x;
     for (let t = 0; t < T; t++) {
       for (let i = 0; i < H / 2; i++) {
         const inv = frequencies[i];
@@ -256,15 +269,22 @@ export class LlamaAttention extends CompositeLayer {
       }
       const [B, T] = x.shape as number[];
       const start = index ?? 0;
-      const q = this.rotate((this.query as EinsumDense).project(x), start); // [B, T, Nq, H]
+      const heads = (p: tf.Tensor, n: number) => reshapeTo(p, [B, T, n, this.headDim]);
+      const q = this.rotate(
+        heads((this.query as EinsumDense).project(x), this.numQueryHeads),
+        start,
+      ); // [B, T, Nq, H]
       let k: tf.Tensor;
       let v: tf.Tensor;
       let newCache: tf.Tensor | null = null;
       if (cache != null && index == null) {
         [k, v] = tf.unstack(cache, 1);
       } else {
-        const kNew = this.rotate((this.key as EinsumDense).project(x), start);
-        const vNew = (this.value as EinsumDense).project(x);
+        const kNew = this.rotate(
+          heads((this.key as EinsumDense).project(x), this.numKeyValueHeads),
+          start,
+        );
+        const vNew = heads((this.value as EinsumDense).project(x), this.numKeyValueHeads);
         if (cache == null) {
           [k, v] = [kNew, vNew];
         } else {
