@@ -98,9 +98,13 @@ export class SmolLM3Attention extends LlamaAttention {
 
   constructor(args: SmolLM3AttentionArgs) {
     const options = smolLM3Options(args, 'SmolLM3Attention');
+    const rest = Object.fromEntries(
+      Object.entries(args).filter(
+        ([k]) => !(SMOLLM3_ATTENTION_KEYS as readonly string[]).includes(k),
+      ),
+    );
     super({
-      name: args.name,
-      trainable: args.trainable,
+      ...rest,
       numQueryHeads: options.numAttentionHeads,
       numKeyValueHeads: options.numKeyValueHeads,
       ropeMaxWavelength: options.ropeTheta,
@@ -153,6 +157,7 @@ export class SmolLM3Attention extends LlamaAttention {
     return {
       name: base.name,
       trainable: base.trainable,
+      ...(base.quantizationMode != null ? {quantizationMode: base.quantizationMode} : {}),
       ...(this.options as unknown as tf.serialization.ConfigDict),
     };
   }

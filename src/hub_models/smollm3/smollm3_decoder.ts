@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {configNumber, defineContract, LayerContract} from '../../layers/engine/contract';
 import {HUB_NEEDS_KERAS3} from '../../layers/hub/hub_contract';
+import {refuseUnknownOptions} from '../../layers/hub/layer_options';
 import type {LlamaAttention} from '../llama3/llama_attention';
 import {LlamaTransformerDecoder} from '../llama3/llama_decoder';
 import type {LlamaLayerNorm} from '../llama3/llama_layer_norm';
@@ -123,18 +124,12 @@ export class SmolLM3DecoderLayer extends LlamaTransformerDecoder {
           `every SmolLM3 preset's)`,
       );
     }
-    const unknown = Object.keys(args).filter(
-      (k) => !(OWN as string[]).includes(k) && !['name', 'trainable', 'inputRoles'].includes(k),
+    const rest = Object.fromEntries(
+      Object.entries(args).filter(([k]) => !(OWN as string[]).includes(k)),
     );
-    if (unknown.length > 0) {
-      throw new Error(
-        `${cls}: unknown option${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}`,
-      );
-    }
+    refuseUnknownOptions(rest, ['inputRoles'], cls); // tfjs' layer options pass through
     super({
-      name: args.name,
-      trainable: args.trainable,
-      ...('inputRoles' in args ? {inputRoles: (args as {inputRoles?: string[]}).inputRoles} : {}),
+      ...rest,
       intermediateDim: args.intermediateSize,
       numQueryHeads: options.numAttentionHeads,
       numKeyValueHeads: options.numKeyValueHeads,
@@ -161,6 +156,7 @@ export class SmolLM3DecoderLayer extends LlamaTransformerDecoder {
       name: base.name,
       trainable: base.trainable,
       inputRoles: base.inputRoles,
+      ...(base.quantizationMode != null ? {quantizationMode: base.quantizationMode} : {}),
       ...(this.options as unknown as tf.serialization.ConfigDict),
       intermediateSize: this.intermediateSize,
       mlpBias: this.mlpBias,
