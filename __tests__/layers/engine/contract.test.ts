@@ -226,6 +226,13 @@ describe("the package's contracts", () => {
       'LlamaLayerNorm',
       'LlamaAttention',
       'LlamaTransformerDecoder',
+      'MistralLayerNormalization',
+      'CachedMistralAttention',
+      'MistralTransformerDecoder',
+      'RMSNormalization',
+      'SmolLM3RotaryEmbedding',
+      'SmolLM3Attention',
+      'SmolLM3DecoderLayer',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -258,6 +265,13 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: 'positionWise',
       LlamaAttention: 'refused',
       LlamaTransformerDecoder: 'cached',
+      MistralLayerNormalization: 'positionWise',
+      CachedMistralAttention: 'refused',
+      MistralTransformerDecoder: 'cached',
+      RMSNormalization: 'positionWise',
+      SmolLM3RotaryEmbedding: 'refused',
+      SmolLM3Attention: 'refused',
+      SmolLM3DecoderLayer: 'cached',
     });
   });
 
@@ -293,6 +307,13 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: ['keras_hub', 'refused'],
       LlamaAttention: ['keras_hub', 'refused'],
       LlamaTransformerDecoder: ['keras_hub', 'refused'],
+      MistralLayerNormalization: ['keras_hub', 'refused'],
+      CachedMistralAttention: ['keras_hub', 'refused'],
+      MistralTransformerDecoder: ['keras_hub', 'refused'],
+      RMSNormalization: ['keras.layers', 'refused'],
+      SmolLM3RotaryEmbedding: ['keras_hub', 'refused'],
+      SmolLM3Attention: ['keras_hub', 'refused'],
+      SmolLM3DecoderLayer: ['keras_hub', 'refused'],
     });
   });
 
@@ -336,6 +357,21 @@ const ROPE_31 = {
 };
 
 /** Each registered class with every option set (written out here, not read from the contracts). */
+/** SmolLM3's attention options, every one set. */
+const SMOLLM3_OPTIONS = {
+  hiddenSize: 8,
+  numAttentionHeads: 2,
+  numKeyValueHeads: 1,
+  attentionBias: false,
+  attentionDropout: 0.1,
+  ropeLayerEnabledList: [true, false],
+  layerTypes: ['full_attention', 'full_attention'],
+  layerIdx: 1,
+  maxPositionEmbeddings: 64,
+  ropeTheta: 500000,
+  partialRotaryFactor: 1,
+};
+
 const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
   MultiHeadAttention: () =>
     new src.MultiHeadAttention({
@@ -421,6 +457,45 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       numQueryHeads: 1,
       numKeyValueHeads: 1,
       ...ROPE_31,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  MistralLayerNormalization: () => new src.MistralLayerNormalization({epsilon: 1e-5}),
+  CachedMistralAttention: () =>
+    new src.CachedMistralAttention({
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      ropeMaxWavelength: 500000,
+      ropeScalingFactor: 1,
+      slidingWindow: 3,
+      headDim: 4,
+      dropout: 0.1,
+    }),
+  MistralTransformerDecoder: () =>
+    new src.MistralTransformerDecoder({
+      intermediateDim: 1,
+      numQueryHeads: 1,
+      numKeyValueHeads: 1,
+      ropeScalingFactor: 1,
+      slidingWindow: 3,
+      headDim: 4,
+      inputRoles: ['decoderSequence'],
+    } as never),
+  RMSNormalization: () => new src.RMSNormalization({epsilon: 1e-5, axis: -1}),
+  SmolLM3RotaryEmbedding: () =>
+    new src.SmolLM3RotaryEmbedding({
+      hiddenSize: 8,
+      numAttentionHeads: 2,
+      maxPositionEmbeddings: 64,
+      ropeTheta: 500000,
+      partialRotaryFactor: 1,
+    }),
+  SmolLM3Attention: () => new src.SmolLM3Attention(SMOLLM3_OPTIONS),
+  SmolLM3DecoderLayer: () =>
+    new src.SmolLM3DecoderLayer({
+      ...SMOLLM3_OPTIONS,
+      intermediateSize: 4,
+      mlpBias: false,
+      layerNormEpsilon: 1e-5,
       inputRoles: ['decoderSequence'],
     } as never),
 };
