@@ -58,7 +58,14 @@ describe('doc comment examples', () => {
         'TokenAndPositionEmbedding',
         'TransformerDecoder',
         'TransformerEncoder',
-      ].sort(),
+        'CachedMistralAttention',
+        'MistralLayerNormalization',
+        'MistralTransformerDecoder',
+        'RMSNormalization',
+        'SmolLM3Attention',
+        'SmolLM3DecoderLayer',
+        'SmolLM3RotaryEmbedding',
+      ].sort((a, b) => a.localeCompare(b)),
     );
   });
 

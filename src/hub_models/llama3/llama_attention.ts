@@ -207,10 +207,15 @@ export class LlamaAttention extends CompositeLayer {
    * or null before build: what the compiled decoding step's rule reads (llama3_step_rules.ts).
    */
   get projections(): {
+    /** The query projection. */
     query: EinsumDense;
+    /** The key projection. */
     key: EinsumDense;
+    /** The value projection. */
     value: EinsumDense;
+    /** The output projection. */
     output: EinsumDense;
+    /** The head size. */
     headDim: number;
   } | null {
     const {query, key, value, outputDense: output} = this;

@@ -310,11 +310,17 @@ export class LlamaTransformerDecoder extends TransformerBlock {
    * compiled decoding step's rule reads (llama3_step_rules.ts).
    */
   get stepParts(): {
+    /** The norm before the attention. */
     attentionNorm: LlamaLayerNorm;
+    /** The self-attention. */
     attention: LlamaAttention;
+    /** The norm before the feed-forward. */
     ffNorm: layers.Layer;
+    /** The feed-forward's gate projection. */
     gate: layers.Layer;
+    /** The feed-forward's up projection. */
     up: layers.Layer;
+    /** The feed-forward's down projection. */
     down: layers.Layer;
   } | null {
     const {selfAttentionNorm: attentionNorm, selfAttention: attention, gate} = this;

@@ -27,6 +27,16 @@ export interface SmolLM3RotaryEmbeddingArgs extends LayerArgs {
  * inverse frequencies `ropeTheta^(-2i / headDim)` as a non-trainable weight `inv_freq
  * [headDim / 2]` (saved in keras-hub's weights: {@link SmolLM3Attention} rotates with the values
  * it holds). Its call returns the input unchanged: the attention applies the rotation.
+ *
+ * @example
+ * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {SmolLM3RotaryEmbedding} from 'tfjs-attention';
+ *
+ * const rope = new SmolLM3RotaryEmbedding({hiddenSize: 16, numAttentionHeads: 4, ropeTheta: 1e4});
+ * rope.apply(tf.zeros([1, 3, 16]));
+ * console.log(rope.frequencies()); // [1, 0.01]
+ * ```
  */
 export class SmolLM3RotaryEmbedding extends layers.Layer {
   /**
