@@ -64,7 +64,14 @@ describe('doc comment examples', () => {
         'Qwen3Attention',
         'Qwen3LayerNorm',
         'Qwen3TransformerDecoder',
-      ].sort(),
+        'CachedMistralAttention',
+        'MistralLayerNormalization',
+        'MistralTransformerDecoder',
+        'RMSNormalization',
+        'SmolLM3Attention',
+        'SmolLM3DecoderLayer',
+        'SmolLM3RotaryEmbedding',
+      ].sort((a, b) => a.localeCompare(b)),
     );
   });
 

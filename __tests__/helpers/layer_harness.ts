@@ -28,6 +28,13 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
   TransformerEncoder,
+  CachedMistralAttention,
+  MistralLayerNormalization,
+  MistralTransformerDecoder,
+  RMSNormalization,
+  SmolLM3Attention,
+  SmolLM3DecoderLayer,
+  SmolLM3RotaryEmbedding,
   QwenAttention,
   QwenLayerNorm,
   QwenTransformerDecoder,
@@ -930,4 +937,138 @@ export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCa
       },
     ],
   ],
+  MistralLayerNormalization: [
+    [
+      'RMS over the last axis',
+      {
+        make: () => new MistralLayerNormalization({epsilon: 1e-5}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+  ],
+  CachedMistralAttention: [
+    [
+      '4 query heads over 2 key / value heads, rotary, no mask',
+      {
+        make: () =>
+          new CachedMistralAttention({numQueryHeads: 4, numKeyValueHeads: 2, slidingWindow: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 4,
+        weightNames: [
+          'layer/query/kernel',
+          'layer/key/kernel',
+          'layer/value/kernel',
+          'layer/attention_output/kernel',
+        ],
+      },
+    ],
+  ],
+  MistralTransformerDecoder: [
+    [
+      'causal over a sliding window of 2, grouped-query, with a decoder padding mask',
+      {
+        make: () =>
+          new MistralTransformerDecoder({
+            intermediateDim: 12,
+            numQueryHeads: 4,
+            numKeyValueHeads: 2,
+            slidingWindow: 2,
+          }),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 9,
+        weightNames: [
+          'layer/self_attention/query/kernel',
+          'layer/self_attention/key/kernel',
+          'layer/self_attention/value/kernel',
+          'layer/self_attention/attention_output/kernel',
+          'layer/self_attention_layernorm/scale',
+          'layer/feedforward_intermediate_dense/kernel',
+          'layer/feedforward_gate_dense/kernel',
+          'layer/feedforward_output_dense/kernel',
+          'layer/feedforward_layernorm/scale',
+        ],
+      },
+    ],
+  ],
+  RMSNormalization: [
+    [
+      'RMS over the last axis',
+      {
+        make: () => new RMSNormalization({epsilon: 1e-6}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+  ],
+  SmolLM3RotaryEmbedding: [
+    [
+      'the inverse frequencies as a weight, the input unchanged',
+      {
+        make: () => new SmolLM3RotaryEmbedding({hiddenSize: D, numAttentionHeads: 2}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 0,
+        weightNames: ['layer/inv_freq'],
+      },
+    ],
+  ],
+  SmolLM3Attention: [
+    [
+      'a layer without rope, 4 query heads over 2 key / value heads, no mask',
+      {
+        make: () => new SmolLM3Attention({...SMOLLM3, layerIdx: 1}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 4,
+        weightNames: [
+          'layer/query/kernel',
+          'layer/key/kernel',
+          'layer/value/kernel',
+          'layer/attention_output/kernel',
+          'layer/rotary_embedding/inv_freq',
+        ],
+      },
+    ],
+  ],
+  SmolLM3DecoderLayer: [
+    [
+      'a rotary layer, causal, grouped-query, with a decoder padding mask',
+      {
+        make: () => new SmolLM3DecoderLayer({...SMOLLM3, layerIdx: 0, intermediateSize: 12}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({decoderPaddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 9,
+        weightNames: [
+          'layer/self_attention/query/kernel',
+          'layer/self_attention/key/kernel',
+          'layer/self_attention/value/kernel',
+          'layer/self_attention/attention_output/kernel',
+          'layer/self_attention_layernorm/scale',
+          'layer/feedforward_intermediate_dense/kernel',
+          'layer/feedforward_gate_dense/kernel',
+          'layer/feedforward_output_dense/kernel',
+          'layer/feedforward_layernorm/scale',
+          'layer/self_attention/rotary_embedding/inv_freq',
+        ],
+      },
+    ],
+  ],
+};
+
+/** SmolLM3's attention options of the harness cases (width D, a rotary and a no-rope layer). */
+const SMOLLM3 = {
+  hiddenSize: D,
+  numAttentionHeads: 4,
+  numKeyValueHeads: 2,
+  ropeLayerEnabledList: [true, false],
+  layerTypes: ['full_attention', 'full_attention'],
 };

@@ -13,9 +13,19 @@ import {GPT2} from './gpt2/gpt2_family';
 import {LLAMA3} from './llama3/llama3_family';
 import {QWEN} from './qwen/qwen_family';
 import {QWEN3} from './qwen3/qwen3_family';
+import {MISTRAL} from './mistral/mistral_family';
+import {SMOLLM3} from './smollm3/smollm3_family';
 
-/** The families the package ships: GPT-2, BERT, Llama 3. */
-export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3, QWEN, QWEN3];
+/** The families the package ships: GPT-2, BERT, Llama 3, Qwen 2.5, Qwen 3, Mistral, SmolLM3. */
+export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [
+  GPT2,
+  BERT,
+  LLAMA3,
+  QWEN,
+  QWEN3,
+  MISTRAL,
+  SMOLLM3,
+];
 
 const families: KerasHubFamily[] = [];
 let builtInsRegistered = false;

@@ -314,7 +314,8 @@ export class SentencePieceTokenizer implements Tokenizer {
   /**
    * keras-hub's `detokenize(ids)` (sentencepiece's `Decode`): control pieces dropped, the unknown
    * piece as " \u2047 ", byte pieces joined into UTF-8 (a malformed byte as U+FFFD), U+2581 as a
-   * space, the first piece's leading space dropped when the model adds a dummy prefix.
+   * space, the leading spaces of the pieces before the first character dropped when the model
+   * adds a dummy prefix (tensorflow-text's sentencepiece, as keras-hub's tf.data path runs it).
    */
   decode(ids: number[]): string {
     checkIds(ids, this.vocabularySize, this.owner);
@@ -325,7 +326,6 @@ export class SentencePieceTokenizer implements Tokenizer {
     let text = '';
     let bytes = '';
     let isBosSpace = true;
-    let bosSpaceSeen = false;
     const flushBytes = (): void => {
       for (let at = 0; at < bytes.length;) {
         const length = validCharLength(bytes, at);
@@ -341,8 +341,9 @@ export class SentencePieceTokenizer implements Tokenizer {
         continue;
       }
       flushBytes();
-      if (bosSpaceSeen || text.length > 0) isBosSpace = false;
-      bosSpaceSeen = false;
+      // tensorflow-text's sentencepiece (keras-hub's detokenize) drops the leading space of each
+      // piece until the text has a character: a run of leading spaces goes with it
+      if (text.length > 0) isBosSpace = false;
       if (type === PieceType.Control) continue;
       if (type === PieceType.Unknown) {
         text += unkSurface;
@@ -351,7 +352,6 @@ export class SentencePieceTokenizer implements Tokenizer {
       let piece = this.pieceKeys[id];
       if (isBosSpace && stripLeading && piece.startsWith(SPACE_SYMBOL)) {
         piece = piece.slice(SPACE_SYMBOL.length);
-        bosSpaceSeen = !normalizerSpec.removeExtraWhitespaces;
       }
       text += piece.split(SPACE_SYMBOL).join(' ');
     }

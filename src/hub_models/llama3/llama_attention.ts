@@ -71,7 +71,7 @@ export class LlamaAttention extends CompositeLayer {
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
    */
-  static readonly className = 'LlamaAttention';
+  static readonly className: string = 'LlamaAttention';
   /** What the package knows about this class (contract.ts). */
   static readonly contract: LayerContract = defineContract({
     keras: {
@@ -182,13 +182,7 @@ export class LlamaAttention extends CompositeLayer {
     }
     const H = Math.floor(hidden / this.numQueryHeads);
     this.headDim = H;
-    const proj = (name: string, heads: number) =>
-      new EinsumDense({
-        name,
-        equation: 'abc,cde->abde',
-        outputShape: [null, heads, H],
-        kernelInitializer: this.kernelInitializer,
-      });
+    const proj = (name: string, heads: number) => this.makeProjection(name, heads, H);
     this.query = this.addSublayer(proj('query', this.numQueryHeads), shape);
     this.key = this.addSublayer(proj('key', this.numKeyValueHeads), shape);
     this.value = this.addSublayer(proj('value', this.numKeyValueHeads), shape);
@@ -229,12 +223,31 @@ export class LlamaAttention extends CompositeLayer {
     return {query, key, value, output, headDim: this.headDim};
   }
 
+  /**
+   * The query, key or value projection `name` to `heads` heads of `H` (Llama's EinsumDense
+   * `[width, heads, H]`; a family's attention may give `[width, heads * H]`: the call reshapes).
+   */
+  protected makeProjection(name: string, heads: number, H: number): EinsumDense {
+    return new EinsumDense({
+      name,
+      equation: 'abc,cde->abde',
+      outputShape: [null, heads, H],
+      kernelInitializer: this.kernelInitializer,
+    });
+  }
+
+  /** The rotary inverse frequencies for head size `H`, or null where the layer has no rope. */
+  protected inverseFrequencies(H: number): readonly number[] | null {
+    return llamaInverseFrequencies(H, this.ropeMaxWavelength, this.rope);
+  }
+
   /** Rotary embedding of `x [B, T, heads, H]` at positions `start ..`: keras-hub's halves form. */
   private rotate(x: tf.Tensor, start: number): tf.Tensor {
     const T = x.shape[1] as number;
     const H = this.headDim;
     const angles = new Float32Array(T * H);
-    const frequencies = llamaInverseFrequencies(H, this.ropeMaxWavelength, this.rope);
+    const frequencies = this.inverseFrequencies(H);
+    if (frequencies == null) return x;
     for (let t = 0; t < T; t++) {
       for (let i = 0; i < H / 2; i++) {
         const inv = frequencies[i];
@@ -261,15 +274,22 @@ export class LlamaAttention extends CompositeLayer {
       }
       const [B, T] = x.shape as number[];
       const start = index ?? 0;
-      const q = this.rotate((this.query as EinsumDense).project(x), start); // [B, T, Nq, H]
+      const heads = (p: tf.Tensor, n: number) => reshapeTo(p, [B, T, n, this.headDim]);
+      const q = this.rotate(
+        heads((this.query as EinsumDense).project(x), this.numQueryHeads),
+        start,
+      ); // [B, T, Nq, H]
       let k: tf.Tensor;
       let v: tf.Tensor;
       let newCache: tf.Tensor | null = null;
       if (cache != null && index == null) {
         [k, v] = tf.unstack(cache, 1);
       } else {
-        const kNew = this.rotate((this.key as EinsumDense).project(x), start);
-        const vNew = (this.value as EinsumDense).project(x);
+        const kNew = this.rotate(
+          heads((this.key as EinsumDense).project(x), this.numKeyValueHeads),
+          start,
+        );
+        const vNew = heads((this.value as EinsumDense).project(x), this.numKeyValueHeads);
         if (cache == null) {
           [k, v] = [kNew, vNew];
         } else {
@@ -317,11 +337,16 @@ export class LlamaAttention extends CompositeLayer {
         S,
       ]);
       const mask = (kwargs.attentionMask as tf.Tensor | undefined) ?? null;
+      let keep: tf.Tensor | null = null;
       if (mask != null) {
-        const keep = tf.expandDims(tf.cast(mask, 'bool'), 1); // [B, 1, T, S]
+        keep = tf.expandDims(tf.cast(mask, 'bool'), 1); // [B, 1, T, S]
         scores = tf.where(keep, scores, tf.fill(scores.shape, -1e9));
       }
-      const probs = reshapeTo(tf.softmax(scores), [B, Nkv, G * T, S]);
+      let weights = tf.softmax(scores);
+      // Keras 3.15's Softmax zeroes the masked weights: a query whose keys are all masked (a
+      // padded position a sliding window leaves without keys) attends to nothing, not uniformly
+      if (keep != null) weights = tf.where(keep, weights, tf.zerosLike(weights));
+      const probs = reshapeTo(weights, [B, Nkv, G * T, S]);
       let attended = tf.transpose(
         reshapeTo(tf.matMul(probs, vh), [B, this.numQueryHeads, T, H]),
         [0, 2, 1, 3],

@@ -83,7 +83,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
    */
-  static readonly className = 'LlamaTransformerDecoder';
+  static readonly className: string = 'LlamaTransformerDecoder';
   /** What the package knows about this class (contract.ts). */
   static readonly contract: LayerContract = defineContract({
     keras: {
@@ -252,19 +252,8 @@ export class LlamaTransformerDecoder extends TransformerBlock {
     }
     this.headSize(shape[2]);
     const width = shape[2] as number;
-    this.selfAttention = this.addSublayer(
-      new LlamaAttention({
-        name: 'self_attention',
-        numQueryHeads: this.numQueryHeads,
-        numKeyValueHeads: this.numKeyValueHeads,
-        ropeMaxWavelength: this.ropeMaxWavelength,
-        ...this.rope,
-        dropout: this.dropout,
-        kernelInitializer: this.kernelInitializer,
-      }),
-      shape,
-    );
-    const norm = (name: string) => new LlamaLayerNorm({name, epsilon: this.layerNormEpsilon});
+    this.selfAttention = this.addSublayer(this.makeSelfAttention(), shape);
+    const norm = (name: string) => this.makeNorm(name);
     this.selfAttentionNorm = this.addSublayer(norm('self_attention_layernorm'), shape);
     const dense = (name: string, units: number) =>
       layers.dense({
@@ -283,6 +272,32 @@ export class LlamaTransformerDecoder extends TransformerBlock {
     this.feedforwardOutput = this.addSublayer(dense('feedforward_output_dense', width), inner);
     this.feedforwardNorm = this.addSublayer(norm('feedforward_layernorm'), shape);
     this.built = true;
+  }
+
+  /** The self-attention sublayer `self_attention` (a family's decoder gives its own class). */
+  protected makeSelfAttention(): LlamaAttention {
+    return new LlamaAttention({
+      name: 'self_attention',
+      numQueryHeads: this.numQueryHeads,
+      numKeyValueHeads: this.numKeyValueHeads,
+      ropeMaxWavelength: this.ropeMaxWavelength,
+      ...this.rope,
+      dropout: this.dropout,
+      kernelInitializer: this.kernelInitializer,
+    });
+  }
+
+  /** An RMS norm sublayer named `name` (a family's decoder gives its own class). */
+  protected makeNorm(name: string): LlamaLayerNorm {
+    return new LlamaLayerNorm({name, epsilon: this.layerNormEpsilon});
+  }
+
+  /**
+   * Which keys each of `T` queries (the first at position `start`) attends to among `S`:
+   * `[T, S]` bool, causal (a family's decoder may narrow it: Mistral's sliding window).
+   */
+  protected selfAttentionMask(T: number, S: number, start: number): tf.Tensor {
+    return causalMask(T, S, start);
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
@@ -371,7 +386,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
       const mask = combineMasks(
         padding && tf.expandDims(padding, 1),
         attentionMask,
-        tf.expandDims(causalMask(T, S, index ?? 0), 0),
+        tf.expandDims(this.selfAttentionMask(T, S, index ?? 0), 0),
       ) as tf.Tensor;
       const attended = (this.selfAttention as LlamaAttention).call(
         (this.selfAttentionNorm as LlamaLayerNorm).call(x, {}),
