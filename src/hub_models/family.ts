@@ -144,7 +144,7 @@ export function positionalTransformerTerms(o: {
 }
 
 /** What a task adds on a backbone. */
-export type TaskKind = 'causalLM' | 'textClassifier';
+export type TaskKind = 'causalLM' | 'textClassifier' | 'textEmbedder';
 
 /** A layer class of a family's own (registered with tfjs' serialization with the family). */
 export type KerasHubLayerClass = ContractClass &

@@ -8,8 +8,12 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import type {KerasHubLayerClass} from './family';
 import {LLAMA3_LAYERS} from './llama3/llama3_layers';
+import {GEMMA3_LAYERS} from './gemma3/gemma3_layers';
 
 /** Every layer class of the built-in families (Llama 3's; GPT-2 and BERT use generic layers). */
-export const FAMILY_LAYER_CLASSES: readonly KerasHubLayerClass[] = [...LLAMA3_LAYERS];
+export const FAMILY_LAYER_CLASSES: readonly KerasHubLayerClass[] = [
+  ...LLAMA3_LAYERS,
+  ...GEMMA3_LAYERS,
+];
 
 for (const cls of FAMILY_LAYER_CLASSES) tf.serialization.registerClass(cls);

@@ -11,9 +11,10 @@ import {registerStepRule, stepRuleOf} from '../generate/step_rules';
 import type {KerasHubFamily} from './family';
 import {GPT2} from './gpt2/gpt2_family';
 import {LLAMA3} from './llama3/llama3_family';
+import {GEMMA3} from './gemma3/gemma3_family';
 
-/** The families the package ships: GPT-2, BERT, Llama 3. */
-export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3];
+/** The families the package ships: GPT-2, BERT, Llama 3, Gemma 3. */
+export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [GPT2, BERT, LLAMA3, GEMMA3];
 
 const families: KerasHubFamily[] = [];
 let builtInsRegistered = false;
