@@ -218,7 +218,11 @@ function buildModel(
   weights: HubWeights,
 ): BuiltKerasHubModel {
   const graph = family.build(backboneConfig);
-  const backboneOutputs = family.outputs.map((o) => graph.outputs[o]);
+  // (an output the graph leaves out is not one of this config's: Gemma 3's pooled_output exists
+  // for embedding backbones only)
+  const backboneOutputs = family.outputs
+    .filter((o) => graph.outputs[o] != null)
+    .map((o) => graph.outputs[o]);
   const name = (own.name as string | undefined) ?? snakeCase(className);
   let outputs: SymbolicTensor[];
   if (kind == null) {

@@ -226,6 +226,12 @@ describe("the package's contracts", () => {
       'LlamaLayerNorm',
       'LlamaAttention',
       'LlamaTransformerDecoder',
+      'Gemma3RMSNormalization',
+      'CachedGemma3Attention',
+      'Gemma3DecoderBlock',
+      'Gemma3EmbeddingScale',
+      'Gemma3MeanPooling',
+      'UnitNormalization',
     ]);
     for (const cls of LAYER_CLASSES) {
       expect(Object.prototype.hasOwnProperty.call(cls, 'contract')).toBe(true);
@@ -258,6 +264,12 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: 'positionWise',
       LlamaAttention: 'refused',
       LlamaTransformerDecoder: 'cached',
+      Gemma3RMSNormalization: 'positionWise',
+      CachedGemma3Attention: 'refused',
+      Gemma3DecoderBlock: 'cached',
+      Gemma3EmbeddingScale: 'positionWise',
+      Gemma3MeanPooling: 'refused',
+      UnitNormalization: 'positionWise',
     });
   });
 
@@ -293,6 +305,12 @@ describe("the package's contracts", () => {
       LlamaLayerNorm: ['keras_hub', 'refused'],
       LlamaAttention: ['keras_hub', 'refused'],
       LlamaTransformerDecoder: ['keras_hub', 'refused'],
+      Gemma3RMSNormalization: ['keras_hub', 'refused'],
+      CachedGemma3Attention: ['keras_hub', 'refused'],
+      Gemma3DecoderBlock: ['keras_hub', 'refused'],
+      Gemma3EmbeddingScale: ['refused', 'refused'],
+      Gemma3MeanPooling: ['keras_hub', 'refused'],
+      UnitNormalization: ['keras.layers', 'tf-keras'],
     });
   });
 
@@ -423,6 +441,49 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       ...ROPE_31,
       inputRoles: ['decoderSequence'],
     } as never),
+  Gemma3RMSNormalization: () => new src.Gemma3RMSNormalization({epsilon: 1e-5}),
+  CachedGemma3Attention: () =>
+    new src.CachedGemma3Attention({
+      headDim: 2,
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      kernelInitializer: 'zeros',
+      logitSoftCap: 50,
+      useSlidingWindowAttention: true,
+      slidingWindowSize: 3,
+      queryHeadDimNormalize: false,
+      useQueryKeyNorm: true,
+      layerNormEpsilon: 1e-5,
+      ropeWavelength: 1e6,
+      ropeScalingFactor: 8,
+      useBidirectionalAttention: true,
+      dropout: 0.1,
+    }),
+  Gemma3DecoderBlock: () =>
+    new src.Gemma3DecoderBlock({
+      hiddenDim: 4,
+      intermediateDim: 4,
+      headDim: 2,
+      numQueryHeads: 2,
+      numKeyValueHeads: 1,
+      queryHeadDimNormalize: false,
+      useQueryKeyNorm: true,
+      usePostFfwNorm: true,
+      usePostAttentionNorm: true,
+      gateDimReduction: 1,
+      logitSoftCap: 50,
+      useSlidingWindowAttention: true,
+      slidingWindowSize: 3,
+      layerNormEpsilon: 1e-5,
+      ropeWavelength: 1e6,
+      ropeScalingFactor: 8,
+      useBidirectionalAttention: true,
+      dropout: 0.1,
+      inputRoles: ['x'],
+    }),
+  Gemma3EmbeddingScale: () => new src.Gemma3EmbeddingScale({factor: 2}),
+  Gemma3MeanPooling: () => new src.Gemma3MeanPooling(),
+  UnitNormalization: () => new src.UnitNormalization(),
 };
 
 describe('config keys', () => {

@@ -92,7 +92,7 @@ export const GEMMA3: KerasHubFamily = {
   backbone: CLS,
   tasks: {Gemma3CausalLM: 'causalLM', Gemma3TextEmbedder: 'textEmbedder'},
   inputs: ['token_ids', 'padding_mask'],
-  outputs: ['sequence_output'],
+  outputs: ['sequence_output', 'pooled_output'],
   configKeys: [
     'vocabulary_size',
     'image_size',
