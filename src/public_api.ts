@@ -112,6 +112,7 @@ export type {
   StepValue,
   StepWeight,
   StepWeightSource,
+  StepRmsNormOptions,
 } from './generate/step_program';
 export type {StepActivation} from './kernels/step_kernels_api';
 export type {GenerateOptions} from './generate/generate';

@@ -15,17 +15,18 @@
 // - int8/dense.ts: Keras 3's int8 quantization and products (exact int32 sums);
 //   repack/int8.ts: int8 weights held as float32 packed as int8 (as they are or transposed)
 // - attention/attend.ts: attention over the cache; attention/cache.ts: cache writes
-// - ops/: norms (layer, RMS), activations and a product's epilogue, add and mul, embeddings
-//   (gathers, positions), argmax
+// - ops/: norms (layer, RMS), activations and a product's epilogue, add, mul and scale, rotary
+//   embeddings, embeddings (gathers, positions), argmax
 
 export {heapBase} from './heap_base';
 export {activate} from './ops/activations';
-export {add, mul} from './ops/elementwise';
+export {add, mul, scale} from './ops/elementwise';
 export {dense} from './products/dense';
 export {denseRowsWorkBytes, denseRows} from './packed/dense_rows';
 export {denseT} from './products/dense_t';
 export {quantizeRows, denseInt8, denseTInt8} from './int8/dense';
 export {layerNorm, rmsNorm} from './ops/norms';
+export {rope} from './ops/rope';
 export {gather} from './ops/embeddings';
 export {packInt8, packInt8T} from './repack/int8';
 export {gatherInt8, addPositions} from './ops/embeddings';

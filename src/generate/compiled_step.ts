@@ -151,6 +151,7 @@ class CompiledRunner implements DecodeStep, OpContext {
   private readonly offsets: number[];
   private readonly weights: number[];
   private readonly packedAt: number[];
+  private readonly constants: number[];
   private readonly caches: Array<[number, number]>;
   readonly keyMask: number;
   readonly work: number;
@@ -188,6 +189,11 @@ class CompiledRunner implements DecodeStep, OpContext {
     this.packedAt = program.packed.map((p) =>
       memory.int8Weight(p.tensor, this.kernels, p.transposeRows),
     );
+    this.constants = program.constants.map((values) => {
+      const at = memory.alloc(values.length * 4);
+      new Float32Array(memory.memory.buffer, at, values.length).set(values);
+      return at;
+    });
     const cacheBytes = (width: number) => B * maxLength * width * 4;
     this.caches = program.caches.map((w) => [
       memory.alloc(cacheBytes(w)),
@@ -267,6 +273,10 @@ class CompiledRunner implements DecodeStep, OpContext {
 
   packed(index: number): number {
     return this.packedAt[index];
+  }
+
+  constant(index: number): number {
+    return this.constants[index];
   }
 
   rowsOf(value: number): number {

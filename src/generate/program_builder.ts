@@ -79,6 +79,8 @@ export interface StepProgram {
   caches: number[];
   /** Whether an attention reads the key mask (a mask_zero model). */
   usesKeyMask: boolean;
+  /** float32 constants the ops read (rotary inverse frequencies), by constant index. */
+  constants: Float32Array[];
 }
 
 const ACTIVATIONS: Record<string, StepActivation> = {
@@ -116,6 +118,7 @@ export class ProgramBuilder {
     const quantized = new Map<number, {q: number; qs: number}>();
     const ops: ProgramOp[] = [];
     const caches: number[] = [];
+    const constants: Float32Array[] = [];
     let usesKeyMask = false;
     let nodeKeyMask = false;
 
@@ -293,9 +296,19 @@ export class ProgramBuilder {
         });
         return out;
       },
-      rmsNorm(x, scale, epsilon) {
+      rmsNorm(x, scale, epsilon, options = {}) {
         const xv = f32(x, 'rmsNorm');
-        need(scale, xv.width, 'rmsNorm scale');
+        const {groups = 1, offset = 0} = options;
+        if (!(Number.isInteger(groups) && groups > 0 && xv.width % groups === 0)) {
+          throw new Error(
+            `rmsNorm: expected groups to be a positive divisor of the width ${xv.width}, ` +
+              `received ${groups}`,
+          );
+        }
+        if (!Number.isFinite(offset)) {
+          throw new Error(`rmsNorm: expected a finite offset, received ${offset}`);
+        }
+        need(scale, xv.width / groups, 'rmsNorm scale');
         const out = newValue(xv.width);
         ops.push({
           op: 'rmsNorm',
@@ -303,8 +316,35 @@ export class ProgramBuilder {
           gamma: wt(scale),
           epsilon,
           dim: xv.width,
+          groups,
+          offset,
           out: out.index,
         });
+        return out;
+      },
+      rope(x, heads, headDim, inverseFrequencies) {
+        const xv = f32(x, 'rope');
+        if (
+          !(Number.isInteger(heads) && heads > 0 && headDim > 0 && headDim % 2 === 0) ||
+          xv.width !== heads * headDim ||
+          inverseFrequencies.length !== headDim / 2
+        ) {
+          throw new Error(
+            `rope: expected rows of ${heads} heads x ${headDim} (an even head size) and ` +
+              `${headDim / 2} inverse frequencies, received rows of ${xv.width} and ` +
+              `${inverseFrequencies.length} frequencies`,
+          );
+        }
+        const out = newValue(xv.width);
+        const freqs = constants.length;
+        constants.push(Float32Array.from(inverseFrequencies));
+        ops.push({op: 'rope', x: xv.index, heads, headDim, freqs, out: out.index});
+        return out;
+      },
+      scale(x, factor) {
+        const xv = f32(x, 'scale');
+        const out = newValue(xv.width);
+        ops.push({op: 'scale', x: xv.index, factor, width: xv.width, out: out.index});
         return out;
       },
       add: (a, b) => elementwise('add', a, b),
@@ -366,7 +406,16 @@ export class ProgramBuilder {
       },
       attention(q, k, v, heads) {
         const [qv, kv, vv] = [f32(q, 'attention'), f32(k, 'attention'), f32(v, 'attention')];
-        const {heads: H, kvHeads, headDim} = heads;
+        const {heads: H, kvHeads, headDim, window, softCap} = heads;
+        if (window != null && !(Number.isInteger(window) && window > 0)) {
+          throw new Error(
+            `attention: expected a sliding window of a positive whole number of positions or ` +
+              `null, received ${window}`,
+          );
+        }
+        if (softCap != null && !(Number.isFinite(softCap) && softCap > 0)) {
+          throw new Error(`attention: expected a positive soft cap or null, received ${softCap}`);
+        }
         if (
           qv.width !== H * headDim ||
           kv.width !== kvHeads * headDim ||
@@ -387,7 +436,7 @@ export class ProgramBuilder {
           q: qv.index,
           k: kv.index,
           v: vv.index,
-          heads,
+          heads: {...heads},
           cache,
           keyMask: nodeKeyMask,
           out: out.index,
@@ -423,6 +472,7 @@ export class ProgramBuilder {
         cachedOps: cut.cachedOps,
         caches,
         usesKeyMask,
+        constants,
       };
     };
   }

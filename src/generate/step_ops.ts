@@ -58,8 +58,28 @@ export type ProgramOp =
       dim: number;
       out: number;
     }
-  /** RMS normalization over `dim` (keras-hub's LlamaLayerNorm); `gamma`: the scale's weight index. */
-  | {op: 'rmsNorm'; x: number; gamma: number; epsilon: number; dim: number; out: number}
+  /**
+   * RMS normalization over each of `groups` parts of `dim` values (keras-hub's LlamaLayerNorm:
+   * groups 1; per-head query / key norms: groups = heads), times `offset + gamma`; `gamma`: the
+   * scale's weight index (`dim / groups` values).
+   */
+  | {
+      op: 'rmsNorm';
+      x: number;
+      gamma: number;
+      epsilon: number;
+      dim: number;
+      groups: number;
+      offset: number;
+      out: number;
+    }
+  /**
+   * keras-hub's RotaryEmbedding on `heads` heads of `headDim` of each row at its position;
+   * `freqs`: the inverse frequencies' constant index (`headDim / 2` values).
+   */
+  | {op: 'rope'; x: number; heads: number; headDim: number; freqs: number; out: number}
+  /** `x * factor`. */
+  | {op: 'scale'; x: number; factor: number; width: number; out: number}
   | {op: 'add'; a: number; b: number; width: number; out: number}
   | {op: 'mul'; a: number; b: number; width: number; out: number}
   | {op: 'activate'; x: number; act: StepActivation; width: number; out: number}
@@ -111,6 +131,8 @@ export interface OpContext {
   w(weight: number): number;
   /** The byte offset of a packed int8 weight. */
   packed(index: number): number;
+  /** The byte offset of a constant of the program (rotary inverse frequencies). */
+  constant(index: number): number;
   /** The rows a value holds in this run (`B * t`, or `B` for the last rows). */
   rowsOf(value: number): number;
   /** Whether a value holds the last row of each batch row only. */
@@ -237,7 +259,38 @@ export const STEP_OPS: StepOpTable = {
     reads: ['x'],
     writes: ['out'],
     run: (o, c) =>
-      c.kernels.rmsNorm(c.rowsOf(o.x), o.dim, c.at(o.x), c.w(o.gamma), o.epsilon, c.at(o.out)),
+      c.kernels.rmsNorm(
+        c.rowsOf(o.x) * o.groups,
+        o.dim / o.groups,
+        c.at(o.x),
+        c.w(o.gamma),
+        o.epsilon,
+        c.at(o.out),
+        o.offset,
+      ),
+  },
+  rope: {
+    reads: ['x'],
+    writes: ['out'],
+    run(o, c) {
+      // the last rows (after the cut) are each batch row's last position
+      const last = c.isLast(o.x);
+      c.kernels.rope(
+        c.B,
+        last ? 1 : c.t,
+        last ? c.start + c.t - 1 : c.start,
+        o.heads,
+        o.headDim,
+        c.at(o.x),
+        c.constant(o.freqs),
+        c.at(o.out),
+      );
+    },
+  },
+  scale: {
+    reads: ['x'],
+    writes: ['out'],
+    run: (o, c) => c.kernels.scale(c.rowsOf(o.x) * o.width, c.at(o.x), o.factor, c.at(o.out)),
   },
   add: {
     reads: ['a', 'b'],
@@ -278,7 +331,7 @@ export const STEP_OPS: StepOpTable = {
     writes: ['out'],
     run(o, c) {
       const [kCache, vCache] = c.cache(o.cache);
-      const {heads, kvHeads, headDim, scale} = o.heads;
+      const {heads, kvHeads, headDim, scale, window, softCap} = o.heads;
       const width = kvHeads * headDim;
       const {B, t, start, maxLength} = c;
       c.kernels.writeCache(B, t, width, maxLength, start, c.at(o.k), kCache);
@@ -298,6 +351,8 @@ export const STEP_OPS: StepOpTable = {
         scale,
         c.work,
         c.at(o.out),
+        window ?? 0,
+        softCap ?? 0,
       );
     },
   },

@@ -58,6 +58,30 @@ export interface StepAttention {
   headDim: number;
   /** The scores' scale (`1 / sqrt(headDim)` for Keras' layers). */
   scale: number;
+  /**
+   * A sliding window (null or absent: none): the query at position p attends to the keys at
+   * positions `p - window + 1 .. p` only, `window` keys with its own. keras-hub's Mistral
+   * (`MistralTransformerDecoder`: `i < j + sliding_window` with the causal mask) and Gemma 3
+   * (`Gemma3Attention._mask_sliding_window`: `|i - j| <= sliding_window_size - 1` with the causal
+   * mask) compute this same mask during `generate`.
+   */
+  window?: number | null;
+  /**
+   * Gemma's logit soft cap (null or absent: none): each scaled score s becomes
+   * `softCap * tanh(s / softCap)`, before the mask and the softmax.
+   */
+  softCap?: number | null;
+}
+
+/** Options of {@link StepEmitter.rmsNorm}. */
+export interface StepRmsNormOptions {
+  /**
+   * Normalised over each of `groups` equal parts of the width (per-head query / key norms:
+   * groups = heads, the scale then has width / groups values). Default 1.
+   */
+  groups?: number;
+  /** The rows are multiplied by `offset + scale` (Gemma's norms: 1). Default 0. */
+  offset?: number;
 }
 
 /** A rule declines to compile a call: the reason (shown in reports; the eager stepper then runs). */
@@ -110,9 +134,26 @@ export interface StepEmitter {
   ): StepValue;
   /**
    * RMS normalization over the width, as keras-hub's LlamaLayerNorm (in float32):
-   * `x / sqrt(mean(x^2) + epsilon) * scale`, scale `[x.width]`.
+   * `x / sqrt(mean(x^2) + epsilon) * (offset + scale)`, scale `[x.width / groups]`; with
+   * `groups`, over each of `groups` equal parts of the width (per-head query / key norms); with
+   * `offset` (Gemma: 1), times `offset + scale`. Defaults: groups 1, offset 0.
    */
-  rmsNorm(x: StepValue, scale: StepWeight, epsilon: number): StepValue;
+  rmsNorm(
+    x: StepValue,
+    scale: StepWeight,
+    epsilon: number,
+    options?: StepRmsNormOptions,
+  ): StepValue;
+  /**
+   * keras-hub's RotaryEmbedding on each of `heads` heads of x `[rows, heads * headDim]` at each
+   * row's position in the sequence: `angle_i = position * inverseFrequencies[i]` (i < headDim / 2,
+   * in float32); each head's halves rotated: `out[:h] = x1 cos - x2 sin`, `out[h:] = x2 cos + x1
+   * sin` (h = headDim / 2). The rule computes the frequencies (wavelength, position scaling
+   * factor, Llama 3.1's smoothing).
+   */
+  rope(x: StepValue, heads: number, headDim: number, inverseFrequencies: Float32Array): StepValue;
+  /** `x * factor`. */
+  scale(x: StepValue, factor: number): StepValue;
   /** `a + b`. */
   add(a: StepValue, b: StepValue): StepValue;
   /** `a * b`. */

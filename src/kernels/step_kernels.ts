@@ -19,11 +19,16 @@ import {STEP_KERNELS_WASM_BASE64} from './step_kernels_binary';
 import type {StepActivation, StepKernels} from './step_kernels_api';
 import {wasmModule, type WasmModule} from './wasm_module';
 
-/** The module's exports: the kernels of {@link StepKernels} with the same arguments. */
+/**
+ * The module's exports: the kernels of {@link StepKernels} with the same arguments, the optional
+ * ones required (a missing argument would reach the module as NaN).
+ */
 interface Exports {
   heapBase(): number;
   layerNorm(...args: Parameters<StepKernels['layerNorm']>): void;
-  rmsNorm(...args: Parameters<StepKernels['rmsNorm']>): void;
+  rmsNorm(...args: Required<Parameters<StepKernels['rmsNorm']>>): void;
+  rope(...args: Parameters<StepKernels['rope']>): void;
+  scale(...args: Parameters<StepKernels['scale']>): void;
   dense(...args: Parameters<StepKernels['dense']>): void;
   denseRows(...args: Parameters<StepKernels['denseRows']>): void;
   denseRowsWorkBytes(): number;
@@ -40,7 +45,7 @@ interface Exports {
   packInt8T(...args: Parameters<StepKernels['packInt8T']>): number;
   addPositions(...args: Parameters<StepKernels['addPositions']>): void;
   writeCache(...args: Parameters<StepKernels['writeCache']>): void;
-  attend(...args: Parameters<StepKernels['attend']>): void;
+  attend(...args: Required<Parameters<StepKernels['attend']>>): void;
   argmax(...args: Parameters<StepKernels['argmax']>): void;
 }
 
@@ -110,7 +115,11 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     memory,
     kind: 'simd',
     layerNorm: x.layerNorm,
-    rmsNorm: x.rmsNorm,
+    // the optional arguments given (a missing one would reach the module as NaN)
+    rmsNorm: (rows, dim, at, gamma, epsilon, out, offset = 0) =>
+      x.rmsNorm(rows, dim, at, gamma, epsilon, out, offset),
+    rope: x.rope,
+    scale: x.scale,
     dense: x.dense,
     denseRows: x.denseRows,
     denseRowsWorkBytes: x.denseRowsWorkBytes(),
@@ -127,7 +136,42 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     packInt8T: x.packInt8T,
     addPositions: x.addPositions,
     writeCache: x.writeCache,
-    attend: x.attend,
+    attend: (
+      B,
+      t,
+      heads,
+      kvHeads,
+      headDim,
+      maxLength,
+      start,
+      q,
+      k,
+      v,
+      mask,
+      sc,
+      work,
+      out,
+      window = 0,
+      softCap = 0,
+    ) =>
+      x.attend(
+        B,
+        t,
+        heads,
+        kvHeads,
+        headDim,
+        maxLength,
+        start,
+        q,
+        k,
+        v,
+        mask,
+        sc,
+        work,
+        out,
+        window,
+        softCap,
+      ),
     argmax: x.argmax,
   };
 }

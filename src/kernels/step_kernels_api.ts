@@ -50,8 +50,39 @@ export interface StepKernels {
     epsilon: number,
     out: number,
   ): void;
-  /** RMS normalization (Llama): `out = x / sqrt(mean(x^2) + epsilon) * gamma`; out may alias x. */
-  rmsNorm(rows: number, dim: number, x: number, gamma: number, epsilon: number, out: number): void;
+  /**
+   * RMS normalization (Llama): `out = x / sqrt(mean(x^2) + epsilon) * (offset + gamma)` (offset 0
+   * when left out; Gemma's norms: 1); out may alias x.
+   */
+  rmsNorm(
+    rows: number,
+    dim: number,
+    x: number,
+    gamma: number,
+    epsilon: number,
+    out: number,
+    offset?: number,
+  ): void;
+  /**
+   * keras-hub's RotaryEmbedding on `heads` heads of `headDim` (even) values per row of x
+   * `[B * t, heads * headDim]`: row `b * t + i` is at position `p = start + i`; for each
+   * frequency `j < headDim / 2` the angle `a = float32(p * freqs[j])` (freqs: float32
+   * `[headDim / 2]`), and each head's halves `x1 = x[j]`, `x2 = x[j + headDim / 2]` become
+   * `x1 cos a - x2 sin a` and `x2 cos a + x1 sin a` (each product and sum in float32). out may
+   * alias x.
+   */
+  rope(
+    B: number,
+    t: number,
+    start: number,
+    heads: number,
+    headDim: number,
+    x: number,
+    freqs: number,
+    out: number,
+  ): void;
+  /** `out = x * factor` over n values; out may alias x. */
+  scale(n: number, x: number, factor: number, out: number): void;
   /**
    * `out [rows, n] = act(x [rows, k] · w [k, n] + bias [n])`: w is a Keras kernel (input axis
    * first, row-major); bias 0 = none.
@@ -177,7 +208,11 @@ export interface StepKernels {
    * every key kept). q, out `[B * t, heads * headDim]`; query head h reads key / value head
    * `floor(h / (heads / kvHeads))`; scores are `scale * q · k`; softmax over the kept keys (a
    * masked key has weight exactly 0). The caller never passes a query whose keys are all masked.
-   * work: scratch of at least `maxLength * 4` bytes.
+   * work: scratch of at least `maxLength * 4` bytes. `window` > 0: a sliding window, the query at
+   * position p sees only the keys at positions `p - window + 1 .. p` (keras-hub's Mistral and
+   * Gemma 3 masks during `generate`); `softCap` > 0: each score becomes `softCap * tanh(score /
+   * softCap)` (after the scale, before the mask and the softmax; Gemma's logit soft cap). Both 0
+   * (or left out): none.
    */
   attend(
     B: number,
@@ -194,6 +229,8 @@ export interface StepKernels {
     scale: number,
     work: number,
     out: number,
+    window?: number,
+    softCap?: number,
   ): void;
   /** `out[r]` (int32) = the first index of the largest of `x[r, :]` (ties: the lowest index). */
   argmax(rows: number, cols: number, x: number, out: number): void;

@@ -113,7 +113,7 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         }
       }
     },
-    rmsNorm(rows, dim, x, gamma, epsilon, out) {
+    rmsNorm(rows, dim, x, gamma, epsilon, out, offset = 0) {
       views();
       const F = f32;
       for (let r = 0; r < rows; r++) {
@@ -123,9 +123,38 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         for (let i = 0; i < dim; i++) ms += F[xo + i] * F[xo + i];
         const inv = 1 / Math.sqrt(ms / dim + epsilon);
         for (let i = 0; i < dim; i++) {
-          F[oo + i] = F[xo + i] * inv * (gamma !== 0 ? F[f(gamma) + i] : 1);
+          const g = gamma !== 0 ? Math.fround(offset + F[f(gamma) + i]) : 1;
+          F[oo + i] = F[xo + i] * inv * g;
         }
       }
+    },
+    rope(B, t, start, heads, headDim, x, freqs, out) {
+      views();
+      const F = f32;
+      const fr = Math.fround;
+      const half = headDim / 2;
+      const width = heads * headDim;
+      for (let r = 0; r < B * t; r++) {
+        const position = start + (r % t);
+        const [xo, oo] = [f(x) + r * width, f(out) + r * width];
+        for (let j = 0; j < half; j++) {
+          const angle = fr(position * F[f(freqs) + j]);
+          const [c, s] = [fr(Math.cos(angle)), fr(Math.sin(angle))];
+          for (let h = 0; h < heads; h++) {
+            const i1 = h * headDim + j;
+            const [x1, x2] = [F[xo + i1], F[xo + i1 + half]];
+            F[oo + i1] = fr(x1 * c) - fr(x2 * s);
+            F[oo + i1 + half] = fr(x2 * c) + fr(x1 * s);
+          }
+        }
+      }
+    },
+    scale(n, x, factor, out) {
+      views();
+      const F = f32;
+      const [xo, oo] = [f(x), f(out)];
+      const k = Math.fround(factor);
+      for (let i = 0; i < n; i++) F[oo + i] = F[xo + i] * k;
     },
     dense(rows, k, n, x, w, bias, a, out) {
       views();
@@ -334,34 +363,40 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
       scale,
       work,
       out,
+      window = 0,
+      softCap = 0,
     ) {
       views();
       const F = f32;
       const U8 = u8;
+      const fr = Math.fround;
+      const cap = fr(softCap);
       const group = heads / kvHeads;
       const width = heads * headDim;
       const kvWidth = kvHeads * headDim;
       const w = f(work);
       for (let b = 0; b < B; b++) {
         for (let i = 0; i < t; i++) {
-          const last = start + i; // the query's position: keys 0 .. last
+          const last = start + i; // the query's position: keys first .. last
+          const first = window > 0 ? Math.max(0, last - window + 1) : 0;
           const qRow = f(q) + (b * t + i) * width;
           const oRow = f(out) + (b * t + i) * width;
           for (let h = 0; h < heads; h++) {
             const kvh = Math.floor(h / group);
             const qo = qRow + h * headDim;
             let max = -Infinity;
-            for (let j = 0; j <= last; j++) {
+            for (let j = first; j <= last; j++) {
               if (keyMask !== 0 && U8[keyMask + b * maxLength + j] === 0) continue;
               const ko = f(kCache) + (b * maxLength + j) * kvWidth + kvh * headDim;
               let s = 0;
               for (let d = 0; d < headDim; d++) s += F[qo + d] * F[ko + d];
               s *= scale;
+              if (cap > 0) s = fr(cap * fr(Math.tanh(fr(fr(s) / cap))));
               F[w + j] = s;
               if (s > max) max = s;
             }
             let total = 0;
-            for (let j = 0; j <= last; j++) {
+            for (let j = first; j <= last; j++) {
               if (keyMask !== 0 && U8[keyMask + b * maxLength + j] === 0) {
                 F[w + j] = 0;
                 continue;
@@ -372,7 +407,7 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
             }
             const oo = oRow + h * headDim;
             F.fill(0, oo, oo + headDim);
-            for (let j = 0; j <= last; j++) {
+            for (let j = first; j <= last; j++) {
               const p = F[w + j] / total;
               if (p === 0) continue;
               const vo = f(vCache) + (b * maxLength + j) * kvWidth + kvh * headDim;

@@ -1,11 +1,13 @@
 import {expNeg1, expNeg4} from '../simd/exp_neg';
 import {hsum} from '../simd/sums';
+import {tanh64} from '../ops/activations';
 
 // Attention over the cache.
 
 /**
  * Causal attention of t new queries per batch row over the cache (see StepKernels.attend): per
- * query head the scores `scale * q · k` of positions 0 .. start + i (a masked key: -Infinity),
+ * query head the scores `scale * q · k` of positions 0 .. start + i, or of the last `window` of
+ * them (> 0), each soft-capped (`softCap` > 0: softCap * tanh(s / softCap)) (a masked key: -Infinity),
  * their softmax after subtracting the largest (a masked key's weight is exactly 0), and the
  * weighted sum of the values. `work`: maxLength floats.
  */
@@ -24,6 +26,8 @@ export function attend(
   scale: f32,
   work: usize,
   out: usize,
+  window: i32,
+  softCap: f32,
 ): void {
   const group = heads / kvHeads;
   const kvRow = <usize>(kvHeads * headDim) * 4;
@@ -36,6 +40,8 @@ export function attend(
     const mb = keyMask + <usize>b * <usize>maxLength;
     for (let i = 0; i < t; i++) {
       const count = start + i + 1;
+      // a sliding window: positions count - window .. count - 1
+      const first = window > 0 ? max(0, count - window) : 0;
       const qr = q + <usize>(b * t + i) * qRow;
       const or = out + <usize>(b * t + i) * qRow;
       for (let h = 0; h < heads; h++) {
@@ -43,7 +49,7 @@ export function attend(
         const qh = qr + <usize>h * hBytes;
         // scores
         let m: f32 = -Infinity;
-        for (let pos = 0; pos < count; pos++) {
+        for (let pos = first; pos < count; pos++) {
           let s: f32 = -Infinity;
           if (keyMask == 0 || load<u8>(mb + <usize>pos) != 0) {
             const kp = kb + <usize>pos * kvRow + kvOff;
@@ -54,6 +60,7 @@ export function attend(
             let dot = hsum(a);
             for (; d < hBytes; d += 4) dot += load<f32>(qh + d) * load<f32>(kp + d);
             s = scale * dot;
+            if (softCap > 0) s = softCap * <f32>tanh64(<f64>(s / softCap));
             m = max(m, s);
           }
           store<f32>(work + <usize>pos * 4, s);
@@ -61,7 +68,7 @@ export function attend(
         // exp(s - max), masked keys exactly 0
         const mv = f32x4.splat(m);
         let sv = f32x4.splat(0);
-        let pos = 0;
+        let pos = first;
         for (; pos + 4 <= count; pos += 4) {
           const o = work + <usize>pos * 4;
           const e = expNeg4(f32x4.sub(v128.load(o), mv));
@@ -78,7 +85,7 @@ export function attend(
         // weights · values
         const oh = or + <usize>h * hBytes;
         memory.fill(oh, 0, hBytes);
-        for (pos = 0; pos < count; pos++) {
+        for (pos = first; pos < count; pos++) {
           if (keyMask != 0 && load<u8>(mb + <usize>pos) == 0) continue;
           const wgt = load<f32>(work + <usize>pos * 4) / sum;
           const wv = f32x4.splat(wgt);

@@ -66,7 +66,7 @@ function erf64(x: f64): f64 {
   return x < 0 ? erfc - 1 : 1 - erfc;
 }
 
-function tanh64(x: f64): f64 {
+export function tanh64(x: f64): f64 {
   const a = Math.abs(x);
   if (a > 20) return x < 0 ? -1 : 1;
   if (a < 1e-4) return x - (x * x * x) / 3;

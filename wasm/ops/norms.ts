@@ -91,7 +91,10 @@ export function layerNorm(
   }
 }
 
-/** RMS normalization: `out = x / sqrt(mean(x^2) + epsilon) * gamma`; out may alias x. */
+/**
+ * RMS normalization: `out = x / sqrt(mean(x^2) + epsilon) * (offset + gamma)` (Gemma's norms:
+ * offset 1), `offset + gamma` in float32; out may alias x.
+ */
 export function rmsNorm(
   rows: i32,
   dim: i32,
@@ -99,11 +102,28 @@ export function rmsNorm(
   gamma: usize,
   epsilon: f32,
   out: usize,
+  offset: f32,
 ): void {
   const d = <f64>dim;
+  const ov = f32x4.splat(offset);
   for (let r = 0; r < rows; r++) {
     const xr = x + <usize>(r * dim) * 4;
+    const or = out + <usize>(r * dim) * 4;
     const inv = <f32>1 / sqrt<f32>(<f32>(squaresOf(dim, xr, 0) / d) + epsilon);
-    normalize(dim, xr, 0, inv, gamma, 0, out + <usize>(r * dim) * 4);
+    if (offset == 0 || gamma == 0) {
+      normalize(dim, xr, 0, inv, gamma, 0, or);
+      continue;
+    }
+    const iv = f32x4.splat(inv);
+    let j = 0;
+    for (; j + 4 <= dim; j += 4) {
+      const o = <usize>j * 4;
+      const g = f32x4.add(ov, v128.load(gamma + o));
+      v128.store(or + o, f32x4.mul(f32x4.mul(v128.load(xr + o), iv), g));
+    }
+    for (; j < dim; j++) {
+      const o = <usize>j * 4;
+      store<f32>(or + o, load<f32>(xr + o) * inv * (offset + load<f32>(gamma + o)));
+    }
   }
 }

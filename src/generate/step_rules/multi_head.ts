@@ -9,39 +9,19 @@
  * per output channel (`[1, 1, heads, headDim]` or `[1, 1, D']`, read flat). Gated attention and a
  * sliding window are declined.
  */
-import type {LayerVariable} from '@tensorflow/tfjs-layers';
-
-import {StepActivation} from '../../kernels/step_kernels_api';
 import type {EinsumDense} from '../../layers/core/einsum_dense';
-import type {
-  StepDecline,
-  StepEmitter,
-  StepInt8Weight,
-  StepValue,
-  StepWeight,
-} from '../step_program';
+import type {StepDecline, StepEmitter, StepValue} from '../step_program';
 import type {GroupQueryAttention} from '../../layers/attention/group_query_attention';
 import type {MultiHeadAttention} from '../../layers/attention/multi_head_attention';
 import type {MultiHeadBase} from '../../layers/attention/multi_head_base';
 import type {StepCompile} from '../step_program';
+import {compileEinsumProduct, projectsIn, projectsOut} from './einsum_projection';
 
 /** Query, key / value heads and the head size of a multi-head layer. */
 export interface StepHeads {
   heads: number;
   kvHeads: number;
   headDim: number;
-}
-
-/** Whether `equation` contracts the last axis of a 3-D input into trailing kernel axes. */
-function projectsIn(equation: string): boolean {
-  const m = /^(\w)(\w)(\w),(\w)(\w)(\w)->(\w{4})$/.exec(equation.replace(/\s/g, ''));
-  return m != null && m[3] === m[4] && m[7] === m[1] + m[2] + m[5] + m[6];
-}
-
-/** Whether `equation` contracts the two head axes of a 4-D input into the kernel's last axis. */
-function projectsOut(equation: string): boolean {
-  const m = /^(\w)(\w)(\w)(\w),(\w)(\w)(\w)->(\w{3})$/.exec(equation.replace(/\s/g, ''));
-  return m != null && m[3] === m[5] && m[4] === m[6] && m[8] === m[1] + m[2] + m[7];
 }
 
 /** The ops of one call of a multi-head layer on `x` (see the file's notes). */
@@ -64,35 +44,11 @@ export function compileMultiHead(
   ];
   const out: StepValue[] = [];
   for (const [name, dense, shape, fits] of parts) {
-    if (dense?.kernel == null) return {declined: `its ${name} projection is not built`};
-    const kernelShape = dense.kernel.shape as number[];
-    if (
-      !fits(dense.equation) ||
-      kernelShape.length !== 3 ||
-      !shape.every((s, i) => s < 0 || s === kernelShape[i])
-    ) {
-      return {
-        declined:
-          `its ${name} projection '${dense.equation}' with kernel [${kernelShape.join(', ')}] ` +
-          `is not a product with a [${shape.map((s) => (s < 0 ? 'D' : s)).join(', ')}] kernel`,
-      };
-    }
-    const act = emit.activation(dense.getConfig().activation);
-    if (act !== StepActivation.None) return {declined: `its ${name} projection has an activation`};
-    const int8 = dense.kernelScale != null;
-    const kernel = int8
-      ? emit.int8Weight(dense.kernel, dense.kernelScale as LayerVariable)
-      : emit.weight(dense.kernel);
-    const bias = dense.bias == null ? null : emit.weight(dense.bias);
-    if ('declined' in kernel) return kernel;
-    if (bias != null && 'declined' in bias) return bias;
+    if (dense == null) return {declined: `its ${name} projection is not built`};
     const input = name === 'attention_output' ? out[3] : x;
-    const units = name === 'attention_output' ? kernelShape[2] : kernelShape[1] * kernelShape[2];
-    out.push(
-      int8
-        ? emit.denseInt8(input, kernel as StepInt8Weight, bias, units, act)
-        : emit.dense(input, kernel as StepWeight, bias, units, act),
-    );
+    const y = compileEinsumProduct(dense, input, emit, shape, fits, `its ${name} projection`);
+    if ('declined' in y) return y;
+    out.push(y);
     if (name === 'value') {
       const scale = 1 / Math.sqrt(headDim);
       out.push(emit.attention(out[0], out[1], out[2], {heads, kvHeads, headDim, scale}));

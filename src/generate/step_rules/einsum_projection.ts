@@ -1,0 +1,122 @@
+/**
+ * Keras' EinsumDense as a product of the compiled decoding step (generate/step_program.ts): the
+ * equations that are one 2-D product of the step's rows `[rows, width]` — heads out
+ * (`abc,cde->abde`, kernel `[D, heads, headDim]` read as `[D, heads * headDim]`), heads in
+ * (`abcd,cde->abe`, kernel `[heads, headDim, D']` read as `[heads * headDim, D']`) and plain
+ * (`abc,cd->abd`) — float32 or Keras 3's int8 (rows quantized, the kernel scale per output
+ * channel read flat). Other layers (tfjs' Dense, QuantizedDense) compile through their own rule.
+ */
+import type {LayerVariable} from '@tensorflow/tfjs-layers';
+
+import {StepActivation} from '../../kernels/step_kernels_api';
+import type {EinsumDense} from '../../layers/core/einsum_dense';
+import type {GraphLayer} from '../../layers/engine/contract';
+import type {
+  StepDecline,
+  StepEmitter,
+  StepInt8Weight,
+  StepValue,
+  StepWeight,
+} from '../step_program';
+
+/** Whether `equation` contracts the last axis of a 3-D input into trailing kernel axes. */
+export function projectsIn(equation: string): boolean {
+  const m = /^(\w)(\w)(\w),(\w)(\w)(\w)->(\w{4})$/.exec(equation.replace(/\s/g, ''));
+  return m != null && m[3] === m[4] && m[7] === m[1] + m[2] + m[5] + m[6];
+}
+
+/** Whether `equation` contracts the two head axes of a 4-D input into the kernel's last axis. */
+export function projectsOut(equation: string): boolean {
+  const m = /^(\w)(\w)(\w)(\w),(\w)(\w)(\w)->(\w{3})$/.exec(equation.replace(/\s/g, ''));
+  return m != null && m[3] === m[5] && m[4] === m[6] && m[8] === m[1] + m[2] + m[7];
+}
+
+/** Whether `equation` is a plain product of the last axis of a 3-D input (`abc,cd->abd`). */
+export function projectsPlain(equation: string): boolean {
+  const m = /^(\w)(\w)(\w),(\w)(\w)->(\w{3})$/.exec(equation.replace(/\s/g, ''));
+  return m != null && m[3] === m[4] && m[6] === m[1] + m[2] + m[5];
+}
+
+/** Whether a layer is an EinsumDense (by its tfjs class name). */
+export function isEinsumDense(layer: GraphLayer): layer is GraphLayer & EinsumDense {
+  return layer.getClassName() === 'EinsumDense';
+}
+
+/**
+ * `act(x · kernel + bias)` of an EinsumDense whose equation is one 2-D product (see the file's
+ * notes): `expected` the kernel's shape (-1: any size), `fits` its equation's form; `act` is
+ * applied after the layer's own activation, which must then be linear. `what` names it in a
+ * decline ("its query projection").
+ */
+export function compileEinsumProduct(
+  dense: EinsumDense,
+  x: StepValue,
+  emit: StepEmitter,
+  expected: readonly number[],
+  fits: (equation: string) => boolean,
+  what: string,
+  act: StepActivation = StepActivation.None,
+): StepValue | StepDecline {
+  if (dense.kernel == null) return {declined: `${what} is not built`};
+  const kernelShape = dense.kernel.shape as number[];
+  if (
+    !fits(dense.equation) ||
+    kernelShape.length !== expected.length ||
+    !expected.every((s, i) => s < 0 || s === kernelShape[i])
+  ) {
+    return {
+      declined:
+        `${what} '${dense.equation}' with kernel [${kernelShape.join(', ')}] ` +
+        `is not a product with a [${expected.map((s) => (s < 0 ? 'D' : s)).join(', ')}] kernel`,
+    };
+  }
+  const own = emit.activation(dense.getConfig().activation);
+  if (own == null || (own !== StepActivation.None && act !== StepActivation.None)) {
+    return {declined: `${what} has an activation`};
+  }
+  const int8 = dense.kernelScale != null;
+  const kernel = int8
+    ? emit.int8Weight(dense.kernel, dense.kernelScale as LayerVariable)
+    : emit.weight(dense.kernel);
+  const bias = dense.bias == null ? null : emit.weight(dense.bias);
+  if ('declined' in kernel) return kernel;
+  if (bias != null && 'declined' in bias) return bias;
+  const inner = fits === projectsOut ? 2 : 1;
+  const units = kernelShape.slice(inner).reduce((a, b) => a * b, 1);
+  const a = own === StepActivation.None ? act : own;
+  return int8
+    ? emit.denseInt8(x, kernel as StepInt8Weight, bias, units, a)
+    : emit.dense(x, kernel as StepWeight, bias, units, a);
+}
+
+/**
+ * A projection of `x` by any sublayer: an EinsumDense as one product (heads out, heads in or
+ * plain), any other layer through its own rule (tfjs' Dense, QuantizedDense); then `act` (fused
+ * into an EinsumDense's product).
+ */
+export function compileProjection(
+  layer: GraphLayer,
+  x: StepValue,
+  emit: StepEmitter,
+  what: string,
+  act: StepActivation = StepActivation.None,
+): StepValue | StepDecline {
+  if (isEinsumDense(layer)) {
+    const eq = layer.equation;
+    if (projectsOut(eq)) {
+      const k = layer.kernel?.shape as number[] | undefined;
+      if (k != null && k.length === 3 && k[0] * k[1] !== x.width) {
+        return {
+          declined: `${what} '${eq}' with kernel [${k.join(', ')}] does not take rows of ${x.width}`,
+        };
+      }
+      return compileEinsumProduct(layer, x, emit, [-1, -1, -1], projectsOut, what, act);
+    }
+    return projectsIn(eq)
+      ? compileEinsumProduct(layer, x, emit, [x.width, -1, -1], projectsIn, what, act)
+      : compileEinsumProduct(layer, x, emit, [x.width, -1], projectsPlain, what, act);
+  }
+  const r = emit.layer(layer, [x]);
+  if ('declined' in r) return {declined: `${what} (${layer.name}): ${r.declined}`};
+  return act === StepActivation.None ? r[0] : emit.activate(r[0], act);
+}
