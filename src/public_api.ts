@@ -191,6 +191,9 @@ export {
   type LoadKerasHubPresetOptions,
   type PresetFile,
 } from './interop/keras_hub_preset';
+export {SentencePieceTokenizer} from './tokenizers/sentence_piece';
+export type {SentencePieceTokenizerOptions} from './tokenizers/sentence_piece';
+export {sentencePiecePresetOptions} from './tokenizers/preset_tokenizer';
 export {CachedGemma3Attention} from './hub_models/gemma3/gemma3_attention';
 export type {CachedGemma3AttentionArgs} from './hub_models/gemma3/gemma3_attention';
 export {Gemma3DecoderBlock} from './hub_models/gemma3/gemma3_decoder_block';

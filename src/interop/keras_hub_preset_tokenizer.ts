@@ -40,13 +40,16 @@ export async function tokenizerOf(
           .join(', ')})`,
     );
   }
-  const assets = await readDeclaredAssets(tokenizerClass, folder, async (path) => {
+  const readBytes = async (path: string): Promise<Uint8Array> => {
     if (!(await files.has(path))) {
       failPreset(`${cls} needs the asset ${path}, which is missing from ${files.label}`);
     }
-    const text = utf8Text(await files.read(path, DEFAULT_MAX_TOKENIZER_FILE_BYTES));
-    return text ?? failPreset(`${inFiles(files.label, path)} is not valid UTF-8`);
-  });
+    return files.read(path, DEFAULT_MAX_TOKENIZER_FILE_BYTES);
+  };
+  const readText = async (path: string): Promise<string> =>
+    utf8Text(await readBytes(path)) ??
+    failPreset(`${inFiles(files.label, path)} is not valid UTF-8`);
+  const assets = await readDeclaredAssets(tokenizerClass, folder, readText, readBytes);
   try {
     return tokenizerFromPreset(json, assets, {split});
   } catch (e) {

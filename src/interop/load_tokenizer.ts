@@ -12,9 +12,10 @@ import {isObject} from '../layers/engine/json_object';
 import {CONFIG_JSON_LIMITS, parseBoundedJson} from '../io/bounded_json';
 import {BytePairTokenizer} from '../tokenizers/byte_pair';
 import type {TokenizerSplit} from '../tokenizers/byte_pair';
-import type {PresetTokenizerClass} from '../tokenizers/preset_tokenizer';
+import type {PresetTokenizerClass, TokenizerAsset} from '../tokenizers/preset_tokenizer';
 import type {Tokenizer} from '../tokenizers/tokenizer';
 import {WordPieceTokenizer} from '../tokenizers/word_piece';
+import {SentencePieceTokenizer} from '../tokenizers/sentence_piece';
 import {
   folderFiles,
   nodeFs,
@@ -43,7 +44,11 @@ export interface LoadTokenizerOptions {
 export const DEFAULT_MAX_TOKENIZER_FILE_BYTES = 67108864;
 
 /** The generic keras-hub tokenizer classes (the families' own come with their families). */
-const GENERIC_TOKENIZERS: readonly PresetTokenizerClass[] = [BytePairTokenizer, WordPieceTokenizer];
+const GENERIC_TOKENIZERS: readonly PresetTokenizerClass[] = [
+  BytePairTokenizer,
+  WordPieceTokenizer,
+  SentencePieceTokenizer,
+];
 
 /**
  * The keras-hub tokenizer classes a preset may name: each registered family's, then the generic
@@ -60,6 +65,12 @@ export function presetTokenizerClass(className: string): PresetTokenizerClass | 
 
 /** The text of a preset's file by its path in the preset (`assets/tokenizer/merges.txt`). */
 export type ReadText = (path: string) => Promise<string>;
+
+/** The bytes of a preset's file by its path in the preset (`assets/tokenizer/vocabulary.spm`). */
+export type ReadBytes = (path: string) => Promise<Uint8Array>;
+
+/** A tokenizer's assets by file name: text, or bytes for the assets its class reads as bytes. */
+export type TokenizerAssets = Readonly<Record<string, string | Uint8Array>>;
 
 /**
  * Loads the tokenizer of a keras-hub preset: `source` is the preset folder (a path in Node, or
@@ -112,8 +123,8 @@ export async function loadTokenizer(
     files = folderFiles(await inOwnWords(() => nodeFs(location.path)), location.path);
   }
   const split = checkSplit(options.split, 'loadTokenizer');
-  const read: ReadText = async (path) =>
-    utf8Strict(await inOwnWords(() => files.read(path, limit)), path);
+  const readBytes: ReadBytes = (path) => inOwnWords(() => files.read(path, limit));
+  const read: ReadText = async (path) => utf8Strict(await readBytes(path), path);
   const config = parseBoundedJson(
     await read('tokenizer.json'),
     'tokenizer.json',
@@ -128,17 +139,18 @@ export async function loadTokenizer(
         `"tokenizer.json", received ${JSON.stringify(tokenizerConfig.config_file)}.`,
     );
   }
-  const assets = await readDeclaredAssets(tokenizerClass, folder, read);
+  const assets = await readDeclaredAssets(tokenizerClass, folder, read, readBytes);
   return fromChecked(tokenizerClass, tokenizerConfig, assets, split);
 }
 
 /**
- * Builds a tokenizer from a parsed `tokenizer.json` and the text of its assets (file name ->
- * content), without reading files: for the browser, bundles and tests.
+ * Builds a tokenizer from a parsed `tokenizer.json` and its assets (file name -> content: the
+ * text of a text asset, the bytes of a binary one such as SentencePiece's `vocabulary.spm`),
+ * without reading files: for the browser, bundles and tests.
  */
 export function tokenizerFromPreset(
   tokenizerJson: unknown,
-  assets: Readonly<Record<string, string>>,
+  assets: TokenizerAssets,
   options: Pick<LoadTokenizerOptions, 'split'> = {},
 ): Tokenizer {
   const split = checkSplit(options?.split, 'tokenizerFromPreset');
@@ -146,23 +158,42 @@ export function tokenizerFromPreset(
   return fromChecked(tokenizerClass, config, assets, split);
 }
 
-/** The tokenizer of a checked class and config, from the text of its assets by name. */
+/** The tokenizer of a checked class and config, from its assets by name. */
 function fromChecked(
   tokenizerClass: PresetTokenizerClass,
   config: Record<string, unknown>,
-  assets: Readonly<Record<string, string>>,
+  assets: TokenizerAssets,
   split: TokenizerSplit,
 ): Tokenizer {
   const {className} = tokenizerClass;
-  const asset = (name: string): string => {
-    const text = assets[name];
-    if (typeof text !== 'string') {
-      throw new Error(
-        `loadTokenizer: ${className} needs the asset ${name}; it is missing ` +
-          `(received assets: ${Object.keys(assets).join(', ') || 'none'}).`,
-      );
+  const missing = (name: string): Error =>
+    new Error(
+      `loadTokenizer: ${className} needs the asset ${name}; it is missing ` +
+        `(received assets: ${Object.keys(assets).join(', ') || 'none'}).`,
+    );
+  const has = (name: string): boolean => Object.prototype.hasOwnProperty.call(assets, name);
+  const asset: TokenizerAsset = (name: string): string => {
+    const value = has(name) ? assets[name] : undefined;
+    if (ArrayBuffer.isView(value)) {
+      const text = utf8Text(value);
+      if (text == null) throw new Error(`loadTokenizer: ${name} is not valid UTF-8.`);
+      return text;
     }
-    return text;
+    if (typeof value !== 'string') throw missing(name);
+    return value;
+  };
+  asset.bytes = (name: string): Uint8Array => {
+    const value = has(name) ? assets[name] : undefined;
+    if (!ArrayBuffer.isView(value)) {
+      if (typeof value === 'string') {
+        throw new Error(
+          `loadTokenizer: ${className} reads ${name} as bytes; expected a Uint8Array, ` +
+            'received a string.',
+        );
+      }
+      throw missing(name);
+    }
+    return value;
   };
   return tokenizerClass.fromPreset(config, asset, split);
 }
@@ -207,17 +238,21 @@ export function tokenizerAssetFolder(config: Readonly<Record<string, unknown>>):
 
 /**
  * The assets a tokenizer class declares (its `fileAssets`), and only those, read from `folder`
- * of a preset by `read`, each once: file name -> text.
+ * of a preset, each once: file name -> text (`read`), or bytes (`readBytes`) for the assets the
+ * class reads as bytes (its `binaryAssets`).
  */
 export async function readDeclaredAssets(
   tokenizerClass: PresetTokenizerClass,
   folder: string,
   read: ReadText,
-): Promise<Record<string, string>> {
-  const assets: Record<string, string> = {};
+  readBytes: ReadBytes,
+): Promise<Record<string, string | Uint8Array>> {
+  const assets: Record<string, string | Uint8Array> = {};
+  const binary = new Set(tokenizerClass.binaryAssets ?? []);
   for (const name of tokenizerClass.fileAssets) {
     if (!Object.prototype.hasOwnProperty.call(assets, name)) {
-      assets[name] = await read(`${folder}/${name}`);
+      const path = `${folder}/${name}`;
+      assets[name] = binary.has(name) ? await readBytes(path) : await read(path);
     }
   }
   return assets;

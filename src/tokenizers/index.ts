@@ -5,3 +5,5 @@ export type {BytePairTokenizerOptions, SplitPatternName, TokenizerSplit} from '.
 export {WordPieceTokenizer} from './word_piece';
 export type {WordPieceTokenizerOptions} from './word_piece';
 export type {PresetTokenizerClass, TokenizerAsset, TokenizerConfig} from './preset_tokenizer';
+export {SentencePieceTokenizer} from './sentence_piece';
+export type {SentencePieceTokenizerOptions} from './sentence_piece';

@@ -7,14 +7,23 @@
 import {parseBoundedJson} from '../io/bounded_json';
 import type {JsonLimits} from '../io/bounded_json';
 import type {BytePairTokenizerOptions, TokenizerSplit} from './byte_pair';
+import type {SentencePieceTokenizerOptions} from './sentence_piece';
 import type {Tokenizer} from './tokenizer';
 import type {WordPieceTokenizerOptions} from './word_piece';
 
 /** The `config` of a preset's `tokenizer.json`. */
 export type TokenizerConfig = Readonly<Record<string, unknown>>;
 
-/** The text of one of a tokenizer's assets by file name (an error when it is missing). */
-export type TokenizerAsset = (name: string) => string;
+/**
+ * The text of one of a tokenizer's assets by file name (an error when it is missing); its
+ * `bytes(name)`, the bytes of an asset the class declares binary (`binaryAssets`, e.g.
+ * SentencePiece's `vocabulary.spm`).
+ */
+export interface TokenizerAsset {
+  (name: string): string;
+  /** The bytes of a binary asset by file name (an error when it is missing). */
+  bytes?: (name: string) => Uint8Array;
+}
 
 /** A keras-hub tokenizer class as a preset names it (`tokenizer.json`'s `class_name`). */
 export interface PresetTokenizerClass {
@@ -22,6 +31,8 @@ export interface PresetTokenizerClass {
   readonly className: string;
   /** The files it reads from the preset's `assets/<config_file stem>/` (keras-hub's `file_assets`). */
   readonly fileAssets: readonly string[];
+  /** The assets of `fileAssets` read as bytes, not text (`asset.bytes(name)`). Default none. */
+  readonly binaryAssets?: readonly string[];
   /** The tokenizer of a config and its assets. */
   fromPreset(config: TokenizerConfig, asset: TokenizerAsset, split: TokenizerSplit): Tokenizer;
 }
@@ -134,3 +145,25 @@ export const BYTE_PAIR_ASSETS = ['vocabulary.json', 'merges.txt'] as const;
 
 /** The WordPiece asset (keras-hub's WordPieceTokenizer `file_assets`). */
 export const WORD_PIECE_ASSETS = ['vocabulary.txt'] as const;
+
+/** keras-hub's SentencePieceTokenizer arguments from a config (`add_bos`, `add_eos`) and `vocabulary.spm`. */
+export function sentencePiecePresetOptions(
+  config: TokenizerConfig,
+  asset: TokenizerAsset,
+): SentencePieceTokenizerOptions {
+  const {flag} = configReader(config);
+  if (asset.bytes === undefined) {
+    throw new Error(
+      'loadTokenizer: vocabulary.spm is a binary asset; expected the assets to give its bytes ' +
+        '(asset.bytes), received text only.',
+    );
+  }
+  return {
+    proto: asset.bytes('vocabulary.spm'),
+    addBos: flag('add_bos', false),
+    addEos: flag('add_eos', false),
+  };
+}
+
+/** The SentencePiece asset (keras-hub's SentencePieceTokenizer `file_assets`), read as bytes. */
+export const SENTENCE_PIECE_ASSETS = ['vocabulary.spm'] as const;
