@@ -22,6 +22,7 @@ import {ReversibleEmbedding} from '../../layers/hub/reversible_embedding';
 import type {Json, JsonObject} from '../../layers/engine/contract';
 import {configFloat, configInt, configRate, KerasHubFamily, WeightTerm} from '../family';
 import {LLAMA3_LAYERS} from './llama3_layers';
+import {LLAMA3_STEP_RULES} from './llama3_step_rules';
 import {Llama3Tokenizer} from './llama3_tokenizer';
 
 const CLS = 'Llama3Backbone';
@@ -112,6 +113,7 @@ export const LLAMA3: KerasHubFamily = {
   layers: LLAMA3_LAYERS,
   tokenizer: Llama3Tokenizer,
   preprocessor: {addStartToken: true, addEndToken: true},
+  stepRules: LLAMA3_STEP_RULES,
   weightTerms(config: JsonObject): WeightTerm[] {
     const {vocab, numLayers, hidden, intermediate, tied} = options(config);
     return [

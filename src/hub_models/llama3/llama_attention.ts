@@ -208,6 +208,22 @@ export class LlamaAttention extends CompositeLayer {
     return singleShape(inputShape, this.name);
   }
 
+  /**
+   * The projections (EinsumDense: `query`, `key`, `value`, `attention_output`) and the head size,
+   * or null before build: what the compiled decoding step's rule reads (llama3_step_rules.ts).
+   */
+  get projections(): {
+    query: EinsumDense;
+    key: EinsumDense;
+    value: EinsumDense;
+    output: EinsumDense;
+    headDim: number;
+  } | null {
+    const {query, key, value, outputDense: output} = this;
+    if (query == null || key == null || value == null || output == null) return null;
+    return {query, key, value, output, headDim: this.headDim};
+  }
+
   /** Rotary embedding of `x [B, T, heads, H]` at positions `start ..`: keras-hub's halves form. */
   private rotate(x: tf.Tensor, start: number): tf.Tensor {
     const T = x.shape[1] as number;

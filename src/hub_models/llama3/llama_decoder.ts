@@ -289,6 +289,30 @@ export class LlamaTransformerDecoder extends TransformerBlock {
     return this.shapesByRole(inputShape).get('decoderSequence') as Shape;
   }
 
+  /**
+   * The sublayers of one call in call order (the attention's norm, the attention, the
+   * feed-forward's norm, its gate, up and down projections), or null before build: what the
+   * compiled decoding step's rule reads (llama3_step_rules.ts).
+   */
+  get stepParts(): {
+    attentionNorm: LlamaLayerNorm;
+    attention: LlamaAttention;
+    ffNorm: layers.Layer;
+    gate: layers.Layer;
+    up: layers.Layer;
+    down: layers.Layer;
+  } | null {
+    const {selfAttentionNorm: attentionNorm, selfAttention: attention, gate} = this;
+    const [ffNorm, up, down] = [
+      this.feedforwardNorm,
+      this.feedforwardIntermediate,
+      this.feedforwardOutput,
+    ];
+    if (attentionNorm == null || attention == null || gate == null) return null;
+    if (ffNorm == null || up == null || down == null) return null;
+    return {attentionNorm, attention, ffNorm, gate, up, down};
+  }
+
   /** Eager calls return a tensor, or `[output, cache]` with `selfAttentionCache`. */
   override apply(
     inputs: tf.Tensor | tf.Tensor[],
