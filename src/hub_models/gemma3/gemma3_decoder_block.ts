@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import type {DisposeResult} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask} from '../../ops/masking';
@@ -361,6 +362,46 @@ export class Gemma3DecoderBlock extends TransformerBlock {
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
     return this.shapesByRole(inputShape).get('x') as Shape;
+  }
+
+  /**
+   * The sublayers of one call by keras-hub's names (norms, attention, feed-forward Dense layers;
+   * the post norms null when unused), or null before build: what the compiled decoding step's
+   * rule reads (gemma3_step_rules.ts).
+   */
+  get stepParts(): {
+    preAttentionNorm: Gemma3RMSNormalization;
+    attention: CachedGemma3Attention;
+    postAttentionNorm: Gemma3RMSNormalization | null;
+    preFfwNorm: Gemma3RMSNormalization;
+    gate: layers.Layer;
+    up: layers.Layer;
+    down: layers.Layer;
+    postFfwNorm: Gemma3RMSNormalization | null;
+  } | null {
+    const norm = (name: string) => this.norms.get(name) ?? null;
+    const dense = (name: string) => this.feedForwardDense.get(name) ?? null;
+    const [preAttentionNorm, preFfwNorm] = [norm('pre_attention_norm'), norm('pre_ffw_norm')];
+    const [gate, up, down] = [dense('ffw_gating'), dense('ffw_gating_2'), dense('ffw_linear')];
+    const attention = this.attention;
+    if (preAttentionNorm == null || preFfwNorm == null || attention == null) return null;
+    if (gate == null || up == null || down == null) return null;
+    return {
+      preAttentionNorm,
+      attention,
+      postAttentionNorm: norm('post_attention_norm'),
+      preFfwNorm,
+      gate,
+      up,
+      down,
+      postFfwNorm: norm('post_ffw_norm'),
+    };
+  }
+
+  /** Frees the weights with the compiled step's kernel copies its attention keeps. */
+  override dispose(): DisposeResult {
+    this.attention?.releaseRowKernels();
+    return super.dispose();
   }
 
   /** Eager calls return a tensor, or `[output, cache]` with `cache`. */

@@ -23,6 +23,7 @@ import {Gemma3EmbeddingScale} from './gemma3_embedding_scale';
 import {GEMMA3_LAYERS} from './gemma3_layers';
 import {Gemma3MeanPooling} from './gemma3_mean_pooling';
 import {Gemma3RMSNormalization} from './gemma3_rms_norm';
+import {GEMMA3_STEP_RULES} from './gemma3_step_rules';
 import {Gemma3Tokenizer} from './gemma3_tokenizer';
 import {UnitNormalization} from './unit_normalization';
 
@@ -140,6 +141,7 @@ export const GEMMA3: KerasHubFamily = {
   layers: GEMMA3_LAYERS,
   tokenizer: Gemma3Tokenizer,
   preprocessor: {addStartToken: true, addEndToken: true},
+  stepRules: GEMMA3_STEP_RULES,
   weightTerms(config: JsonObject): WeightTerm[] {
     const o = options(config);
     const attention = o.hidden * o.headDim * (2 * o.numQueryHeads + 2 * o.numKeyValueHeads);
