@@ -58,6 +58,12 @@ describe('doc comment examples', () => {
         'TokenAndPositionEmbedding',
         'TransformerDecoder',
         'TransformerEncoder',
+        'Gemma3RMSNormalization',
+        'CachedGemma3Attention',
+        'Gemma3DecoderBlock',
+        'Gemma3EmbeddingScale',
+        'Gemma3MeanPooling',
+        'UnitNormalization',
       ].sort(),
     );
   });

@@ -20,6 +20,12 @@ export interface EmbedTextTokenizer {
   padTokenId?: number;
 }
 
+/** What {@link embedText} reads of keras-hub's TextEmbedderPreprocessor settings. */
+export interface EmbedTextPreprocessor {
+  /** The packed length (start and end tokens included). */
+  sequenceLength: number;
+}
+
 /** A text embedder with its tokenizer and preprocessor settings (what `loadKerasHubPreset` gives). */
 export interface TextEmbedderParts {
   /** `[token_ids, padding_mask]` -> embeddings `[batch, dim]` (keras-hub's TextEmbedder). */
@@ -27,7 +33,7 @@ export interface TextEmbedderParts {
   /** Its tokenizer (null is an error). */
   tokenizer: EmbedTextTokenizer | null;
   /** Its preprocessor's settings: the packed length (null is an error). */
-  preprocessor: {sequenceLength: number} | null;
+  preprocessor: EmbedTextPreprocessor | null;
 }
 
 /** Options of {@link embedText}. */

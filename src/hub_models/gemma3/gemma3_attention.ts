@@ -77,6 +77,22 @@ const OWN = [
   'dropout',
 ] as const;
 
+/** The sublayers of a {@link CachedGemma3Attention} (what the compiled step's rule reads). */
+export interface Gemma3AttentionParts {
+  /** The query projection (`btd,ndh->btnh`). */
+  query: EinsumDense;
+  /** The key projection. */
+  key: EinsumDense;
+  /** The value projection. */
+  value: EinsumDense;
+  /** The output projection (`btnh,nhd->btd`). */
+  output: EinsumDense;
+  /** The per-head query norm, null without `useQueryKeyNorm`. */
+  queryNorm: Gemma3RMSNormalization | null;
+  /** The per-head key norm, null without `useQueryKeyNorm`. */
+  keyNorm: Gemma3RMSNormalization | null;
+}
+
 /** A boolean option, its default when absent (errors name the class and option). */
 export function booleanOption(v: unknown, key: string, cls: string, fallback: boolean): boolean {
   const value = v ?? fallback;
@@ -328,14 +344,7 @@ export class CachedGemma3Attention extends CompositeLayer {
    * key norms (null without `useQueryKeyNorm`), or null before build: what the compiled decoding
    * step's rule reads (gemma3_step_rules.ts).
    */
-  get stepParts(): {
-    query: EinsumDense;
-    key: EinsumDense;
-    value: EinsumDense;
-    output: EinsumDense;
-    queryNorm: Gemma3RMSNormalization | null;
-    keyNorm: Gemma3RMSNormalization | null;
-  } | null {
+  get stepParts(): Gemma3AttentionParts | null {
     const {query, key, value, outputDense: output, queryNorm, keyNorm} = this;
     if (query == null || key == null || value == null || output == null) return null;
     return {query, key, value, output, queryNorm, keyNorm};

@@ -60,6 +60,26 @@ export interface Gemma3DecoderBlockArgs {
   trainable?: boolean;
 }
 
+/** The sublayers of a {@link Gemma3DecoderBlock} in call order (what the compiled step's rule reads). */
+export interface Gemma3BlockParts {
+  /** The norm before the attention. */
+  preAttentionNorm: Gemma3RMSNormalization;
+  /** The attention. */
+  attention: CachedGemma3Attention;
+  /** The norm of the attention's output, null when unused. */
+  postAttentionNorm: Gemma3RMSNormalization | null;
+  /** The norm before the feed-forward. */
+  preFfwNorm: Gemma3RMSNormalization;
+  /** The gate projection (`ffw_gating`, GELU-tanh). */
+  gate: layers.Layer;
+  /** The up projection (`ffw_gating_2`). */
+  up: layers.Layer;
+  /** The down projection (`ffw_linear`). */
+  down: layers.Layer;
+  /** The norm of the feed-forward's output, null when unused. */
+  postFfwNorm: Gemma3RMSNormalization | null;
+}
+
 /** The block's inputs, in its call's argument order (camelCase). */
 const GEMMA3_BLOCK_ROLES = ['x', 'paddingMask'];
 
@@ -369,16 +389,7 @@ export class Gemma3DecoderBlock extends TransformerBlock {
    * the post norms null when unused), or null before build: what the compiled decoding step's
    * rule reads (gemma3_step_rules.ts).
    */
-  get stepParts(): {
-    preAttentionNorm: Gemma3RMSNormalization;
-    attention: CachedGemma3Attention;
-    postAttentionNorm: Gemma3RMSNormalization | null;
-    preFfwNorm: Gemma3RMSNormalization;
-    gate: layers.Layer;
-    up: layers.Layer;
-    down: layers.Layer;
-    postFfwNorm: Gemma3RMSNormalization | null;
-  } | null {
+  get stepParts(): Gemma3BlockParts | null {
     const norm = (name: string) => this.norms.get(name) ?? null;
     const dense = (name: string) => this.feedForwardDense.get(name) ?? null;
     const [preAttentionNorm, preFfwNorm] = [norm('pre_attention_norm'), norm('pre_ffw_norm')];
