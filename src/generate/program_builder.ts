@@ -226,6 +226,25 @@ export class ProgramBuilder {
         });
         return out;
       },
+      denseHeads(x, kernel, bias, heads, headDim) {
+        const xv = f32(x, 'denseHeads');
+        need(kernel, heads * xv.width * headDim, 'denseHeads kernel');
+        if (bias != null) need(bias, heads * headDim, 'denseHeads bias');
+        const scratch = newValue(headDim);
+        const out = newValue(heads * headDim);
+        ops.push({
+          op: 'denseHeads',
+          x: xv.index,
+          w: wt(kernel),
+          bias: bias == null ? -1 : wt(bias),
+          heads,
+          k: xv.width,
+          h: headDim,
+          scratch: scratch.index,
+          out: out.index,
+        });
+        return out;
+      },
       denseT(x, table, rows) {
         const xv = f32(x, 'denseT');
         need(table, xv.width * rows, 'denseT table');

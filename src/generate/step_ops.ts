@@ -7,7 +7,7 @@
  * wasm module's and the JavaScript loop's), its member of `ProgramOp`, its entry here, and the
  * emitter method that emits it (step_program.ts, program_builder.ts).
  */
-import type {StepActivation, StepKernels} from '../kernels/step_kernels_api';
+import {StepActivation, type StepKernels} from '../kernels/step_kernels_api';
 import type {StepAttention} from './step_program';
 
 /** One op; value and weight operands are indices. */
@@ -23,6 +23,22 @@ export type ProgramOp =
       out: number;
     }
   | {op: 'denseT'; x: number; w: number; k: number; n: number; out: number}
+  /**
+   * A head-major product (Gemma's `btd,ndh->btnh`): kernel `[heads, k, h]`, bias `[heads, h]`
+   * or -1; out `[rows, heads * h]`, each head's product made in `scratch` (`[rows, h]`) and
+   * moved into its columns.
+   */
+  | {
+      op: 'denseHeads';
+      x: number;
+      w: number;
+      bias: number;
+      heads: number;
+      k: number;
+      h: number;
+      scratch: number;
+      out: number;
+    }
   /** Keras' per-row quantization of `x [rows, k]` into `q` (int8) and `qs` (`[rows]`). */
   | {op: 'quantize'; x: number; k: number; q: number; qs: number}
   /** `w`: a packed int8 weight's index; `ws`, `bias`: float weights' indices. */
@@ -165,25 +181,49 @@ export const DENSE_ROWS_FROM = 5;
 /** Every operation: a missing entry is a compile error. */
 export type StepOpTable = {readonly [K in OpName]: OpSpec<K>};
 
+/** `act(x · w + bias)` of `rows` rows: packed rows for a prefill's many, else one pass per row. */
+function product(
+  c: OpContext,
+  rows: number,
+  k: number,
+  n: number,
+  x: number,
+  w: number,
+  bias: number,
+  act: StepActivation,
+  out: number,
+): void {
+  if (rows >= DENSE_ROWS_FROM) c.kernels.denseRows(rows, k, n, x, w, bias, act, out, c.rowsWork);
+  else c.kernels.dense(rows, k, n, x, w, bias, act, out);
+}
+
 export const STEP_OPS: StepOpTable = {
   dense: {
     reads: ['x'],
     writes: ['out'],
+    run: (o, c) =>
+      product(c, c.rowsOf(o.x), o.k, o.n, c.at(o.x), c.w(o.w), c.w(o.bias), o.act, c.at(o.out)),
+  },
+  denseHeads: {
+    reads: ['x'],
+    writes: ['out', 'scratch'],
     run(o, c) {
       const rows = c.rowsOf(o.x);
-      if (rows >= DENSE_ROWS_FROM) {
-        c.kernels.denseRows(
-          rows,
-          o.k,
-          o.n,
-          c.at(o.x),
-          c.w(o.w),
-          c.w(o.bias),
-          o.act,
-          c.at(o.out),
-          c.rowsWork,
-        );
-      } else c.kernels.dense(rows, o.k, o.n, c.at(o.x), c.w(o.w), c.w(o.bias), o.act, c.at(o.out));
+      const {heads, k, h} = o;
+      const width = heads * h;
+      for (let n = 0; n < heads; n++) {
+        const w = c.w(o.w) + n * k * h * 4;
+        const bias = o.bias < 0 ? 0 : c.w(o.bias) + n * h * 4;
+        // one row: the head's columns are contiguous, written in place
+        const to = rows === 1 ? c.at(o.out) + n * h * 4 : c.at(o.scratch);
+        product(c, rows, k, h, c.at(o.x), w, bias, StepActivation.None, to);
+        if (rows === 1) continue;
+        const f32 = c.f32();
+        const [from, out] = [c.at(o.scratch) >>> 2, c.at(o.out) >>> 2];
+        for (let r = 0; r < rows; r++) {
+          f32.copyWithin(out + r * width + n * h, from + r * h, from + (r + 1) * h);
+        }
+      }
     },
   },
   denseT: {

@@ -109,6 +109,17 @@ export interface StepEmitter {
     units: number,
     act: StepActivation,
   ): StepValue;
+  /**
+   * A head-major product (Gemma's query / key / value `btd,ndh->btnh`): kernel `[heads, x.width,
+   * headDim]`, bias `[heads, headDim]` or null; returns `[rows, heads * headDim]`.
+   */
+  denseHeads(
+    x: StepValue,
+    kernel: StepWeight,
+    bias: StepWeight | null,
+    heads: number,
+    headDim: number,
+  ): StepValue;
   /** `x · tableᵀ` with table `[rows, x.width]`: the tied logits. */
   denseT(x: StepValue, table: StepWeight, rows: number): StepValue;
   /**

@@ -31,6 +31,12 @@ export function projectsOut(equation: string): boolean {
   return m != null && m[3] === m[5] && m[4] === m[6] && m[8] === m[1] + m[2] + m[7];
 }
 
+/** Whether `equation` projects a 3-D input with a head-major kernel (`btd,ndh->btnh`: Gemma's). */
+export function projectsHeadMajor(equation: string): boolean {
+  const m = /^(\w)(\w)(\w),(\w)(\w)(\w)->(\w{4})$/.exec(equation.replace(/\s/g, ''));
+  return m != null && m[3] === m[5] && m[7] === m[1] + m[2] + m[4] + m[6];
+}
+
 /** Whether `equation` is a plain product of the last axis of a 3-D input (`abc,cd->abd`). */
 export function projectsPlain(equation: string): boolean {
   const m = /^(\w)(\w)(\w),(\w)(\w)->(\w{3})$/.exec(equation.replace(/\s/g, ''));
@@ -112,6 +118,7 @@ export function compileProjection(
       }
       return compileEinsumProduct(layer, x, emit, [-1, -1, -1], projectsOut, what, act);
     }
+    if (projectsHeadMajor(eq)) return compileHeadMajor(layer, x, emit, what, act);
     return projectsIn(eq)
       ? compileEinsumProduct(layer, x, emit, [x.width, -1, -1], projectsIn, what, act)
       : compileEinsumProduct(layer, x, emit, [x.width, -1], projectsPlain, what, act);
@@ -119,4 +126,32 @@ export function compileProjection(
   const r = emit.layer(layer, [x]);
   if ('declined' in r) return {declined: `${what} (${layer.name}): ${r.declined}`};
   return act === StepActivation.None ? r[0] : emit.activate(r[0], act);
+}
+
+/** A head-major EinsumDense (`btd,ndh->btnh`, kernel `[heads, D, headDim]`), float32. */
+function compileHeadMajor(
+  dense: EinsumDense,
+  x: StepValue,
+  emit: StepEmitter,
+  what: string,
+  act: StepActivation,
+): StepValue | StepDecline {
+  if (dense.kernel == null) return {declined: `${what} is not built`};
+  const shape = dense.kernel.shape as number[];
+  if (shape.length !== 3 || shape[1] !== x.width) {
+    return {
+      declined: `${what} '${dense.equation}' with kernel [${shape.join(', ')}] does not take rows of ${x.width}`,
+    };
+  }
+  if (dense.kernelScale != null) {
+    return {declined: `${what} '${dense.equation}' is int8 with a head-major kernel`};
+  }
+  const own = emit.activation(dense.getConfig().activation);
+  if (own !== StepActivation.None) return {declined: `${what} has an activation`};
+  const kernel = emit.weight(dense.kernel);
+  const bias = dense.bias == null ? null : emit.weight(dense.bias);
+  if ('declined' in kernel) return kernel;
+  if (bias != null && 'declined' in bias) return bias;
+  const y = emit.denseHeads(x, kernel, bias, shape[0], shape[2]);
+  return act === StepActivation.None ? y : emit.activate(y, act);
 }
