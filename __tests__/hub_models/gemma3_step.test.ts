@@ -6,7 +6,7 @@
  * (fixtures/gemma3_family.py), `onCompile` reports it, and the tokens are keras-hub's greedy
  * `generate` tokens. Independent reference at every position: the eager stepper (the layers' own
  * tfjs ops), its logits within 1e-4 and its greedy pick the same; float32, the SIMD kernels and
- * the JavaScript loops, on cpu and wasm; nothing left behind once the model is disposed.
+ * the JavaScript loops, on cpu and wasm; nothing left behind.
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -96,12 +96,11 @@ describeBackends('Gemma 3 in the compiled step', () => {
   for (const kernels of ['simd', 'js'] as const) {
     it(`at every generated position the eager stepper's logits within 1e-4 and the same greedy token (${kernels} kernels)`, () => {
       tf.env().set(SIMD, kernels === 'simd');
-      // (the attention layers keep the step's kernel copies until the model is disposed)
-      const before = tf.memory().numTensors;
       const model = buildKerasHubModel('Gemma3CausalLM', fx.task.config, fx.taskWeights);
+      const before = tf.memory().numTensors;
       expectSameSteps(model, g.tokens, g.prompt_lengths, g.max_length);
-      model.dispose();
       expect(tf.memory().numTensors).toBe(before);
+      model.dispose();
     });
   }
 });

@@ -4,7 +4,6 @@
  * and a key / value cache.
  */
 import * as tf from '@tensorflow/tfjs-core';
-import type {DisposeResult} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {reshapeTo} from '../../ops/reshape';
@@ -231,8 +230,6 @@ export class CachedGemma3Attention extends CompositeLayer {
   private queryNorm: Gemma3RMSNormalization | null = null;
   private keyNorm: Gemma3RMSNormalization | null = null;
   private hiddenDim = 0;
-  /** The compiled step's copies of the query / key / value kernels, `[width, heads * headDim]`. */
-  private readonly rowKernels = new Map<string, {source: object; copy: tf.Tensor}>();
 
   constructor(args: CachedGemma3AttentionArgs) {
     super(args);
@@ -348,40 +345,6 @@ export class CachedGemma3Attention extends CompositeLayer {
     const {query, key, value, outputDense: output, queryNorm, keyNorm} = this;
     if (query == null || key == null || value == null || output == null) return null;
     return {query, key, value, output, queryNorm, keyNorm};
-  }
-
-  /**
-   * A float32 query, key or value kernel as the compiled decoding step multiplies it: Keras'
-   * `[heads, width, headDim]` (`btd,ndh->btnh`) read as `[width, heads * headDim]`. The copy is
-   * kept by the layer (made at the first compile, remade when the kernel's values change) and
-   * freed with it; null for an int8 kernel or before build.
-   */
-  rowKernel(name: 'query' | 'key' | 'value'): tf.Tensor | null {
-    const dense = {query: this.query, key: this.key, value: this.value}[name];
-    if (dense?.kernel == null || dense.kernelScale != null) return null;
-    const kernel = dense.kernel.read();
-    // a variable written since (setWeights, a load) holds new data under the same tensor
-    const source = (kernel as unknown as {dataId: object}).dataId;
-    const known = this.rowKernels.get(name);
-    if (known != null && known.source === source && !known.copy.isDisposed) return known.copy;
-    known?.copy.dispose();
-    const [heads, width, headDim] = kernel.shape;
-    const copy = tf.tidy(() =>
-      tf.keep(tf.reshape(tf.transpose(kernel, [1, 0, 2]), [width, heads * headDim])),
-    );
-    this.rowKernels.set(name, {source, copy});
-    return copy;
-  }
-
-  /** Frees the compiled step's kernel copies (the block holding this layer calls it as it is disposed). */
-  releaseRowKernels(): void {
-    for (const {copy} of this.rowKernels.values()) copy.dispose();
-    this.rowKernels.clear();
-  }
-
-  override dispose(): DisposeResult {
-    this.releaseRowKernels();
-    return super.dispose();
   }
 
   /** The query scale: `1 / sqrt(headDim)`, or `1 / sqrt(width / numQueryHeads)`. */

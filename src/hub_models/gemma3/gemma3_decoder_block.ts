@@ -1,6 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
 import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
-import type {DisposeResult} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask} from '../../ops/masking';
@@ -407,12 +406,6 @@ export class Gemma3DecoderBlock extends TransformerBlock {
       down,
       postFfwNorm: norm('post_ffw_norm'),
     };
-  }
-
-  /** Frees the weights with the compiled step's kernel copies its attention keeps. */
-  override dispose(): DisposeResult {
-    this.attention?.releaseRowKernels();
-    return super.dispose();
   }
 
   /** Eager calls return a tensor, or `[output, cache]` with `cache`. */

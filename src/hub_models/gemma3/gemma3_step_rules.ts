@@ -10,7 +10,7 @@ import {StepActivation} from '../../kernels/step_kernels_api';
 import type {GraphLayer} from '../../layers/engine/contract';
 import type {StepCompile, StepDecline, StepValue} from '../../generate/step_program';
 import {compileGatedFeedForward} from '../../generate/step_rules/gated_feed_forward';
-import {compileProjection} from '../../generate/step_rules/einsum_projection';
+import {compileRotaryAttention} from '../../generate/step_rules/rotary_attention';
 import {CachedGemma3Attention} from './gemma3_attention';
 import {Gemma3DecoderBlock} from './gemma3_decoder_block';
 import {Gemma3EmbeddingScale} from './gemma3_embedding_scale';
@@ -33,54 +33,26 @@ const compileGemma3EmbeddingScale: StepCompile = (layer, [x], emit) => [
   emit.scale(x, (layer as Gemma3EmbeddingScale).factor),
 ];
 
-/**
- * Grouped-query attention (keras-hub's order: project, norm per head, rope, attend, project):
- * Keras' `[heads, width, headDim]` query / key / value kernels multiplied as the layer's
- * `[width, heads * headDim]` copies; its rope, window and soft cap.
- */
+/** Grouped-query attention: query / key norms per head, its rope, window and soft cap. */
 const compileGemma3Attention: StepCompile = (layer, [x], emit) => {
   const a = layer as CachedGemma3Attention;
   if (a.useBidirectionalAttention) return {declined: 'it attends bidirectionally'};
   const p = a.stepParts;
   if (p == null) return {declined: 'it is not built'};
-  const H = a.headDim;
-  const freqs = a.inverseFrequencies();
-  const project = (
-    name: 'query' | 'key' | 'value',
-    heads: number,
-    norm: GraphLayer | null,
-  ): StepValue | StepDecline => {
-    const kernel = a.rowKernel(name);
-    if (kernel == null) return {declined: `its ${name} projection is int8 (not compiled yet)`};
-    if (kernel.shape[0] !== x.width) {
-      return {declined: `its ${name} kernel takes rows of ${kernel.shape[0]}, not ${x.width}`};
-    }
-    const w = emit.weight(kernel);
-    if ('declined' in w) return w;
-    let y = emit.dense(x, w, null, heads * H, StepActivation.None);
-    if (name === 'value') return y;
-    if (norm != null) {
-      const r = emit.layer(norm, [y]);
-      if ('declined' in r) return {declined: `its ${name} norm: ${r.declined}`};
-      y = r[0];
-    }
-    return emit.rope(y, heads, H, freqs);
-  };
-  const q = project('query', a.numQueryHeads, p.queryNorm);
-  if ('declined' in q) return q;
-  const k = project('key', a.numKeyValueHeads, p.keyNorm);
-  if ('declined' in k) return k;
-  const v = project('value', a.numKeyValueHeads, null);
-  if ('declined' in v) return v;
-  const attended = emit.attention(q, k, v, {
-    heads: a.numQueryHeads,
-    kvHeads: a.numKeyValueHeads,
-    headDim: H,
-    scale: a.queryScale,
-    window: a.useSlidingWindowAttention ? a.slidingWindowSize : null,
-    softCap: a.logitSoftCap,
-  });
-  const out = compileProjection(p.output, attended, emit, 'its output projection');
+  const out = compileRotaryAttention(
+    {
+      ...p,
+      heads: a.numQueryHeads,
+      kvHeads: a.numKeyValueHeads,
+      headDim: a.headDim,
+      scale: a.queryScale,
+      inverseFrequencies: a.inverseFrequencies(),
+      window: a.useSlidingWindowAttention ? a.slidingWindowSize : null,
+      softCap: a.logitSoftCap,
+    },
+    x,
+    emit,
+  );
   return 'declined' in out ? out : [out];
 };
 
