@@ -6,7 +6,9 @@ import {causalMask} from '../../ops/masking';
 import {reshapeTo} from '../../ops/reshape';
 import {configNumber, defineContract, LayerContract} from '../../layers/engine/contract';
 import {formatShape, Shape} from '../../layers/engine/shapes';
+import type {QuantizationMode} from '../../layers/core/quantization';
 import {HUB_NEEDS_KERAS3} from '../../layers/hub/hub_contract';
+import type {TransformerBlockArgs} from '../../layers/hub/transformer_block_args';
 import {positiveNumber, refuseUnknownOptions} from '../../layers/hub/layer_options';
 import {kerasMaskOf, TransformerBlock} from '../../layers/hub/transformer_block';
 import {checkHeads} from '../llama3/llama_attention';
@@ -263,7 +265,11 @@ export class Gemma3DecoderBlock extends TransformerBlock {
   constructor(args: Gemma3DecoderBlockArgs) {
     const cls = 'Gemma3DecoderBlock';
     if (args == null) throw new Error(`${cls}: expected {hiddenDim, intermediateDim, ...}`);
-    refuseUnknownOptions(args, [...OWN, 'name', 'trainable', 'inputRoles'], cls);
+    refuseUnknownOptions(
+      args,
+      [...OWN, 'name', 'trainable', 'inputRoles', 'quantizationMode'],
+      cls,
+    );
     checkHeads(cls, args.numQueryHeads, args.numKeyValueHeads);
     const gate = positiveInteger(args.gateDimReduction, 'gateDimReduction', cls, 2);
     super({
@@ -275,7 +281,9 @@ export class Gemma3DecoderBlock extends TransformerBlock {
       layerNormEpsilon: positiveNumber(args.layerNormEpsilon, 'layerNormEpsilon', cls, 1e-6),
       normalizeFirst: true,
       inputRoles: args.inputRoles ?? null,
-    });
+      // int8 (quantize(model, 'int8') rebuilds the block from its config with it)
+      quantizationMode: (args as {quantizationMode?: QuantizationMode | null}).quantizationMode,
+    } as TransformerBlockArgs);
     this.hiddenDim = positiveInteger(args.hiddenDim, 'hiddenDim', cls);
     this.headDim = positiveInteger(args.headDim, 'headDim', cls);
     this.numQueryHeads = args.numQueryHeads;
