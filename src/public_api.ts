@@ -230,3 +230,28 @@ export type {SmolLM3RotaryEmbeddingArgs} from './hub_models/smollm3/smollm3_rota
 export type {SmolLM3AttentionOptions} from './hub_models/smollm3/smollm3_options';
 export {RMSNormalization} from './hub_models/smollm3/rms_normalization';
 export type {RMSNormalizationArgs} from './hub_models/smollm3/rms_normalization';
+export {CachedGemma3Attention} from './hub_models/gemma3/gemma3_attention';
+export type {
+  CachedGemma3AttentionArgs,
+  Gemma3AttentionParts,
+} from './hub_models/gemma3/gemma3_attention';
+export {Gemma3DecoderBlock} from './hub_models/gemma3/gemma3_decoder_block';
+export type {
+  Gemma3BlockParts,
+  Gemma3DecoderBlockArgs,
+} from './hub_models/gemma3/gemma3_decoder_block';
+export {Gemma3RMSNormalization} from './hub_models/gemma3/gemma3_rms_norm';
+export type {Gemma3RMSNormalizationArgs} from './hub_models/gemma3/gemma3_rms_norm';
+export {Gemma3EmbeddingScale} from './hub_models/gemma3/gemma3_embedding_scale';
+export type {Gemma3EmbeddingScaleArgs} from './hub_models/gemma3/gemma3_embedding_scale';
+export {Gemma3MeanPooling} from './hub_models/gemma3/gemma3_mean_pooling';
+export {UnitNormalization} from './hub_models/gemma3/unit_normalization';
+export {Gemma3Tokenizer} from './hub_models/gemma3/gemma3_tokenizer';
+export type {Gemma3TokenizerOptions} from './hub_models/gemma3/gemma3_tokenizer';
+export {embedText} from './hub_models/gemma3/embed_text';
+export type {
+  EmbedTextOptions,
+  EmbedTextPreprocessor,
+  EmbedTextTokenizer,
+  TextEmbedderParts,
+} from './hub_models/gemma3/embed_text';

@@ -71,6 +71,12 @@ describe('doc comment examples', () => {
         'SmolLM3Attention',
         'SmolLM3DecoderLayer',
         'SmolLM3RotaryEmbedding',
+        'Gemma3RMSNormalization',
+        'CachedGemma3Attention',
+        'Gemma3DecoderBlock',
+        'Gemma3EmbeddingScale',
+        'Gemma3MeanPooling',
+        'UnitNormalization',
       ].sort((a, b) => a.localeCompare(b)),
     );
   });

@@ -28,6 +28,12 @@ import {
   TokenAndPositionEmbedding,
   TransformerDecoder,
   TransformerEncoder,
+  CachedGemma3Attention,
+  Gemma3DecoderBlock,
+  Gemma3EmbeddingScale,
+  Gemma3MeanPooling,
+  Gemma3RMSNormalization,
+  UnitNormalization,
   CachedMistralAttention,
   MistralLayerNormalization,
   MistralTransformerDecoder,
@@ -1059,6 +1065,127 @@ export const LAYER_CASES: Readonly<Record<string, ReadonlyArray<[string, LayerCa
           'layer/feedforward_layernorm/scale',
           'layer/self_attention/rotary_embedding/inv_freq',
         ],
+      },
+    ],
+  ],
+  Gemma3RMSNormalization: [
+    [
+      'RMS over the last axis times 1 + scale',
+      {
+        make: () => new Gemma3RMSNormalization({epsilon: 1e-6}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 1,
+        weightNames: ['layer/scale'],
+      },
+    ],
+  ],
+  CachedGemma3Attention: [
+    [
+      '4 query heads of 6 over 2 key / value heads, query / key norms, sliding window, soft cap',
+      {
+        make: () =>
+          new CachedGemma3Attention({
+            headDim: 6,
+            numQueryHeads: 4,
+            numKeyValueHeads: 2,
+            useQueryKeyNorm: true,
+            useSlidingWindowAttention: true,
+            slidingWindowSize: 2,
+            logitSoftCap: 5,
+          }),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 6,
+        weightNames: [
+          'layer/query/kernel',
+          'layer/key/kernel',
+          'layer/value/kernel',
+          'layer/query_norm/scale',
+          'layer/key_norm/scale',
+          'layer/attention_output/kernel',
+        ],
+      },
+    ],
+  ],
+  Gemma3DecoderBlock: [
+    [
+      'causal, local, post norms, with a padding mask',
+      {
+        make: () =>
+          new Gemma3DecoderBlock({
+            hiddenDim: D,
+            intermediateDim: 12,
+            headDim: 4,
+            numQueryHeads: 4,
+            numKeyValueHeads: 2,
+            useQueryKeyNorm: true,
+            usePostAttentionNorm: true,
+            usePostFfwNorm: true,
+            gateDimReduction: 1,
+            useSlidingWindowAttention: true,
+            slidingWindowSize: 3,
+          }),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        callKwargs: () => ({paddingMask: tf.tensor2d(PAD, [B, T], 'int32')}),
+        trainableWeights: 13,
+        weightNames: [
+          'layer/pre_attention_norm/scale',
+          'layer/attention/query/kernel',
+          'layer/attention/key/kernel',
+          'layer/attention/value/kernel',
+          'layer/attention/query_norm/scale',
+          'layer/attention/key_norm/scale',
+          'layer/attention/attention_output/kernel',
+          'layer/post_attention_norm/scale',
+          'layer/pre_ffw_norm/scale',
+          'layer/ffw_gating/kernel',
+          'layer/ffw_gating_2/kernel',
+          'layer/ffw_linear/kernel',
+          'layer/post_ffw_norm/scale',
+        ],
+      },
+    ],
+  ],
+  Gemma3EmbeddingScale: [
+    [
+      'times sqrt(width)',
+      {
+        make: () => new Gemma3EmbeddingScale({factor: Math.sqrt(D)}),
+        inputShapes: [[B, T, D]],
+        outputShape: [B, T, D],
+        trainableWeights: 0,
+      },
+    ],
+  ],
+  Gemma3MeanPooling: [
+    [
+      'the mean over a padding mask',
+      {
+        make: () => new Gemma3MeanPooling(),
+        inputShapes: [
+          [B, T, D],
+          [B, T],
+        ],
+        inputDtypes: ['float32', 'int32'],
+        makeInputs: () => [
+          tf.randomNormal([B, T, D], 0, 1, 'float32', 7),
+          tf.tensor2d(PAD, [B, T], 'int32'),
+        ],
+        outputShape: [B, D],
+        trainableWeights: 0,
+      },
+    ],
+  ],
+  UnitNormalization: [
+    [
+      'unit length over the last axis',
+      {
+        make: () => new UnitNormalization(),
+        inputShapes: [[B, D]],
+        outputShape: [B, D],
+        trainableWeights: 0,
       },
     ],
   ],

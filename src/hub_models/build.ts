@@ -30,6 +30,7 @@ import {familyOfClass, kerasHubClassNames} from './registry';
 const TASK_KEYS: Readonly<Record<TaskKind, readonly string[]>> = {
   causalLM: ['backbone', 'preprocessor'],
   textClassifier: ['backbone', 'preprocessor', 'num_classes', 'activation', 'dropout'],
+  textEmbedder: ['backbone', 'preprocessor', 'pooling_mode', 'normalize'],
 };
 
 /** The classifier activations keras-hub writes that the head implements (tfjs' names). */
@@ -217,7 +218,11 @@ function buildModel(
   weights: HubWeights,
 ): BuiltKerasHubModel {
   const graph = family.build(backboneConfig);
-  const backboneOutputs = family.outputs.map((o) => graph.outputs[o]);
+  // (an output the graph leaves out is not one of this config's: Gemma 3's pooled_output exists
+  // for embedding backbones only)
+  const backboneOutputs = family.outputs
+    .filter((o) => graph.outputs[o] != null)
+    .map((o) => graph.outputs[o]);
   const name = (own.name as string | undefined) ?? snakeCase(className);
   let outputs: SymbolicTensor[];
   if (kind == null) {
@@ -225,6 +230,16 @@ function buildModel(
   } else if (kind === 'causalLM') {
     // the tied (or untied) reverse embedding: a float input means reverse in functional models
     outputs = [graph.tokenEmbedding.apply(graph.outputs.sequence_output) as SymbolicTensor];
+  } else if (kind === 'textEmbedder') {
+    // keras-hub's TextEmbedder returns an embedding backbone's pooled_output as it is
+    if (graph.outputs.pooled_output == null) {
+      throw new Error(
+        `${className}: a backbone without pooled_output (pooling_mode ` +
+          `${JSON.stringify(own.pooling_mode ?? 'last')} over sequence_output) is not ` +
+          'implemented (expected an embedding backbone: is_embedding_model true)',
+      );
+    }
+    outputs = [graph.outputs.pooled_output];
   } else {
     const {numClasses, activation, rate} = head as ClassifierOptions;
     const pooled = tfl.layers

@@ -144,7 +144,7 @@ export function positionalTransformerTerms(o: {
 }
 
 /** What a task adds on a backbone. */
-export type TaskKind = 'causalLM' | 'textClassifier';
+export type TaskKind = 'causalLM' | 'textClassifier' | 'textEmbedder';
 
 /** A layer class of a family's own (registered with tfjs' serialization with the family). */
 export type KerasHubLayerClass = ContractClass &
@@ -174,7 +174,7 @@ export interface KerasHubFamily {
   readonly tasks: Readonly<Record<string, TaskKind>>;
   /** The backbone's inputs, keras-hub's names, in the tfjs model's input order. */
   readonly inputs: readonly string[];
-  /** The backbone's outputs, keras-hub's names, in the tfjs model's output order. */
+  /** The backbone's outputs, keras-hub's names, in the tfjs model's output order (those a config's graph has). */
   readonly outputs: readonly string[];
   /** The backbone config keys read (besides `name`, `trainable`, `dtype`). */
   readonly configKeys: readonly string[];

@@ -12,6 +12,7 @@ import {QWEN_LAYERS} from './qwen/qwen_layers';
 import {QWEN3_LAYERS} from './qwen3/qwen3_layers';
 import {MISTRAL_LAYERS} from './mistral/mistral_layers';
 import {SMOLLM3_LAYERS} from './smollm3/smollm3_layers';
+import {GEMMA3_LAYERS} from './gemma3/gemma3_layers';
 
 /** Every layer class of the built-in families (Llama 3's; GPT-2 and BERT use generic layers). */
 export const FAMILY_LAYER_CLASSES: readonly KerasHubLayerClass[] = [
@@ -20,6 +21,7 @@ export const FAMILY_LAYER_CLASSES: readonly KerasHubLayerClass[] = [
   ...QWEN3_LAYERS,
   ...MISTRAL_LAYERS,
   ...SMOLLM3_LAYERS,
+  ...GEMMA3_LAYERS,
 ];
 
 for (const cls of FAMILY_LAYER_CLASSES) tf.serialization.registerClass(cls);

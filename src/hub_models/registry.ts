@@ -15,8 +15,9 @@ import {QWEN} from './qwen/qwen_family';
 import {QWEN3} from './qwen3/qwen3_family';
 import {MISTRAL} from './mistral/mistral_family';
 import {SMOLLM3} from './smollm3/smollm3_family';
+import {GEMMA3} from './gemma3/gemma3_family';
 
-/** The families the package ships: GPT-2, BERT, Llama 3, Qwen 2.5, Qwen 3, Mistral, SmolLM3. */
+/** The families the package ships: GPT-2, BERT, Llama 3, Qwen 2.5, Qwen 3, Mistral, SmolLM3, Gemma 3. */
 export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [
   GPT2,
   BERT,
@@ -25,6 +26,7 @@ export const KERAS_HUB_FAMILIES: readonly KerasHubFamily[] = [
   QWEN3,
   MISTRAL,
   SMOLLM3,
+  GEMMA3,
 ];
 
 const families: KerasHubFamily[] = [];
