@@ -3,8 +3,9 @@
  * more at a time; its int8 packing (`int8Weight`), on each backend's
  * memory (tfjs-wasm's heap: one SIMD pass over the values in place; a memory of its own on cpu /
  * tensorflow: the values copied in blocks of 2^18 into a scratch, each block packed by the
- * kernels). A Dense kernel `[k, n]` packs transposed (`[n, k]`, denseInt8's layout), a table as it
- * is. The weights here exceed one block (several blocks of rows, and of a table), and the
+ * kernels). A Dense kernel `[k, n]` packs transposed (`[n, k]`, denseInt8's layout), a
+ * head-major kernel `[heads, k, headDim]` head by head into the same layout, a table as it is.
+ * The weights here exceed one block (several blocks of rows, and of a table), and the
  * references are plain loops over the tensors' values.
  */
 import * as tf from '@tensorflow/tfjs';
@@ -114,6 +115,46 @@ describeBackends('step memory int8 packing', (backend) => {
       expect(memory.counts.grows).toBeGreaterThan(0);
       expect(memory.counts.grows).toBeLessThanOrEqual(25);
     } else expect(memory.counts.grows).toBe(0);
+  });
+
+  it('a head-major kernel [heads, k, headDim] packs head by head into [heads * headDim, k]; refused values named by their index', () => {
+    // [3, 40, 3000]: each head 40 rows of 3000 (3 blocks of 16 rows on a memory of its own)
+    const [heads, k, h] = [3, 40, 3000];
+    const values = ints(heads * k * h, 5);
+    const t = tf.tensor3d(values, [heads, k, h]);
+    try {
+      const K = kernels();
+      const at = memory.int8Weight(t, K, k, heads);
+      const got = bytes(at, t.size);
+      // denseInt8's layout of [k, heads * headDim]: output n = head * h + j, row p
+      let wrong = 0;
+      for (let head = 0; head < heads; head++) {
+        for (let p = 0; p < k; p++) {
+          for (let j = 0; j < h; j++) {
+            if (got[(head * h + j) * k + p] !== values[(head * k + p) * h + j]) wrong++;
+          }
+        }
+      }
+      expect(wrong).toBe(0);
+      // once per layout: the same offset again; the plain transposed layout is another buffer
+      expect(memory.int8Weight(t, K, k, heads)).toBe(at);
+      expect(memory.int8Weight(t, K, k)).not.toBe(at);
+    } finally {
+      t.dispose();
+    }
+    const index = 2 * k * h + 33 * h + 7; // the last head, its third block of rows
+    values[index] = 0.5;
+    const bad = tf.tensor3d(values, [heads, k, h]);
+    try {
+      expect(() => memory.int8Weight(bad, kernels(), k, heads)).toThrow(
+        new RegExp(`holds 0\\.5 at index ${index}; expected whole numbers in \\[-127, 127\\]`),
+      );
+      expect(() => memory.int8Weight(bad, kernels(), k, 7)).toThrow(
+        /an int8 kernel of 360000 values \(tensor \d+\) cannot be 7 heads of rows of 40/,
+      );
+    } finally {
+      bad.dispose();
+    }
   });
 
   it('refuses rows that do not divide the kernel', () => {

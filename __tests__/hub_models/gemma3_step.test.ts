@@ -6,11 +6,13 @@
  * (fixtures/gemma3_family.py), `onCompile` reports it, and the tokens are keras-hub's greedy
  * `generate` tokens. Independent reference at every position: the eager stepper (the layers' own
  * tfjs ops), its logits within 1e-4 and its greedy pick the same; float32, the SIMD kernels and
- * the JavaScript loops, on cpu and wasm; nothing left behind.
+ * the JavaScript loops, on cpu and wasm; nothing left behind. In int8 (`quantize(model, 'int8')`:
+ * the head-major query / key / value kernels packed head by head into one int8 product) the same
+ * against the eager int8 stepper.
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {buildKerasHubModel, generate} from '../../src';
+import {buildKerasHubModel, generate, quantize} from '../../src';
 import type {StepReport} from '../../src';
 import {compiledStep} from '../../src/generate/compiled_step';
 import type {DecodeStep} from '../../src/generate/decode_loop';
@@ -97,6 +99,37 @@ describeBackends('Gemma 3 in the compiled step', () => {
     it(`at every generated position the eager stepper's logits within 1e-4 and the same greedy token (${kernels} kernels)`, () => {
       tf.env().set(SIMD, kernels === 'simd');
       const model = buildKerasHubModel('Gemma3CausalLM', fx.task.config, fx.taskWeights);
+      const before = tf.memory().numTensors;
+      expectSameSteps(model, g.tokens, g.prompt_lengths, g.max_length);
+      expect(tf.memory().numTensors).toBe(before);
+      model.dispose();
+    });
+  }
+
+  it("quantize(model, 'int8'): generate compiles (onCompile: compiled), the tokens of the model run whole without a cache", async () => {
+    const float = buildKerasHubModel('Gemma3CausalLM', fx.task.config, fx.taskWeights);
+    const model = quantize(float, 'int8');
+    float.dispose();
+    const before = tf.memory().numTensors;
+    const {tokens, report} = await generated(model);
+    expect(report).toMatchObject({compiled: true, reason: null});
+    const eager = await generate(model, g.token_ids, {
+      maxLength: g.max_length,
+      promptLengths: g.prompt_lengths,
+      useCache: false,
+    });
+    expect(tokens).toEqual(await eager.array());
+    eager.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    model.dispose();
+  });
+
+  for (const kernels of ['simd', 'js'] as const) {
+    it(`int8: at every generated position the eager int8 stepper's logits within 1e-4 and the same greedy token (${kernels} kernels)`, () => {
+      tf.env().set(SIMD, kernels === 'simd');
+      const float = buildKerasHubModel('Gemma3CausalLM', fx.task.config, fx.taskWeights);
+      const model = quantize(float, 'int8');
+      float.dispose();
       const before = tf.memory().numTensors;
       expectSameSteps(model, g.tokens, g.prompt_lengths, g.max_length);
       expect(tf.memory().numTensors).toBe(before);

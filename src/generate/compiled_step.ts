@@ -200,7 +200,7 @@ class CompiledRunner implements DecodeStep, OpContext {
     // the weights first: kept in the memory from call to call, below the run's buffers
     this.weights = program.weights.map((t) => memory.weight(t));
     this.packedAt = program.packed.map((p) =>
-      memory.int8Weight(p.tensor, this.kernels, p.transposeRows),
+      memory.int8Weight(p.tensor, this.kernels, p.transposeRows, p.heads),
     );
     this.offsets = [];
     for (const v of program.values) {

@@ -54,11 +54,14 @@ interface ProgramInt8Weight extends StepInt8Weight {
 /**
  * An int8 weight for the runtime to pack as int8: `transposeRows` 0 as it is (a table: lookups
  * and the tied logits), > 0 a Dense kernel `[transposeRows, n]` packed transposed (`denseInt8`'s
- * layout, each output's weights contiguous).
+ * layout, each output's weights contiguous); `heads` > 1 a head-major kernel `[heads,
+ * transposeRows, headDim]`, each head packed transposed in turn (`denseInt8`'s layout of
+ * `[transposeRows, heads * headDim]`).
  */
 export interface PackedInt8 {
   readonly tensor: tf.Tensor;
   readonly transposeRows: number;
+  readonly heads: number;
 }
 
 /** A compiled step. */
@@ -165,13 +168,13 @@ export class ProgramBuilder {
     };
     const int8 = (w: StepInt8Weight) => w as ProgramInt8Weight;
     /** The index in `packed` of an int8 weight in a layout (see PackedInt8). */
-    const packedOf = (w: StepInt8Weight, transposeRows: number): number => {
+    const packedOf = (w: StepInt8Weight, transposeRows: number, heads = 1): number => {
       const {tensor} = int8(w);
-      const key = `${tensor.id}/${transposeRows}`;
+      const key = `${tensor.id}/${transposeRows}/${heads}`;
       let index = packedIndex.get(key);
       if (index == null) {
         index = packed.length;
-        packed.push({tensor, transposeRows});
+        packed.push({tensor, transposeRows, heads});
         packedIndex.set(key, index);
       }
       return index;
@@ -268,6 +271,33 @@ export class ProgramBuilder {
           q,
           qs,
           w: packedOf(kernel, xv.width),
+          ws: int8(kernel).scale,
+          bias: bias == null ? -1 : wt(bias),
+          k: xv.width,
+          n: units,
+          act,
+          out: out.index,
+        });
+        return out;
+      },
+      denseHeadsInt8(x, kernel, bias, heads, headDim, act) {
+        const xv = f32(x, 'denseHeadsInt8');
+        const units = heads * headDim;
+        need(kernel, heads * xv.width * headDim, 'denseHeadsInt8 kernel');
+        if (kernel.scaleSize !== units) {
+          throw new Error(
+            `denseHeadsInt8: expected a kernel scale of ${units} values, received ${kernel.scaleSize}`,
+          );
+        }
+        if (bias != null) need(bias, units, 'denseHeadsInt8 bias');
+        const {q, qs} = quantize(xv);
+        const out = newValue(units);
+        // the kernel packed head by head into denseInt8's layout: one int8 product
+        ops.push({
+          op: 'denseInt8',
+          q,
+          qs,
+          w: packedOf(kernel, xv.width, heads),
           ws: int8(kernel).scale,
           bias: bias == null ? -1 : wt(bias),
           k: xv.width,

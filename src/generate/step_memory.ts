@@ -63,11 +63,14 @@ export interface StepMemory {
    * packed as int8 into a buffer of the memory (once per layout, and again when the tensor's data
    * changed); any other value is an
    * error. `transposeRows` > 0: `t` is a Dense kernel `[transposeRows, n]`, packed transposed
-   * (`[n, transposeRows]`, `denseInt8`'s layout); 0: as it is. Packed by `kernels` (on this
-   * memory: `packInt8` / `packInt8T`), on tfjs-wasm's heap from the values in place, on a memory
-   * of its own a block of values at a time through a scratch.
+   * (`[n, transposeRows]`, `denseInt8`'s layout); 0: as it is. `heads` > 1 (with
+   * `transposeRows` > 0): `t` is a head-major kernel `[heads, transposeRows, headDim]` (Gemma's
+   * `btd,ndh->btnh`), each head's `[transposeRows, headDim]` packed transposed after the one
+   * before, so the whole reads as the `[heads * headDim, transposeRows]` of `denseInt8`. Packed by
+   * `kernels` (on this memory: `packInt8` / `packInt8T`), on tfjs-wasm's heap from the values in
+   * place, on a memory of its own a block of values at a time through a scratch.
    */
-  int8Weight(t: tf.Tensor, kernels: StepKernels, transposeRows?: number): number;
+  int8Weight(t: tf.Tensor, kernels: StepKernels, transposeRows?: number, heads?: number): number;
   readonly counts: StepMemoryCounts;
   /** Starts a run: the buffers `alloc` gives from here on are the run's. */
   beginRun(): void;
@@ -192,18 +195,28 @@ function packer(
   counts: StepMemoryCounts,
   valuesOf: (t: tf.Tensor) => Float32Array,
   offsetInMemory?: (t: tf.Tensor) => number,
-): (t: tf.Tensor, kernels: StepKernels, transposeRows?: number) => number {
+): (t: tf.Tensor, kernels: StepKernels, transposeRows?: number, heads?: number) => number {
   const done = new Map<string, {at: number; data: tf.DataId}>();
   /** A memory of its own: where blocks of float32 values are copied in to be packed. */
   let scratch = {at: 0, values: 0};
-  return (t, kernels, transposeRows = 0) => {
+  return (t, kernels, transposeRows = 0, heads = 1) => {
     const k = transposeRows;
     if (k < 0 || !Number.isInteger(k) || (k > 0 && t.size % k !== 0)) {
       throw new Error(
         `generate: an int8 kernel of ${t.size} values (tensor ${t.id}) cannot be rows of ${k}`,
       );
     }
-    const key = `${t.id}/${k}`;
+    if (
+      heads < 1 ||
+      !Number.isInteger(heads) ||
+      (heads > 1 && (k === 0 || t.size % (k * heads) !== 0))
+    ) {
+      throw new Error(
+        `generate: an int8 kernel of ${t.size} values (tensor ${t.id}) cannot be ${heads} heads ` +
+          `of rows of ${k}`,
+      );
+    }
+    const key = heads > 1 ? `${t.id}/${k}/${heads}` : `${t.id}/${k}`;
     const known = done.get(key);
     if (known != null && known.data === t.dataId) return known.at;
     // a tensor whose data changed (assign) is packed again into its buffer
@@ -214,30 +227,37 @@ function packer(
           `${valuesOf(t)[i]} at index ${i}; expected whole numbers in [-127, 127]`,
       );
     };
-    if (offsetInMemory != null) {
-      // the float32 values are in the kernels' memory: one SIMD pass (GPT-2 small: 85M values)
-      const bad =
-        k > 0
-          ? kernels.packInt8T(k, t.size / k, offsetInMemory(t), at, k)
-          : kernels.packInt8(t.size, offsetInMemory(t), at);
-      if (bad >= 0) refuse(bad);
-    } else {
+    // each head's values (one head: the whole tensor) packed in its own place
+    const per = t.size / heads;
+    const all = offsetInMemory == null ? valuesOf(t) : null;
+    for (let h = 0; h < heads; h++) {
+      const from = h * per;
+      if (offsetInMemory != null) {
+        // the float32 values are in the kernels' memory: one SIMD pass (GPT-2 small: 85M values)
+        const src = offsetInMemory(t) + from * 4;
+        const bad =
+          k > 0
+            ? kernels.packInt8T(k, per / k, src, at + from, k)
+            : kernels.packInt8(per, src, at + from);
+        if (bad >= 0) refuse(from + bad);
+        continue;
+      }
       // a memory of its own: the values copied in blocks into a scratch of the memory, each
       // block packed by the kernels (rows of the kernel in 16s, the tiles packInt8T transposes)
-      const from = valuesOf(t);
-      const n = k > 0 ? t.size / k : t.size;
+      const values = (all as Float32Array).subarray(from, from + per);
+      const n = k > 0 ? per / k : per;
       const rows = k > 0 ? Math.max(16, Math.floor(SCRATCH_VALUES / n / 16) * 16) : 0;
       const block = k > 0 ? rows * n : SCRATCH_VALUES;
       if (scratch.values < block) scratch = {at: keep(block * 4), values: block};
       const view = new Float32Array(memoryOf().buffer, scratch.at, block);
-      for (let i = 0; i < t.size; i += block) {
-        const size = Math.min(block, t.size - i);
-        view.set(from.subarray(i, i + size));
+      for (let i = 0; i < per; i += block) {
+        const size = Math.min(block, per - i);
+        view.set(values.subarray(i, i + size));
         const bad =
           k > 0
-            ? kernels.packInt8T(size / n, n, scratch.at, at + i / n, k)
-            : kernels.packInt8(size, scratch.at, at + i);
-        if (bad >= 0) refuse(i + bad);
+            ? kernels.packInt8T(size / n, n, scratch.at, at + from + i / n, k)
+            : kernels.packInt8(size, scratch.at, at + from + i);
+        if (bad >= 0) refuse(from + i + bad);
       }
     }
     counts.packed++;

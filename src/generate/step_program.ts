@@ -134,6 +134,20 @@ export interface StepEmitter {
     units: number,
     act: StepActivation,
   ): StepValue;
+  /**
+   * Keras 3's int8 head-major product (Gemma's `btd,ndh->btnh` quantized): `x` quantized per row
+   * as in `denseInt8`, the int8 kernel `[heads, x.width, headDim]`, its scale `[heads * headDim]`
+   * (one per output channel, in the output's order), bias `[heads, headDim]` or null; returns
+   * `act([rows, heads * headDim])`.
+   */
+  denseHeadsInt8(
+    x: StepValue,
+    kernel: StepInt8Weight,
+    bias: StepWeight | null,
+    heads: number,
+    headDim: number,
+    act: StepActivation,
+  ): StepValue;
   /** The int8 tied logits: `x` quantized per row against the int8 table `[rows, x.width]` (scale `[rows]`). */
   denseTInt8(x: StepValue, table: StepInt8Weight, rows: number): StepValue;
   /** Layer normalization over the width (gamma / beta null: absent). */

@@ -128,7 +128,11 @@ export function compileProjection(
   return act === StepActivation.None ? r[0] : emit.activate(r[0], act);
 }
 
-/** A head-major EinsumDense (`btd,ndh->btnh`, kernel `[heads, D, headDim]`), float32. */
+/**
+ * A head-major EinsumDense (`btd,ndh->btnh`, kernel `[heads, D, headDim]`), float32 or Keras 3's
+ * int8 (the rows quantized over D, the scale `[1, 1, heads, headDim]` one per output channel,
+ * read flat in the output's order).
+ */
 function compileHeadMajor(
   dense: EinsumDense,
   x: StepValue,
@@ -143,11 +147,15 @@ function compileHeadMajor(
       declined: `${what} '${dense.equation}' with kernel [${shape.join(', ')}] does not take rows of ${x.width}`,
     };
   }
-  if (dense.kernelScale != null) {
-    return {declined: `${what} '${dense.equation}' is int8 with a head-major kernel`};
-  }
   const own = emit.activation(dense.getConfig().activation);
   if (own !== StepActivation.None) return {declined: `${what} has an activation`};
+  if (dense.kernelScale != null) {
+    const kernel = emit.int8Weight(dense.kernel, dense.kernelScale);
+    const bias = dense.bias == null ? null : emit.weight(dense.bias);
+    if ('declined' in kernel) return kernel;
+    if (bias != null && 'declined' in bias) return bias;
+    return emit.denseHeadsInt8(x, kernel, bias, shape[0], shape[2], act);
+  }
   const kernel = emit.weight(dense.kernel);
   const bias = dense.bias == null ? null : emit.weight(dense.bias);
   if ('declined' in kernel) return kernel;
