@@ -5,17 +5,11 @@
  * generates greedily with generateText: the strings keras-hub's `generate` gave
  * (fixtures/gemma3_family.py), nothing left behind once the preset is disposed.
  */
+
 import * as fs from 'fs';
 import * as path from 'path';
 
-import {Browser} from 'playwright-core';
-
-import type * as A from '../../src';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const {start, ROUTES} = require('../server.js');
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const {launchChromium} = require('../chromium.js');
+import {describePresetGeneration} from './preset_generation';
 
 const root = path.resolve(__dirname, '..', '..');
 const fixture = path.join(root, '__tests__', 'fixtures', 'gemma3', 'causal_lm');
@@ -23,69 +17,20 @@ const io = JSON.parse(fs.readFileSync(path.join(fixture, 'io.json'), 'utf8')) as
   prompts: string[];
   generate_strings: Record<string, string[]>;
 };
-const FILES = [
-  'config.json',
-  'task.json',
-  'preprocessor.json',
-  'tokenizer.json',
-  'model.weights.h5',
-  'assets/tokenizer/vocabulary.spm',
-];
 
-let browser: Browser;
-let server: {url: string; close: () => Promise<void>};
-
-beforeAll(async () => {
-  const routes: Record<string, string> = {...ROUTES};
-  for (const f of FILES) routes[`/gemma3/${f}`] = path.join(fixture, 'preset', f);
-  server = await start(routes);
-  browser = await launchChromium();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
-
-describe('browser: a Gemma 3 preset generates text (webgl)', () => {
-  it("gives keras-hub's greedy strings", async () => {
-    const page = await browser.newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
-    page.on('response', (res) => {
-      // (the loader asks for the optional task.weights.h5 / .json, which this preset has not)
-      if (res.status() >= 400 && !/\/task\.weights\./.test(res.url())) {
-        errors.push(`${res.status()} ${res.url()}`);
-      }
-    });
-    try {
-      await page.goto(server.url);
-      await page.waitForFunction(
-        () => typeof (window as unknown as {tfAttention?: unknown}).tfAttention === 'object',
-      );
-      const result = await page.evaluate(
-        async ({prompts, maxLength}) => {
-          const w = window as unknown as {
-            tf: typeof import('@tensorflow/tfjs');
-            tfAttention: typeof A;
-          };
-          await w.tf.setBackend('webgl');
-          await w.tf.ready();
-          const before = w.tf.memory().numTensors;
-          const preset = await w.tfAttention.loadKerasHubPreset(`${location.origin}/gemma3`);
-          const texts = await w.tfAttention.generateText(preset, prompts, {maxLength});
-          preset.dispose();
-          const after = w.tf.memory().numTensors;
-          return {backend: w.tf.getBackend(), texts, before, after};
-        },
-        {prompts: io.prompts, maxLength: 16},
-      );
-      expect(errors).toEqual([]);
-      expect(result.backend).toBe('webgl');
-      expect(result.texts).toEqual(io.generate_strings['16']);
-      expect(result.after).toBe(result.before);
-    } finally {
-      await page.close();
-    }
-  });
+describePresetGeneration({
+  title: 'browser: a Gemma 3 preset generates text (webgl)',
+  route: 'gemma3',
+  fixture,
+  files: [
+    'config.json',
+    'task.json',
+    'preprocessor.json',
+    'tokenizer.json',
+    'model.weights.h5',
+    'assets/tokenizer/vocabulary.spm',
+  ],
+  prompts: io.prompts,
+  maxLength: 16,
+  expected: io.generate_strings['16'],
 });
