@@ -14,21 +14,18 @@ import * as tf from '@tensorflow/tfjs';
 
 import {
   buildKerasHubModel,
-  generateText,
   loadKerasHubPreset,
-  loadKerasModel,
   MistralTokenizer,
   MistralTransformerDecoder,
 } from '../../src';
 import type {KerasHubPreset} from '../../src';
 import {describeBackends} from '../helpers/backends';
 import {
-  causalLMFixture,
-  expectKerasHubIds,
-  generatedIds,
-  largestDifference,
-  predictLogits,
-} from '../helpers/causal_lm_family';
+  itGeneratesKerasHubOutputs,
+  itGivesPaddedLogits,
+  itLoadsTaskFile,
+} from '../helpers/causal_lm_checks';
+import {causalLMFixture, largestDifference, predictLogits} from '../helpers/causal_lm_family';
 
 const fx = causalLMFixture('mistral');
 const e = fx.expected;
@@ -61,12 +58,7 @@ describeBackends('Mistral from keras-hub', () => {
     expect(tf.memory().numTensors).toBe(before);
   });
 
-  it("gives keras-hub's logits of right-padded prompts (within 1e-4)", () => {
-    const before = tf.memory().numTensors;
-    const logits = predictLogits(preset.model, e.paddedLogits);
-    expect(largestDifference(logits, e.paddedLogits.values)).toBeLessThan(TOL);
-    expect(tf.memory().numTensors).toBe(before);
-  });
+  itGivesPaddedLogits(e, () => preset);
 
   it("the tokenizer gives keras-hub's ids and strings on the corpus, and its packed prompts", () => {
     const t = preset.tokenizer as MistralTokenizer;
@@ -79,32 +71,11 @@ describeBackends('Mistral from keras-hub', () => {
     });
   });
 
-  it("generate: keras-hub's greedy ids (each row up to its stop token), on the compiled step", async () => {
-    expect(e.generate.some((g) => g.paddingMask.includes(false))).toBe(true); // a row stops
-    const before = tf.memory().numTensors;
-    const {ids, report} = await generatedIds(preset.model, e, 0);
-    expect(report).toMatchObject({compiled: true, reason: null});
-    expectKerasHubIds(e, ids);
-    expect(tf.memory().numTensors).toBe(before);
-  });
-
-  it("generateText: keras-hub's greedy strings (stop token and special tokens stripped)", async () => {
-    const before = tf.memory().numTensors;
-    const texts = await generateText(preset, e.prompts, {maxLength: e.maxLength});
-    expect(texts).toEqual(e.generate.map((g) => g.text));
-    expect(tf.memory().numTensors).toBe(before);
-  });
+  itGeneratesKerasHubOutputs(e, () => preset);
 });
 
 describe('Mistral from keras-hub: the task .keras file and checks', () => {
-  it("loadKerasModel reads MistralCausalLM's .keras file: keras-hub's logits within 1e-4", async () => {
-    const model = await loadKerasModel(fx.taskFile);
-    const before = tf.memory().numTensors;
-    const logits = predictLogits(model, e.logits);
-    expect(largestDifference(logits, e.logits.values)).toBeLessThan(TOL);
-    expect(tf.memory().numTensors).toBe(before);
-    model.dispose();
-  });
+  itLoadsTaskFile('MistralCausalLM', fx);
 
   it('options not implemented are refused by name, before any weight is read', () => {
     const read = (f: string) => JSON.parse(fs.readFileSync(path.join(fx.preset, f), 'utf8'));
