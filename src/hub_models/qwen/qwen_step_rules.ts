@@ -9,22 +9,15 @@ import {compileRotaryAttention} from '../../generate/step_rules/rotary_attention
 import type {StepCompile, StepDecline, StepEmitter, StepValue} from '../../generate/step_program';
 import type {QwenAttention} from './qwen_attention';
 import type {QwenTransformerDecoder} from './qwen_decoder';
-import type {QwenLayerNorm} from './qwen_layer_norm';
+import {LlamaLayerNorm} from '../llama3/llama_layer_norm';
+import {LLAMA3_STEP_RULES} from '../llama3/llama3_step_rules';
 
 /**
  * `x / sqrt(mean(x²) + epsilon) * scale` over each part of the width as wide as the scale (the
- * whole width, or each head of Qwen 3's query / key norms).
+ * whole width, or each head of Qwen 3's query / key norms): QwenLayerNorm is a LlamaLayerNorm, and
+ * compiles by Llama's rule.
  */
-export const compileQwenNorm: StepCompile = (layer, [x], emit) => {
-  const {scale, epsilon} = layer as QwenLayerNorm;
-  if (scale == null) return {declined: 'it is not built'};
-  const size = scale.shape[0] as number;
-  if (x.width % size !== 0) {
-    return {declined: `its scale of ${size} values does not divide rows of ${x.width}`};
-  }
-  const w = emit.weight(scale);
-  return 'declined' in w ? w : [emit.rmsNorm(x, w, epsilon, {groups: x.width / size})];
-};
+export const compileQwenNorm: StepCompile = LLAMA3_STEP_RULES[LlamaLayerNorm.className];
 
 /** The attention's parts for the shared core (its norms: Qwen 3's query / key norms, or none). */
 export function qwenAttentionParts(
