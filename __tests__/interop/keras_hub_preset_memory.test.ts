@@ -1,8 +1,11 @@
 /**
  * A keras-hub preset's weights are held once while it loads: each weight is copied from its
  * weights file's dataset straight into its variable's memory (load_in_place.ts' `writeWeight`),
- * with no map of every weight's values between the file and the model (keras_hub_preset.ts).
+ * with no map of every weight's values between the file and the model (keras_hub_preset.ts). From
+ * a folder the weights file is read by range (hdf5_sparse_image.ts), never whole, and closed.
  */
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
@@ -12,6 +15,9 @@ import type {KerasHubPreset} from '../../src';
 import {Hdf5Reader} from '../../src/io/hdf5_datasets';
 
 const DIR = path.join(__dirname, '..', 'fixtures', 'hub_presets');
+/** Node's fs module object itself (a namespace import's properties cannot be spied on). */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const nodeFs = require('fs') as typeof fs;
 
 /** The cpu backend's typed array of a variable (the memory its weight lives in). */
 function cpuValues(t: tf.Tensor): ArrayBufferLike {
@@ -48,4 +54,84 @@ describe('loadKerasHubPreset: weights held once', () => {
       preset.dispose();
     },
   );
+});
+
+describe('loadKerasHubPreset from a folder: the weights file read by range, never whole', () => {
+  beforeAll(() => tf.setBackend('cpu'));
+
+  it.each(['llama3', 'gpt2'])(
+    '%s: model.weights.h5 opened, read by range and closed; not read whole',
+    async (name) => {
+      const wholeReads: string[] = [];
+      const readFile = fs.promises.readFile;
+      const spyRead = jest.spyOn(fs.promises, 'readFile');
+      spyRead.mockImplementation(((file: fs.PathLike, ...rest: unknown[]) => {
+        wholeReads.push(String(file));
+        return (readFile as (...a: unknown[]) => Promise<Buffer>)(file, ...rest);
+      }) as typeof fs.promises.readFile);
+      const opened: number[] = [];
+      const closed: number[] = [];
+      const openSync = nodeFs.openSync;
+      const closeSync = nodeFs.closeSync;
+      const spyOpen = jest.spyOn(nodeFs, 'openSync').mockImplementation(((...a: unknown[]) => {
+        const fd = (openSync as (...x: unknown[]) => number)(...a);
+        opened.push(fd);
+        return fd;
+      }) as typeof fs.openSync);
+      const spyClose = jest.spyOn(nodeFs, 'closeSync').mockImplementation((fd: number) => {
+        closed.push(fd);
+        closeSync(fd);
+      });
+      let preset: KerasHubPreset;
+      try {
+        preset = await loadKerasHubPreset(path.join(DIR, name));
+      } finally {
+        spyRead.mockRestore();
+        spyOpen.mockRestore();
+        spyClose.mockRestore();
+      }
+      expect(wholeReads.filter((f) => f.endsWith('.weights.h5'))).toEqual([]);
+      expect(opened.length).toBeGreaterThanOrEqual(1);
+      expect(closed.sort()).toEqual(opened.sort());
+      expect(preset.model.weights.length).toBeGreaterThan(0);
+      preset.dispose();
+    },
+  );
+
+  it('a preset that fails after its weights file is opened still closes it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'preset-closed-'));
+    try {
+      for (const f of fs.readdirSync(path.join(DIR, 'llama3'))) {
+        const from = path.join(DIR, 'llama3', f);
+        if (fs.statSync(from).isFile()) fs.copyFileSync(from, path.join(dir, f));
+      }
+      // a config implying far more weights than the file declares: refused after it is opened
+      const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+      config.config.num_layers = 500;
+      fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
+      const opened: number[] = [];
+      const closed: number[] = [];
+      const openSync = nodeFs.openSync;
+      const closeSync = nodeFs.closeSync;
+      const spyOpen = jest.spyOn(nodeFs, 'openSync').mockImplementation(((...a: unknown[]) => {
+        const fd = (openSync as (...x: unknown[]) => number)(...a);
+        opened.push(fd);
+        return fd;
+      }) as typeof fs.openSync);
+      const spyClose = jest.spyOn(nodeFs, 'closeSync').mockImplementation((fd: number) => {
+        closed.push(fd);
+        closeSync(fd);
+      });
+      try {
+        await expect(loadKerasHubPreset(dir)).rejects.toThrow(/implies at least/);
+      } finally {
+        spyOpen.mockRestore();
+        spyClose.mockRestore();
+      }
+      expect(opened.length).toBe(1);
+      expect(closed).toEqual(opened);
+    } finally {
+      fs.rmSync(dir, {recursive: true, force: true});
+    }
+  });
 });

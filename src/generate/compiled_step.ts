@@ -26,6 +26,7 @@ import {CompileResult, compileStep, StepProgram} from './step_compile';
 import {DENSE_ROWS_FROM, OpContext, runOp} from './step_ops';
 import {chooseStepKernels} from './step_kernels_choice';
 import {stepRulesVersion} from './step_rules';
+import {planBuffers} from './step_buffers';
 import {StepMemory, stepMemory} from './step_memory';
 import {runMemory, RunMemory} from './kept_step_memory';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
@@ -202,16 +203,17 @@ class CompiledRunner implements DecodeStep, OpContext {
     this.packedAt = program.packed.map((p) =>
       memory.int8Weight(p.tensor, this.kernels, p.transposeRows, p.heads),
     );
-    this.offsets = [];
-    for (const v of program.values) {
-      this.offsets.push(
-        v.aliasOf >= 0
-          ? this.offsets[v.aliasOf]
-          : memory.alloc(
-              (v.rows === 'all' ? B * this.chunk : B) * v.width * (v.dtype === 'int8' ? 1 : 4),
-            ),
-      );
-    }
+    // the values share one block where their lives do not overlap (step_buffers.ts)
+    const plan = planBuffers(
+      program.values,
+      program.ops,
+      program.ids,
+      program.logits,
+      B * this.chunk,
+      B,
+    );
+    const block = memory.alloc(plan.bytes);
+    this.offsets = plan.offsets.map((at) => block + at);
     this.constants = program.constants.map((values) => {
       const at = memory.alloc(values.length * 4);
       new Float32Array(memory.memory.buffer, at, values.length).set(values);

@@ -21,6 +21,7 @@ import {
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
 import {Hdf5Dataset, Hdf5Reader, isHdf5} from '../io/hdf5_datasets';
+import type {RandomAccessFile} from '../io/random_access_file';
 import {describeStart, zipEntries, zipEntryBytes} from '../io/zip_entries';
 import {fail, isObj, Json, Obj} from './keras_json';
 
@@ -39,6 +40,11 @@ export interface KerasFiles {
   label: string;
   has(name: string): Promise<boolean>;
   read(name: string, maxBytes: number): Promise<Uint8Array>;
+  /**
+   * The file opened for reading by range, checked as `read` checks it (Node's local folders),
+   * where the files allow it: a large weights file is then read without holding its bytes.
+   */
+  openFile?(name: string, maxBytes: number): Promise<RandomAccessFile>;
 }
 
 /**
@@ -195,7 +201,11 @@ export const SHARD_ENTRY_OVERHEAD_BYTES = 16 * 1024;
  * gives to that shard, the datasets' bytes so far stay within total_size, and the shard is no
  * larger than its datasets plus the overhead allowed (no padding).
  */
-async function readShards(files: KerasFiles, manifestName: string): Promise<Hdf5Reader[]> {
+async function readShards(
+  files: KerasFiles,
+  manifestName: string,
+  byRange: boolean,
+): Promise<Hdf5Reader[]> {
   const where = inFiles(files.label, manifestName);
   const map = await readJsonFile(files, manifestName, WEIGHTS_MANIFEST_JSON_LIMITS);
   const weightMap = isObj(map) ? map.weight_map : undefined;
@@ -228,50 +238,93 @@ async function readShards(files: KerasFiles, manifestName: string): Promise<Hdf5
   let left = budget;
   let weightBytes = 0;
   const readers: Hdf5Reader[] = [];
-  for (const [name, entries] of shards) {
-    if (!(await files.has(name))) fail(`${where} names the shard '${name}', which is missing`);
-    const limit = Math.max(0, Math.min(MAX_WEIGHTS_BYTES, left));
-    let bytes: Uint8Array;
-    try {
-      bytes = await files.read(name, limit);
-    } catch (e) {
-      const message = (e as Error).message.replace(/^load\w+: /, '');
-      fail(
-        `the shards of ${where} may take ${budgetText}; ${limit} are left for '${name}': ${message}`,
-      );
-    }
-    left -= bytes.length;
-    const reader = await Hdf5Reader.open(bytes, inFiles(files.label, name));
-    let shardWeightBytes = 0;
-    for (const p of reader.datasetPaths('/', (q) => q === 'optimizer')) {
-      const group = p.slice(0, p.lastIndexOf('/'));
-      if (!entries.has(group)) {
+  try {
+    for (const [name, entries] of shards) {
+      if (!(await files.has(name))) fail(`${where} names the shard '${name}', which is missing`);
+      const limit = Math.max(0, Math.min(MAX_WEIGHTS_BYTES, left));
+      let source: Uint8Array | RandomAccessFile;
+      try {
+        source = await fileSource(files, name, limit, byRange);
+      } catch (e) {
+        const message = (e as Error).message.replace(/^load\w+: /, '');
         fail(
-          `the shard '${name}' holds the dataset '${p}', but ${where} gives it no entry ` +
-            `'/${group}' (its entries: ${[...entries].map((g) => `'/${g}'`).join(', ')})`,
+          `the shards of ${where} may take ${budgetText}; ${limit} are left for '${name}': ${message}`,
         );
       }
-      shardWeightBytes += reader.dataset(p).fileBytes;
+      const reader = await readerOf(source, inFiles(files.label, name));
+      readers.push(reader);
+      const bytes = reader.bytes;
+      left -= bytes.length;
+      let shardWeightBytes = 0;
+      for (const p of reader.datasetPaths('/', (q) => q === 'optimizer')) {
+        const group = p.slice(0, p.lastIndexOf('/'));
+        if (!entries.has(group)) {
+          fail(
+            `the shard '${name}' holds the dataset '${p}', but ${where} gives it no entry ` +
+              `'/${group}' (its entries: ${[...entries].map((g) => `'/${g}'`).join(', ')})`,
+          );
+        }
+        shardWeightBytes += reader.dataset(p).fileBytes;
+      }
+      weightBytes += shardWeightBytes;
+      if (totalSize != null && weightBytes > totalSize) {
+        fail(
+          `the shards of ${where} declare datasets of ${weightBytes} bytes up to '${name}', more ` +
+            `than its metadata.total_size, ${totalSize}`,
+        );
+      }
+      const allowed =
+        shardWeightBytes + SHARD_OVERHEAD_BYTES + SHARD_ENTRY_OVERHEAD_BYTES * entries.size;
+      if (bytes.length > allowed) {
+        fail(
+          `the shard '${name}' holds ${bytes.length} bytes for datasets of ${shardWeightBytes}; ` +
+            `expected at most ${allowed} (its datasets plus ${allowed - shardWeightBytes} for ` +
+            "HDF5's structure)",
+        );
+      }
     }
-    weightBytes += shardWeightBytes;
-    if (totalSize != null && weightBytes > totalSize) {
-      fail(
-        `the shards of ${where} declare datasets of ${weightBytes} bytes up to '${name}', more ` +
-          `than its metadata.total_size, ${totalSize}`,
-      );
-    }
-    const allowed =
-      shardWeightBytes + SHARD_OVERHEAD_BYTES + SHARD_ENTRY_OVERHEAD_BYTES * entries.size;
-    if (bytes.length > allowed) {
-      fail(
-        `the shard '${name}' holds ${bytes.length} bytes for datasets of ${shardWeightBytes}; ` +
-          `expected at most ${allowed} (its datasets plus ${allowed - shardWeightBytes} for ` +
-          "HDF5's structure)",
-      );
-    }
-    readers.push(reader);
+  } catch (e) {
+    // the shards opened by range so far are closed
+    for (const r of readers) r.close();
+    throw e;
   }
   return readers;
+}
+
+/**
+ * An HDF5 file of `files`: read by range where `byRange` and the files allow it (its values then
+ * read from the file as they are copied, until the reader is closed), else read whole.
+ */
+async function openHdf5(
+  files: KerasFiles,
+  name: string,
+  maxBytes: number,
+  byRange: boolean,
+): Promise<Hdf5Reader> {
+  return readerOf(await fileSource(files, name, maxBytes, byRange), inFiles(files.label, name));
+}
+
+/** A file of `files` opened for reading by range where `byRange` and the files allow it, else its bytes. */
+async function fileSource(
+  files: KerasFiles,
+  name: string,
+  maxBytes: number,
+  byRange: boolean,
+): Promise<Uint8Array | RandomAccessFile> {
+  return byRange && files.openFile != null
+    ? files.openFile(name, maxBytes)
+    : files.read(name, maxBytes);
+}
+
+/** The HDF5 reader of a file's bytes or of a file read by range (closed if it cannot be read). */
+async function readerOf(source: Uint8Array | RandomAccessFile, label: string): Promise<Hdf5Reader> {
+  if (source instanceof Uint8Array) return Hdf5Reader.open(source, label);
+  try {
+    return await Hdf5Reader.openFile(source, label);
+  } catch (e) {
+    source.close();
+    throw e;
+  }
 }
 
 /**
@@ -282,12 +335,12 @@ async function readShards(files: KerasFiles, manifestName: string): Promise<Hdf5
 export async function readKeras3Weights(
   files: KerasFiles,
   base = 'model.weights',
+  byRange = false,
 ): Promise<Hdf5Reader[]> {
   if (await files.has(`${base}.h5`)) {
-    const bytes = await files.read(`${base}.h5`, MAX_WEIGHTS_BYTES);
-    return [await Hdf5Reader.open(bytes, inFiles(files.label, `${base}.h5`))];
+    return [await openHdf5(files, `${base}.h5`, MAX_WEIGHTS_BYTES, byRange)];
   }
-  if (await files.has(`${base}.json`)) return readShards(files, `${base}.json`);
+  if (await files.has(`${base}.json`)) return readShards(files, `${base}.json`, byRange);
   const npz = (await files.has(`${base}.npz`)) ? ` (it holds ${base}.npz, which is not read)` : '';
   fail(`expected ${files.label} to hold ${base}.h5 or ${base}.json${npz}`);
 }

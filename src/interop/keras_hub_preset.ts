@@ -30,9 +30,11 @@ import {
   preprocessorOf,
   presetConfigs,
 } from './keras_hub_preset_configs';
+import type {PresetConfigs} from './keras_hub_preset_configs';
 import {tokenizerOf} from './keras_hub_preset_tokenizer';
 import {
   checkImpliedSize,
+  closeWeights,
   configsFromWeights,
   declaredElements,
   hubWeightReaders,
@@ -141,18 +143,24 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
   const {files} = opened;
   const read = opened.kerasFile ? await kerasFileConfigs(files) : await presetConfigs(files);
   const datasets = await openWeights(opened, read);
-  const configs = configsFromWeights(read, datasets, files.label);
-  const declared = declaredElements(datasets);
-  checkImpliedSize(
-    configs.family,
-    configs.sizedClass,
-    configs.backboneConfig,
-    declared,
-    files.label,
-  );
-  // the weights stream from their files into the model's variables as it is bound
-  const readers = hubWeightReaders(datasets, options.onProgress);
-  const parts = buildModel(configs.className, configs.json, readers);
+  let parts: ReturnType<typeof buildModel>;
+  let configs: PresetConfigs;
+  try {
+    configs = configsFromWeights(read, datasets, files.label);
+    const declared = declaredElements(datasets);
+    checkImpliedSize(
+      configs.family,
+      configs.sizedClass,
+      configs.backboneConfig,
+      declared,
+      files.label,
+    );
+    // the weights stream from their files into the model's variables as it is bound
+    const readers = hubWeightReaders(datasets, options.onProgress);
+    parts = buildModel(configs.className, configs.json, readers);
+  } finally {
+    closeWeights(datasets);
+  }
   return {
     parts,
     className: configs.className,

@@ -105,6 +105,11 @@ export function configsFromWeights(
   return {...configs, json, backboneConfig: sized?.config ?? configs.backboneConfig};
 }
 
+/** Closes the files the datasets' readers read by range (each reader once). */
+export function closeWeights(datasets: readonly PresetDataset[]): void {
+  for (const reader of new Set(datasets.map((d) => d.reader))) reader.close();
+}
+
 /** The values the datasets declare, from their shapes (nothing read). */
 export const declaredElements = (datasets: readonly PresetDataset[]): number =>
   datasets.reduce((n, d) => n + d.dataset.shape.reduce((a, x) => a * x, 1), 0);
@@ -146,12 +151,19 @@ export async function openWeights(
     sources.push([await readKeras3Weights(files), '']);
   } else {
     const prefix = isTask ? `layers/${snakeCase(configs.family.backbone)}/` : '';
-    sources.push([await readKeras3Weights(files, 'model.weights'), prefix]);
-    if (
-      isTask &&
-      ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
-    ) {
-      sources.push([await readKeras3Weights(files, 'task.weights'), '']);
+    // read by range where the files allow it (Node's folders): the values go from the file to
+    // the variables, never all held in memory (the readers keep the files open: closeWeights)
+    sources.push([await readKeras3Weights(files, 'model.weights', true), prefix]);
+    try {
+      if (
+        isTask &&
+        ((await files.has('task.weights.h5')) || (await files.has('task.weights.json')))
+      ) {
+        sources.push([await readKeras3Weights(files, 'task.weights', true), '']);
+      }
+    } catch (e) {
+      for (const [readers] of sources) readers.forEach((r) => r.close());
+      throw e;
     }
   }
   return sources.flatMap(([readers, prefix]) =>

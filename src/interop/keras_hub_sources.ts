@@ -6,6 +6,7 @@
  * before it is read. A file that cannot be read is a {@link PresetFileError}: the facts, worded
  * for `loadKerasHubPreset`, which `loadTokenizer` words in its own name.
  */
+import {hasSyncFs, openRandomAccess} from '../io/random_access_file';
 import {zipEntries, zipEntryBytes} from '../io/zip_entries';
 import {KerasFiles, MAX_WEIGHTS_BYTES} from './keras_file';
 
@@ -329,6 +330,19 @@ export function folderFiles(fs: NodeFs, dir: string): PresetFiles {
     }
     return real;
   };
+  /** The real path of a regular file `name`, no larger than `maxBytes`, or the problem. */
+  const checked = async (name: string, maxBytes: number): Promise<string> => {
+    const real = await resolve(name);
+    const path = `${base}/${name}`;
+    if (real == null) problem({kind: 'missing', name, where: `(expected at ${path})`});
+    const st = await fs.promises.stat(real);
+    if (!st.isFile()) problem({kind: 'not-a-file', name, path});
+    if (st.size > maxBytes) {
+      problem({kind: 'too-large', name, path, bytes: st.size, limit: maxBytes, declared: false});
+    }
+    return real;
+  };
+  const syncFs = hasSyncFs(fs) ? fs : null;
   return {
     label: dir,
     has: async (name) => {
@@ -336,17 +350,29 @@ export function folderFiles(fs: NodeFs, dir: string): PresetFiles {
       return real != null && (await fs.promises.stat(real)).isFile();
     },
     read: async (name, maxBytes) => {
-      const real = await resolve(name);
-      const path = `${base}/${name}`;
-      if (real == null) problem({kind: 'missing', name, where: `(expected at ${path})`});
-      const st = await fs.promises.stat(real);
-      if (!st.isFile()) problem({kind: 'not-a-file', name, path});
-      if (st.size > maxBytes) {
-        problem({kind: 'too-large', name, path, bytes: st.size, limit: maxBytes, declared: false});
-      }
-      const data = await fs.promises.readFile(real);
+      const data = await fs.promises.readFile(await checked(name, maxBytes));
       return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     },
+    ...(syncFs == null
+      ? {}
+      : {
+          openFile: async (name: string, maxBytes: number) => {
+            const file = openRandomAccess(syncFs, await checked(name, maxBytes));
+            if (file.size > maxBytes) {
+              // grown since it was checked
+              file.close();
+              problem({
+                kind: 'too-large',
+                name,
+                path: `${base}/${name}`,
+                bytes: file.size,
+                limit: maxBytes,
+                declared: false,
+              });
+            }
+            return file;
+          },
+        }),
   };
 }
 

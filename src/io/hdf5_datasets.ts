@@ -8,6 +8,9 @@
  */
 import type {DataObjects, Dataset, Group, File as H5File} from 'jsfive';
 
+import {readRanges, sparseImage} from './hdf5_sparse_image';
+import type {RandomAccessFile} from './random_access_file';
+
 /** A dataset's place in the file and what tfjs makes of it. */
 export interface Hdf5Dataset {
   path: string;
@@ -84,7 +87,58 @@ export class Hdf5Reader {
     private readonly GroupClass: typeof Group,
     readonly bytes: Uint8Array,
     readonly label: string,
+    /**
+     * Where `bytes` is a sparse image (hdf5_sparse_image.ts): the file, read by range for the
+     * values left out of the image (their sizes by their first byte).
+     */
+    private readonly source: {file: RandomAccessFile; leftOut: Map<number, number>} | null = null,
   ) {}
+
+  /**
+   * Opens a file read by range (Node's fs) as an image without its large datasets' values, which
+   * {@link copy} reads from the file: the file's bytes are never all held in memory. Every region
+   * the image left out must be exactly one dataset's values; any other (a scan's false find) is
+   * read into the image and the file parsed again. The reader holds `file` open until
+   * {@link close}. `minLeftOut`: the smallest values left out (hdf5_sparse_image.ts' 64 KiB).
+   */
+  static async openFile(
+    file: RandomAccessFile,
+    label: string,
+    minLeftOut?: number,
+  ): Promise<Hdf5Reader> {
+    const {image, leftOut} = sparseImage(file, minLeftOut);
+    const values = new Map<number, number>();
+    let reader: Hdf5Reader | null = null;
+    try {
+      reader = await Hdf5Reader.open(image, label);
+      for (const p of reader.datasetPaths('/')) {
+        const d = reader.dataset(p);
+        values.set(d.offset, d.fileBytes);
+      }
+    } catch {
+      // an image that cannot be read (metadata left out) or a file the walk refuses: every
+      // byte in the image, read (or refused) as the whole file would be
+      values.clear();
+    }
+    const kept = leftOut.filter((r) => values.get(r.start) === r.end - r.start);
+    if (reader == null || kept.length !== leftOut.length) {
+      readRanges(
+        file,
+        image,
+        leftOut.filter((r) => !kept.includes(r)),
+      );
+      reader = await Hdf5Reader.open(image, label);
+    }
+    return new Hdf5Reader(reader.file, reader.GroupClass, image, label, {
+      file,
+      leftOut: new Map(kept.map((r) => [r.start, r.end - r.start])),
+    });
+  }
+
+  /** Closes the file a reader of {@link openFile} reads from (nothing for one in memory). */
+  close(): void {
+    this.source?.file.close();
+  }
 
   /**
    * Opens `bytes` (parsing only the tree as it is walked). `label` names the file in errors.
@@ -357,8 +411,18 @@ export class Hdf5Reader {
 
   /** Copies a dataset's values, as tfjs holds them, into `out` at byte `at`. */
   copy(ds: Hdf5Dataset, out: Uint8Array, at: number): void {
-    const src = this.bytes.subarray(ds.offset, ds.offset + ds.fileBytes);
-    if (ds.fileType === '<f4' || ds.fileType === '<i4') {
+    const same = ds.fileType === '<f4' || ds.fileType === '<i4';
+    let src = this.bytes.subarray(ds.offset, ds.offset + ds.fileBytes);
+    if (this.source?.leftOut.get(ds.offset) === ds.fileBytes) {
+      // values left out of the image: read from the file, straight into `out` where kept as is
+      if (same) {
+        this.source.file.read(out, at, ds.fileBytes, ds.offset);
+        return;
+      }
+      src = new Uint8Array(ds.fileBytes);
+      this.source.file.read(src, 0, ds.fileBytes, ds.offset);
+    }
+    if (same) {
       out.set(src, at);
       return;
     }
