@@ -90,12 +90,18 @@ export function weightCopies(calls: KernelCall[], weights: tf.Tensor[]): string[
   const found: string[] = [];
   for (const call of calls) {
     const weightIn = call.inputs.filter((x) => known.has(x.dataId));
+    // a reshape is a view on every backend: tfjs' cpu, wasm and webgl keep the data id, and
+    // TensorFlow's Reshape (tfjs-node) gives a new handle that shares its input's buffer
+    const view = call.name === 'Reshape';
     for (const o of call.outputs) {
       // a view (same data) is the weight again
-      for (const x of weightIn) if (o.dataId === x.dataId) known.set(o.dataId, x.size);
+      for (const x of weightIn) if (o.dataId === x.dataId || view) known.set(o.dataId, x.size);
     }
-    const broadcast =
-      call.name === 'Tile' && weightIn.every((x) => x.shape.filter((d) => d > 1).length <= 1);
+    if (view) continue;
+    // a vector weight tiled, or broadcast in an elementwise op, to the activations' shape:
+    // activation-sized work (tfjs-node's batch norm scales gamma by each row's statistic)
+    const vector = weightIn.every((x) => x.shape.filter((d) => d > 1).length <= 1);
+    const broadcast = vector && ['Tile', 'Multiply', 'Add', 'Sub', 'RealDiv'].includes(call.name);
     const copies =
       !broadcast &&
       weightIn.some(
