@@ -5,6 +5,13 @@
 // and dtype `fp32` (onnx/model.onnx) or `q8` (onnx/model_quantized.onnx). One thread: onnxruntime
 // intra-op and inter-op 1, onnxruntime-web numThreads 1.
 //
+// A model over protobuf's 2 GB (float32 Qwen2.5-0.5B) keeps its weights in an external data file
+// beside the .onnx, `<file>_data` (onnx/model.onnx_data). transformers.js reads one only when told:
+// onnxruntime-node gets `use_external_data_format` (transformers.js checks that the file is there;
+// onnxruntime-node, given the model's path, reads it itself), onnxruntime-web gets the file's
+// bytes as session_options.externalData `{path, data}` (in Node transformers.js hands it the model's
+// path and no external data: the wasm build mounts the bytes under the name the graph gives them).
+//
 // Greedy generation from the fixed prompt in bench/.models/<size>/meta.json (input ids as a tensor,
 // no tokenizer), one warm-up generation of 4 tokens, then one timed generation. Times come from a
 // streamer: transformers.js calls `put` once with the prompt before the first forward pass, then
@@ -47,13 +54,26 @@ if (runtime === 'web') {
   env.backends.onnx.wasm.wasmPaths = undefined;
 }
 
+// the dtype's file and, when it has one, its external data file (transformers.js' name for it)
+const onnxFile = dtype === 'q8' ? 'model_quantized.onnx' : 'model.onnx';
+const external = fs.existsSync(path.join(modelsDir, size, 'tjs', 'onnx', `${onnxFile}_data`));
+const sessionOptions = {intraOpNumThreads: 1, interOpNumThreads: 1};
+const externalOptions = {};
+if (external && runtime === 'node') {
+  externalOptions.use_external_data_format = {[onnxFile]: 1};
+} else if (external) {
+  // a string `data` is read by transformers.js from the model's folder into bytes
+  sessionOptions.externalData = [{path: `${onnxFile}_data`, data: `onnx/${onnxFile}_data`}];
+}
+
 const t0 = performance.now();
 const model = await AutoModelForCausalLM.from_pretrained(`${size}/tjs`, {
   dtype,
   // with a runtime installed through the symbol, transformers.js lists no devices; 'auto' hands
   // onnxruntime-web an empty list, and it takes its own default backend (wasm)
   device: runtime === 'node' ? 'cpu' : 'auto',
-  session_options: {intraOpNumThreads: 1, interOpNumThreads: 1},
+  session_options: sessionOptions,
+  ...externalOptions,
 });
 const loadMs = performance.now() - t0;
 
@@ -100,6 +120,7 @@ const result = {
   ids: r.tokens,
   timing: 'streamer: put() per chosen token',
   runtimeVersion: `${ortName} ${packageVersion(ortName)}`,
+  externalData: external,
 };
 await model.dispose();
 process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
