@@ -5,10 +5,16 @@ import {tanh64} from '../ops/activations';
 // Attention over the cache.
 
 // stores position `pos`'s score `s` (soft-capped; -Infinity for a masked key) into `work` and
-// returns the running largest
-// @ts-ignore: decorator
-@inline
-function score(m: f32, work: usize, mb: usize, keyMask: usize, pos: i32, s: f32, softCap: f32): f32 {
+// returns the running largest (small: the optimizer inlines it)
+function score(
+  m: f32,
+  work: usize,
+  mb: usize,
+  keyMask: usize,
+  pos: i32,
+  s: f32,
+  softCap: f32,
+): f32 {
   if (keyMask != 0 && load<u8>(mb + <usize>pos) == 0) {
     store<f32>(work + <usize>pos * 4, -Infinity);
     return m;
@@ -86,7 +92,8 @@ export function attend(
           const kp = kb + <usize>pos * kvRow + kvOff;
           let a = f32x4.splat(0);
           let d: usize = 0;
-          for (; d < hd4; d += 16) a = f32x4.add(a, f32x4.mul(v128.load(qh + d), v128.load(kp + d)));
+          for (; d < hd4; d += 16)
+            a = f32x4.add(a, f32x4.mul(v128.load(qh + d), v128.load(kp + d)));
           let dot = hsum(a);
           for (; d < hBytes; d += 4) dot += load<f32>(qh + d) * load<f32>(kp + d);
           m = score(m, work, mb, keyMask, pos, scale * dot, softCap);
