@@ -7,7 +7,7 @@
 import * as tf from '@tensorflow/tfjs';
 
 import {generateText, loadKerasModel} from '../../src';
-import type {KerasHubPreset} from '../../src';
+import type {KerasHubPreset, StepReport} from '../../src';
 import type {CausalLMExpected} from './causal_lm_family';
 import {
   expectKerasHubIds,
@@ -33,18 +33,23 @@ export function itGeneratesKerasHubOutputs(
   e: CausalLMExpected,
   presetOf: () => KerasHubPreset,
 ): void {
-  it("generate: keras-hub's greedy ids (each row up to its stop token), on the compiled step", async () => {
+  it("generate: keras-hub's greedy ids (each row up to its stop token, then padding), on the compiled step", async () => {
     expect(e.generate.some((g) => g.paddingMask.includes(false))).toBe(true); // a row stops
     const before = tf.memory().numTensors;
     const {ids, report} = await generatedIds(presetOf().model, e, 0);
     expect(report).toMatchObject({compiled: true, reason: null});
-    expectKerasHubIds(e, ids);
+    expectKerasHubIds(e, ids, 0);
     expect(tf.memory().numTensors).toBe(before);
   });
 
-  it("generateText: keras-hub's greedy strings (stop token and special tokens stripped)", async () => {
+  it("generateText: keras-hub's greedy strings (stop token and special tokens stripped), on the compiled step", async () => {
     const before = tf.memory().numTensors;
-    const texts = await generateText(presetOf(), e.prompts, {maxLength: e.maxLength});
+    let report: StepReport | null = null;
+    const texts = await generateText(presetOf(), e.prompts, {
+      maxLength: e.maxLength,
+      onCompile: (r) => (report = r),
+    });
+    expect(report).toMatchObject({compiled: true, reason: null});
     expect(texts).toEqual(e.generate.map((g) => g.text));
     expect(tf.memory().numTensors).toBe(before);
   });

@@ -99,11 +99,15 @@ export async function generatedIds(
   return {ids, report};
 }
 
-/** keras-hub's greedy ids equal `ids` in each row up to and including its first stop token. */
-export function expectKerasHubIds(e: CausalLMExpected, ids: number[][]): void {
+/**
+ * keras-hub's greedy ids equal `ids` in each row up to and including its first stop token, and
+ * `ids` hold `padId` after it (generate stopped the row there; keras-hub's ids go on past it).
+ */
+export function expectKerasHubIds(e: CausalLMExpected, ids: number[][], padId: number): void {
   e.generate.forEach(({tokenIds, paddingMask}, b) => {
     const kept = paddingMask.filter((k) => k).length;
     expect(ids[b].slice(0, kept)).toEqual(tokenIds.slice(0, kept));
+    expect(ids[b].slice(kept)).toEqual(new Array<number>(tokenIds.length - kept).fill(padId));
   });
 }
 

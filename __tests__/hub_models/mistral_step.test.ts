@@ -61,6 +61,6 @@ describeBackends('Mistral in the compiled step', () => {
   it("generate's compiled ids are keras-hub's greedy ids", async () => {
     const {ids, report} = await generatedIds(preset.model, e, 0);
     expect(report?.compiled).toBe(true);
-    expectKerasHubIds(e, ids);
+    expectKerasHubIds(e, ids, 0);
   });
 });
