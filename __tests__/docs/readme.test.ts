@@ -31,7 +31,11 @@ describe('README', () => {
     expect(head).toContain('npm test');
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
     expect(pkg.scripts.train).toBe('node scripts/build.mjs && node dist/train.cjs'); // builds first
-    expect(pkg.scripts.test).toBe('jest');
+    // npm test runs the unit project; the integration project runs apart, and .ci/run runs both
+    expect(pkg.scripts.test).toBe('jest --selectProjects unit');
+    expect(pkg.scripts['test:integration']).toBe('jest --selectProjects integration');
+    expect(read('.ci/run')).toContain('npm run test:integration -- --json');
+    expect(readme).toContain('`npm run test:integration`');
   });
 
   it('says why no install script runs, next to the set-up commands', () => {
