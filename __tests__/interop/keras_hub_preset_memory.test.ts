@@ -56,6 +56,31 @@ describe('loadKerasHubPreset: weights held once', () => {
   );
 });
 
+/** The file descriptors `fs.openSync` opens and `fs.closeSync` closes until `restore()`. */
+function watchOpenClose() {
+  const opened: number[] = [];
+  const closed: number[] = [];
+  const openSync = nodeFs.openSync;
+  const closeSync = nodeFs.closeSync;
+  const spyOpen = jest.spyOn(nodeFs, 'openSync').mockImplementation(((...a: unknown[]) => {
+    const fd = (openSync as (...x: unknown[]) => number)(...a);
+    opened.push(fd);
+    return fd;
+  }) as typeof fs.openSync);
+  const spyClose = jest.spyOn(nodeFs, 'closeSync').mockImplementation((fd: number) => {
+    closed.push(fd);
+    closeSync(fd);
+  });
+  return {
+    opened,
+    closed,
+    restore() {
+      spyOpen.mockRestore();
+      spyClose.mockRestore();
+    },
+  };
+}
+
 describe('loadKerasHubPreset from a folder: the weights file read by range, never whole', () => {
   beforeAll(() => tf.setBackend('cpu'));
 
@@ -69,30 +94,17 @@ describe('loadKerasHubPreset from a folder: the weights file read by range, neve
         wholeReads.push(String(file));
         return (readFile as (...a: unknown[]) => Promise<Buffer>)(file, ...rest);
       }) as typeof fs.promises.readFile);
-      const opened: number[] = [];
-      const closed: number[] = [];
-      const openSync = nodeFs.openSync;
-      const closeSync = nodeFs.closeSync;
-      const spyOpen = jest.spyOn(nodeFs, 'openSync').mockImplementation(((...a: unknown[]) => {
-        const fd = (openSync as (...x: unknown[]) => number)(...a);
-        opened.push(fd);
-        return fd;
-      }) as typeof fs.openSync);
-      const spyClose = jest.spyOn(nodeFs, 'closeSync').mockImplementation((fd: number) => {
-        closed.push(fd);
-        closeSync(fd);
-      });
+      const files = watchOpenClose();
       let preset: KerasHubPreset;
       try {
         preset = await loadKerasHubPreset(path.join(DIR, name));
       } finally {
         spyRead.mockRestore();
-        spyOpen.mockRestore();
-        spyClose.mockRestore();
+        files.restore();
       }
       expect(wholeReads.filter((f) => f.endsWith('.weights.h5'))).toEqual([]);
-      expect(opened.length).toBeGreaterThanOrEqual(1);
-      expect(closed.sort()).toEqual(opened.sort());
+      expect(files.opened.length).toBeGreaterThanOrEqual(1);
+      expect(files.closed.sort()).toEqual(files.opened.sort());
       expect(preset.model.weights.length).toBeGreaterThan(0);
       preset.dispose();
     },
@@ -109,27 +121,14 @@ describe('loadKerasHubPreset from a folder: the weights file read by range, neve
       const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
       config.config.num_layers = 500;
       fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
-      const opened: number[] = [];
-      const closed: number[] = [];
-      const openSync = nodeFs.openSync;
-      const closeSync = nodeFs.closeSync;
-      const spyOpen = jest.spyOn(nodeFs, 'openSync').mockImplementation(((...a: unknown[]) => {
-        const fd = (openSync as (...x: unknown[]) => number)(...a);
-        opened.push(fd);
-        return fd;
-      }) as typeof fs.openSync);
-      const spyClose = jest.spyOn(nodeFs, 'closeSync').mockImplementation((fd: number) => {
-        closed.push(fd);
-        closeSync(fd);
-      });
+      const files = watchOpenClose();
       try {
         await expect(loadKerasHubPreset(dir)).rejects.toThrow(/implies at least/);
       } finally {
-        spyOpen.mockRestore();
-        spyClose.mockRestore();
+        files.restore();
       }
-      expect(opened.length).toBe(1);
-      expect(closed).toEqual(opened);
+      expect(files.opened.length).toBe(1);
+      expect(files.closed).toEqual(files.opened);
     } finally {
       fs.rmSync(dir, {recursive: true, force: true});
     }

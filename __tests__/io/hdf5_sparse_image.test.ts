@@ -53,6 +53,16 @@ async function wholeFile(bytes: Uint8Array) {
 }
 
 /** Values of n float32s, i * step. */
+/** Every dataset `reader` copies equals the whole file's reader's values. */
+async function expectValuesOf(reader: Hdf5Reader, bytes: Uint8Array): Promise<void> {
+  for (const d of await wholeFile(bytes)) {
+    const ds = reader.dataset(d.path);
+    const out = new Uint8Array(ds.bytes);
+    reader.copy(ds, out, 0);
+    expect(out).toEqual(d.values);
+  }
+}
+
 const floats = (n: number, step: number) =>
   new Uint8Array(Float32Array.from({length: n}, (_, i) => i * step).buffer);
 
@@ -169,12 +179,7 @@ describe('Hdf5Reader.openFile: values read by range', () => {
     // the scan takes the bait (it cannot tell): the reader must not
     expect(declaredValueRegions(file, 1024)).toContainEqual({start: metaStart, end: bytes.length});
     const reader = await Hdf5Reader.openFile(file, 'bait', 1024);
-    for (const d of await wholeFile(bytes)) {
-      const ds = reader.dataset(d.path);
-      const out = new Uint8Array(ds.bytes);
-      reader.copy(ds, out, 0);
-      expect(out).toEqual(d.values);
-    }
+    await expectValuesOf(reader, bytes);
     reader.close();
   });
 
@@ -199,12 +204,7 @@ describe('Hdf5Reader.openFile: values read by range', () => {
     const {file} = bytesFile(bytes);
     expect(declaredValueRegions(file, 1024)).toContainEqual({start: m.start, end: m.end - 4});
     const reader = await Hdf5Reader.openFile(file, 'bait', 1024);
-    for (const d of await wholeFile(bytes)) {
-      const ds = reader.dataset(d.path);
-      const out = new Uint8Array(ds.bytes);
-      reader.copy(ds, out, 0);
-      expect(out).toEqual(d.values);
-    }
+    await expectValuesOf(reader, bytes);
     reader.close();
   });
 
