@@ -1,12 +1,14 @@
 /**
  * Two jest projects: `unit` (`npm test`, a few minutes) and `integration` (`npm run
- * test:integration`): the slow suites that run whole models, the new keras-hub families' fixtures
- * (their compiled steps, int8 forms, presets and stop tokens) and the training CLI's runs.
+ * test:integration`): the slow suites that run whole programs: the new keras-hub families'
+ * fixtures (their compiled steps, int8 forms, presets and stop tokens), the training CLI's runs and
+ * the API reference's build (typedoc).
  * `npx jest` runs both, `.ci/run` runs each and sums them.
  */
 const INTEGRATION = [
   '/__tests__/hub_models/(qwen|qwen3|gemma3|mistral|smollm3|llama3_step)[^/]*\\.test\\.ts$',
   '/__tests__/train/cli\\.test\\.ts$',
+  '/__tests__/docs/docs\\.test\\.ts$',
 ];
 
 /** What both projects share. */
