@@ -39,6 +39,13 @@ if (runtime === 'web') {
   const ortWeb = require('onnxruntime-web');
   ortWeb.env.wasm.numThreads = 1;
   globalThis[Symbol.for('onnxruntime')] = ortWeb;
+  // transformers.js requires onnxruntime-node when it loads, whatever runtime it is given, and
+  // onnxruntime-node then registers its native backend (priority 100) in the onnxruntime-common
+  // that onnxruntime-web shares: a session created through onnxruntime-web with transformers.js'
+  // empty list of execution providers would run natively. onnxruntime-web stands in for it.
+  const fromTransformers = createRequire(require.resolve('@huggingface/transformers'));
+  const nodePath = fromTransformers.resolve('onnxruntime-node');
+  require.cache[nodePath] = {id: nodePath, filename: nodePath, loaded: true, exports: ortWeb};
 } else if (runtime !== 'node') {
   throw new Error(`expected runtime "node" or "web", received "${runtime}"`);
 }
@@ -76,6 +83,16 @@ const model = await AutoModelForCausalLM.from_pretrained(`${size}/tjs`, {
   ...externalOptions,
 });
 const loadMs = performance.now() - t0;
+// the session runs where this contender says: onnxruntime-node's native handler
+// (`OnnxruntimeSessionHandler`) for node, any other (onnxruntime-web's, minified) for web; a
+// session of the other runtime would be timed under this one's name
+const handler = Object.values(model.sessions)[0]?.handler?.constructor?.name ?? 'unknown';
+if ((handler === 'OnnxruntimeSessionHandler') !== (runtime === 'node')) {
+  throw new Error(
+    `expected a session of ${ortName}, received one whose handler is ${handler} ` +
+      `(${runtime === 'web' ? "onnxruntime-node's" : 'not onnxruntime-node'})`,
+  );
+}
 
 class Stamps extends BaseStreamer {
   constructor() {
@@ -120,6 +137,7 @@ const result = {
   ids: r.tokens,
   timing: 'streamer: put() per chosen token',
   runtimeVersion: `${ortName} ${packageVersion(ortName)}`,
+  sessionHandler: handler,
   externalData: external,
 };
 await model.dispose();
