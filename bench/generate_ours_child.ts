@@ -6,7 +6,7 @@
  * exports it). One thread: tfjs-wasm `setThreadsCount(1)`, TF_NUM_INTRAOP_THREADS /
  * TF_NUM_INTEROP_THREADS 1 (set by the parent) for tfjs-node.
  *
- * Loads bench/.models/<size>/preset (a keras-hub `save_to_preset` folder written by
+ * Imports tfjs-core and the run's backend only (see the imports). Loads bench/.models/<size>/preset (a keras-hub `save_to_preset` folder written by
  * fixtures/family_bench.py) with `loadKerasHubPreset`, or else bench/.models/<size>/tfjs (the
  * keras-hub GPT-2 converted by fixtures/gpt2_bench.py) with `loadKerasModel`; load time = that call.
  * Runs one warm-up generation of 4 tokens, then one timed greedy generation of the
@@ -17,8 +17,11 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
-import * as tf from '@tensorflow/tfjs';
-import {setThreadsCount} from '@tensorflow/tfjs-backend-wasm';
+// what the package needs (tfjs-core and tfjs-layers, its peer dependencies) and the backend of
+// the run, loaded below; not the @tensorflow/tfjs union, whose webgl backend, converter and data
+// API a Node process running wasm would not load (about 12 MB of resident memory)
+import * as tf from '@tensorflow/tfjs-core';
+import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import * as api from '../src';
 
@@ -31,7 +34,7 @@ interface Meta {
   vocab: number;
 }
 
-type Quantize = (model: tf.LayersModel, mode: 'int8') => unknown;
+type Quantize = (model: LayersModel, mode: 'int8') => unknown;
 
 function emit(result: object): void {
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
@@ -42,8 +45,13 @@ async function setBackend(): Promise<void> {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     require('@tensorflow/tfjs-node');
   } else if (backend === 'wasm') {
-    setThreadsCount(1);
-  } else if (backend !== 'cpu') {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const wasm = require('@tensorflow/tfjs-backend-wasm') as {setThreadsCount(n: number): void};
+    wasm.setThreadsCount(1);
+  } else if (backend === 'cpu') {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    require('@tensorflow/tfjs-backend-cpu');
+  } else {
     throw new Error(`expected backend wasm, cpu or tensorflow, received "${backend}"`);
   }
   if (!(await tf.setBackend(backend))) throw new Error(`tf.setBackend('${backend}') failed`);
@@ -51,7 +59,7 @@ async function setBackend(): Promise<void> {
 }
 
 /** max |our logits - Keras' logits| on the prompt (all positions). */
-function logitsError(model: tf.LayersModel, meta: Meta): number {
+function logitsError(model: LayersModel, meta: Meta): number {
   const keras = new Float32Array(
     fs.readFileSync(path.join(dir, 'keras_logits.f32')).buffer.slice(0),
   );
@@ -74,7 +82,7 @@ function logitsError(model: tf.LayersModel, meta: Meta): number {
 }
 
 async function run(
-  model: tf.LayersModel,
+  model: LayersModel,
   meta: Meta,
   newTokens: number,
 ): Promise<{
@@ -127,7 +135,7 @@ async function main(): Promise<void> {
     : await api.loadKerasModel(api.fileSystem(path.join(dir, 'tfjs', 'model.json')));
   const loadMs = performance.now() - t0;
   if (dtype === 'int8') {
-    const q = (await quantize!(model, 'int8')) as tf.LayersModel | undefined;
+    const q = (await quantize!(model, 'int8')) as LayersModel | undefined;
     if (q != null && q !== model) {
       model.dispose();
       model = q;
@@ -150,7 +158,7 @@ async function main(): Promise<void> {
     ids: r.ids,
     maxAbsLogitsVsKeras,
     timing: 'generate onStep per chosen token',
-    runtimeVersion: `tfjs ${tf.version.tfjs} ${tf.getBackend()}`,
+    runtimeVersion: `tfjs ${tf.version_core} ${tf.getBackend()}`,
     // null: the timed generation ran the compiled step; else why it ran the eager stepper
     compileRefusal: r.refusal,
     step: r.step,
