@@ -5,7 +5,8 @@
  * planner's use of `operands`.
  */
 import type {ProgramValue} from '../../src/generate/program_builder';
-import {planBuffers} from '../../src/generate/step_buffers';
+import {planBuffers, programBuffers} from '../../src/generate/step_buffers';
+import type {StepProgram} from '../../src/generate/program_builder';
 import type {ProgramOp} from '../../src/generate/step_ops';
 
 const value = (index: number, width: number, rows: 'all' | 'last' = 'all', aliasOf = -1) =>
@@ -132,5 +133,22 @@ describe('planBuffers', () => {
       }
       expectNoClash(values, ops, 0, values.length - 1, 1 + rand(8));
     }
+  });
+
+  it("programBuffers: a program's plan made once per row counts, the plan planBuffers gives", () => {
+    const values = [value(0, 1), value(1, 8), value(2, 8)];
+    const ops = [
+      {op: 'gather', ids: 0, table: 0, dim: 8, out: 1},
+      {op: 'activate', x: 1, act: 0, width: 8, out: 2},
+    ] as ProgramOp[];
+    const program = {values, ops, ids: 0, logits: 2} as unknown as StepProgram;
+    const first = programBuffers(program, 4, 1);
+    expect(first).toEqual(planBuffers(values, ops, 0, 2, 4, 1));
+    expect(programBuffers(program, 4, 1)).toBe(first);
+    const other = programBuffers(program, 8, 2);
+    expect(other).not.toBe(first);
+    expect(other).toEqual(planBuffers(values, ops, 0, 2, 8, 2));
+    // another program with the same rows is planned for itself
+    expect(programBuffers({...program} as StepProgram, 4, 1)).not.toBe(first);
   });
 });

@@ -26,7 +26,7 @@ import {CompileResult, compileStep, StepProgram} from './step_compile';
 import {DENSE_ROWS_FROM, OpContext, runOp} from './step_ops';
 import {chooseStepKernels} from './step_kernels_choice';
 import {stepRulesVersion} from './step_rules';
-import {planBuffers} from './step_buffers';
+import {programBuffers} from './step_buffers';
 import {StepMemory, stepMemory} from './step_memory';
 import {runMemory, RunMemory} from './kept_step_memory';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
@@ -204,14 +204,7 @@ class CompiledRunner implements DecodeStep, OpContext {
       memory.int8Weight(p.tensor, this.kernels, p.transposeRows, p.heads),
     );
     // the values share one block where their lives do not overlap (step_buffers.ts)
-    const plan = planBuffers(
-      program.values,
-      program.ops,
-      program.ids,
-      program.logits,
-      B * this.chunk,
-      B,
-    );
+    const plan = programBuffers(program, B * this.chunk, B);
     const block = memory.alloc(plan.bytes);
     this.offsets = plan.offsets.map((at) => block + at);
     this.constants = program.constants.map((values) => {

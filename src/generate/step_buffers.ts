@@ -5,7 +5,7 @@
  * value of every block at once (SmolLM2-135M's shape, 32 rows: about 40 MB); shared, about two
  * blocks' worth.
  */
-import type {ProgramValue} from './program_builder';
+import type {ProgramValue, StepProgram} from './program_builder';
 import {operands} from './step_ops';
 import type {ProgramOp} from './step_ops';
 
@@ -14,8 +14,8 @@ const ALIGN = 16;
 
 /** The values' places: byte offsets from the block's start, and the block's size. */
 export interface BufferPlan {
-  offsets: number[];
-  bytes: number;
+  readonly offsets: readonly number[];
+  readonly bytes: number;
 }
 
 /**
@@ -79,4 +79,31 @@ export function planBuffers(
   // a value no op touches (none is expected) gets the block's start: nothing reads it
   const offsets = values.map((_, i) => place.get(root(i)) ?? 0);
   return {offsets, bytes: Math.max(total, ALIGN)};
+}
+
+/** Each program's plans by their row counts (`all`:`last`): a kept program is planned once. */
+const plans = new WeakMap<StepProgram, Map<string, BufferPlan>>();
+
+/**
+ * {@link planBuffers} for `program` (its ids written first, its logits read last), made once per
+ * program and row counts: a program kept between `generate` calls is not planned again (SmolLM2-135M's
+ * shape: about 10 ms a plan).
+ */
+export function programBuffers(
+  program: StepProgram,
+  allRows: number,
+  lastRows: number,
+): BufferPlan {
+  let byRows = plans.get(program);
+  if (byRows == null) {
+    byRows = new Map();
+    plans.set(program, byRows);
+  }
+  const key = `${allRows}:${lastRows}`;
+  let plan = byRows.get(key);
+  if (plan == null) {
+    plan = planBuffers(program.values, program.ops, program.ids, program.logits, allRows, lastRows);
+    byRows.set(key, plan);
+  }
+  return plan;
 }
