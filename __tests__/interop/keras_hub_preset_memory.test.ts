@@ -87,6 +87,7 @@ describe('loadKerasHubPreset from a folder: the weights file read by range, neve
   it.each(['llama3', 'gpt2'])(
     '%s: model.weights.h5 opened, read by range and closed; not read whole',
     async (name) => {
+      const before = tf.memory().numTensors;
       const wholeReads: string[] = [];
       const readFile = fs.promises.readFile;
       const spyRead = jest.spyOn(fs.promises, 'readFile');
@@ -107,6 +108,7 @@ describe('loadKerasHubPreset from a folder: the weights file read by range, neve
       expect(files.closed.sort()).toEqual(files.opened.sort());
       expect(preset.model.weights.length).toBeGreaterThan(0);
       preset.dispose();
+      expect(tf.memory().numTensors).toBe(before);
     },
   );
 
@@ -122,8 +124,10 @@ describe('loadKerasHubPreset from a folder: the weights file read by range, neve
       config.config.num_layers = 500;
       fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
       const files = watchOpenClose();
+      const tensors = tf.memory().numTensors;
       try {
         await expect(loadKerasHubPreset(dir)).rejects.toThrow(/implies at least/);
+        expect(tf.memory().numTensors).toBe(tensors);
       } finally {
         files.restore();
       }
