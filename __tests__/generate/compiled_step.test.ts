@@ -22,6 +22,7 @@ import {
   TransformerDecoder,
 } from '../../src';
 import type {CompiledRunReport, StepReport} from '../../src';
+import {STEP_BACKEND_ROWS} from '../../src/generate/backend_products';
 import {compiledStep} from '../../src/generate/compiled_step';
 import type {DecodeStep} from '../../src/generate/decode_loop';
 import {planCachedDecoding, StepPlan} from '../../src/generate/graph_plan';
@@ -261,6 +262,34 @@ describeBackends('compiled decoding step', (backend) => {
         expect(made.report.run?.counts.live).toBe(0); // every buffer freed
       });
 
+      it("runs a prefill's products on the backend's matmul from TFJS_ATTENTION_STEP_BACKEND_ROWS rows (not on wasm's heap), the eager stepper's logits within 1e-4", async () => {
+        const plan = planOf(model);
+        const {ids, lengths} = rows(plan.masksZeroIds);
+        const eager = eagerLogits(plan, ids, lengths);
+        // 8 prefill rows (batch 2, the shortest prompt 4) from 2 rows on: every float product of
+        // the first run; the single rows after it stay on the step's kernels
+        tf.env().set(STEP_BACKEND_ROWS, 2);
+        try {
+          const made = compiledStep(plan, ids, lengths, MAX);
+          const step = made.step as DecodeStep;
+          const compiled: Float32Array[][] = [];
+          try {
+            const first = await tf.profile(() => {
+              compiled.push(...compiledLogits(step, ids, lengths).slice(0, 1));
+            });
+            const products = first.kernelNames.filter((k) => k === 'BatchMatMul').length;
+            if (backend === 'wasm') expect(products).toBe(0);
+            else expect(products).toBeGreaterThan(0);
+            expect(first.newTensors).toBe(0);
+          } finally {
+            step.dispose();
+          }
+          expect(maxDiff(eager.slice(0, 1), compiled)).toBeLessThan(1e-4);
+        } finally {
+          tf.env().set(STEP_BACKEND_ROWS, -1);
+        }
+      });
+
       for (const kernels of ['simd', 'js'] as const) {
         it(`gives the greedy tokens of recomputing, through the compiled path (${kernels} kernels), leaving nothing`, async () => {
           // the SIMD module of the whole step, or (TFJS_ATTENTION_SIMD off) the JavaScript loops
@@ -302,6 +331,7 @@ describeBackends('compiled decoding step', (backend) => {
 
   it('a step runs no tfjs kernel (the whole step is the compiled program)', async () => {
     const model = gpt();
+    tf.env().set(STEP_BACKEND_ROWS, 0); // tfjs-node's own matmul off for the prefill's rows
     try {
       const plan = planOf(model);
       const {ids, lengths} = rows(false);
@@ -324,6 +354,7 @@ describeBackends('compiled decoding step', (backend) => {
       expect(await kernelsOf(MAX)).toBe(await kernelsOf(6));
     } finally {
       model.dispose();
+      tf.env().set(STEP_BACKEND_ROWS, -1);
     }
   });
 

@@ -25,6 +25,7 @@ import type {StepPlan} from './graph_plan';
 import {CompileResult, compileStep, StepProgram} from './step_compile';
 import {DENSE_ROWS_FROM, OpContext, runOp} from './step_ops';
 import {chooseStepKernels} from './step_kernels_choice';
+import {backendRowsFrom} from './backend_products';
 import {stepRulesVersion} from './step_rules';
 import {programBuffers} from './step_buffers';
 import {StepMemory, stepMemory} from './step_memory';
@@ -178,6 +179,7 @@ class CompiledRunner implements DecodeStep, OpContext {
   readonly keyMask: number;
   readonly work: number;
   readonly rowsWork: number;
+  readonly backendRowsFrom: number;
   /** Its counters (the report's `run`). */
   readonly report: CompiledRunReport;
   /** Positions written so far (the next run starts there). */
@@ -198,6 +200,7 @@ class CompiledRunner implements DecodeStep, OpContext {
     this.B = B;
     this.chunk = Math.max(1, Math.min(...lengths));
     this.kernels = chooseStepKernels(memory.memory);
+    this.backendRowsFrom = backendRowsFrom(memory.kind);
     // the weights first: kept in the memory from call to call, below the run's buffers
     this.weights = program.weights.map((t) => memory.weight(t));
     this.packedAt = program.packed.map((p) =>
@@ -287,6 +290,10 @@ class CompiledRunner implements DecodeStep, OpContext {
 
   w(weight: number): number {
     return weight < 0 ? 0 : this.weights[weight];
+  }
+
+  tensor(weight: number): tf.Tensor | null {
+    return weight < 0 ? null : this.program.weights[weight];
   }
 
   packed(index: number): number {

@@ -7,7 +7,10 @@
  * wasm module's and the JavaScript loop's), its member of `ProgramOp`, its entry here, and the
  * emitter method that emits it (step_program.ts, program_builder.ts).
  */
+import type * as tf from '@tensorflow/tfjs-core';
+
 import {StepActivation, type StepKernels} from '../kernels/step_kernels_api';
+import {backendDense} from './backend_products';
 import type {StepAttention} from './step_program';
 
 /** One op; value and weight operands are indices. */
@@ -145,6 +148,13 @@ export interface OpContext {
   at(value: number): number;
   /** The byte offset of a float32 weight (index -1: absent, 0). */
   w(weight: number): number;
+  /** The tensor of a float32 weight (index -1: absent, null). */
+  tensor(weight: number): tf.Tensor | null;
+  /**
+   * Rows from which a float32 `dense` op runs on the backend's matmul (backend_products.ts), or 0:
+   * never.
+   */
+  readonly backendRowsFrom: number;
   /** The byte offset of a packed int8 weight. */
   packed(index: number): number;
   /** The byte offset of a constant of the program (rotary inverse frequencies). */
@@ -201,8 +211,27 @@ export const STEP_OPS: StepOpTable = {
   dense: {
     reads: ['x'],
     writes: ['out'],
-    run: (o, c) =>
-      product(c, c.rowsOf(o.x), o.k, o.n, c.at(o.x), c.w(o.w), c.w(o.bias), o.act, c.at(o.out)),
+    run(o, c) {
+      const rows = c.rowsOf(o.x);
+      if (c.backendRowsFrom > 0 && rows >= c.backendRowsFrom) {
+        const [w, bias] = [c.tensor(o.w), c.tensor(o.bias)];
+        if (w == null) throw new Error('compiled step: a dense op without its kernel');
+        backendDense(
+          () => c.f32(),
+          c.kernels,
+          rows,
+          o.k,
+          o.n,
+          c.at(o.x),
+          w,
+          bias,
+          o.act,
+          c.at(o.out),
+        );
+      } else {
+        product(c, rows, o.k, o.n, c.at(o.x), c.w(o.w), c.w(o.bias), o.act, c.at(o.out));
+      }
+    },
   },
   denseHeads: {
     reads: ['x'],

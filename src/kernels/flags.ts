@@ -21,6 +21,11 @@
  * - `TFJS_ATTENTION_COMPILED_STEP` (default true): `generate`'s compiled decoding step
  *   (generate/compiled_step.ts) where the model compiles. Off, cached decoding runs the eager
  *   stepper (each layer called on the new positions).
+ * - `TFJS_ATTENTION_STEP_BACKEND_ROWS` (default -1, automatic: 8 on tfjs-node's `tensorflow`
+ *   backend, never elsewhere): the rows (batch x positions of one run) from which the compiled
+ *   step's float32 products run on the backend's own matmul, reading the model's weight tensors
+ *   (generate/backend_products.ts): a prompt's prefill on TensorFlow's matmul. 0: never. Never on
+ *   tfjs-wasm, whose heap the step shares.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -29,12 +34,14 @@ export const BLOCK_ABOVE = 'TFJS_ATTENTION_BLOCK_ABOVE';
 export const BLOCK_TARGET = 'TFJS_ATTENTION_BLOCK_TARGET';
 export const SIMD = 'TFJS_ATTENTION_SIMD';
 export const COMPILED_STEP = 'TFJS_ATTENTION_COMPILED_STEP';
+export const STEP_BACKEND_ROWS = 'TFJS_ATTENTION_STEP_BACKEND_ROWS';
 
 tf.env().registerFlag(OWN_KERNELS, () => true);
 tf.env().registerFlag(BLOCK_ABOVE, () => 2 ** 23);
 tf.env().registerFlag(BLOCK_TARGET, () => -1);
 tf.env().registerFlag(SIMD, () => true);
 tf.env().registerFlag(COMPILED_STEP, () => true);
+tf.env().registerFlag(STEP_BACKEND_ROWS, () => -1);
 
 /** Whether the package's own kernels and product layouts are on. */
 export function ownKernels(): boolean {

@@ -67,6 +67,8 @@ function runner(program: StepProgram, B: number, maxLength: number) {
       maxLength,
       at: (v) => offsets[v],
       w: (i) => (i < 0 ? 0 : weights[i]),
+      tensor: () => null,
+      backendRowsFrom: 0,
       packed: () => 0,
       constant: (i) => constants[i],
       rowsOf: (v) => (program.values[v].rows === 'all' ? B * t : B),
