@@ -18,6 +18,7 @@ import {LayersModel, loadLayersModel} from '@tensorflow/tfjs-layers';
 
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
+import {checkWeightsFit} from '../io/backend_capacity';
 import {modelFolderOf} from '../io/model_folder';
 import {configOrder, hasKeras3Names, renameByModel, renameKeras3Weights} from './keras3_weights';
 import {rewriteInt8} from './keras_int8';
@@ -270,7 +271,9 @@ export function rewriteKerasTopology(artifacts: tf.io.ModelArtifacts): {
   // before anything is built, copied or recursed into: no nesting beyond the limit, no cycle, no
   // dangling node, no config implying weight sizes the manifest does not declare
   const specs = artifacts.weightSpecs;
-  checkTopology(raw, specs == null ? null : declaredElements(specs));
+  const declared = specs == null ? null : declaredElements(specs);
+  checkTopology(raw, declared);
+  if (declared != null) checkWeightsFit('loadKerasModel', 'the model', declared);
   const topology = plainDtypes(JSON.parse(JSON.stringify(raw)) as Json) as Obj;
   const modelConfig = (isObj(topology.model_config) ? topology.model_config : topology) as Obj;
   const config = modelConfig.config as Obj;

@@ -20,6 +20,7 @@ import {
 } from '../io/bounded_json';
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
+import {checkWeightsFit} from '../io/backend_capacity';
 import {Hdf5Dataset, Hdf5Reader, isHdf5} from '../io/hdf5_datasets';
 import type {RandomAccessFile} from '../io/random_access_file';
 import {describeStart, zipEntries, zipEntryBytes} from '../io/zip_entries';
@@ -143,7 +144,9 @@ async function artifactsOf(
   }));
   // before a weights byte is allocated: the graph, and the sizes its config implies against the
   // sizes the weights files declare (each name once)
-  checkTopology(topology, declaredElements(weightSpecs));
+  const declared = declaredElements(weightSpecs);
+  checkTopology(topology, declared);
+  checkWeightsFit('loadKerasModel', 'the model', declared);
   const total = all.reduce((n, d) => n + d.dataset.bytes, 0);
   const data = new Uint8Array(total);
   const progress = options.onProgress;

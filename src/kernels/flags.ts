@@ -26,6 +26,10 @@
  *   step's float32 products run on the backend's own matmul, reading the model's weight tensors
  *   (generate/backend_products.ts): a prompt's prefill on TensorFlow's matmul. 0: never. Never on
  *   tfjs-wasm, whose heap the step shares.
+ * - `TFJS_ATTENTION_WASM_MEMORY_BYTES` (default 2^32, 4 GiB: the most tfjs-wasm 4.22's heap grows
+ *   to): the memory the loaders assume tfjs-wasm can hold; a model whose weights do not fit in
+ *   what is left of it is refused before any weight is allocated (io/backend_capacity.ts). Lower
+ *   it to keep room for other work in a page, or where a browser grants WebAssembly less (iOS).
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -35,6 +39,7 @@ export const BLOCK_TARGET = 'TFJS_ATTENTION_BLOCK_TARGET';
 export const SIMD = 'TFJS_ATTENTION_SIMD';
 export const COMPILED_STEP = 'TFJS_ATTENTION_COMPILED_STEP';
 export const STEP_BACKEND_ROWS = 'TFJS_ATTENTION_STEP_BACKEND_ROWS';
+export const WASM_MEMORY_BYTES = 'TFJS_ATTENTION_WASM_MEMORY_BYTES';
 
 tf.env().registerFlag(OWN_KERNELS, () => true);
 tf.env().registerFlag(BLOCK_ABOVE, () => 2 ** 23);
@@ -42,6 +47,7 @@ tf.env().registerFlag(BLOCK_TARGET, () => -1);
 tf.env().registerFlag(SIMD, () => true);
 tf.env().registerFlag(COMPILED_STEP, () => true);
 tf.env().registerFlag(STEP_BACKEND_ROWS, () => -1);
+tf.env().registerFlag(WASM_MEMORY_BYTES, () => 2 ** 32);
 
 /** Whether the package's own kernels and product layouts are on. */
 export function ownKernels(): boolean {
