@@ -1,15 +1,10 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
-import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {causalMask, combineMasks} from '../../ops/masking';
-import {reshapeTo} from '../../ops/reshape';
 import {configNumber, defineContract, LayerContract} from '../../layers/engine/contract';
-import {formatShape, Shape} from '../../layers/engine/shapes';
 import {HUB_NEEDS_KERAS3} from '../../layers/hub/hub_contract';
 import {positiveNumber, refuseUnknownOptions} from '../../layers/hub/layer_options';
 import {LlamaLayerNorm} from './llama_layer_norm';
-import {kerasMaskOf, TransformerBlock} from '../../layers/hub/transformer_block';
+import {GATED_ROTARY_DECODER_ROLES, GatedRotaryDecoder} from '../gated_rotary_decoder';
 import type {TransformerBlockArgs} from '../../layers/hub/transformer_block_args';
 import {checkHeads, LlamaAttention} from './llama_attention';
 import {
@@ -44,7 +39,6 @@ export interface LlamaTransformerDecoderArgs extends Omit<
 }
 
 /** The decoder's inputs, in its call's argument order (camelCase). */
-const LLAMA_DECODER_ROLES = ['decoderSequence', 'decoderPaddingMask', 'decoderAttentionMask'];
 
 const LLAMA_OWN = [
   'numQueryHeads',
@@ -78,7 +72,7 @@ const LLAMA_OWN = [
  * const y = decoder.apply(tf.randomNormal([1, 6, 16])); // [1, 6, 16]
  * ```
  */
-export class LlamaTransformerDecoder extends TransformerBlock {
+export class LlamaTransformerDecoder extends GatedRotaryDecoder<LlamaAttention, LlamaLayerNorm> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -109,7 +103,12 @@ export class LlamaTransformerDecoder extends TransformerBlock {
         ],
       },
       keras2: {refused: HUB_NEEDS_KERAS3},
-      call: {kind: 'keyword', roles: LLAMA_DECODER_ROLES, positional: 1, options: {training: null}},
+      call: {
+        kind: 'keyword',
+        roles: GATED_ROTARY_DECODER_ROLES,
+        positional: 1,
+        options: {training: null},
+      },
       refuseConfig: (c) => refuseRopeConfig(c),
     },
     configKeys: [
@@ -156,14 +155,6 @@ export class LlamaTransformerDecoder extends TransformerBlock {
     },
   });
 
-  protected readonly roleNames = LLAMA_DECODER_ROLES;
-  protected readonly positionalRoles = 1;
-  protected readonly tensorOptions = ['decoderPaddingMask', 'decoderAttentionMask'] as const;
-  protected readonly otherOptions = [
-    'selfAttentionCache',
-    'selfAttentionCacheUpdateIndex',
-  ] as const;
-
   /** The `numQueryHeads` option. */
   readonly numQueryHeads: number;
   /** The `numKeyValueHeads` option. */
@@ -172,10 +163,6 @@ export class LlamaTransformerDecoder extends TransformerBlock {
   readonly ropeMaxWavelength: number;
   /** Llama 3.1's rope smoothing options (all null when unset). */
   readonly rope: Required<LlamaRopeSmoothing>;
-  /** The self-attention sublayer (`self_attention`), created at build. */
-  selfAttention: LlamaAttention | null = null;
-  private selfAttentionNorm: LlamaLayerNorm | null = null;
-  private gate: layers.Layer | null = null;
 
   constructor(args: LlamaTransformerDecoderArgs) {
     const cls = 'LlamaTransformerDecoder';
@@ -241,39 +228,6 @@ export class LlamaTransformerDecoder extends TransformerBlock {
     this.rope = rope;
   }
 
-  override build(inputShape: Shape | Shape[]): void {
-    const shapes = this.shapesByRole(inputShape);
-    const shape = shapes.get('decoderSequence') as Shape;
-    if (shape == null || shape.length !== 3) {
-      throw new Error(
-        `Layer '${this.name}' expected decoderSequence of shape [batch, length, hidden], ` +
-          `received ${shape == null ? 'none' : formatShape(shape)}`,
-      );
-    }
-    this.headSize(shape[2]);
-    const width = shape[2] as number;
-    this.selfAttention = this.addSublayer(this.makeSelfAttention(), shape);
-    const norm = (name: string) => this.makeNorm(name);
-    this.selfAttentionNorm = this.addSublayer(norm('self_attention_layernorm'), shape);
-    const dense = (name: string, units: number) =>
-      layers.dense({
-        name,
-        units,
-        useBias: false,
-        kernelInitializer: this.kernelInitializer,
-        kernelRegularizer: this.kernelRegularizer ?? undefined,
-      });
-    const inner = [shape[0], shape[1], this.intermediateDim];
-    this.feedforwardIntermediate = this.addSublayer(
-      dense('feedforward_intermediate_dense', this.intermediateDim),
-      shape,
-    );
-    this.gate = this.addSublayer(dense('feedforward_gate_dense', this.intermediateDim), shape);
-    this.feedforwardOutput = this.addSublayer(dense('feedforward_output_dense', width), inner);
-    this.feedforwardNorm = this.addSublayer(norm('feedforward_layernorm'), shape);
-    this.built = true;
-  }
-
   /** The self-attention sublayer `self_attention` (a family's decoder gives its own class). */
   protected makeSelfAttention(): LlamaAttention {
     return new LlamaAttention({
@@ -292,145 +246,7 @@ export class LlamaTransformerDecoder extends TransformerBlock {
     return new LlamaLayerNorm({name, epsilon: this.layerNormEpsilon});
   }
 
-  /**
-   * Which keys each of `T` queries (the first at position `start`) attends to among `S`:
-   * `[T, S]` bool, causal (a family's decoder may narrow it: Mistral's sliding window).
-   */
-  protected selfAttentionMask(T: number, S: number, start: number): tf.Tensor {
-    return causalMask(T, S, start);
-  }
-
-  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
-    return this.shapesByRole(inputShape).get('decoderSequence') as Shape;
-  }
-
-  /**
-   * The sublayers of one call in call order (the attention's norm, the attention, the
-   * feed-forward's norm, its gate, up and down projections), or null before build: what the
-   * compiled decoding step's rule reads (llama3_step_rules.ts).
-   */
-  get stepParts(): {
-    /** The self-attention's norm (`self_attention_layernorm`). */
-    attentionNorm: LlamaLayerNorm;
-    /** The self-attention (`self_attention`). */
-    attention: LlamaAttention;
-    /** The feed-forward's norm (`feedforward_layernorm`). */
-    ffNorm: layers.Layer;
-    /** The gate projection (`feedforward_gate_dense`). */
-    gate: layers.Layer;
-    /** The up projection (`feedforward_intermediate_dense`). */
-    up: layers.Layer;
-    /** The down projection (`feedforward_output_dense`). */
-    down: layers.Layer;
-  } | null {
-    const {selfAttentionNorm: attentionNorm, selfAttention: attention, gate} = this;
-    const [ffNorm, up, down] = [
-      this.feedforwardNorm,
-      this.feedforwardIntermediate,
-      this.feedforwardOutput,
-    ];
-    if (attentionNorm == null || attention == null || gate == null) return null;
-    if (ffNorm == null || up == null || down == null) return null;
-    return {attentionNorm, attention, ffNorm, gate, up, down};
-  }
-
-  /** Eager calls return a tensor, or `[output, cache]` with `selfAttentionCache`. */
-  override apply(
-    inputs: tf.Tensor | tf.Tensor[],
-    kwargs: Kwargs & {selfAttentionCache: tf.Tensor},
-  ): [tf.Tensor, tf.Tensor];
-  override apply(inputs: tf.Tensor | tf.Tensor[], kwargs?: Kwargs): tf.Tensor;
-  override apply(inputs: SymbolicTensor | SymbolicTensor[], kwargs?: Kwargs): SymbolicTensor;
-  override apply(
-    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
-    kwargs?: Kwargs,
-  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
-  override apply(
-    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
-    kwargs: Kwargs = {},
-  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
-    return super.apply(inputs, kwargs);
-  }
-
-  override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor | tf.Tensor[] {
-    this.checkOptions(kwargs);
-    return tf.tidy(() => {
-      const list = Array.isArray(inputs) ? inputs : [inputs];
-      const roles = this.rolesOf(list.length);
-      const parts = new Map(roles.map((r, i) => [r, list[i]]));
-      const option = (name: string) =>
-        (kwargs[name] as tf.Tensor | undefined) ?? parts.get(name) ?? null;
-      const x = parts.get('decoderSequence') as tf.Tensor;
-      if (x.rank !== 3 || x.dtype !== 'float32') {
-        throw new Error(
-          `Layer '${this.name}' expected a float32 decoderSequence of shape [batch, length, ` +
-            `hidden], received ${x.dtype} of shape ${formatShape(x.shape)}`,
-        );
-      }
-      const cache = (kwargs.selfAttentionCache as tf.Tensor | undefined) ?? null;
-      const index = (kwargs.selfAttentionCacheUpdateIndex as number | undefined) ?? null;
-      if (cache == null && index != null) {
-        throw new Error(
-          `Layer '${this.name}': selfAttentionCacheUpdateIndex was given without a selfAttentionCache`,
-        );
-      }
-      const [B, T] = x.shape;
-      const training = kwargs.training === true;
-      const padding =
-        option('decoderPaddingMask') ??
-        kerasMaskOf(x, kwargs.mask, roles.indexOf('decoderSequence'));
-      const attentionMask = option('decoderAttentionMask');
-      this.checkMaskShape(padding, [B, T], 'decoderPaddingMask');
-      const S = cache == null ? T : (cache.shape[2] as number);
-      this.checkMaskShape(attentionMask, [B, T, S], 'decoderAttentionMask');
-      const mask = combineMasks(
-        padding && tf.expandDims(padding, 1),
-        attentionMask,
-        tf.expandDims(this.selfAttentionMask(T, S, index ?? 0), 0),
-      ) as tf.Tensor;
-      const attended = (this.selfAttention as LlamaAttention).call(
-        (this.selfAttentionNorm as LlamaLayerNorm).call(x, {}),
-        {
-          attentionMask: mask,
-          cache: cache ?? undefined,
-          cacheUpdateIndex: index ?? undefined,
-          training,
-        },
-      );
-      const [a, newCache] = Array.isArray(attended) ? attended : [attended, null];
-      const h = tf.add(x, this.drop(a, training));
-      const normed = (this.feedforwardNorm as LlamaLayerNorm).call(h, {});
-      const width = normed.shape[2] as number;
-      const rows = reshapeTo(normed, [-1, width]);
-      const g = (this.gate as layers.Layer).call(rows, {}) as tf.Tensor;
-      const up = (this.feedforwardIntermediate as layers.Layer).call(rows, {}) as tf.Tensor;
-      const down = (this.feedforwardOutput as layers.Layer).call(
-        tf.mul(up, tf.mul(g, tf.sigmoid(g))),
-        {},
-      ) as tf.Tensor;
-      const output = tf.add(h, this.drop(reshapeTo(down, [B, T, width]), training));
-      this.lastOutputCount = newCache == null ? 1 : 2;
-      return newCache == null ? output : [output, newCache];
-    });
-  }
-
-  override computeMask(
-    inputs: tf.Tensor | tf.Tensor[],
-    mask?: tf.Tensor | tf.Tensor[],
-  ): tf.Tensor | tf.Tensor[] {
-    return this.outputMasks(inputs, mask, 'decoderSequence');
-  }
-
   override getConfig(): tf.serialization.ConfigDict {
-    const {numHeads, normalizeFirst, biasInitializer, biasRegularizer, ...rest} =
-      this.blockConfig();
-    void [numHeads, normalizeFirst, biasInitializer, biasRegularizer];
-    return {
-      ...rest,
-      numQueryHeads: this.numQueryHeads,
-      numKeyValueHeads: this.numKeyValueHeads,
-      ropeMaxWavelength: this.ropeMaxWavelength,
-      ...this.rope,
-    };
+    return {...this.rotaryBlockConfig(), ...this.rope};
   }
 }

@@ -1,19 +1,14 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
-import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {causalMask, combineMasks} from '../../ops/masking';
-import {reshapeTo} from '../../ops/reshape';
 import {
   CachedDecoding,
   configNumber,
   defineContract,
   LayerContract,
 } from '../../layers/engine/contract';
-import {formatShape, Shape} from '../../layers/engine/shapes';
 import {HUB_NEEDS_KERAS3} from '../../layers/hub/hub_contract';
 import {positiveNumber, refuseUnknownOptions} from '../../layers/hub/layer_options';
-import {kerasMaskOf, TransformerBlock} from '../../layers/hub/transformer_block';
+import {GATED_ROTARY_DECODER_ROLES, GatedRotaryDecoder} from '../gated_rotary_decoder';
 import type {TransformerBlockArgs} from '../../layers/hub/transformer_block_args';
 import {checkHeads} from '../llama3/llama_attention';
 import {QwenAttention, windowSize} from './qwen_attention';
@@ -39,7 +34,8 @@ export interface QwenTransformerDecoderArgs extends Omit<
 }
 
 /** The decoder's inputs, in its call's argument order (camelCase). */
-export const QWEN_DECODER_ROLES = ['decoderSequence', 'decoderPaddingMask', 'decoderAttentionMask'];
+/** The inputs of a Qwen decoder block, by role. */
+export const QWEN_DECODER_ROLES = GATED_ROTARY_DECODER_ROLES;
 
 /** The options every rotary decoder block of the Qwen families accepts. */
 export const QWEN_BLOCK_OPTIONS = [
@@ -111,7 +107,7 @@ export function qwenDecoding(
  * const y = decoder.apply(tf.randomNormal([1, 6, 16])); // [1, 6, 16]
  * ```
  */
-export class QwenTransformerDecoder extends TransformerBlock {
+export class QwenTransformerDecoder extends GatedRotaryDecoder<QwenAttention, QwenLayerNorm> {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -156,14 +152,6 @@ export class QwenTransformerDecoder extends TransformerBlock {
     ),
   });
 
-  protected readonly roleNames = QWEN_DECODER_ROLES;
-  protected readonly positionalRoles = 1;
-  protected readonly tensorOptions = ['decoderPaddingMask', 'decoderAttentionMask'] as const;
-  protected readonly otherOptions = [
-    'selfAttentionCache',
-    'selfAttentionCacheUpdateIndex',
-  ] as const;
-
   /** The `numQueryHeads` option. */
   readonly numQueryHeads: number;
   /** The `numKeyValueHeads` option. */
@@ -176,12 +164,6 @@ export class QwenTransformerDecoder extends TransformerBlock {
   readonly useSlidingWindowAttention: boolean;
   /** The `slidingWindowSize` option. */
   readonly slidingWindowSize: number;
-  /** The self-attention sublayer (`self_attention`), created at build. */
-  selfAttention: QwenAttention | null = null;
-  /** The norm before the attention (`self_attention_layernorm`), created at build. */
-  selfAttentionNorm: QwenLayerNorm | null = null;
-  /** The feed-forward gate (`feedforward_gate_dense`), created at build. */
-  gate: layers.Layer | null = null;
 
   constructor(
     args: QwenTransformerDecoderArgs,
@@ -229,7 +211,7 @@ export class QwenTransformerDecoder extends TransformerBlock {
   }
 
   /** The self-attention sublayer this block builds (Qwen 3: its own class). */
-  protected makeAttention(): QwenAttention {
+  protected makeSelfAttention(): QwenAttention {
     return new QwenAttention({
       name: 'self_attention',
       numQueryHeads: this.numQueryHeads,
@@ -248,155 +230,12 @@ export class QwenTransformerDecoder extends TransformerBlock {
     return new QwenLayerNorm({name, epsilon: this.layerNormEpsilon});
   }
 
-  override build(inputShape: Shape | Shape[]): void {
-    const shapes = this.shapesByRole(inputShape);
-    const shape = shapes.get('decoderSequence') as Shape;
-    if (shape == null || shape.length !== 3) {
-      throw new Error(
-        `Layer '${this.name}' expected decoderSequence of shape [batch, length, hidden], ` +
-          `received ${shape == null ? 'none' : formatShape(shape)}`,
-      );
-    }
-    const width = shape[2] as number;
-    this.selfAttention = this.addSublayer(this.makeAttention(), shape);
-    this.selfAttentionNorm = this.addSublayer(this.makeNorm('self_attention_layernorm'), shape);
-    const dense = (name: string, units: number) =>
-      layers.dense({
-        name,
-        units,
-        useBias: false,
-        kernelInitializer: this.kernelInitializer,
-        kernelRegularizer: this.kernelRegularizer ?? undefined,
-      });
-    const inner = [shape[0], shape[1], this.intermediateDim];
-    this.feedforwardIntermediate = this.addSublayer(
-      dense('feedforward_intermediate_dense', this.intermediateDim),
-      shape,
-    );
-    this.gate = this.addSublayer(dense('feedforward_gate_dense', this.intermediateDim), shape);
-    this.feedforwardOutput = this.addSublayer(dense('feedforward_output_dense', width), inner);
-    this.feedforwardNorm = this.addSublayer(this.makeNorm('feedforward_layernorm'), shape);
-    this.built = true;
-  }
-
-  /** The feed-forward up projection (`feedforward_intermediate_dense`). */
-  get up(): layers.Layer | null {
-    return this.feedforwardIntermediate;
-  }
-
-  /** The feed-forward down projection (`feedforward_output_dense`). */
-  get down(): layers.Layer | null {
-    return this.feedforwardOutput;
-  }
-
-  /** The norm before the feed-forward (`feedforward_layernorm`). */
-  get feedForwardNorm(): layers.Layer | null {
-    return this.feedforwardNorm;
-  }
-
-  override computeOutputShape(inputShape: Shape | Shape[]): Shape {
-    return this.shapesByRole(inputShape).get('decoderSequence') as Shape;
-  }
-
-  /** Eager calls return a tensor, or `[output, cache]` with `selfAttentionCache`. */
-  override apply(
-    inputs: tf.Tensor | tf.Tensor[],
-    kwargs: Kwargs & {selfAttentionCache: tf.Tensor},
-  ): [tf.Tensor, tf.Tensor];
-  override apply(inputs: tf.Tensor | tf.Tensor[], kwargs?: Kwargs): tf.Tensor;
-  override apply(inputs: SymbolicTensor | SymbolicTensor[], kwargs?: Kwargs): SymbolicTensor;
-  override apply(
-    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
-    kwargs?: Kwargs,
-  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[];
-  override apply(
-    inputs: tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[],
-    kwargs: Kwargs = {},
-  ): tf.Tensor | tf.Tensor[] | SymbolicTensor | SymbolicTensor[] {
-    return super.apply(inputs, kwargs);
-  }
-
-  override call(inputs: tf.Tensor | tf.Tensor[], kwargs: Kwargs): tf.Tensor | tf.Tensor[] {
-    this.checkOptions(kwargs);
-    return tf.tidy(() => {
-      const list = Array.isArray(inputs) ? inputs : [inputs];
-      const roles = this.rolesOf(list.length);
-      const parts = new Map(roles.map((r, i) => [r, list[i]]));
-      const option = (name: string) =>
-        (kwargs[name] as tf.Tensor | undefined) ?? parts.get(name) ?? null;
-      const x = parts.get('decoderSequence') as tf.Tensor;
-      if (x.rank !== 3 || x.dtype !== 'float32') {
-        throw new Error(
-          `Layer '${this.name}' expected a float32 decoderSequence of shape [batch, length, ` +
-            `hidden], received ${x.dtype} of shape ${formatShape(x.shape)}`,
-        );
-      }
-      const cache = (kwargs.selfAttentionCache as tf.Tensor | undefined) ?? null;
-      const index = (kwargs.selfAttentionCacheUpdateIndex as number | undefined) ?? null;
-      if (cache == null && index != null) {
-        throw new Error(
-          `Layer '${this.name}': selfAttentionCacheUpdateIndex was given without a selfAttentionCache`,
-        );
-      }
-      const [B, T] = x.shape;
-      const training = kwargs.training === true;
-      const padding =
-        option('decoderPaddingMask') ??
-        kerasMaskOf(x, kwargs.mask, roles.indexOf('decoderSequence'));
-      const attentionMask = option('decoderAttentionMask');
-      this.checkMaskShape(padding, [B, T], 'decoderPaddingMask');
-      const S = cache == null ? T : (cache.shape[2] as number);
-      this.checkMaskShape(attentionMask, [B, T, S], 'decoderAttentionMask');
-      const mask = combineMasks(
-        padding && tf.expandDims(padding, 1),
-        attentionMask,
-        tf.expandDims(causalMask(T, S, index ?? 0), 0),
-      ) as tf.Tensor;
-      const attended = (this.selfAttention as QwenAttention).call(
-        (this.selfAttentionNorm as QwenLayerNorm).call(x, {}),
-        {
-          attentionMask: mask,
-          cache: cache ?? undefined,
-          cacheUpdateIndex: index ?? undefined,
-          training,
-        },
-      );
-      const [a, newCache] = Array.isArray(attended) ? attended : [attended, null];
-      const h = tf.add(x, this.drop(a, training));
-      const normed = (this.feedforwardNorm as layers.Layer).call(h, {}) as tf.Tensor;
-      const width = normed.shape[2] as number;
-      const rows = reshapeTo(normed, [-1, width]);
-      const g = (this.gate as layers.Layer).call(rows, {}) as tf.Tensor;
-      const up = (this.feedforwardIntermediate as layers.Layer).call(rows, {}) as tf.Tensor;
-      const down = (this.feedforwardOutput as layers.Layer).call(
-        tf.mul(up, tf.mul(g, tf.sigmoid(g))),
-        {},
-      ) as tf.Tensor;
-      const output = tf.add(h, this.drop(reshapeTo(down, [B, T, width]), training));
-      this.lastOutputCount = newCache == null ? 1 : 2;
-      return newCache == null ? output : [output, newCache];
-    });
-  }
-
-  override computeMask(
-    inputs: tf.Tensor | tf.Tensor[],
-    mask?: tf.Tensor | tf.Tensor[],
-  ): tf.Tensor | tf.Tensor[] {
-    return this.outputMasks(inputs, mask, 'decoderSequence');
-  }
+  /** No width check: Qwen 3's `head_dim` need not be the width / the heads. */
+  protected override checkWidth(): void {}
 
   /** The options every Qwen decoder block writes (Qwen 3 adds its own). */
   protected qwenBlockConfig(): tf.serialization.ConfigDict {
-    const {numHeads, normalizeFirst, biasInitializer, biasRegularizer, ...rest} =
-      this.blockConfig();
-    void [numHeads, normalizeFirst, biasInitializer, biasRegularizer];
-    return {
-      ...rest,
-      numQueryHeads: this.numQueryHeads,
-      numKeyValueHeads: this.numKeyValueHeads,
-      ropeMaxWavelength: this.ropeMaxWavelength,
-      ropeScalingFactor: this.ropeScalingFactor,
-    };
+    return {...this.rotaryBlockConfig(), ropeScalingFactor: this.ropeScalingFactor};
   }
 
   override getConfig(): tf.serialization.ConfigDict {

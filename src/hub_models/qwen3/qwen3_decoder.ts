@@ -114,7 +114,7 @@ export class Qwen3TransformerDecoder extends QwenTransformerDecoder {
     this.headDim = args.headDim == null ? null : windowSize(args.headDim, 'headDim', cls, 1);
   }
 
-  protected override makeAttention(): Qwen3Attention {
+  protected override makeSelfAttention(): Qwen3Attention {
     return new Qwen3Attention({
       name: 'self_attention',
       numQueryHeads: this.numQueryHeads,
