@@ -7,6 +7,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {reshapeTo} from '../../ops/reshape';
+import {updateKeyValueCache} from '../grouped_rotary_attention';
 import {EinsumDense} from '../../layers/core/einsum_dense';
 import {CompositeLayer} from '../../layers/engine/composite_layer';
 import {
@@ -410,26 +411,7 @@ export class CachedGemma3Attention extends CompositeLayer {
       let v = vNew;
       let newCache: tf.Tensor | null = null;
       if (cache != null) {
-        const S = cache.shape[2] as number;
-        if (start + T > S) {
-          throw new Error(
-            `Layer '${this.name}': positions ${start}..${start + T - 1} do not fit a cache of ` +
-              `${S} positions`,
-          );
-        }
-        const [kc, vc] = tf.unstack(cache, 1);
-        const put = (old: tf.Tensor, update: tf.Tensor) =>
-          tf.concat(
-            [
-              tf.slice(old, [0, 0, 0, 0], [B, start, -1, -1]),
-              update,
-              tf.slice(old, [0, start + T, 0, 0], [B, S - start - T, -1, -1]),
-            ],
-            1,
-          );
-        k = put(kc, kNew);
-        v = put(vc, vNew);
-        newCache = tf.stack([k, v], 1);
+        ({k, v, cache: newCache} = updateKeyValueCache(cache, kNew, vNew, start, this.name));
       }
       const S = k.shape[1] as number;
       const Nkv = this.numKeyValueHeads;

@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {reshapeTo} from '../../ops/reshape';
+import {groupedQueryAttention, updateKeyValueCache} from '../grouped_rotary_attention';
 import {EinsumDense} from '../../layers/core/einsum_dense';
 import {CompositeLayer} from '../../layers/engine/composite_layer';
 import {
@@ -293,63 +294,18 @@ export class LlamaAttention extends CompositeLayer {
         if (cache == null) {
           [k, v] = [kNew, vNew];
         } else {
-          const S = cache.shape[2] as number;
-          if (start + T > S) {
-            throw new Error(
-              `Layer '${this.name}': positions ${start}..${start + T - 1} do not fit a cache of ` +
-                `${S} positions`,
-            );
-          }
-          const [kc, vc] = tf.unstack(cache, 1);
-          const put = (old: tf.Tensor, update: tf.Tensor) =>
-            tf.concat(
-              [
-                tf.slice(old, [0, 0, 0, 0], [B, start, -1, -1]),
-                update,
-                tf.slice(old, [0, start + T, 0, 0], [B, S - start - T, -1, -1]),
-              ],
-              1,
-            );
-          k = put(kc, kNew);
-          v = put(vc, vNew);
-          newCache = tf.stack([k, v], 1);
+          ({k, v, cache: newCache} = updateKeyValueCache(cache, kNew, vNew, start, this.name));
         }
       }
-      const S = k.shape[1] as number;
-      const Nkv = this.numKeyValueHeads;
-      const G = this.numQueryHeads / Nkv;
-      const H = this.headDim;
-      // keras' ops.repeat on the head axis gives query head j the key / value head
-      // floor(j / G): the query heads are grouped per key / value head instead of copying keys
-      const qg = reshapeTo(tf.transpose(reshapeTo(q, [B, T, Nkv, G, H]), [0, 2, 3, 1, 4]), [
-        B,
-        Nkv,
-        G * T,
-        H,
-      ]);
-      const kh = tf.transpose(k, [0, 2, 3, 1]); // [B, Nkv, H, S]
-      const vh = tf.transpose(v, [0, 2, 1, 3]); // [B, Nkv, S, H]
-      // scores [B, Nq, T, S] (query heads kv-major, as Keras orders them)
-      let scores = reshapeTo(tf.mul(tf.matMul(qg, kh), 1 / Math.sqrt(H)), [
-        B,
-        this.numQueryHeads,
-        T,
-        S,
-      ]);
       const mask = (kwargs.attentionMask as tf.Tensor | undefined) ?? null;
-      let keep: tf.Tensor | null = null;
-      if (mask != null) {
-        keep = tf.expandDims(tf.cast(mask, 'bool'), 1); // [B, 1, T, S]
-        scores = tf.where(keep, scores, tf.fill(scores.shape, -1e9));
-      }
-      let weights = tf.softmax(scores);
       // Keras 3.15's Softmax zeroes the masked weights: a query whose keys are all masked (a
       // padded position a sliding window leaves without keys) attends to nothing, not uniformly
-      if (keep != null) weights = tf.where(keep, weights, tf.zerosLike(weights));
-      const probs = reshapeTo(weights, [B, Nkv, G * T, S]);
-      let attended = tf.transpose(
-        reshapeTo(tf.matMul(probs, vh), [B, this.numQueryHeads, T, H]),
-        [0, 2, 1, 3],
+      let attended = groupedQueryAttention(
+        q,
+        k,
+        v,
+        mask == null ? null : tf.cast(mask, 'bool'),
+        true,
       ); // [B, T, Nq, H]
       if (kwargs.training === true && this.dropout > 0) {
         attended = tf.dropout(attended, this.dropout);

@@ -5,7 +5,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {reshapeTo} from '../../ops/reshape';
+import {groupedQueryAttention, updateKeyValueCache} from '../grouped_rotary_attention';
 import {EinsumDense} from '../../layers/core/einsum_dense';
 import {CompositeLayer} from '../../layers/engine/composite_layer';
 import {
@@ -316,7 +316,7 @@ export class QwenAttention extends CompositeLayer {
       if (cache == null && index != null) {
         throw new Error(`Layer '${this.name}': cacheUpdateIndex was given without a cache`);
       }
-      const [B, T] = x.shape as number[];
+      const T = x.shape[1] as number;
       const start = index ?? 0;
       const project = (layer: EinsumDense | null, which: 'query' | 'key') =>
         this.rotate(this.beforeRotation((layer as EinsumDense).project(x), which), start);
@@ -332,47 +332,10 @@ export class QwenAttention extends CompositeLayer {
         if (cache == null) {
           [k, v] = [kNew, vNew];
         } else {
-          const S = cache.shape[2] as number;
-          if (start + T > S) {
-            throw new Error(
-              `Layer '${this.name}': positions ${start}..${start + T - 1} do not fit a cache of ` +
-                `${S} positions`,
-            );
-          }
-          const [kc, vc] = tf.unstack(cache, 1);
-          const put = (old: tf.Tensor, update: tf.Tensor) =>
-            tf.concat(
-              [
-                tf.slice(old, [0, 0, 0, 0], [B, start, -1, -1]),
-                update,
-                tf.slice(old, [0, start + T, 0, 0], [B, S - start - T, -1, -1]),
-              ],
-              1,
-            );
-          k = put(kc, kNew);
-          v = put(vc, vNew);
-          newCache = tf.stack([k, v], 1);
+          ({k, v, cache: newCache} = updateKeyValueCache(cache, kNew, vNew, start, this.name));
         }
       }
       const S = k.shape[1] as number;
-      const Nkv = this.numKeyValueHeads;
-      const G = this.numQueryHeads / Nkv;
-      const H = this.headDim;
-      // keras' ops.repeat on the head axis gives query head j the key / value head floor(j / G)
-      const qg = reshapeTo(tf.transpose(reshapeTo(q, [B, T, Nkv, G, H]), [0, 2, 3, 1, 4]), [
-        B,
-        Nkv,
-        G * T,
-        H,
-      ]);
-      const kh = tf.transpose(k, [0, 2, 3, 1]); // [B, Nkv, H, S]
-      const vh = tf.transpose(v, [0, 2, 1, 3]); // [B, Nkv, S, H]
-      let scores = reshapeTo(tf.mul(tf.matMul(qg, kh), 1 / Math.sqrt(H)), [
-        B,
-        this.numQueryHeads,
-        T,
-        S,
-      ]);
       const given = (kwargs.attentionMask as tf.Tensor | undefined) ?? null;
       const window = this.window;
       let keep: tf.Tensor | null = given == null ? null : tf.cast(given, 'bool'); // [B, T, S]
@@ -380,14 +343,7 @@ export class QwenAttention extends CompositeLayer {
         // keras-hub applies the window to the mask it is given (its decoder always gives one)
         keep = tf.logicalAnd(keep, tf.expandDims(this.windowMask(T, S, start, window), 0));
       }
-      if (keep != null) {
-        scores = tf.where(tf.expandDims(keep, 1), scores, tf.fill(scores.shape, -1e9));
-      }
-      const probs = reshapeTo(tf.softmax(scores), [B, Nkv, G * T, S]);
-      let attended = tf.transpose(
-        reshapeTo(tf.matMul(probs, vh), [B, this.numQueryHeads, T, H]),
-        [0, 2, 1, 3],
-      ); // [B, T, Nq, H]
+      let attended = groupedQueryAttention(q, k, v, keep, false); // [B, T, Nq, H]
       if (kwargs.training === true && this.dropout > 0) {
         attended = tf.dropout(attended, this.dropout);
       }
