@@ -1,6 +1,6 @@
 /**
  * A model whose weights cannot fit the backend's memory is refused before any weight is allocated
- * (src/io/backend_capacity.ts): on tfjs-wasm (at most 4 GiB, TFJS_ATTENTION_WASM_MEMORY_BYTES),
+ * (src/interop/backend_capacity.ts): on tfjs-wasm (at most 4 GiB, TFJS_ATTENTION_WASM_MEMORY_BYTES),
  * by loadKerasHubPreset, loadKerasModel on a .keras file and on a converted model.json, with what
  * the weights need, what the backend holds and what fits.
  */
@@ -11,7 +11,11 @@ import '@tensorflow/tfjs-backend-wasm';
 
 import {loadKerasHubPreset, loadKerasModel} from '../../src';
 import {Hdf5Reader} from '../../src/io/hdf5_datasets';
-import {backendCapacity, BYTES_PER_WEIGHT, checkWeightsFit} from '../../src/io/backend_capacity';
+import {
+  backendCapacity,
+  BYTES_PER_WEIGHT,
+  checkWeightsFit,
+} from '../../src/interop/backend_capacity';
 import {WASM_MEMORY_BYTES} from '../../src/kernels/flags';
 
 const FIXTURES = path.join(__dirname, '..', 'fixtures');
