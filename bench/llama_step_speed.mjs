@@ -121,6 +121,7 @@ async function main() {
         mode,
         compiled: report?.compiled ?? null,
         reason: report?.reason ?? null,
+        kernels: report?.run?.kernels ?? null,
         layers: LAYERS,
         firstTokenMs: +(stamps[0] - t0).toFixed(1),
         msPerToken: +gaps[Math.floor(gaps.length / 2)].toFixed(2),

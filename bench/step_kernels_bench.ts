@@ -22,12 +22,17 @@
  * `--baseline=file.wasm`: another build of wasm/step_kernels.ts (e.g. an older commit's, decoded
  * from its src/kernels/step_kernels_binary.ts) timed beside the current one, interleaved, on the
  * same operands: a before / after in one process.
+ * Where the int8 products run on relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD; Node 20:
+ * `node --experimental-wasm-relaxed-simd ...`), the plain SIMD module's int8 products are timed
+ * beside them, interleaved, their outputs checked equal bit for bit. SmolLM2-135M's up projection
+ * [576, 1536]: `--shapes=smolUp`.
  */
 import * as fs from 'fs';
 
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
+import {RELAXED_SIMD} from '../src/kernels/flags';
 import {StepActivation, type StepKernels} from '../src/kernels/step_kernels_api';
 import {stepKernelsFailure, stepKernelsOn, stepKernelsReady} from '../src/kernels/step_kernels';
 import {DENSE_ROWS_FROM} from '../src/generate/compiled_step';
@@ -66,6 +71,8 @@ const SHAPES: Record<string, {k: number; n: number; transposed: boolean}> = {
   smallUp: {k: 256, n: 1024, transposed: false},
   smallDown: {k: 1024, n: 256, transposed: false},
   smallLogits: {k: 256, n: 5000, transposed: true},
+  // SmolLM2-135M's up / gate projection
+  smolUp: {k: 576, n: 1536, transposed: false},
 };
 const shapes = (arg('shapes') ?? 'qkv,up,out,down,logits').split(',');
 const rowCounts = (arg('rows') ?? '1,2,4,8,32,128').split(',').map(Number);
@@ -118,6 +125,11 @@ async function main(): Promise<void> {
   const memory = (backend.wasm.asm ?? backend.wasm.wasmExports)?.memory;
   if (!(memory instanceof WebAssembly.Memory)) throw new Error('no tfjs-wasm heap');
   const K: Kernels = stepKernelsOn(memory)!;
+  // the plain SIMD module's int8 products beside the relaxed ones, where those run
+  const relaxed = stepKernelsOn(memory)!.kind === 'simd-relaxed';
+  tf.env().set(RELAXED_SIMD, false);
+  const plainInt8: Kernels = stepKernelsOn(memory)!;
+  tf.env().set(RELAXED_SIMD, true);
   const base: Kernels | null =
     BASELINE == null
       ? null
@@ -147,11 +159,12 @@ async function main(): Promise<void> {
   );
   console.log(
     `| shape | rows | tf.matMul (XNNPACK) | ours f32 |${withBase ? ' baseline f32 |' : ''}` +
-      `${INT8 ? ' ours int8 (quantize + product) |' : ''}${INT8 && withBase ? ' baseline int8 |' : ''}`,
+      `${INT8 ? ' ours int8 (quantize + product) |' : ''}${INT8 && relaxed ? ' ours int8, plain SIMD |' : ''}` +
+      `${INT8 && withBase ? ' baseline int8 |' : ''}`,
   );
   console.log(
     `| --- | ---: | ---: | ---: |${withBase ? ' ---: |' : ''}${INT8 ? ' ---: |' : ''}` +
-      `${INT8 && withBase ? ' ---: |' : ''}`,
+      `${INT8 && relaxed ? ' ---: |' : ''}${INT8 && withBase ? ' ---: |' : ''}`,
   );
   for (const name of shapes) {
     const {k, n, transposed} = SHAPES[name];
@@ -170,7 +183,9 @@ async function main(): Promise<void> {
     const w8s = Array.from({length: COPIES}, () => malloc(k * n));
     for (const w8 of w8s) {
       const heap8 = new Int8Array(memory.buffer, w8, k * n);
-      for (let i = 0; i < k * n; i++) heap8[i] = ((i * 2654435761) >>> 24) - 128 || 1;
+      // in [-127, 127], as packInt8 packs Keras int8 weights
+      for (let i = 0; i < k * n; i++)
+        heap8[i] = Math.max(-127, ((i * 2654435761) >>> 24) - 128) || 1;
     }
     let next8 = 0;
     const ws = malloc(4 * n);
@@ -199,6 +214,7 @@ async function main(): Promise<void> {
       const fns = [() => tf.matMul(x, wks[next[0]++ % COPIES]).dispose(), f32(K, 1)];
       if (base) fns.push(f32(base, 2));
       if (INT8) fns.push(int8(K));
+      if (INT8 && relaxed) fns.push(int8(plainInt8));
       if (INT8 && base) fns.push(int8(base));
       const runs = rows * k * n > 1e9 ? Math.min(RUNS, 5) : RUNS;
       const ts = time(fns, runs);
@@ -212,6 +228,15 @@ async function main(): Promise<void> {
         const off = worstOff(heapF32(out, rows * n), want);
         if (!(off <= 1e-5)) throw new Error(`${name} rows ${rows}: off tf.matMul by ${off}`);
       }
+      if (INT8 && relaxed) {
+        int8(K)();
+        const got = new Uint32Array(memory.buffer, out, rows * n).slice();
+        int8(plainInt8)();
+        const want8 = new Uint32Array(memory.buffer, out, rows * n);
+        if (got.some((v, i) => v !== want8[i])) {
+          throw new Error(`${name} rows ${rows}: relaxed and plain int8 products differ`);
+        }
+      }
       const shape = transposed ? `[${rows},${k}]x[${n},${k}]ᵀ` : `[${rows},${k}]x[${k},${n}]`;
       const cell = (t: number, bytes: number) =>
         `${ms(t)} (${gbs(bytes, t)} GB/s${rows >= 32 ? `, ${gflops(2 * rows * k * n, t)} GFLOP/s` : ''})`;
@@ -219,6 +244,7 @@ async function main(): Promise<void> {
       let i = 2;
       if (base) cells.push(cell(ts[i++], 4 * k * n));
       if (INT8) cells.push(cell(ts[i++], k * n));
+      if (INT8 && relaxed) cells.push(cell(ts[i++], k * n));
       if (INT8 && base) cells.push(cell(ts[i++], k * n));
       console.log(`| ${name} ${shape} | ${rows} | ${cells.join(' | ')} |`);
       x.dispose();

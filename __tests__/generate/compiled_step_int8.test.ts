@@ -13,6 +13,7 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
+import * as v8 from 'v8';
 
 import * as tf from '@tensorflow/tfjs';
 
@@ -32,6 +33,8 @@ import type {CompiledRunReport, StepReport} from '../../src';
 import {compiledStep} from '../../src/generate/compiled_step';
 import type {DecodeStep} from '../../src/generate/decode_loop';
 import {compileStep} from '../../src/generate/step_compile';
+import {RELAXED_SIMD} from '../../src/kernels/flags';
+import {relaxedSimdSupported} from '../../src/kernels/relaxed_simd';
 import {stepKernelsReady} from '../../src/kernels/step_kernels';
 import {describeBackends, expectNoLeak} from '../helpers/backends';
 import {eagerLogits, maxDiff, planOf} from '../helpers/eager_logits';
@@ -523,6 +526,77 @@ describeBackends('an int8 table past one block of 2^18 values', (backend) => {
     } finally {
       float.dispose();
       model.dispose();
+    }
+  });
+});
+
+describeBackends('the int8 products on relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD)', (backend) => {
+  // Node 20 validates relaxed SIMD only behind a V8 flag (Chromium and Node 22 have it): on for
+  // these tests, off again after them where it was off; generate asks for the relaxed module again
+  let hadRelaxed = false;
+  let lm: tf.LayersModel;
+  let mixed: tf.LayersModel;
+  beforeAll(async () => {
+    hadRelaxed = relaxedSimdSupported();
+    v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
+    const float = await loadKerasModel(path.join(FIXTURE, 'float', 'model.json'));
+    lm = quantize(float, 'int8');
+    float.dispose();
+    mixed = mixedModel(40, 16, 12);
+    await stepKernelsReady();
+  });
+  afterAll(() => {
+    [lm, mixed].forEach((m) => m.dispose());
+    tf.env().set(RELAXED_SIMD, false);
+    if (!hadRelaxed) v8.setFlagsFromString('--no-experimental-wasm-relaxed-simd');
+  });
+
+  it("generate's greedy tokens and the step's logits are the same with it on and off (the fixture LM: Keras' int8 tokens), leaving nothing", async () => {
+    const g = kerasTokens();
+    const maxLength = g.prompts[0].length + g.steps;
+    const mixedPrompts = [
+      [3, 7, 1, 9],
+      [5, 2, 14, 8, 21, 3],
+    ];
+    for (const [m, prompts, max] of [
+      [lm, g.prompts, maxLength],
+      [mixed, mixedPrompts, 12],
+    ] as const) {
+      const tokens: number[][][] = [];
+      const logits: Float32Array[][][] = [];
+      for (const on of [true, false]) {
+        tf.env().set(RELAXED_SIMD, on);
+        await expectNoLeak(async () => {
+          const out = await generate(m, prompts as number[][], {
+            maxLength: max,
+            useCache: true,
+            onCompile,
+          });
+          tokens.push((await out.array()) as number[][]);
+          out.dispose();
+        });
+        expect(report?.reason).toBeNull();
+        expect(report?.run?.kernels).toBe(on ? 'simd-relaxed' : 'simd');
+        // the logits of every step (a prefill of several rows, then one row each step)
+        const ids = tokens[tokens.length - 1];
+        const lengths = prompts.map((p) => p.length);
+        const made = compiledStep(planOf(m), ids, lengths, max);
+        expect(made.report.run?.kernels).toBe(on ? 'simd-relaxed' : 'simd');
+        const step = made.step as DecodeStep;
+        try {
+          logits.push(compiledLogits(step, ids, lengths, max));
+        } finally {
+          step.dispose();
+        }
+      }
+      expect(tokens[0]).toEqual(tokens[1]);
+      if (m === lm) expect(tokens[0]).toEqual(g.int8_tokens);
+      const bits = (rows: Float32Array[][]) =>
+        rows.map((r) =>
+          r.map((v) => Array.from(new Uint32Array(v.buffer, v.byteOffset, v.length))),
+        );
+      expect(bits(logits[0])).toEqual(bits(logits[1]));
+      console.log(`relaxed SIMD on and off [${backend}]: the same tokens and logits`);
     }
   });
 });

@@ -40,13 +40,25 @@ describe('stepReportText', () => {
       const first = await reportOf(model);
       expect(first.compiled).toBe(true);
       const ops = first.run?.ops as number;
-      const kernels = first.run?.kernels === 'simd' ? 'WebAssembly SIMD' : 'JavaScript';
+      const kernels = {
+        simd: 'WebAssembly SIMD kernels',
+        'simd-relaxed': 'WebAssembly SIMD kernels (int8 products on relaxed SIMD)',
+        js: 'JavaScript kernels',
+      }[first.run!.kernels];
       expect(stepReportText(first)).toBe(
-        `compiled step: ${ops} ops on ${kernels} kernels, weights in its own memory`,
+        `compiled step: ${ops} ops on ${kernels}, weights in its own memory`,
       );
       expect(stepReportText(await reportOf(model))).toBe(
-        `compiled step: ${ops} ops on ${kernels} kernels, weights in its own memory (program reused)`,
+        `compiled step: ${ops} ops on ${kernels}, weights in its own memory (program reused)`,
       );
+      // each kind of kernels said (the int8 products on relaxed SIMD: TFJS_ATTENTION_RELAXED_SIMD)
+      const withKernels = (k: 'simd' | 'simd-relaxed' | 'js') =>
+        stepReportText({...first, run: {...first.run!, kernels: k}});
+      expect(withKernels('simd-relaxed')).toBe(
+        `compiled step: ${ops} ops on WebAssembly SIMD kernels (int8 products on relaxed SIMD), weights in its own memory`,
+      );
+      expect(withKernels('simd')).toMatch(/ on WebAssembly SIMD kernels, /);
+      expect(withKernels('js')).toMatch(/ on JavaScript kernels, /);
     } finally {
       model.dispose();
     }

@@ -7,10 +7,12 @@
  */
 import {execFileSync} from 'node:child_process';
 import * as path from 'node:path';
+import * as v8 from 'node:v8';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {SIMD} from '../../src/kernels/flags';
+import {RELAXED_SIMD, SIMD} from '../../src/kernels/flags';
+import {relaxedSimdProbe, relaxedSimdSupported} from '../../src/kernels/relaxed_simd';
 import {StepActivation, type StepKernels} from '../../src/kernels/step_kernels_api';
 import {
   stepKernelsFailure,
@@ -19,6 +21,7 @@ import {
   stepKernelsOn,
   stepKernelsReady,
 } from '../../src/kernels/step_kernels';
+import {STEP_INT8_RELAXED_WASM_BASE64} from '../../src/kernels/step_int8_relaxed_binary';
 import {STEP_KERNELS_WASM_BASE64} from '../../src/kernels/step_kernels_binary';
 import {jsStepKernels} from '../../src/kernels/step_kernels_js';
 import {useBackend} from '../helpers/backends';
@@ -916,6 +919,7 @@ describe('the decoding step SIMD kernels', () => {
   });
 
   it('loads once, kind simd, heap base 16-aligned; TFJS_ATTENTION_SIMD off: not ready, no kernels', async () => {
+    // its int8 products on relaxed SIMD only when TFJS_ATTENTION_RELAXED_SIMD asks (off by default)
     expect(kernels.kind).toBe('simd');
     expect(kernels.memory).toBe(memory);
     expect(stepKernelsHeapBase() % 16).toBe(0);
@@ -1044,5 +1048,200 @@ describe('the decoding step SIMD kernels', () => {
       tf.dispose([w, e, x, viaTf, viaTfT]);
       expect(tf.memory().numTensors).toBe(before);
     });
+  });
+});
+
+describe('the int8 products on relaxed SIMD (wasm/step_int8_relaxed.ts, TFJS_ATTENTION_RELAXED_SIMD)', () => {
+  // Node 20 validates relaxed SIMD only behind a V8 flag, which takes effect for modules validated
+  // after it is set: on for this block, off again after it where it was off
+  let hadRelaxed = false;
+  let memory: WebAssembly.Memory;
+  let relaxed: StepKernels;
+  let plain: StepKernels;
+  let js: StepKernels;
+
+  beforeAll(async () => {
+    await useBackend('cpu');
+    hadRelaxed = relaxedSimdSupported();
+    v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
+    expect(relaxedSimdSupported()).toBe(true);
+    expect(await stepKernelsReady()).toBe(true);
+    memory = stepKernelsMemory(1 << 22);
+    expect(stepKernelsOn(memory)!.kind).toBe('simd'); // off by default
+    relaxed = withFlags({[RELAXED_SIMD]: true}, () => stepKernelsOn(memory)!);
+    plain = withFlags({[RELAXED_SIMD]: false}, () => stepKernelsOn(memory)!);
+    js = jsStepKernels(memory);
+    expect([relaxed.kind, plain.kind]).toEqual(['simd-relaxed', 'simd']);
+  });
+  afterAll(() => {
+    if (!hadRelaxed) v8.setFlagsFromString('--no-experimental-wasm-relaxed-simd');
+  });
+
+  type Kernels = typeof import('../../src/kernels/step_kernels');
+
+  /**
+   * The kernels' kind on a memory from a fresh copy of src/kernels/step_kernels.ts (its own
+   * loading state, on this file's tfjs-core) with `validate` in place of WebAssembly.validate for
+   * the relaxed SIMD probe, and TFJS_ATTENTION_RELAXED_SIMD as given.
+   */
+  async function freshKind(probeValid: boolean, flag: boolean): Promise<string | undefined> {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the instance in use
+    const core: unknown = require('@tensorflow/tfjs-core');
+    let mod: Kernels | undefined;
+    jest.isolateModules(() => {
+      jest.doMock('@tensorflow/tfjs-core', () => core);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- a fresh copy
+      mod = require('../../src/kernels/step_kernels');
+    });
+    jest.dontMock('@tensorflow/tfjs-core');
+    const probe = relaxedSimdProbe();
+    const isProbe = (b: BufferSource) =>
+      ArrayBuffer.isView(b) &&
+      b.byteLength === probe.length &&
+      Buffer.from(b.buffer, b.byteOffset, b.byteLength).equals(probe);
+    const validate = WebAssembly.validate.bind(WebAssembly);
+    const spy = jest
+      .spyOn(WebAssembly, 'validate')
+      .mockImplementation((b) => (isProbe(b) ? probeValid : validate(b)));
+    try {
+      expect(await mod!.stepKernelsReady()).toBe(true);
+    } finally {
+      spy.mockRestore();
+    }
+    return withFlags({[RELAXED_SIMD]: flag}, () => mod!.stepKernelsOn(memory)?.kind);
+  }
+
+  it('the committed module is a fresh build holding the relaxed dot; the probe validates with the flag', () => {
+    const out = execFileSync(process.execPath, ['scripts/build_wasm.mjs', '--check'], {
+      cwd: path.join(__dirname, '..', '..'),
+      encoding: 'utf8',
+    });
+    expect(out).toMatch(/src\/kernels\/step_int8_relaxed_binary\.ts matches/);
+    // i16x8.relaxed_dot_i8x16_i7x16_s is 0xfd 0x92 0x02: in the relaxed module, not the plain
+    const opcode = Buffer.from([0xfd, 0x92, 0x02]);
+    expect(Buffer.from(STEP_INT8_RELAXED_WASM_BASE64, 'base64').includes(opcode)).toBe(true);
+    expect(Buffer.from(STEP_KERNELS_WASM_BASE64, 'base64').includes(opcode)).toBe(false);
+    expect(WebAssembly.validate(relaxedSimdProbe())).toBe(true);
+  });
+
+  it('chosen where the probe validates and the flag allows it; else the plain products, silently', async () => {
+    expect(await freshKind(true, true)).toBe('simd-relaxed');
+    expect(await freshKind(true, false)).toBe('simd');
+    expect(await freshKind(false, true)).toBe('simd');
+    // the probe refused by an engine throwing instead of answering: plain as well
+    const spy = jest.spyOn(WebAssembly, 'validate').mockImplementation(() => {
+      throw new TypeError('no validate');
+    });
+    try {
+      expect(relaxedSimdSupported()).toBe(false);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  /** int8 values with the extremes and zeros placed among random ones (every `a`-th, `b`-th, `c`-th). */
+  function int8sWithExtremes(n: number, seed: number, [a, b, c]: number[]): Int8Array {
+    const v = int8s(n, seed);
+    for (let i = 0; i < n; i++) {
+      if (i % a === 0) v[i] = -127;
+      else if (i % b === 0) v[i] = 127;
+      else if (i % c === 0) v[i] = 0;
+    }
+    return v;
+  }
+
+  /** The bits of float32 outputs (equal bit for bit, -0 and NaN included). */
+  const bits = (v: Float32Array) => new Uint32Array(v.buffer, v.byteOffset, v.length);
+
+  // one row (a decoding step's one stream) and several (four weight rows a pass, a tail of n % 4);
+  // k below, at and off 16 and 32
+  const SIZES: Array<[number, number, number]> = [
+    [1, 1, 5],
+    [1, 15, 9],
+    [1, 16, 4],
+    [1, 47, 33],
+    [1, 768, 37],
+    [2, 33, 7],
+    [3, 17, 13],
+    [4, 100, 8],
+    [5, 771, 21],
+    [17, 64, 11],
+  ];
+
+  for (const [rows, k, n] of SIZES) {
+    it(`denseInt8 / denseTInt8: int32 sums and descaled outputs equal the plain and JavaScript kernels' bit for bit: rows ${rows}, k ${k}, n ${n}`, () => {
+      const A = new Arena(memory, stepKernelsHeapBase());
+      const qv = int8sWithExtremes(rows * k, 90 + k, [5, 7, 11]);
+      // a row of -127 (every lane split with s = 1) and one of zeros, where there are rows for them
+      if (rows >= 3) qv.fill(-127, k, 2 * k);
+      if (rows >= 4) qv.fill(0, 2 * k, 3 * k);
+      const wv = int8sWithExtremes(n * k, 91 + n, [3, 4, 9]); // [n, k], denseInt8's layout
+      const q = A.i8(qv);
+      const w = A.i8(wv);
+      const ones = A.f32(new Float32Array(Math.max(rows, n)).fill(1));
+      const qs = A.f32(Float32Array.from(values(rows, 92), (v) => 10 + 100 * Math.abs(v)));
+      const ws = A.f32(Float32Array.from(values(n, 93), (v) => 50 + 70 * Math.abs(v)));
+      const bias = A.f32(values(n, 94));
+      const out = A.out(rows * n);
+      const sums = new Float64Array(rows * n);
+      for (let r = 0; r < rows; r++) {
+        for (let j = 0; j < n; j++) {
+          let s = 0;
+          for (let p = 0; p < k; p++) s += qv[r * k + p] * wv[j * k + p];
+          sums[r * n + j] = s;
+        }
+      }
+      expect(Math.max(...sums.map(Math.abs))).toBeLessThan(2 ** 24); // exact in float32
+      expect(sums.some((v) => v < 0)).toBe(true);
+      const run = (K: StepKernels, f: (K: StepKernels) => void) => {
+        f(K);
+        return A.readF32(out, rows * n);
+      };
+      const cases: Array<[string, (K: StepKernels) => void]> = [
+        ['denseInt8 sums', (K) => K.denseInt8(rows, k, n, q, ones, w, ones, 0, 0, out)],
+        ['denseTInt8 sums', (K) => K.denseTInt8(rows, k, n, q, ones, w, ones, out)],
+        [
+          'denseInt8 descaled, bias',
+          (K) => K.denseInt8(rows, k, n, q, qs, w, ws, bias, StepActivation.None, out),
+        ],
+        ['denseTInt8 descaled', (K) => K.denseTInt8(rows, k, n, q, qs, w, ws, out)],
+      ];
+      for (const [what, f] of cases) {
+        const got = run(relaxed, f);
+        if (what.endsWith('sums'))
+          expect([what, Array.from(got)]).toEqual([what, Array.from(sums)]);
+        expect([what, bits(got)]).toEqual([what, bits(run(plain, f))]);
+        expect([what, bits(got)]).toEqual([what, bits(run(js, f))]);
+      }
+      // the same epilogue after the sums: with an activation, equal to the plain module's
+      const gelu = (K: StepKernels) =>
+        K.denseInt8(rows, k, n, q, qs, w, ws, bias, StepActivation.GeluTanh, out);
+      expect(bits(run(relaxed, gelu))).toEqual(bits(run(plain, gelu)));
+    });
+  }
+
+  it('sums beyond float32 integers (|sum| > 2^24) convert as the plain module converts them', () => {
+    const A = new Arena(memory, stepKernelsHeapBase());
+    const [rows, k, n] = [3, 1101, 21];
+    const qv = new Int8Array(rows * k).fill(-127);
+    for (let r = 0; r < rows; r++) qv[r * k] = 127 - r;
+    const wv = new Int8Array(n * k); // [n, k]: 127 and 126 along k, a row's sign by j
+    for (let j = 0; j < n; j++) {
+      for (let p = 0; p < k; p++)
+        wv[j * k + p] = (p % 2 === 0 ? 127 : 126) * (j % 3 === 0 ? -1 : 1);
+    }
+    const [q, w] = [A.i8(qv), A.i8(wv)];
+    const ones = A.f32(new Float32Array(n).fill(1));
+    const out = A.out(rows * n);
+    for (const f of [
+      (K: StepKernels) => K.denseInt8(rows, k, n, q, ones, w, ones, 0, 0, out),
+      (K: StepKernels) => K.denseTInt8(rows, k, n, q, ones, w, ones, out),
+    ]) {
+      f(relaxed);
+      const got = A.readF32(out, rows * n);
+      f(plain);
+      expect(bits(got)).toEqual(bits(A.readF32(out, rows * n)));
+      expect(Math.max(...got.map(Math.abs))).toBeGreaterThan(2 ** 24);
+    }
   });
 });

@@ -61,7 +61,7 @@ describe('scripts/build_wasm.mjs: the layout of wasm/', () => {
     );
     expect(status).toBe(1);
     expect(output).toContain(
-      "every file under wasm/ must be a module's source (imported from wasm/kernels.ts or wasm/step_kernels.ts), received files neither imports: wasm/packed/old_tile.ts",
+      "every file under wasm/ must be a module's source (imported from wasm/kernels.ts, wasm/step_kernels.ts, wasm/step_int8_relaxed.ts), received files none imports: wasm/packed/old_tile.ts",
     );
   });
 

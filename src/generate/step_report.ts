@@ -8,7 +8,10 @@ import type {StepMemory, StepMemoryCounts} from './step_memory';
 
 /** The counters of a compiled run, updated while the `generate` call runs. */
 export interface CompiledRunReport {
-  /** The kernels' implementation. */
+  /**
+   * The kernels' implementation: 'simd' (the WebAssembly SIMD module), 'simd-relaxed' (the same,
+   * its int8 products on relaxed SIMD: TFJS_ATTENTION_RELAXED_SIMD) or 'js'.
+   */
   kernels: StepKernels['kind'];
   /** `heap`: tfjs-wasm's heap, weights in place; `own`: a memory of its own, weights copied in. */
   memory: StepMemory['kind'];

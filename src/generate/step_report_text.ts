@@ -20,7 +20,12 @@ export function stepReportText(report: StepReport): string {
   const {ops, kernels, memory} = report.run;
   const where =
     memory === 'heap' ? "weights read in place on tfjs-wasm's heap" : 'weights in its own memory';
-  const kind = kernels === 'simd' ? 'WebAssembly SIMD kernels' : 'JavaScript kernels';
+  const kind =
+    kernels === 'simd-relaxed'
+      ? 'WebAssembly SIMD kernels (int8 products on relaxed SIMD)'
+      : kernels === 'simd'
+        ? 'WebAssembly SIMD kernels'
+        : 'JavaScript kernels';
   return (
     `compiled step: ${ops} ops on ${kind}, ${where}` +
     (report.programReused ? ' (program reused)' : '')

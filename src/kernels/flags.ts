@@ -11,6 +11,13 @@
  *   where it loaded. Off, every caller takes the path it takes where the module did not load (no
  *   SIMD, a compile not yet done, an instantiation refused): tfjs' kernels, the JavaScript
  *   softmax loop on cpu, explicit transposes on wasm. Tests use it to reach those paths.
+ * - `TFJS_ATTENTION_RELAXED_SIMD` (default false: measured no faster on x64, where V8 lowers the
+ *   dot to pmaddubsw; turn it on where it measures faster): the compiled decoding step's int8 products
+ *   (`denseInt8`, `denseTInt8`) on WebAssembly's relaxed SIMD (`i16x8.relaxed_dot_i8x16_i7x16_s`,
+ *   src/kernels/step_kernels.ts) where the engine validates it (Chromium and Node 22 do; Node 20
+ *   only with `--experimental-wasm-relaxed-simd`); the sums are exact, equal to the plain SIMD
+ *   module's. Off, or where relaxed SIMD is missing (Safari), the plain SIMD module's products run.
+ *   The step report's `kernels` says which ran ('simd-relaxed' or 'simd').
  * - `TFJS_ATTENTION_BLOCK_ABOVE` (default 2^23): score elements of one call above which attention
  *   runs in blocks of queries when a layer's `chunkSize` is not set.
  * - `TFJS_ATTENTION_BLOCK_TARGET` (default -1, automatic: 2^21, or 2^23 on tfjs-node's
@@ -37,6 +44,7 @@ export const OWN_KERNELS = 'TFJS_ATTENTION_OWN_KERNELS';
 export const BLOCK_ABOVE = 'TFJS_ATTENTION_BLOCK_ABOVE';
 export const BLOCK_TARGET = 'TFJS_ATTENTION_BLOCK_TARGET';
 export const SIMD = 'TFJS_ATTENTION_SIMD';
+export const RELAXED_SIMD = 'TFJS_ATTENTION_RELAXED_SIMD';
 export const COMPILED_STEP = 'TFJS_ATTENTION_COMPILED_STEP';
 export const STEP_BACKEND_ROWS = 'TFJS_ATTENTION_STEP_BACKEND_ROWS';
 export const WASM_MEMORY_BYTES = 'TFJS_ATTENTION_WASM_MEMORY_BYTES';
@@ -45,6 +53,7 @@ tf.env().registerFlag(OWN_KERNELS, () => true);
 tf.env().registerFlag(BLOCK_ABOVE, () => 2 ** 23);
 tf.env().registerFlag(BLOCK_TARGET, () => -1);
 tf.env().registerFlag(SIMD, () => true);
+tf.env().registerFlag(RELAXED_SIMD, () => false);
 tf.env().registerFlag(COMPILED_STEP, () => true);
 tf.env().registerFlag(STEP_BACKEND_ROWS, () => -1);
 tf.env().registerFlag(WASM_MEMORY_BYTES, () => 2 ** 32);
@@ -57,6 +66,14 @@ export function ownKernels(): boolean {
 /** Whether the WebAssembly SIMD module may be used (TFJS_ATTENTION_SIMD); whether it loaded is asked of wasm_kernels.ts. */
 export function simdAllowed(): boolean {
   return tf.env().getBool(SIMD);
+}
+
+/**
+ * Whether the compiled step's int8 products may run on relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD);
+ * whether the engine has it is asked of relaxed_simd.ts.
+ */
+export function relaxedSimdAllowed(): boolean {
+  return tf.env().getBool(RELAXED_SIMD);
 }
 
 /** The automatic query-block thresholds, in score elements. */

@@ -13,8 +13,17 @@
  * missing, or the compile fails, it resolves to false and {@link stepKernelsFailure} says why.
  * TFJS_ATTENTION_SIMD (src/kernels/flags.ts) off makes it as if the module had not loaded. The
  * loading is ./wasm_module's, shared with the layers' module.
+ *
+ * Where the engine validates relaxed SIMD (./relaxed_simd), a second, small module is loaded
+ * beside it: the same int8 products (`denseInt8`, `denseTInt8`) built with relaxed SIMD
+ * (wasm/step_int8_relaxed.ts, ./step_int8_relaxed_binary), their int32 sums equal to the plain
+ * module's exactly. Instantiated on the same memory, it supplies those two kernels where
+ * TFJS_ATTENTION_RELAXED_SIMD allows it (`kind` 'simd-relaxed'); elsewhere, or where it failed to
+ * load, the plain module's run, silently.
  */
-import {simdAllowed} from './flags';
+import {relaxedSimdAllowed, simdAllowed} from './flags';
+import {relaxedSimdSupported} from './relaxed_simd';
+import {STEP_INT8_RELAXED_WASM_BASE64} from './step_int8_relaxed_binary';
 import {STEP_KERNELS_WASM_BASE64} from './step_kernels_binary';
 import type {StepActivation, StepKernels} from './step_kernels_api';
 import {wasmModule, type WasmModule} from './wasm_module';
@@ -49,6 +58,9 @@ interface Exports {
   argmax(...args: Parameters<StepKernels['argmax']>): void;
 }
 
+/** The relaxed SIMD module's exports: the int8 products, as the step module's. */
+type RelaxedExports = Pick<Exports, 'denseInt8' | 'denseTInt8'>;
+
 // larger than 4 KB: compiled asynchronously, on the first stepKernelsReady(); the loader is made
 // on first use too, so a bundle that never asks for the step's kernels leaves the module out
 let step: WasmModule<Exports> | null = null;
@@ -61,21 +73,48 @@ function stepModule(): WasmModule<Exports> {
   return step;
 }
 
+// made (and compiled) once the engine validates relaxed SIMD; asked again at each
+// stepKernelsReady() until then (an engine flag may turn it on later in a process: Node 20's
+// --experimental-wasm-relaxed-simd through v8.setFlagsFromString)
+let relaxed: WasmModule<RelaxedExports> | null = null;
+function relaxedModule(): WasmModule<RelaxedExports> | null {
+  if (relaxed == null && relaxedSimdSupported()) {
+    relaxed = wasmModule<RelaxedExports>({
+      base64: STEP_INT8_RELAXED_WASM_BASE64,
+      name: "the decoding step's relaxed SIMD module",
+      sync: false,
+    });
+  }
+  return relaxed;
+}
+
+/** The relaxed SIMD int8 products on `memory` where loaded and allowed, else null. */
+function relaxedOn(memory: WebAssembly.Memory): RelaxedExports | null {
+  const m = relaxed;
+  if (m == null || !m.loaded()) return null;
+  try {
+    if (!relaxedSimdAllowed()) return null;
+  } catch {
+    return null; // tfjs' flags unreadable: the plain products
+  }
+  return m.on(memory);
+}
+
 /**
- * Compiles the decoding step's SIMD module (once; later calls share the result) and resolves to
- * whether it is usable: false where WebAssembly SIMD is missing, the compile failed
- * ({@link stepKernelsFailure} says why) or TFJS_ATTENTION_SIMD is off. Never rejects.
+ * Compiles the decoding step's SIMD module (once; later calls share the result), and its relaxed
+ * SIMD int8 products where the engine has relaxed SIMD, and resolves to whether the step module is
+ * usable: false where WebAssembly SIMD is missing, the compile failed ({@link stepKernelsFailure}
+ * says why) or TFJS_ATTENTION_SIMD is off. Never rejects; the relaxed module failing to load only
+ * leaves the plain products in place.
  */
 export function stepKernelsReady(): Promise<boolean> {
-  return stepModule()
-    .ready()
-    .then((ok) => {
-      try {
-        return ok && simdAllowed();
-      } catch {
-        return false; // tfjs' flags unreadable: as if the module had not loaded
-      }
-    });
+  return Promise.all([stepModule().ready(), relaxedModule()?.ready()]).then(([ok]) => {
+    try {
+      return ok && simdAllowed();
+    } catch {
+      return false; // tfjs' flags unreadable: as if the module had not loaded
+    }
+  });
 }
 
 /** Why the decoding step's module is not usable, or null when it loaded or has not been asked for. */
@@ -106,14 +145,16 @@ export function stepKernelsMemory(bytes: number): WebAssembly.Memory {
  * The SIMD kernels on `memory` (tfjs-wasm's heap or a memory of the caller's own): every offset
  * given to them is a byte offset in `memory`. Null when the module has not loaded (await
  * {@link stepKernelsReady} first), TFJS_ATTENTION_SIMD is off, or the memory cannot be imported
- * (a shared memory, as tfjs-wasm's threaded build has).
+ * (a shared memory, as tfjs-wasm's threaded build has). The int8 products are the relaxed SIMD
+ * module's (`kind` 'simd-relaxed') where it loaded and TFJS_ATTENTION_RELAXED_SIMD is on.
  */
 export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
   const x = stepModule().on(memory);
   if (x == null) return null;
+  const int8 = relaxedOn(memory);
   return {
     memory,
-    kind: 'simd',
+    kind: int8 == null ? 'simd' : 'simd-relaxed',
     layerNorm: x.layerNorm,
     // the optional arguments given (a missing one would reach the module as NaN)
     rmsNorm: (rows, dim, at, gamma, epsilon, out, offset = 0) =>
@@ -125,8 +166,8 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     denseRowsWorkBytes: x.denseRowsWorkBytes(),
     denseT: x.denseT,
     quantizeRows: x.quantizeRows,
-    denseInt8: x.denseInt8,
-    denseTInt8: x.denseTInt8,
+    denseInt8: (int8 ?? x).denseInt8,
+    denseTInt8: (int8 ?? x).denseTInt8,
     add: x.add,
     mul: x.mul,
     activate: x.activate,

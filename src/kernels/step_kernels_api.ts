@@ -34,8 +34,11 @@ export const enum StepActivation {
 export interface StepKernels {
   /** The memory every offset refers to. */
   readonly memory: WebAssembly.Memory;
-  /** Which implementation this is (reports and tests). */
-  readonly kind: 'simd' | 'js';
+  /**
+   * Which implementation this is (reports and tests): the WebAssembly SIMD module ('simd'), the
+   * same with its int8 products on relaxed SIMD ('simd-relaxed', equal sums), or JavaScript.
+   */
+  readonly kind: 'simd' | 'simd-relaxed' | 'js';
   /**
    * Layer normalization over the last axis, as Keras / tfjs: `out = (x - mean) / sqrt(var +
    * epsilon) * gamma + beta` with the biased variance; gamma / beta 0 = absent.

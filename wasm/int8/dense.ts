@@ -1,8 +1,11 @@
 import {finish} from '../ops/activations';
 import {hsumI} from '../simd/sums';
+import {dotInt8Relaxed, dotInt8RowRelaxed, dotInt8x4Relaxed} from './dots_relaxed';
 
 // Keras 3's int8 quantization: rows quantized per row (abs max), and the products of int8 rows
 // with int8 weights packed transposed (exact int32 sums, `i32x4.dot_i16x8_s`), descaled to float32.
+// Built with relaxed SIMD (ASC_FEATURE_RELAXED_SIMD: wasm/step_int8_relaxed.ts), the same products
+// take their sums from ./dots_relaxed (two relaxed dots per 16 weights), equal to these exactly.
 
 /**
  * Keras' abs_max_quantize per row, in float32: `qs[r] = 127 / (max |x[r, :]| + 1e-7)`,
@@ -196,7 +199,11 @@ function dotInt8x4(k: i32, q: usize, w: usize, out: usize): void {
 // one stream (four rows of w a pass, dotInt8x4, measured slower here: qkv 0.53 against 0.33 ms)
 function sumsRow(k: i32, n: i32, q: usize, w: usize, out: usize): void {
   for (let j = 0; j < n; j++) {
-    store<i32>(out + <usize>j * 4, dotInt8Row(k, q, w + <usize>j * <usize>k));
+    const wj = w + <usize>j * <usize>k;
+    store<i32>(
+      out + <usize>j * 4,
+      ASC_FEATURE_RELAXED_SIMD ? dotInt8RowRelaxed(k, q, wj) : dotInt8Row(k, q, wj),
+    );
   }
 }
 
@@ -212,14 +219,19 @@ function sumsT(rows: i32, k: i32, n: i32, q: usize, w: usize, out: usize): void 
   for (let j = 0; j < n4; j += 4) {
     const wj = w + <usize>j * <usize>k;
     for (let r = 0; r < rows; r++) {
-      dotInt8x4(k, q + <usize>(r * k), wj, out + <usize>r * ldo + <usize>j * 4);
+      const qr = q + <usize>(r * k);
+      const o = out + <usize>r * ldo + <usize>j * 4;
+      if (ASC_FEATURE_RELAXED_SIMD) dotInt8x4Relaxed(k, qr, wj, o);
+      else dotInt8x4(k, qr, wj, o);
     }
   }
   for (let j = n4; j < n; j++) {
     for (let r = 0; r < rows; r++) {
+      const qr = q + <usize>(r * k);
+      const wj = w + <usize>j * <usize>k;
       store<i32>(
         out + <usize>r * ldo + <usize>j * 4,
-        dotInt8(k, q + <usize>(r * k), w + <usize>j * <usize>k),
+        ASC_FEATURE_RELAXED_SIMD ? dotInt8Relaxed(k, qr, wj) : dotInt8(k, qr, wj),
       );
     }
   }
