@@ -29,7 +29,8 @@ import {backendRowsFrom} from './backend_products';
 import {stepRulesVersion} from './step_rules';
 import {programBuffers} from './step_buffers';
 import {StepMemory, stepMemory} from './step_memory';
-import {runMemory, RunMemory} from './kept_step_memory';
+import {keepsMemory, runMemory, RunMemory} from './kept_step_memory';
+import {stepFitReason} from './step_fit';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 export {DENSE_ROWS_FROM} from './step_ops';
@@ -91,6 +92,9 @@ function compile(
   }
   const compiled = compileOnce(plan, reuse);
   if (compiled.program == null) return {step: null, reason: compiled.reason};
+  const packed = model != null && keepsMemory(model, compiled.program);
+  const tooBig = stepFitReason(compiled.program, lengths.length, maxLength, packed);
+  if (tooBig != null) return {step: null, reason: tooBig};
   const found = model == null ? ownRunMemory() : runMemory(model, compiled.program);
   if (found.memory == null) return {step: null, reason: found.reason};
   const {memory, done} = found;

@@ -40,6 +40,12 @@ function free(model: LayersModel, k: Kept): void {
   if (kept.get(model) === k) kept.delete(model);
 }
 
+/** Whether `model` keeps a memory made for `program` on the backend in use (its int8 weights packed). */
+export function keepsMemory(model: LayersModel, program: object): boolean {
+  const k = kept.get(model);
+  return k != null && k.backend === tf.backend() && k.program === program;
+}
+
 /**
  * The memory of a run of `program` on `model`: the one kept with the model when it was made for
  * the same program on the same backend and no run is using it, else a new one (kept unless

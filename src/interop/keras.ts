@@ -18,7 +18,7 @@ import {LayersModel, loadLayersModel} from '@tensorflow/tfjs-layers';
 
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
-import {checkWeightsFit} from './backend_capacity';
+import {checkWeightsFit} from '../kernels/backend_capacity';
 import {modelFolderOf} from '../io/model_folder';
 import {configOrder, hasKeras3Names, renameByModel, renameKeras3Weights} from './keras3_weights';
 import {rewriteInt8} from './keras_int8';

@@ -20,7 +20,7 @@ import {
 } from '../io/bounded_json';
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
-import {checkWeightsFit} from './backend_capacity';
+import {checkWeightsFit} from '../kernels/backend_capacity';
 import {Hdf5Dataset, Hdf5Reader, isHdf5} from '../io/hdf5_datasets';
 import type {RandomAccessFile} from '../io/random_access_file';
 import {describeStart, zipEntries, zipEntryBytes} from '../io/zip_entries';

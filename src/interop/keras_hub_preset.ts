@@ -16,7 +16,7 @@ import * as tfl from '@tensorflow/tfjs-layers';
 import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
 import {buildKerasHubParts} from '../hub_models/build';
-import {checkWeightsFit} from './backend_capacity';
+import {checkWeightsFit} from '../kernels/backend_capacity';
 import type {BuiltKerasHubModel} from '../hub_models/build';
 import type {HubWeightReader, KerasHubFamily} from '../hub_models/family';
 import {isObject} from '../layers/engine/json_object';

@@ -35,7 +35,7 @@
  *   tfjs-wasm, whose heap the step shares.
  * - `TFJS_ATTENTION_WASM_MEMORY_BYTES` (default 2^32, 4 GiB: the most tfjs-wasm 4.22's heap grows
  *   to): the memory the loaders assume tfjs-wasm can hold; a model whose weights do not fit in
- *   what is left of it is refused before any weight is allocated (interop/backend_capacity.ts). Lower
+ *   what is left of it is refused before any weight is allocated (kernels/backend_capacity.ts). Lower
  *   it to keep room for other work in a page, or where a browser grants WebAssembly less (iOS).
  */
 import * as tf from '@tensorflow/tfjs-core';

@@ -1,6 +1,6 @@
 /**
  * A model whose weights cannot fit the backend's memory is refused before any weight is allocated
- * (src/interop/backend_capacity.ts): on tfjs-wasm (at most 4 GiB, TFJS_ATTENTION_WASM_MEMORY_BYTES),
+ * (src/kernels/backend_capacity.ts): on tfjs-wasm (at most 4 GiB, TFJS_ATTENTION_WASM_MEMORY_BYTES),
  * by loadKerasHubPreset, loadKerasModel on a .keras file and on a converted model.json, with what
  * the weights need, what the backend holds and what fits.
  */
@@ -15,7 +15,7 @@ import {
   backendCapacity,
   BYTES_PER_WEIGHT,
   checkWeightsFit,
-} from '../../src/interop/backend_capacity';
+} from '../../src/kernels/backend_capacity';
 import {WASM_MEMORY_BYTES} from '../../src/kernels/flags';
 
 const FIXTURES = path.join(__dirname, '..', 'fixtures');

@@ -9,7 +9,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {WASM_MEMORY_BYTES} from '../kernels/flags';
+import {WASM_MEMORY_BYTES} from './flags';
 
 /** Bytes the package holds per weight value on the backends (float32, int8 weights included). */
 export const BYTES_PER_WEIGHT = 4;
