@@ -6,6 +6,8 @@
 // them to 1). Greedy, 64 new tokens after a 32-token prompt, one warm-up generation first.
 // Shape: 30 layers, width 576, 9 query / 3 key-value heads (head 64), SwiGLU 1536, vocabulary
 // 49152, tied embedding; LLAMA_LAYERS / LLAMA_NEW narrow it. Prints one JSON line per mode.
+// LLAMA_RELAXED=1 opts the int8 products into relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD; Node 20:
+// `node --experimental-wasm-relaxed-simd ...`); the report's `kernels` says which ran.
 import {createRequire} from 'node:module';
 import {performance} from 'node:perf_hooks';
 
@@ -86,6 +88,7 @@ async function main() {
   if (backend === 'wasm') setThreadsCount(1);
   if (!(await tf.setBackend(backend))) throw new Error(`no backend ${backend}`);
   await tf.ready();
+  tf.env().set('TFJS_ATTENTION_RELAXED_SIMD', process.env.LLAMA_RELAXED === '1');
   const {config, weights} = llama();
   let model = api.buildKerasHubModel('Llama3CausalLM', config, weights);
   if (dtype === 'int8') {

@@ -12,7 +12,7 @@
  *     --outfile=bench/.build/step_kernels_bench.cjs --external:@tensorflow/* \
  *     && node bench/.build/step_kernels_bench.cjs [--runs=N] [--shapes=qkv,up,out,down,logits] \
  *          (also smallQkv, smallUp, smallDown, smallLogits: the small GPT-2's shapes)
- *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm] [--copies=N]
+ *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm] [--copies=N] [--relaxed]
  *
  * `--copies=N`: N copies of each weight (float32 and int8), each call on the next one, so the
  * weights come from memory as in a model whose weights exceed the caches (GPT-2 small's 340 MB
@@ -22,8 +22,8 @@
  * `--baseline=file.wasm`: another build of wasm/step_kernels.ts (e.g. an older commit's, decoded
  * from its src/kernels/step_kernels_binary.ts) timed beside the current one, interleaved, on the
  * same operands: a before / after in one process.
- * Where the int8 products run on relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD; Node 20:
- * `node --experimental-wasm-relaxed-simd ...`), the plain SIMD module's int8 products are timed
+ * `--relaxed`: the int8 products on relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD, off by default;
+ * Node 20: `node --experimental-wasm-relaxed-simd ...`) where the engine has it, and the plain SIMD module's int8 products timed
  * beside them, interleaved, their outputs checked equal bit for bit. SmolLM2-135M's up projection
  * [576, 1536]: `--shapes=smolUp`.
  */
@@ -124,12 +124,13 @@ async function main(): Promise<void> {
   const backend = tf.backend() as unknown as WasmParts;
   const memory = (backend.wasm.asm ?? backend.wasm.wasmExports)?.memory;
   if (!(memory instanceof WebAssembly.Memory)) throw new Error('no tfjs-wasm heap');
-  const K: Kernels = stepKernelsOn(memory)!;
+  tf.env().set(RELAXED_SIMD, process.argv.includes('--relaxed'));
+  const chosen = stepKernelsOn(memory)!;
+  const K: Kernels = chosen;
   // the plain SIMD module's int8 products beside the relaxed ones, where those run
-  const relaxed = stepKernelsOn(memory)!.kind === 'simd-relaxed';
+  const relaxed = chosen.kind === 'simd-relaxed';
   tf.env().set(RELAXED_SIMD, false);
   const plainInt8: Kernels = stepKernelsOn(memory)!;
-  tf.env().set(RELAXED_SIMD, true);
   const base: Kernels | null =
     BASELINE == null
       ? null

@@ -40,10 +40,13 @@ function free(model: LayersModel, k: Kept): void {
   if (kept.get(model) === k) kept.delete(model);
 }
 
+/** Whether `k` was made for `program` on the backend in use. */
+const madeFor = (k: Kept, program: object) => k.backend === tf.backend() && k.program === program;
+
 /** Whether `model` keeps a memory made for `program` on the backend in use (its int8 weights packed). */
 export function keepsMemory(model: LayersModel, program: object): boolean {
   const k = kept.get(model);
-  return k != null && k.backend === tf.backend() && k.program === program;
+  return k != null && madeFor(k, program);
 }
 
 /**
@@ -54,7 +57,7 @@ export function keepsMemory(model: LayersModel, program: object): boolean {
 export function runMemory(model: LayersModel, program: object): RunMemory {
   const backend = tf.backend();
   let k = kept.get(model);
-  if (k != null && !k.busy && (k.backend !== backend || k.program !== program)) {
+  if (k != null && !k.busy && !madeFor(k, program)) {
     free(model, k);
     k = undefined;
   }

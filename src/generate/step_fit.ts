@@ -7,10 +7,8 @@
  * runs the eager stepper and says why, where the run would otherwise fail part way in the heap's
  * allocator. Other backends hold the step in a memory of their own, with no limit read here.
  */
-import {backendCapacity} from '../kernels/backend_capacity';
+import {backendCapacity, freeBytes, gb} from '../kernels/backend_capacity';
 import type {StepProgram} from './program_builder';
-
-const gb = (bytes: number) => `${(bytes / 1e9).toFixed(2)} GB`;
 
 /** The step's bytes beyond the model's weights: int8 weights packed (unless `packed`), caches. */
 export function stepBytes(
@@ -38,7 +36,7 @@ export function stepFitReason(
   const capacity = backendCapacity();
   if (capacity == null) return null;
   const {int8, caches} = stepBytes(program, batch, maxLength, packed);
-  const free = capacity.limitBytes - capacity.usedBytes;
+  const free = freeBytes(capacity);
   if (int8 + caches <= free) return null;
   return (
     `the compiled step needs ${gb(int8 + caches)} of tfjs-${capacity.backend}'s memory ` +

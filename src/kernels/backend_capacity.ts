@@ -35,7 +35,13 @@ export function backendCapacity(): BackendCapacity | null {
   };
 }
 
-const gb = (bytes: number) => `${(bytes / 1e9).toFixed(2)} GB`;
+/** Bytes left of `capacity`: its limit less what its tensors hold. */
+export function freeBytes(capacity: BackendCapacity): number {
+  return capacity.limitBytes - capacity.usedBytes;
+}
+
+/** Bytes as the refusals print them (`4.94 GB`). */
+export const gb = (bytes: number): string => `${(bytes / 1e9).toFixed(2)} GB`;
 
 /**
  * Throws when `values` weight values (as the files declare them) cannot be held in what is left
@@ -50,7 +56,7 @@ export function checkWeightsFit(
 ): void {
   if (capacity == null) return;
   const need = values * BYTES_PER_WEIGHT;
-  const free = capacity.limitBytes - capacity.usedBytes;
+  const free = freeBytes(capacity);
   if (need <= free) return;
   throw new Error(
     `${where}: ${what} does not fit tfjs-${capacity.backend}'s memory: its weights need ` +

@@ -126,6 +126,29 @@ function strides(shape: readonly number[]): number[] {
   return out;
 }
 
+/**
+ * The byte holding value `i` (row-major, `strides` of the values) among the packed bytes
+ * (`packedStrides`): the same index with its coordinate along `axis` halved; and that coordinate
+ * (even: the low nibble).
+ */
+function packedIndex(
+  i: number,
+  strides: readonly number[],
+  packedStrides: readonly number[],
+  axis: number,
+): [number, number] {
+  let at = 0;
+  let rest = i;
+  let along = 0;
+  for (let d = 0; d < strides.length; d++) {
+    const x = Math.floor(rest / strides[d]);
+    rest -= x * strides[d];
+    if (d === axis) along = x;
+    at += (d === axis ? x >> 1 : x) * packedStrides[d];
+  }
+  return [at, along];
+}
+
 function axisOf(what: string, shape: readonly number[], axis: number): number {
   const a = axis < 0 ? axis + shape.length : axis;
   if (!(Number.isInteger(a) && a >= 0 && a < shape.length)) {
@@ -162,16 +185,7 @@ export function packInt4(
         `packInt4: expected int4 values in [-8, 7], received ${v} at flat index ${i}`,
       );
     }
-    // the packed position: the same index, with index / 2 along the axis
-    let at = 0;
-    let rest = i;
-    let along = 0;
-    for (let d = 0; d < shape.length; d++) {
-      const x = Math.floor(rest / from[d]);
-      rest -= x * from[d];
-      if (d === a) along = x;
-      at += (d === a ? x >> 1 : x) * to[d];
-    }
+    const [at, along] = packedIndex(i, from, to, a);
     packed[at] |= (v & 0xf) << ((along & 1) * 4);
   }
   return {packed, shape: out};
@@ -200,15 +214,7 @@ export function unpackInt4(
   const size = shape.reduce((p, d) => p * d, 1);
   const out = new Int8Array(size);
   for (let i = 0; i < size; i++) {
-    let at = 0;
-    let rest = i;
-    let along = 0;
-    for (let d = 0; d < shape.length; d++) {
-      const x = Math.floor(rest / to[d]);
-      rest -= x * to[d];
-      if (d === a) along = x;
-      at += (d === a ? x >> 1 : x) * from[d];
-    }
+    const [at, along] = packedIndex(i, to, from, a);
     const nibble = (packed[at] >> ((along & 1) * 4)) & 0xf;
     out[i] = (nibble ^ 8) - 8;
   }

@@ -5,7 +5,7 @@ import {dotInt8Relaxed, dotInt8RowRelaxed, dotInt8x4Relaxed} from './dots_relaxe
 // Keras 3's int8 quantization: rows quantized per row (abs max), and the products of int8 rows
 // with int8 weights packed transposed (exact int32 sums, `i32x4.dot_i16x8_s`), descaled to float32.
 // Built with relaxed SIMD (ASC_FEATURE_RELAXED_SIMD: wasm/step_int8_relaxed.ts), the same products
-// take their sums from ./dots_relaxed (two relaxed dots per 16 weights), equal to these exactly.
+// take their sums from ./dots_relaxed (one relaxed dot per 16 weights), equal to these exactly.
 
 /**
  * Keras' abs_max_quantize per row, in float32: `qs[r] = 127 / (max |x[r, :]| + 1e-7)`,

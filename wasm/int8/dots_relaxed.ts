@@ -17,21 +17,30 @@ import {hsumI} from '../simd/sums';
 // `i32x4.relaxed_dot_i8x16_i7x16_add_s`, the same on x64: Node 20's baseline compiler (Liftoff)
 // returns twice the dot for it and drops the accumulator.
 
-/** `c + Σ (sign(q) w) |q|` in i32 lanes, four adjacent products each (w in [-127, 127]). */
-function dotSigned(w: v128, q: v128, c: v128): v128 {
-  const m = i8x16.lt_s(q, i8x16.splat(0)); // -1 where q < 0
-  const ws = i8x16.sub(v128.xor(w, m), m); // -w there, w elsewhere
-  return i32x4.add(
-    c,
-    i32x4.extadd_pairwise_i16x8_s(i16x8.relaxed_dot_i8x16_i7x16_s(ws, i8x16.abs(q))),
-  );
+/** Where q < 0: -1 lanes (the sign moved to the weight, see above). */
+function negative(q: v128): v128 {
+  return i8x16.lt_s(q, i8x16.splat(0));
+}
+
+/**
+ * `c + Σ (sign(q) w) |q|` in i32 lanes, four adjacent products each (w in [-127, 127]), given
+ * q's `negative(q)` and `|q|` (made once where several rows of w meet the same q).
+ */
+function dotSigned(w: v128, neg: v128, abs: v128, c: v128): v128 {
+  const ws = i8x16.sub(v128.xor(w, neg), neg); // -w where q < 0, w elsewhere
+  return i32x4.add(c, i32x4.extadd_pairwise_i16x8_s(i16x8.relaxed_dot_i8x16_i7x16_s(ws, abs)));
+}
+
+/** `c + Σ q w` (one row of w against q). */
+function dotQ(w: v128, q: v128, c: v128): v128 {
+  return dotSigned(w, negative(q), i8x16.abs(q), c);
 }
 
 /** Σ_p q[p] w[p] over int8 rows of k: 16 at a time, one relaxed dot each. */
 export function dotInt8Relaxed(k: i32, q: usize, w: usize): i32 {
   let c = i32x4.splat(0);
   let p = 0;
-  for (; p + 16 <= k; p += 16) c = dotSigned(v128.load(w + <usize>p), v128.load(q + <usize>p), c);
+  for (; p + 16 <= k; p += 16) c = dotQ(v128.load(w + <usize>p), v128.load(q + <usize>p), c);
   let s = hsumI(c);
   for (; p < k; p++) s += <i32>load<i8>(q + <usize>p) * <i32>load<i8>(w + <usize>p);
   return s;
@@ -44,8 +53,8 @@ export function dotInt8RowRelaxed(k: i32, q: usize, w: usize): i32 {
   let p = 0;
   for (; p + 32 <= k; p += 32) {
     const o = <usize>p;
-    c0 = dotSigned(v128.load(w + o), v128.load(q + o), c0);
-    c1 = dotSigned(v128.load(w + o, 16), v128.load(q + o, 16), c1);
+    c0 = dotQ(v128.load(w + o), v128.load(q + o), c0);
+    c1 = dotQ(v128.load(w + o, 16), v128.load(q + o, 16), c1);
   }
   return hsumI(i32x4.add(c0, c1)) + dotInt8Relaxed(k - p, q + <usize>p, w + <usize>p);
 }
@@ -63,11 +72,14 @@ export function dotInt8x4Relaxed(k: i32, q: usize, w: usize, out: usize): void {
   let p = 0;
   for (; p + 16 <= k; p += 16) {
     const o = <usize>p;
+    // q's sign and magnitude once for the four rows
     const a = v128.load(q + o);
-    c0 = dotSigned(v128.load(w + o), a, c0);
-    c1 = dotSigned(v128.load(w1 + o), a, c1);
-    c2 = dotSigned(v128.load(w2 + o), a, c2);
-    c3 = dotSigned(v128.load(w3 + o), a, c3);
+    const neg = negative(a);
+    const abs = i8x16.abs(a);
+    c0 = dotSigned(v128.load(w + o), neg, abs, c0);
+    c1 = dotSigned(v128.load(w1 + o), neg, abs, c1);
+    c2 = dotSigned(v128.load(w2 + o), neg, abs, c2);
+    c3 = dotSigned(v128.load(w3 + o), neg, abs, c3);
   }
   const rest = <usize>p;
   store<i32>(out, hsumI(c0) + dotInt8Relaxed(k - p, q + rest, w + rest));
