@@ -1,6 +1,6 @@
 /**
  * The compiled step's memory kept with its model between `generate` calls
- * (src/generate/kept_step_memory.ts): a second call copies no weight and packs no int8 weight
+ * (src/generate/kept_step_memory.ts): a second call copies no weight (float32 or int8 bytes)
  * (counted by the memory's own counters, no timing); a weight changed between calls (setWeights)
  * gives the tokens of a model built with the new weights; `releaseGenerateMemory(model)` and
  * `model.dispose()` free it; two calls at once on one model give each its own tokens.
@@ -85,12 +85,13 @@ describeBackends('the step memory kept with the model', (backend) => {
         const first = await tokens(model);
         const uploads = first.run.counts.uploads;
         const packed = first.run.counts.packed;
-        // on wasm float weights are read in place; elsewhere each is copied in once
-        expect(uploads).toBe(backend === 'wasm' ? 0 : first.run.weightIds.length);
-        expect(packed).toBe(int8 ? first.run.packedIds.length : 0);
-        expect(first.run.counts.kept).toBe(
-          (backend === 'wasm' ? 0 : uploads) + packed + (int8 && backend !== 'wasm' ? 1 : 0),
-        );
+        // on wasm weights (float32 and int8 bytes) are read in place; elsewhere each is copied
+        // in once; no kernel of this model is head-major, so none is packed
+        const read = first.run.weightIds.length + first.run.packedIds.length;
+        expect(first.run.packedIds.length).toBe(int8 ? 1 + 2 * 6 : 0);
+        expect(uploads).toBe(backend === 'wasm' ? 0 : read);
+        expect(packed).toBe(0);
+        expect(first.run.counts.kept).toBe(backend === 'wasm' ? 0 : uploads);
         const second = await tokens(model);
         expect(second.ids).toEqual(first.ids);
         expect(second.run.counts.runs).toBe(2); // the same memory served both calls
@@ -118,7 +119,7 @@ describeBackends('the step memory kept with the model', (backend) => {
         const after = await tokens(model);
         expect(after.ids).toEqual(expected.ids);
         expect(after.run.counts.runs).toBe(2); // the kept memory, its weights made again
-        // every weight changed: each copied (cpu, tensorflow) and packed again
+        // every weight changed: each copied again (cpu, tensorflow)
         expect(after.run.counts.uploads).toBe(2 * uploads);
         expect(after.run.counts.packed).toBe(2 * packed);
       } finally {
@@ -132,7 +133,8 @@ describeBackends('the step memory kept with the model', (backend) => {
     await expectNoLeak(async () => {
       const model = lm(5, true);
       const first = await tokens(model);
-      expect(first.run.counts.kept).toBeGreaterThan(0);
+      // on wasm every weight is read in place: nothing kept aside, but a memory all the same
+      if (backend !== 'wasm') expect(first.run.counts.kept).toBeGreaterThan(0);
       releaseGenerateMemory(model);
       expect(first.run.counts.kept).toBe(0);
       releaseGenerateMemory(model); // a second release does nothing
@@ -140,8 +142,8 @@ describeBackends('the step memory kept with the model', (backend) => {
       expect(second.ids).toEqual(first.ids);
       expect(second.run.counts).not.toBe(first.run.counts); // a new memory
       expect(second.run.counts.runs).toBe(1);
-      expect(second.run.counts.packed).toBe(first.run.counts.packed);
-      expect(second.run.counts.kept).toBeGreaterThan(0);
+      expect(second.run.counts.uploads).toBe(first.run.counts.uploads);
+      if (backend !== 'wasm') expect(second.run.counts.kept).toBeGreaterThan(0);
       model.dispose();
       expect(second.run.counts.kept).toBe(0);
     });

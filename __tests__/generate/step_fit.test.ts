@@ -1,6 +1,6 @@
 /**
  * A compiled step whose memory does not fit what is left of tfjs-wasm's (src/generate/step_fit.ts:
- * its int8 weights packed, 1 byte a value, and its key / value caches, against
+ * its head-major int8 kernels packed transposed, 1 byte a value, and its key / value caches, against
  * TFJS_ATTENTION_WASM_MEMORY_BYTES) is not compiled: `generate` runs the eager stepper, says why
  * in its report, and gives the same tokens. The fixture LM (int8/decoder_lm: a tied
  * ReversibleEmbedding [100, 32], two TransformerDecoders of width 32 with 4 heads and a
@@ -20,9 +20,6 @@ import {WASM_MEMORY_BYTES} from '../../src/kernels/flags';
 import {describeBackends} from '../helpers/backends';
 
 const FLOAT = path.join(__dirname, '..', 'fixtures', 'int8', 'decoder_lm', 'float', 'model.json');
-// the int8 values: the table 100 x 32, and per decoder q, k, v, o (32 x 32 each) and the
-// feed-forward's 32 x 64 and 64 x 32
-const INT8_VALUES = 100 * 32 + 2 * (4 * 32 * 32 + 2 * 32 * 64);
 const PROMPTS = [
   [3, 7, 1, 9],
   [5, 2, 14, 8],
@@ -43,11 +40,22 @@ describeBackends('the compiled step against tfjs-wasm memory', (backend) => {
     lm.dispose();
   });
 
-  it('stepBytes: the int8 weights packed (1 byte a value, none once packed) and the caches', () => {
+  it('stepBytes: the int8 kernels packed transposed (1 byte a value, none once packed) and the caches', () => {
     const {plan} = planCachedDecoding(lm);
     const {program} = compileStep(plan!);
-    expect(stepBytes(program!, 2, MAX, false)).toEqual({int8: INT8_VALUES, caches: CACHE_BYTES});
-    expect(stepBytes(program!, 2, MAX, true)).toEqual({int8: 0, caches: CACHE_BYTES});
+    // every int8 weight of this model is read in place (no head-major kernel)
+    expect(program!.packed.length).toBe(1 + 2 * 6);
+    expect(stepBytes(program!, 2, MAX, false)).toEqual({int8: 0, caches: CACHE_BYTES});
+    // a head-major kernel [2, 8, 5] packed transposed, beside a table read as it is
+    const headMajor = {
+      ...program!,
+      packed: [
+        {tensor: {size: 80} as tf.Tensor, transposeRows: 8, heads: 2},
+        {tensor: {size: 3200} as tf.Tensor, transposeRows: 0, heads: 1},
+      ],
+    };
+    expect(stepBytes(headMajor, 2, MAX, false)).toEqual({int8: 80, caches: CACHE_BYTES});
+    expect(stepBytes(headMajor, 2, MAX, true)).toEqual({int8: 0, caches: CACHE_BYTES});
   });
 
   async function run(
@@ -75,7 +83,7 @@ describeBackends('the compiled step against tfjs-wasm memory', (backend) => {
       ? 'a step past the memory left runs the eager stepper, saying why, with the same tokens'
       : 'sets no limit on this backend: the step compiles whatever the flag says',
     async () => {
-      const need = INT8_VALUES + CACHE_BYTES;
+      const need = CACHE_BYTES;
       const roomy = await run(null);
       expect(roomy.report.compiled).toBe(true);
       const enough = await run(need + 65536);
@@ -91,7 +99,7 @@ describeBackends('the compiled step against tfjs-wasm memory', (backend) => {
       }
       expect(short.tokens).toEqual(roomy.tokens);
       expect(enough.tokens).toEqual(roomy.tokens);
-      // once its int8 weights are packed and kept with the model, only the caches are asked for
+      // its memory kept with the model: the caches are asked for again
       await run(null);
       const kept = await run(CACHE_BYTES + 4096, false);
       expect(kept.report.compiled).toBe(true);

@@ -17,6 +17,7 @@ import {
   cachedDecodingRefusal,
   EinsumDense,
   generate,
+  int8ValuesOf,
   loadKerasModel,
   MultiHeadAttention,
   quantize,
@@ -59,7 +60,7 @@ const IO = JSON.parse(fs.readFileSync(path.join(DIR, 'io.json'), 'utf8')) as Io;
 interface Weight {
   shape: number[];
   dtype: string;
-  values: Float32Array | Int32Array;
+  values: Float32Array | Int32Array | Int8Array;
 }
 
 /** Every dataset of an HDF5 file as the package's reader gives it (int8 datasets: dtype int8). */
@@ -70,11 +71,15 @@ async function h5Weights(file: string, prefix = ''): Promise<Map<string, Weight>
     const d = reader.dataset(p);
     const bytes = new Uint8Array(d.bytes);
     reader.copy(d, bytes, 0);
-    const int = d.dtype === 'int32';
     out.set(prefix + p, {
       shape: d.shape,
       dtype: d.fileType === '<i1' ? 'int8' : d.dtype,
-      values: int ? new Int32Array(bytes.buffer) : new Float32Array(bytes.buffer),
+      values:
+        d.dtype === 'bool'
+          ? new Int8Array(bytes.buffer)
+          : d.dtype === 'int32'
+            ? new Int32Array(bytes.buffer)
+            : new Float32Array(bytes.buffer),
     });
   }
   return out;
@@ -217,7 +222,7 @@ describe('Keras 3 int8 files: generation', () => {
 describe('Keras 3 int8 files: what is read and checked', () => {
   beforeAll(() => useBackend('cpu'));
 
-  it("the HDF5 reader gives Keras' int8 datasets (<i1) as whole numbers in [-127, 127]", async () => {
+  it("the HDF5 reader gives Keras' int8 datasets (<i1) as bytes, one per value (bool), in [-127, 127]", async () => {
     const weights = await gpt2Weights();
     const int8 = [...weights].filter(([, w]) => w.dtype === 'int8');
     const listed = IO.gpt2_preset.weights.filter(([, , dtype]) => dtype === 'int8');
@@ -225,7 +230,8 @@ describe('Keras 3 int8 files: what is read and checked', () => {
       listed.map(([p, shape]) => [p, shape]),
     );
     for (const [, w] of int8) {
-      expect(w.values).toBeInstanceOf(Int32Array);
+      expect(w.values).toBeInstanceOf(Int8Array);
+      expect(w.values.length).toBe(w.shape.reduce((a, b) => a * b, 1));
       expect(Math.max(...w.values.map(Math.abs))).toBeLessThanOrEqual(127);
       expect(Math.max(...w.values.map(Math.abs))).toBeGreaterThan(100); // abs-max: 127 per row
     }
@@ -270,12 +276,12 @@ describe('Keras 3 int8 files: what is read and checked', () => {
     for (const bad of [0, NaN, Infinity, -0.5]) {
       const artifacts = await kerasBytesArtifacts(bytes, 'functional.keras');
       const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData ?? []).slice(0);
-      let offset = 0; // the scale's bytes: every weight before it is 4 bytes a value
+      let offset = 0; // the scale's bytes: int8 weights 1 byte a value, the others 4
       for (const s of artifacts.weightSpecs ?? []) {
         if (s.name === name) break;
-        offset += s.shape.reduce((a, b) => a * b, 1) * 4;
+        offset += s.shape.reduce((a, b) => a * b, 1) * (s.dtype === 'bool' ? 1 : 4);
       }
-      new Float32Array(data, offset + 4 * 5, 1)[0] = bad; // its sixth value
+      new DataView(data).setFloat32(offset + 4 * 5, bad, true); // its sixth value
       const before = tf.memory().numTensors;
       await expect(loadArtifacts({...artifacts, weightData: data})).rejects.toThrow(
         "loadKerasModel: layer 'multi_head_attention' (layers/multi_head_attention/query_dense/" +
@@ -445,8 +451,8 @@ describe('saveKerasFile of a quantized model', () => {
     const kernel = reader.dataset('layers/dense/vars/0');
     const out = new Uint8Array(kernel.bytes);
     reader.copy(kernel, out, 0);
-    expect(Array.from(new Int32Array(out.buffer))).toEqual(
-      Array.from((hidden.kernel as tf.LayerVariable).read().dataSync()),
+    expect(Array.from(new Int8Array(out.buffer))).toEqual(
+      Array.from(int8ValuesOf((hidden.kernel as tf.LayerVariable).read())),
     );
   });
 });

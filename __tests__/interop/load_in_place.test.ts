@@ -329,24 +329,25 @@ describe('weights assigned from a tensor, one at a time', () => {
   });
 });
 
-describe("writeWeight: an int8 preset's whole numbers into float32 variables", () => {
+describe("writeWeight: an int8 preset's int8 datasets into the int8 layers' variables", () => {
   useBackend('cpu');
 
-  it('holds them as float32 values: saved by saveKerasFile and loaded back, the model predicts the same', async () => {
+  it('holds them as bytes (one a value): saved by saveKerasFile and loaded back, the model predicts the same', async () => {
     const dir = path.join(__dirname, '..', 'fixtures', 'int8_files', 'gpt2_preset');
     const preset = await loadKerasHubPreset(dir);
     const model = preset.model;
-    // the int8 layers' kernels and tables are float32 variables holding whole numbers
+    // the int8 layers' kernels and tables are variables of int8 bytes (dtype bool), one a value
     const int8 = model.weights.filter(
       (w) => /kernel|embeddings/.test(w.name) && !/scale/.test(w.name),
     );
     expect(int8.length).toBeGreaterThan(4);
     for (const w of int8) {
       const values = w.read().dataSync();
-      expect([w.name, w.dtype, values.constructor.name]).toEqual([
+      expect([w.name, w.dtype, values.constructor.name, values.byteLength]).toEqual([
         w.name,
-        'float32',
-        'Float32Array',
+        'bool',
+        'Uint8Array',
+        w.read().size,
       ]);
     }
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'int8-preset-')), 'gpt2.keras');

@@ -6,7 +6,17 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import {absMaxQuantize, int8Dense, int8MatMul, INT8_EXACT_CHUNK} from '../../src/ops/int8';
+import {
+  absMaxQuantize,
+  INT8_BLOCK_VALUES,
+  int8Dense,
+  INT8_EXACT_CHUNK,
+  int8FromWholeNumbers,
+  int8MatMul,
+  int8Rows,
+  int8Tensor,
+  int8ValuesOf,
+} from '../../src/ops/int8';
 import {describeBackends, expectNoLeak} from '../helpers/backends';
 import {lcg} from '../helpers/data';
 
@@ -44,6 +54,18 @@ function bigProduct(a: ArrayLike<number>, b: ArrayLike<number>, M: number, K: nu
       let s = BigInt(0);
       for (let k = 0; k < K; k++) s += BigInt(a[i * K + k]) * BigInt(b[k * N + j]);
       out.push(Number(s));
+    }
+  }
+  return out;
+}
+
+/** The same product in doubles (exact while |sums| < 2^53: int8 products over K < 2^38). */
+function exactProduct(a: ArrayLike<number>, b: ArrayLike<number>, M: number, K: number, N: number) {
+  const out = new Array<number>(M * N).fill(0);
+  for (let i = 0; i < M; i++) {
+    for (let k = 0; k < K; k++) {
+      const v = a[i * K + k];
+      for (let j = 0; j < N; j++) out[i * N + j] += v * b[k * N + j];
     }
   }
   return out;
@@ -131,7 +153,97 @@ describeBackends('int8 ops', () => {
     tf.dispose([xt, kt, st, y]);
   });
 
+  it("int8Tensor / int8ValuesOf: one byte per value, every int8 value kept (two's complement)", () => {
+    const values = new Int8Array(256);
+    for (let i = 0; i < 256; i++) values[i] = i - 128;
+    const t = int8Tensor(values, [16, 16]);
+    expect(t.dtype).toBe('bool');
+    expect(t.shape).toEqual([16, 16]);
+    expect(Array.from(int8ValuesOf(t))).toEqual(Array.from(values));
+    // through a variable (how the int8 layers hold them)
+    const v = tf.variable(tf.zeros([16, 16], 'bool'), false);
+    v.assign(t);
+    expect(Array.from(int8ValuesOf(v))).toEqual(Array.from(values));
+    const whole = tf.tensor2d([
+      [-127, 0],
+      [5, 127],
+    ]);
+    const made = int8FromWholeNumbers(whole);
+    expect(Array.from(int8ValuesOf(made))).toEqual([-127, 0, 5, 127]);
+    tf.dispose([t, v, whole, made]);
+  });
+
+  it('int8MatMul on bytes: exact against a loop, both layouts, across blocks of rows', async () => {
+    // N (or K, transposed) of 1024: blocks of 1024 rows; 2500 rows: three blocks
+    const M = 2;
+    for (const [K, N] of [
+      [2500, 1024],
+      [1024, 2500],
+      [33, 5],
+    ]) {
+      const a = ints(M * K, K);
+      const b = ints(K * N, K + 1);
+      const want = exactProduct(a, b, M, K, N);
+      const bt = new Int8Array(N * K);
+      for (let k = 0; k < K; k++) for (let j = 0; j < N; j++) bt[j * K + k] = b[k * N + j];
+      const at = tf.tensor2d(a, [M, K]);
+      const kn = int8Tensor(Int8Array.from(b), [K, N]) as tf.Tensor2D;
+      const nk = int8Tensor(bt, [N, K]) as tf.Tensor2D;
+      const y = int8MatMul(at, kn);
+      const yt = int8MatMul(at, nk, true);
+      expect(Array.from(y.dataSync())).toEqual(want);
+      expect(Array.from(yt.dataSync())).toEqual(want);
+      await expectNoLeak(() => {
+        int8MatMul(at, kn).dispose();
+        int8MatMul(at, nk, true).dispose();
+      });
+      tf.dispose([at, kn, nk, y, yt]);
+    }
+  });
+
+  it('int8MatMul on bytes never holds the weight whole as float32 (a block of rows at a time)', async () => {
+    const M = 1;
+    const K = 4096;
+    const N = 1024; // 4M values: four blocks of INT8_BLOCK_VALUES
+    expect(K * N).toBe(4 * INT8_BLOCK_VALUES);
+    const at = tf.tensor2d(ints(M * K, 2), [M, K]);
+    const kn = int8Tensor(new Int8Array(K * N).fill(3), [K, N]) as tf.Tensor2D;
+    const before = tf.memory().numBytes;
+    const info = await tf.profile(() => int8MatMul(at, kn).dispose());
+    // the float32 blocks: a quarter of the weight's float32 bytes (plus the small rest)
+    expect(info.peakBytes - before).toBeGreaterThan(K * N);
+    expect(info.peakBytes - before).toBeLessThan(K * N * 4 * 0.3);
+    tf.dispose([at, kn]);
+  });
+
+  it('int8Rows: the rows at the ids as float32; ids outside the table refused', async () => {
+    const table = int8Tensor(Int8Array.from([1, -2, 3, -128, 127, 0]), [3, 2]);
+    const ids = tf.tensor2d(
+      [
+        [2, 0],
+        [1, 1],
+      ],
+      [2, 2],
+      'int32',
+    );
+    const rows = int8Rows(table, ids);
+    expect(rows.shape).toEqual([2, 2, 2]);
+    expect(Array.from(rows.dataSync())).toEqual([127, 0, 1, -2, 3, -128, 3, -128]);
+    await expectNoLeak(() => int8Rows(table, ids).dispose());
+    const bad = tf.tensor1d([3], 'int32');
+    expect(() => int8Rows(table, bad)).toThrow(/expected ids in \[0, 3\), received 3/);
+    tf.dispose([table, ids, rows, bad]);
+  });
+
   it('errors name what was expected and received', () => {
+    expect(() => int8Tensor(new Int8Array(3), [2, 2])).toThrow(
+      /expected 4 values for shape \[2,2\], received 3/,
+    );
+    expect(() => int8ValuesOf(tf.zeros([2]))).toThrow(/dtype 'bool'\), received float32/);
+    expect(() => int8FromWholeNumbers(tf.tensor1d([1, 2.5]))).toThrow(
+      /whole numbers in \[-128, 127\], received 2.5 at flat index 1/,
+    );
+    expect(() => int8FromWholeNumbers(tf.tensor1d([300]))).toThrow(/received 300 at flat index 0/);
     const a = tf.zeros([2, 3]) as tf.Tensor2D;
     expect(() => int8MatMul(a, tf.zeros([4, 2]) as tf.Tensor2D)).toThrow(
       /expected equal inner sizes, received 3 and 4/,

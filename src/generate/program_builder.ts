@@ -13,6 +13,7 @@ import type * as tf from '@tensorflow/tfjs-core';
 
 import {StepActivation} from '../kernels/step_kernels_api';
 import type {GraphLayer} from '../layers/engine/contract';
+import {INT8_DTYPE, isInt8Tensor} from '../ops/int8';
 import type {
   StepDecline,
   StepEmitter,
@@ -52,11 +53,11 @@ interface ProgramInt8Weight extends StepInt8Weight {
 }
 
 /**
- * An int8 weight for the runtime to pack as int8: `transposeRows` 0 as it is (a table: lookups
- * and the tied logits), > 0 a Dense kernel `[transposeRows, n]` packed transposed (`denseInt8`'s
- * layout, each output's weights contiguous); `heads` > 1 a head-major kernel `[heads,
- * transposeRows, headDim]`, each head packed transposed in turn (`denseInt8`'s layout of
- * `[transposeRows, heads * headDim]`).
+ * An int8 weight (bytes, ops/int8.ts) as the runtime reads it: `transposeRows` 0 as it is held
+ * (read in place on tfjs-wasm's heap: a table for lookups and the tied logits, a kernel `[k, n]`
+ * in Keras' layout for `denseInt8KN`); > 0 a head-major kernel `[heads, transposeRows, headDim]`
+ * packed transposed, head by head (`denseInt8`'s layout of `[transposeRows, heads * headDim]`),
+ * into memory of the step's own.
  */
 export interface PackedInt8 {
   readonly tensor: tf.Tensor;
@@ -195,9 +196,11 @@ export class ProgramBuilder {
       },
       int8Weight(source, scaleSource) {
         const [t, s] = [tensorOf(source), tensorOf(scaleSource)];
-        if (t.dtype !== 'float32' || s.dtype !== 'float32') {
+        if (!isInt8Tensor(t) || s.dtype !== 'float32') {
           return {
-            declined: `an int8 weight of dtype ${t.dtype} with a scale of dtype ${s.dtype} (expected float32 for both)`,
+            declined:
+              `an int8 weight of dtype ${t.dtype} with a scale of dtype ${s.dtype} (expected ` +
+              `int8 values held as bytes, dtype '${INT8_DTYPE}', and a float32 scale)`,
           };
         }
         const w: ProgramInt8Weight = {
@@ -266,11 +269,12 @@ export class ProgramBuilder {
         if (bias != null) need(bias, units, 'denseInt8 bias');
         const {q, qs} = quantize(xv);
         const out = newValue(units);
+        // the kernel read as it is held, in Keras' layout [k, n] (in place on tfjs-wasm's heap)
         ops.push({
-          op: 'denseInt8',
+          op: 'denseInt8KN',
           q,
           qs,
-          w: packedOf(kernel, xv.width),
+          w: packedOf(kernel, 0),
           ws: int8(kernel).scale,
           bias: bias == null ? -1 : wt(bias),
           k: xv.width,

@@ -2,10 +2,10 @@
  * The memory of a compiled decoding step: on tfjs' wasm backend the backend's own heap (buffers
  * from its `_malloc`, freed with its `_free`; weights read in place at their tensors' offsets),
  * on tfjs' cpu and tensorflow backends a WebAssembly.Memory of its own (buffers from a bump
- * allocator, each weight copied in once). The int8 weights of int8 layers (whole numbers that
- * tfjs holds in float32 tensors) are packed as int8 into buffers of the memory on either memory,
- * once: a quarter of the float bytes for the products to read. Other backends (webgl, webgpu)
- * have none: their weights live on the GPU, and `generate` keeps the eager stepper there.
+ * allocator, each weight copied in once). The int8 weights of int8 layers are held as bytes
+ * (ops/int8.ts) and read as they are held, in place on tfjs-wasm's heap: only a head-major kernel
+ * (Gemma's) is packed transposed into a buffer of the memory, once. Other backends (webgl,
+ * webgpu) have none: their weights live on the GPU, and `generate` keeps the eager stepper there.
  *
  * A memory serves one run at a time (`beginRun` .. `endRun`: the run's buffers) and may serve
  * several (kept_step_memory.ts keeps it with its model between `generate` calls): the weights
@@ -36,7 +36,10 @@ export interface StepMemoryCounts {
   allocated: number;
   /** Weights copied into the memory (0 on wasm, where weights are read in place). */
   uploads: number;
-  /** int8 weights packed into the memory (each once, and again when its tensor's data changed). */
+  /**
+   * int8 kernels packed transposed into the memory (each once, and again when its tensor's data
+   * changed).
+   */
   packed: number;
   /** Buffers it keeps from run to run: weights copied in, int8 weights packed (0 once disposed). */
   kept: number;
@@ -59,16 +62,16 @@ export interface StepMemory {
    */
   weight(t: tf.Tensor): number;
   /**
-   * Where an int8 weight's values are: the whole numbers in [-127, 127] of the float32 tensor `t`,
-   * packed as int8 into a buffer of the memory (once per layout, and again when the tensor's data
-   * changed); any other value is an
-   * error. `transposeRows` > 0: `t` is a Dense kernel `[transposeRows, n]`, packed transposed
-   * (`[n, transposeRows]`, `denseInt8`'s layout); 0: as it is. `heads` > 1 (with
-   * `transposeRows` > 0): `t` is a head-major kernel `[heads, transposeRows, headDim]` (Gemma's
-   * `btd,ndh->btnh`), each head's `[transposeRows, headDim]` packed transposed after the one
-   * before, so the whole reads as the `[heads * headDim, transposeRows]` of `denseInt8`. Packed by
-   * `kernels` (on this memory: `packInt8` / `packInt8T`), on tfjs-wasm's heap from the values in
-   * place, on a memory of its own a block of values at a time through a scratch.
+   * Where an int8 weight's bytes are (`t` of dtype `bool`, ops/int8.ts; another dtype is an
+   * error). `transposeRows` 0: as it is held (in place on tfjs-wasm's heap; copied in once, as
+   * `weight`, on a memory of its own). `transposeRows` > 0: `t` is a kernel `[transposeRows, n]`
+   * packed transposed (`[n, transposeRows]`, `denseInt8`'s layout) into a buffer of the memory
+   * (once per layout, and again when the tensor's data changed); `heads` > 1: a head-major kernel
+   * `[heads, transposeRows, headDim]` (Gemma's `btd,ndh->btnh`), each head's `[transposeRows,
+   * headDim]` packed transposed after the one before, so the whole reads as the `[heads *
+   * headDim, transposeRows]` of `denseInt8`. Packed by `kernels.transposeInt8`, on tfjs-wasm's
+   * heap from the bytes in place, on a memory of its own a block of rows at a time through a
+   * scratch.
    */
   int8Weight(t: tf.Tensor, kernels: StepKernels, transposeRows?: number, heads?: number): number;
   readonly counts: StepMemoryCounts;
@@ -151,7 +154,7 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
       return at;
     },
     weight: offsetOf,
-    // the float32 values read in place from the heap (after the allocation, which may grow it)
+    // the bytes read in place from the heap (after any allocation, which may grow it)
     int8Weight: packer(
       (bytes) => {
         counts.kept++;
@@ -159,7 +162,8 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
       },
       () => memory,
       counts,
-      (t) => new Float32Array(memory.buffer, offsetOf(t), t.size),
+      offsetOf,
+      (t) => new Uint8Array(memory.buffer, offsetOf(t), t.size),
       offsetOf,
     ),
     beginRun() {
@@ -177,29 +181,37 @@ function wasmHeapMemory(backend: WasmBackend): StepMemory | null {
 }
 
 /**
- * The float32 values a memory of its own takes in at a time to pack int8 weights (1 MB): a table
- * 2^18 values at a time, a Dense kernel in whole multiples of 16 rows (16 rows, more than 2^18
- * values, for a kernel wider than 2^14).
+ * The bytes a memory of its own takes in at a time to pack an int8 kernel transposed (1 MB): a
+ * kernel in whole multiples of 16 rows (16 rows, more than 2^20 bytes, for a kernel wider than
+ * 2^16).
  */
-const SCRATCH_VALUES = 1 << 18;
+const SCRATCH_BYTES = 1 << 20;
 
 /**
- * `int8Weight` of a memory: each tensor packed once per layout (by tensor id, again into the same
- * buffer when its data changed) into a buffer from `keep` by the kernels, from its float32
- * values (in place at `offsetInMemory`, or `valuesOf` copied in blocks), each checked to be a
- * whole number in [-127, 127].
+ * `int8Weight` of a memory, for int8 weights held as bytes (ops/int8.ts): as they are held
+ * (`transposeRows` 0) by `asHeld` (tfjs-wasm's heap: in place; a memory of its own: copied in
+ * once); a head-major kernel packed transposed (once per tensor and layout, again into the same
+ * buffer when its data changed) into a buffer from `keep` by the kernels' `transposeInt8`, from
+ * its bytes in place at `offsetInMemory`, or copied in blocks through a scratch (`bytesOf`).
  */
 function packer(
   keep: (bytes: number) => number,
   memoryOf: () => WebAssembly.Memory,
   counts: StepMemoryCounts,
-  valuesOf: (t: tf.Tensor) => Float32Array,
+  asHeld: (t: tf.Tensor) => number,
+  bytesOf: (t: tf.Tensor) => Uint8Array,
   offsetInMemory?: (t: tf.Tensor) => number,
 ): (t: tf.Tensor, kernels: StepKernels, transposeRows?: number, heads?: number) => number {
   const done = new Map<string, {at: number; data: tf.DataId}>();
-  /** A memory of its own: where blocks of float32 values are copied in to be packed. */
-  let scratch = {at: 0, values: 0};
+  /** A memory of its own: where blocks of bytes are copied in to be packed. */
+  let scratch = {at: 0, bytes: 0};
   return (t, kernels, transposeRows = 0, heads = 1) => {
+    if (t.dtype !== 'bool') {
+      throw new Error(
+        `generate: an int8 weight (tensor ${t.id}) of dtype ${t.dtype}; expected int8 values ` +
+          'held as bytes (ops/int8.ts)',
+      );
+    }
     const k = transposeRows;
     if (k < 0 || !Number.isInteger(k) || (k > 0 && t.size % k !== 0)) {
       throw new Error(
@@ -216,48 +228,31 @@ function packer(
           `of rows of ${k}`,
       );
     }
-    const key = heads > 1 ? `${t.id}/${k}/${heads}` : `${t.id}/${k}`;
+    if (k === 0) return asHeld(t);
+    const key = `${t.id}/${k}/${heads}`;
     const known = done.get(key);
     if (known != null && known.data === t.dataId) return known.at;
     // a tensor whose data changed (assign) is packed again into its buffer
     const at = known?.at ?? keep(t.size);
-    const refuse = (i: number): never => {
-      throw new Error(
-        `generate: an int8 weight (tensor ${t.id}, shape [${t.shape}]) holds ` +
-          `${valuesOf(t)[i]} at index ${i}; expected whole numbers in [-127, 127]`,
-      );
-    };
-    // each head's values (one head: the whole tensor) packed in its own place
+    // each head's values (one head: the whole tensor) packed transposed in its own place
     const per = t.size / heads;
-    const all = offsetInMemory == null ? valuesOf(t) : null;
+    const n = per / k;
+    const all = offsetInMemory == null ? bytesOf(t) : null;
     for (let h = 0; h < heads; h++) {
       const from = h * per;
       if (offsetInMemory != null) {
-        // the float32 values are in the kernels' memory: one SIMD pass (GPT-2 small: 85M values)
-        const src = offsetInMemory(t) + from * 4;
-        const bad =
-          k > 0
-            ? kernels.packInt8T(k, per / k, src, at + from, k)
-            : kernels.packInt8(per, src, at + from);
-        if (bad >= 0) refuse(from + bad);
+        kernels.transposeInt8(k, n, offsetInMemory(t) + from, at + from, k);
         continue;
       }
-      // a memory of its own: the values copied in blocks into a scratch of the memory, each
-      // block packed by the kernels (rows of the kernel in 16s, the tiles packInt8T transposes)
-      const values = (all as Float32Array).subarray(from, from + per);
-      const n = k > 0 ? per / k : per;
-      const rows = k > 0 ? Math.max(16, Math.floor(SCRATCH_VALUES / n / 16) * 16) : 0;
-      const block = k > 0 ? rows * n : SCRATCH_VALUES;
-      if (scratch.values < block) scratch = {at: keep(block * 4), values: block};
-      const view = new Float32Array(memoryOf().buffer, scratch.at, block);
+      // a memory of its own: rows of the kernel copied in blocks into a scratch of the memory
+      const bytes = (all as Uint8Array).subarray(from, from + per);
+      const rows = Math.max(16, Math.floor(SCRATCH_BYTES / n / 16) * 16);
+      const block = rows * n;
+      if (scratch.bytes < block) scratch = {at: keep(block), bytes: block};
       for (let i = 0; i < per; i += block) {
         const size = Math.min(block, per - i);
-        view.set(values.subarray(i, i + size));
-        const bad =
-          k > 0
-            ? kernels.packInt8T(size / n, n, scratch.at, at + from + i / n, k)
-            : kernels.packInt8(size, scratch.at, at + from + i);
-        if (bad >= 0) refuse(from + i + bad);
+        new Uint8Array(memoryOf().buffer, scratch.at, size).set(bytes.subarray(i, i + size));
+        kernels.transposeInt8(size / n, n, scratch.at, at + from + i / n, k);
       }
     }
     counts.packed++;
@@ -314,6 +309,21 @@ function ownMemory(): StepMemory {
     runFrom = -1;
     counts.live = 0;
   };
+  /**
+   * A weight copied in once (float32 values, or int8 bytes), and again in place when its tensor's
+   * data changed (assign: setWeights, an optimizer).
+   */
+  const copyIn = (t: tf.Tensor) => {
+    const known = weights.get(t.id);
+    if (known != null && known.data === t.dataId) return known.at;
+    const int8 = t.dtype === 'bool';
+    const at = known?.at ?? keep(t.size * (int8 ? 1 : 4));
+    if (int8) new Uint8Array(memory.buffer, at, t.size).set(t.dataSync() as Uint8Array);
+    else new Float32Array(memory.buffer, at, t.size).set(t.dataSync() as Float32Array);
+    counts.uploads++;
+    weights.set(t.id, {at, data: t.dataId});
+    return at;
+  };
   const own: StepMemory = {
     memory,
     kind: 'own',
@@ -322,22 +332,8 @@ function ownMemory(): StepMemory {
       counts.live++;
       return alloc(bytes);
     },
-    weight(t) {
-      const known = weights.get(t.id);
-      if (known != null && known.data === t.dataId) return known.at;
-      // a tensor whose data changed (assign: setWeights, an optimizer) is copied again in place
-      const at = known?.at ?? keep(t.size * 4);
-      new Float32Array(memory.buffer, at, t.size).set(t.dataSync() as Float32Array);
-      counts.uploads++;
-      weights.set(t.id, {at, data: t.dataId});
-      return at;
-    },
-    int8Weight: packer(
-      keep,
-      () => memory,
-      counts,
-      (t) => t.dataSync() as Float32Array,
-    ),
+    weight: copyIn,
+    int8Weight: packer(keep, () => memory, counts, copyIn, (t) => t.dataSync() as Uint8Array),
     beginRun() {
       endRun();
       runFrom = top;

@@ -57,6 +57,19 @@ export type ProgramOp =
       act: StepActivation;
       out: number;
     }
+  /** Keras' int8 Dense with its kernel in Keras' layout `[k, n]`, read in place (`w` packed index). */
+  | {
+      op: 'denseInt8KN';
+      q: number;
+      qs: number;
+      w: number;
+      ws: number;
+      bias: number;
+      k: number;
+      n: number;
+      act: StepActivation;
+      out: number;
+    }
   | {
       op: 'denseTInt8';
       q: number;
@@ -270,6 +283,23 @@ export const STEP_OPS: StepOpTable = {
     writes: ['out'],
     run: (o, c) =>
       c.kernels.denseInt8(
+        c.rowsOf(o.q),
+        o.k,
+        o.n,
+        c.at(o.q),
+        c.at(o.qs),
+        c.packed(o.w),
+        c.w(o.ws),
+        c.w(o.bias),
+        o.act,
+        c.at(o.out),
+      ),
+  },
+  denseInt8KN: {
+    reads: ['q', 'qs'],
+    writes: ['out'],
+    run: (o, c) =>
+      c.kernels.denseInt8KN(
         c.rowsOf(o.q),
         o.k,
         o.n,

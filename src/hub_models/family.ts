@@ -31,11 +31,14 @@ export interface HubWeightValue {
 export interface HubWeightReader {
   /** The weight's shape, as the file declares it. */
   readonly shape: readonly number[];
-  /** `float32`, or `int32` for integer datasets (int8 weights). */
-  readonly dtype: 'float32' | 'int32';
+  /** `float32`, `int32` for integer datasets, `bool` for int8 ones (bytes, ops/int8.ts). */
+  readonly dtype: 'float32' | 'int32' | 'bool';
   /** Its values, read from the file now (the int8 scales' checks). */
-  read(): Float32Array | Int32Array;
-  /** Writes its values, as float32, into `variable` (of its shape: checked before). */
+  read(): Float32Array | Int32Array | Int8Array;
+  /**
+   * Writes its values into `variable` (of its shape: checked before): as float32, or as bytes into
+   * an int8 layer's variable.
+   */
   write(variable: LayerVariable): void;
 }
 
@@ -453,7 +456,9 @@ export function bindWeights(
       );
     }
     if (!(w instanceof tf.Tensor)) {
-      if (w.dtype != null && !FLOAT_DTYPES.includes(w.dtype)) {
+      // an int8 layer's weight takes int8 bytes (int8_weights.ts made them so); others a float
+      const int8 = b.variable.dtype === 'bool' && w.dtype === 'bool';
+      if (!int8 && w.dtype != null && !FLOAT_DTYPES.includes(w.dtype)) {
         throw new Error(
           `${cls}: weight ${b.path} expected a float dtype (${FLOAT_DTYPES.join(', ')}), ` +
             `received ${w.dtype}`,

@@ -20,6 +20,7 @@ import {
   isInt8Layer,
 } from '../layers/core/quantization';
 import {CompositeLayer} from '../layers/engine/composite_layer';
+import {int8FromWholeNumbers, int8ValuesOf, isInt8Tensor} from '../ops/int8';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {contractOf} from '../layers/engine/contract';
 import {isObject} from '../layers/engine/json_object';
@@ -32,13 +33,15 @@ type Registered = [
   (cls: unknown, config: Config, custom?: Config, fast?: boolean) => unknown,
 ];
 
-/** The dtypes of a weight that holds int8 values (HDF5's int8 datasets, which tfjs reads as int32). */
-const INT8_DTYPES = ['int8', 'int32'];
+/**
+ * The dtypes of a weight that holds int8 values: `int8`, HDF5's int8 datasets as bytes (`bool`,
+ * ops/int8.ts), or whole numbers as `int32`.
+ */
+const INT8_DTYPES = ['int8', 'bool', 'int32'];
 
-/** Whether a weight of the map holds int8 values: dtype `int8` (or `int32`), or an int32 tensor. */
+/** Whether a weight of the map holds int8 values: a dtype of {@link INT8_DTYPES}, or such a tensor. */
 export function isInt8HubWeight(w: HubWeight | undefined): boolean {
   if (w == null) return false;
-  if (w instanceof tf.Tensor) return w.dtype === 'int32';
   return w.dtype != null && INT8_DTYPES.includes(w.dtype);
 }
 
@@ -155,7 +158,7 @@ export function int8HubModel(
     const pathOf = new Map(newBindings.map((b) => [b.variable, b.path]));
     checkInt8Layers(cls, int8, pathOf, weights);
     const converted = new Map<string, HubWeight>();
-    for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asFloat(w) : w);
+    for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asInt8(w) : w);
     model.dispose();
     return {model: int8, bindings: newBindings, weights: converted};
   } catch (e) {
@@ -165,21 +168,36 @@ export function int8HubModel(
 }
 
 /**
- * An int8 weight as the int8 layers hold it, float32 values (a tensor is cast when bound; a
- * weight read from its file writes its int8 values as float32 itself).
+ * An int8 weight as the int8 layers hold it, bytes (ops/int8.ts): a reader of an int8 dataset
+ * writes its bytes itself; whole numbers (a tensor, values, an int32 dataset) are checked to be in
+ * int8's range and written as bytes when bound.
  */
-function asFloat(w: HubWeight): HubWeight {
-  if (w instanceof tf.Tensor) return w;
-  if (isHubWeightReader(w)) {
-    return {
-      shape: w.shape,
-      dtype: 'float32',
-      read: () => Float32Array.from(w.read()),
-      write: (variable) => w.write(variable),
-    };
-  }
-  return {shape: w.shape, dtype: 'float32', values: Float32Array.from(w.values)};
+function asInt8(w: HubWeight): HubWeight {
+  if (isHubWeightReader(w) && w.dtype === 'bool') return w;
+  const values = (): tf.Tensor =>
+    w instanceof tf.Tensor
+      ? w
+      : isHubWeightReader(w)
+        ? tf.tensor(w.read(), [...w.shape], 'int32')
+        : tf.tensor(Float32Array.from(w.values), [...w.shape]);
+  return {
+    shape: w.shape,
+    dtype: 'bool',
+    read: () => {
+      let out: Int8Array | null = null;
+      tf.tidy(() => {
+        out = int8ValuesOf(asBytes(values())).slice();
+      });
+      return out as unknown as Int8Array;
+    },
+    write: (variable) =>
+      tf.tidy(() => {
+        variable.write(asBytes(values()));
+      }),
+  };
 }
+
+const asBytes = (t: tf.Tensor) => (isInt8Tensor(t) ? t : int8FromWholeNumbers(t));
 
 /** Every (nested) int8 layer of `model` with its int8 weights. */
 function int8Layers(model: LayersModel): Array<layers.Layer & Int8Layer> {

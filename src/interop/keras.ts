@@ -21,7 +21,7 @@ import {declaredElements} from '../io/weight_bytes';
 import {checkWeightsFit} from '../kernels/backend_capacity';
 import {modelFolderOf} from '../io/model_folder';
 import {configOrder, hasKeras3Names, renameByModel, renameKeras3Weights} from './keras3_weights';
-import {rewriteInt8} from './keras_int8';
+import {isKerasInt8Spec, rewriteInt8} from './keras_int8';
 import {loadInPlace, memoryStream, numberedNames} from './load_in_place';
 import {hasNestedFunctional, inlineNestedModels} from './keras_inline';
 import {camelConfig, contractOf} from '../layers/engine/contract';
@@ -262,7 +262,7 @@ function nestLayerList(x: Json): Json {
 export function rewriteKerasTopology(artifacts: tf.io.ModelArtifacts): {
   topology: Obj;
   naming: Obj | null;
-  /** The artifacts with Keras 3 int8 weights as float32 values (keras_int8.ts). */
+  /** The artifacts with Keras 3 int8 weights as bytes (keras_int8.ts). */
   artifacts: tf.io.ModelArtifacts;
 } {
   const raw = artifacts.modelTopology;
@@ -354,10 +354,10 @@ async function loadConverted(source: string | tf.io.IOHandler): Promise<LayersMo
   const specs = artifacts.weightSpecs;
   const stream =
     opened?.stream ?? (artifacts.weightData != null ? memoryStream(artifacts.weightData) : null);
-  const int8 = specs?.some((s) => s.dtype === 'int32' && s.name.startsWith('layers/')) === true;
+  const int8 = specs?.some(isKerasInt8Spec) === true;
   if (specs == null || stream == null || int8 || (!hasKeras3Names(specs) && numberedNames(specs))) {
     // no weights (a topology-only folder), names tfjs matches by position, or Keras 3 int8
-    // weights (converted to float32 values as a whole, keras_int8.ts): tfjs' own loader
+    // weights (their int32 values made bytes as a whole, keras_int8.ts): tfjs' own loader
     if (opened?.stream != null) artifacts = await handler.load();
     return loadLayersModel(tf.io.fromMemory(await convertKerasArtifacts(artifacts)));
   }

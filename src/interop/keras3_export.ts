@@ -376,14 +376,13 @@ export async function toKeras3Artifacts(
     };
     const paths = new Map<string, string>();
     for (const [p, v] of keras3Paths(model)) paths.set(v.originalName, p);
-    const int8 = int8ValueNames(model);
+    checkInt8Specs(artifacts.weightSpecs ?? [], int8ValueNames(model));
     const weightSpecs = (artifacts.weightSpecs ?? []).map((s) => {
       const p = paths.get(s.name) ?? fail(`no layer of the model owns the weight '${s.name}'`);
-      return {...s, name: p, ...(int8.has(s.name) ? {dtype: 'int32' as const} : {})};
+      return {...s, name: p};
     });
     return {
       ...artifacts,
-      weightData: int8Data(artifacts, int8),
       modelTopology: keras3 as unknown as tf.io.ModelArtifacts['modelTopology'],
       weightSpecs,
       format: 'keras3-config',
@@ -433,7 +432,7 @@ function int8PolicyMap(layer: tfLayers.Layer): Obj | null {
   };
 }
 
-/** The names of the weights holding int8 values (as float32) in `model`'s int8 layers. */
+/** The names of the weights holding int8 values (as bytes, ops/int8.ts) in `model`'s int8 layers. */
 function int8ValueNames(model: LayersModel): Set<string> {
   const out = new Set<string>();
   const visit = (l: tfLayers.Layer) => {
@@ -447,27 +446,11 @@ function int8ValueNames(model: LayersModel): Set<string> {
   return out;
 }
 
-/**
- * The weight data with each int8 weight's float32 values written as int32 (Keras 3 stores int8;
- * tfjs' manifest has no int8 dtype, and `loadKerasModel` reads int32 back as these values).
- */
-function int8Data(
-  artifacts: tf.io.ModelArtifacts,
-  int8: Set<string>,
-): tf.io.WeightData | undefined {
-  if (int8.size === 0 || artifacts.weightData == null) return artifacts.weightData;
-  const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData).slice(0);
-  let offset = 0;
-  for (const s of artifacts.weightSpecs ?? []) {
-    const size = s.shape.reduce((p, d) => p * d, 1);
-    if (int8.has(s.name)) {
-      if (s.dtype !== 'float32' || s.quantization != null) {
-        fail(`the int8 weight '${s.name}' is stored as ${s.dtype}; expected plain float32`);
-      }
-      const values = new Float32Array(data, offset, size);
-      new Int32Array(data, offset, size).set(Int32Array.from(values));
+/** Each int8 weight is held as bytes (dtype `bool`, ops/int8.ts), as Keras' int8 datasets are. */
+function checkInt8Specs(specs: tf.io.WeightsManifestEntry[], int8: Set<string>): void {
+  for (const s of specs) {
+    if (int8.has(s.name) && (s.dtype !== 'bool' || s.quantization != null)) {
+      fail(`the int8 weight '${s.name}' is stored as ${s.dtype}; expected int8 bytes (bool)`);
     }
-    offset += size * (s.dtype === 'bool' ? 1 : 4);
   }
-  return data;
 }

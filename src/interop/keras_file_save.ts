@@ -26,7 +26,11 @@ function fail(message: string): never {
   throw new Error(`saveKerasFile: ${message}`);
 }
 
-const HDF5_TYPES: Partial<Record<tf.DataType, Hdf5Dtype>> = {float32: 'float32', int32: 'int32'};
+const HDF5_TYPES: Partial<Record<tf.DataType, Hdf5Dtype>> = {
+  float32: 'float32',
+  int32: 'int32',
+  bool: 'int8',
+};
 
 /** Keras' `date_saved`: `%Y-%m-%d@%H:%M:%S`, in UTC (Keras writes local time) so that a file does not depend on the time zone. */
 function kerasDate(d: Date): string {
@@ -179,15 +183,17 @@ function weightsTree(artifacts: tf.io.ModelArtifacts): Hdf5Group {
         `weight '${spec.name}' is ${spec.quantization ? 'quantized ' : ''}${spec.dtype}; expected float32 or int32`,
       );
     }
-    const bytes = spec.shape.reduce((n, d) => n * d, 1) * 4;
+    const bytes = spec.shape.reduce((n, d) => n * d, 1) * (spec.dtype === 'bool' ? 1 : 4);
     if (offset + bytes > data.length) {
       fail(`the weights hold ${data.length} bytes, fewer than their specs declare`);
     }
-    // Keras 3 int8 weights: the export gives them as int32 (tfjs has no int8); Keras stores int8
-    const int8 = spec.dtype === 'int32' && spec.name.startsWith('layers/');
-    const values = int8
-      ? int8Bytes(data.subarray(offset, offset + bytes), spec.name)
-      : data.slice(offset, offset + bytes);
+    // Keras 3 int8 weights: the export gives them as bytes (tfjs' one-byte dtype `bool`,
+    // ops/int8.ts), or as int32; Keras stores int8
+    const int8 = (spec.dtype === 'bool' || spec.dtype === 'int32') && spec.name.startsWith('layers/');
+    const values =
+      spec.dtype === 'int32' && int8
+        ? int8Bytes(data.subarray(offset, offset + bytes), spec.name)
+        : data.slice(offset, offset + bytes);
     const parts = spec.name.split('/');
     let group = root;
     for (const part of parts.slice(0, -1)) {

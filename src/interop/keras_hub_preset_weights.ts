@@ -49,6 +49,7 @@ export function hubWeightReaders(
       read() {
         const bytes = new Uint8Array(dataset.bytes);
         reader.copy(dataset, bytes, 0);
+        if (dtype === 'bool') return new Int8Array(bytes.buffer);
         return dtype === 'int32' ? new Int32Array(bytes.buffer) : new Float32Array(bytes.buffer);
       },
       write(variable) {

@@ -12,9 +12,9 @@
  * weight's scale (the last float weight after it in its folder) is checked against it before
  * anything is built.
  *
- * int8 weights come as int32 in the manifest (tfjs has no int8 dtype; the `.keras` reader gives
- * HDF5 int8 datasets as int32) and are read as float32 values, which is how the package's int8
- * layers hold them.
+ * int8 weights come as bytes in the manifest (tfjs' one-byte dtype `bool`: the `.keras` reader
+ * keeps HDF5 int8 datasets as bytes), or as int32 (a converted folder: tfjs has no int8 dtype);
+ * either way they load as bytes, which is how the package's int8 layers hold them (ops/int8.ts).
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -219,17 +219,21 @@ export function checkInt8ScaleValues(values: ArrayLike<number>, what: string): v
   if (bad != null) fail(`${what}: ${badScaleText(bad)}`);
 }
 
+/** Whether a manifest entry holds a Keras 3 int8 weight (as bytes, or as int32). */
+export function isKerasInt8Spec(s: tf.io.WeightsManifestEntry): boolean {
+  return (s.dtype === 'bool' || s.dtype === 'int32') && s.name.startsWith('layers/');
+}
+
 /**
  * Rewrites int8 layers of a Keras 3 topology (in place) and returns the artifacts with int32
- * weights turned into float32 values; artifacts without int32 weights are returned as they are.
+ * int8 weights turned into bytes; artifacts without int32 int8 weights keep their data as it is.
  */
 export function rewriteInt8(
   modelConfig: Obj,
   artifacts: tf.io.ModelArtifacts,
   specs: tf.io.WeightsManifestEntry[],
 ): {artifacts: tf.io.ModelArtifacts; specs: tf.io.WeightsManifestEntry[]} {
-  const isInt8 = (s: tf.io.WeightsManifestEntry) =>
-    s.dtype === 'int32' && s.name.startsWith('layers/');
+  const isInt8 = isKerasInt8Spec;
   const int32 = specs.filter(isInt8);
   const names = new Map<string, string>();
   const equations = new Map<string, string>();
@@ -243,23 +247,40 @@ export function rewriteInt8(
   );
   const scales = checkInt8Scales(specs, isInt8, names, equations);
   if (int32.length === 0 || artifacts.weightData == null) return {artifacts, specs};
-  const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData).slice(0);
+  const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData);
   checkScaleData(specs, data, scales);
-  let offset = 0;
+  if (!int32.some((s) => s.dtype === 'int32')) return {artifacts, specs};
+  // int32 int8 values become bytes, in a new buffer (the artifacts' own is left as it is)
+  const sizeOf = (s: tf.io.WeightsManifestEntry) => s.shape.reduce((p, d) => p * d, 1);
+  const widthOf = (s: tf.io.WeightsManifestEntry) => (s.dtype === 'bool' ? 1 : 4);
+  const bytes = new Uint8Array(
+    specs.reduce((n, s) => n + sizeOf(s) * (isInt8(s) ? 1 : widthOf(s)), 0),
+  );
+  const view = new DataView(data);
+  let from = 0;
+  let to = 0;
   const out = specs.map((s) => {
-    const size = s.shape.reduce((p, d) => p * d, 1);
-    const bytes = size * (s.dtype === 'bool' ? 1 : 4);
+    const size = sizeOf(s);
     if (s.quantization != null) {
       fail(`weight '${s.name}' is stored with tfjs weight quantization; expected plain weights`);
     }
-    if (s.dtype === 'int32' && s.name.startsWith('layers/')) {
-      const ints = new Int32Array(data, offset, size);
-      new Float32Array(data, offset, size).set(Float32Array.from(ints));
-      offset += bytes;
-      return {...s, dtype: 'float32' as const};
+    if (s.dtype === 'int32' && isInt8(s)) {
+      for (let i = 0; i < size; i++) {
+        const v = view.getInt32(from + i * 4, true);
+        if (v < -128 || v > 127) {
+          fail(`int8 weight '${s.name}' holds ${v} at flat index ${i}; expected values in [-128, 127]`);
+        }
+        bytes[to + i] = v & 0xff;
+      }
+      from += size * 4;
+      to += size;
+      return {...s, dtype: 'bool' as const};
     }
-    offset += bytes;
+    const n = size * widthOf(s);
+    bytes.set(new Uint8Array(data, from, n), to);
+    from += n;
+    to += n;
     return s;
   });
-  return {artifacts: {...artifacts, weightData: data}, specs: out};
+  return {artifacts: {...artifacts, weightData: bytes.buffer}, specs: out};
 }

@@ -87,8 +87,10 @@ interface WasmData {
  */
 export function variableBytes(v: LayerVariable): (() => Uint8Array) | null {
   const t = v.read();
-  const bytes = t.size * 4;
-  if ((t.dtype !== 'float32' && t.dtype !== 'int32') || bytes === 0) return null;
+  const bytes = t.size * (t.dtype === 'bool' ? 1 : 4);
+  if ((t.dtype !== 'float32' && t.dtype !== 'int32' && t.dtype !== 'bool') || bytes === 0) {
+    return null;
+  }
   // by name: `tf.findBackend('wasm')` would start tfjs-wasm's asynchronous set-up where wasm is
   // registered but not current, and `tf.backend()` throws until that ends (tfjs-node, webgl)
   const name = tf.getBackend();
@@ -96,7 +98,7 @@ export function variableBytes(v: LayerVariable): (() => Uint8Array) | null {
   if (name === 'cpu') {
     const data = (backend as unknown as CpuData).data?.get(t.dataId);
     const values = data?.values;
-    const typed = t.dtype === 'float32' ? Float32Array : Int32Array;
+    const typed = t.dtype === 'float32' ? Float32Array : t.dtype === 'bool' ? Uint8Array : Int32Array;
     if (data == null || data.refCount !== 1 || !(values instanceof typed)) return null;
     if (values.length !== t.size) return null;
     return () => new Uint8Array(values.buffer, values.byteOffset, bytes);
@@ -129,23 +131,37 @@ function inPlaceBytes(
 
 /**
  * Writes one weight into `v` (of `shape`, checked by the caller): `fill(out, at)` puts its
- * values (`dtype`, 4 bytes each) into `out` from byte `at`. Straight into the variable's memory
- * where {@link inPlaceBytes} allows (no copy of the weight held), else through one buffer of the
- * weight, made a tensor (cast to the variable's dtype) and assigned.
+ * values (`dtype`, 4 bytes each; int8 bytes, `bool`, 1) into `out` from byte `at`. Straight into
+ * the variable's memory where {@link inPlaceBytes} allows (no copy of the weight held), else
+ * through one buffer of the weight, made a tensor (cast to the variable's dtype) and assigned.
+ * int8 bytes go into an int8 layer's variable only (ops/int8.ts).
  */
 export function writeWeight(
   v: LayerVariable,
   shape: readonly number[],
-  dtype: 'float32' | 'int32',
+  dtype: 'float32' | 'int32' | 'bool',
   fill: (out: Uint8Array, at: number) => void,
 ): void {
+  if ((dtype === 'bool') !== (v.dtype === 'bool')) {
+    fail(
+      `weight '${v.originalName}' (${v.dtype}) cannot take ${dtype === 'bool' ? 'int8' : dtype} ` +
+        `values; expected ${v.dtype === 'bool' ? 'int8 values (an int8 layer)' : 'float or int32 values'}`,
+    );
+  }
   const view = inPlaceBytes(v, dtype);
   if (view != null) {
     fill(view(), 0);
     return;
   }
-  const buffer = new Uint8Array(shape.reduce((p, d) => p * d, 1) * 4);
+  const size = shape.reduce((p, d) => p * d, 1);
+  const buffer = new Uint8Array(size * (dtype === 'bool' ? 1 : 4));
   fill(buffer, 0);
+  if (dtype === 'bool') {
+    tf.tidy(() => {
+      v.write(tf.tensor(buffer, [...shape], 'bool'));
+    });
+    return;
+  }
   tf.tidy(() => {
     const values =
       dtype === 'int32' ? new Int32Array(buffer.buffer) : new Float32Array(buffer.buffer);

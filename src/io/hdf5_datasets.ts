@@ -15,14 +15,17 @@ import type {RandomAccessFile} from './random_access_file';
 export interface Hdf5Dataset {
   path: string;
   shape: number[];
-  /** The dtype tfjs gets (float64 becomes float32, int64 and int8 int32). */
-  dtype: 'float32' | 'int32';
+  /**
+   * The dtype tfjs gets (float64 becomes float32, int64 int32; int8 stays bytes, in tfjs' one-byte
+   * dtype `bool`: the package's int8 weights, ops/int8.ts).
+   */
+  dtype: 'float32' | 'int32' | 'bool';
   /** HDF5's type, e.g. `<f4`. */
   fileType: string;
   /** Where the values start in the file, and how many bytes they take there. */
   offset: number;
   fileBytes: number;
-  /** Bytes of the values as tfjs holds them (4 per element). */
+  /** Bytes of the values as tfjs holds them (4 per element; 1 for int8). */
   bytes: number;
 }
 
@@ -31,13 +34,14 @@ const DATA_LAYOUT_MESSAGE = 0x0008;
 const LINK_MESSAGE = 0x0006;
 /** How deep groups may nest under the walked root: Keras' weights paths are a few levels deep. */
 export const MAX_GROUP_DEPTH = 64;
-const TYPES: Record<string, {dtype: 'float32' | 'int32'; size: number}> = {
+const TYPES: Record<string, {dtype: 'float32' | 'int32' | 'bool'; size: number}> = {
   '<f4': {dtype: 'float32', size: 4},
   '<f8': {dtype: 'float32', size: 8},
   '<i4': {dtype: 'int32', size: 4},
   '<i8': {dtype: 'int32', size: 8},
-  // Keras 3's int8 weights (`model.quantize("int8")`; numpy's `|i1`, which jsfive names `<i1`)
-  '<i1': {dtype: 'int32', size: 1},
+  // Keras 3's int8 weights (`model.quantize("int8")`; numpy's `|i1`, which jsfive names `<i1`),
+  // kept as bytes
+  '<i1': {dtype: 'bool', size: 1},
 };
 
 /**
@@ -406,12 +410,13 @@ export class Hdf5Reader {
             : ` at byte ${offset}, but the file holds ${this.bytes.length} bytes`),
       );
     }
-    return {path, shape, dtype: type.dtype, fileType, offset, fileBytes, bytes: elements * 4};
+    const bytes = elements * (type.dtype === 'bool' ? 1 : 4);
+    return {path, shape, dtype: type.dtype, fileType, offset, fileBytes, bytes};
   }
 
   /** Copies a dataset's values, as tfjs holds them, into `out` at byte `at`. */
   copy(ds: Hdf5Dataset, out: Uint8Array, at: number): void {
-    const same = ds.fileType === '<f4' || ds.fileType === '<i4';
+    const same = ds.fileType === '<f4' || ds.fileType === '<i4' || ds.fileType === '<i1';
     let src = this.bytes.subarray(ds.offset, ds.offset + ds.fileBytes);
     if (this.source?.leftOut.get(ds.offset) === ds.fileBytes) {
       // values left out of the image: read from the file, straight into `out` where kept as is
@@ -429,10 +434,6 @@ export class Hdf5Reader {
     const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
     const n = ds.bytes / 4;
     const target = new DataView(out.buffer, out.byteOffset + at, ds.bytes);
-    if (ds.fileType === '<i1') {
-      for (let i = 0; i < n; i++) target.setInt32(i * 4, view.getInt8(i), true);
-      return;
-    }
     for (let i = 0; i < n; i++) {
       if (ds.fileType === '<f8') {
         target.setFloat32(i * 4, view.getFloat64(i * 8, true), true);

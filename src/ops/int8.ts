@@ -11,6 +11,12 @@
  *   multiplied with float32 `matMul` over chunks of at most {@link INT8_EXACT_CHUNK} inner values:
  *   every partial sum of a chunk is then a whole number of magnitude at most 1040 · 127² < 2²⁴,
  *   which float32 holds exactly, in any summation order. The chunk results are added in int32.
+ * - int8 weights are held as bytes: tfjs has no int8 dtype, so an int8 weight is a tensor of
+ *   tfjs' one-byte dtype (`bool`) whose bytes are the int8 values in two's complement, in Keras'
+ *   layout ({@link int8Tensor}, {@link int8ValuesOf}): one byte per value on the cpu, wasm and
+ *   tensorflow backends, read in place by the compiled decoding step. No tfjs op runs on such a
+ *   tensor (a `bool` op would read 0 / 1): the products below turn a block of its rows at a time
+ *   into float32 whole numbers ({@link INT8_BLOCK_VALUES} at most), never the whole weight.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
@@ -25,6 +31,137 @@ export const INT8_MAX = 127;
  * `floor(2^24 / 127^2)`.
  */
 export const INT8_EXACT_CHUNK = Math.floor(2 ** 24 / (INT8_MAX * INT8_MAX)); // 1040
+
+/** tfjs' one-byte dtype, which holds the package's int8 weights (their two's-complement bytes). */
+export const INT8_DTYPE = 'bool';
+
+/**
+ * The most int8 values the eager products turn into float32 at a time (4 MB of float32): a block
+ * of a weight's rows, never the whole weight.
+ */
+export const INT8_BLOCK_VALUES = 1 << 20;
+
+/** Whether `t` holds int8 values as bytes (dtype {@link INT8_DTYPE}). */
+export function isInt8Tensor(t: tf.Tensor): boolean {
+  return t.dtype === INT8_DTYPE;
+}
+
+/**
+ * An int8 weight as the package holds it: `values` (int8, or their bytes) in a tensor of dtype
+ * {@link INT8_DTYPE} of `shape`, one byte per value. The bytes are copied (tfjs takes the array).
+ */
+export function int8Tensor(values: Int8Array | Uint8Array, shape: readonly number[]): tf.Tensor {
+  const size = shape.reduce((p, d) => p * d, 1);
+  if (values.length !== size) {
+    throw new Error(
+      `int8Tensor: expected ${size} values for shape [${shape}], received ${values.length}`,
+    );
+  }
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.length).slice();
+  return tf.tensor(bytes, [...shape], INT8_DTYPE);
+}
+
+/** The int8 values of a tensor from {@link int8Tensor} (read now: a copy on wasm and tfjs-node). */
+export function int8ValuesOf(t: tf.Tensor): Int8Array {
+  if (!isInt8Tensor(t)) {
+    throw new Error(
+      `int8ValuesOf: expected int8 values held as bytes (dtype '${INT8_DTYPE}'), received ${t.dtype}`,
+    );
+  }
+  const bytes = t.dataSync() as Uint8Array;
+  return new Int8Array(bytes.buffer, bytes.byteOffset, bytes.length);
+}
+
+/**
+ * int8 values as bytes, from whole numbers in [-127, 127] (a float32 or int32 tensor, e.g.
+ * {@link absMaxQuantize}'s `values`); any other value is an error naming its flat index.
+ */
+export function int8FromWholeNumbers(t: tf.Tensor): tf.Tensor {
+  const values = t.dataSync();
+  const out = new Int8Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    if (!(Number.isInteger(v) && v >= -128 && v <= 127)) {
+      throw new Error(
+        `int8FromWholeNumbers: expected whole numbers in [-128, 127], received ${v} at flat index ${i}`,
+      );
+    }
+    out[i] = v;
+  }
+  return int8Tensor(out, t.shape);
+}
+
+/**
+ * Rows `[from, from + rows)` of int8 values laid out `[*, cols]` (flat, row-major), as float32
+ * whole numbers `[rows, cols]`.
+ */
+function floatRows(values: Int8Array, from: number, rows: number, cols: number): tf.Tensor2D {
+  return tf.tensor2d(Float32Array.from(values.subarray(from * cols, (from + rows) * cols)), [
+    rows,
+    cols,
+  ]);
+}
+
+/**
+ * The exact product of int8 values `a [M, K]` (whole numbers in a float32 tensor) by an int8
+ * weight held as bytes, `b [K, N]` (`[N, K]` with `transposeB`), as int32 `[M, N]`: the weight is
+ * turned into float32 a block of its rows at a time (at most {@link INT8_BLOCK_VALUES} values):
+ * `[K, N]` by blocks of K (their int32 products added), `[N, K]` by blocks of N (side by side).
+ */
+function int8BytesMatMul(a: tf.Tensor2D, b: tf.Tensor2D, transposeB: boolean): tf.Tensor2D {
+  const values = int8ValuesOf(b);
+  const [rows, cols] = b.shape;
+  const block = Math.max(1, Math.floor(INT8_BLOCK_VALUES / Math.max(cols, 1)));
+  if (!transposeB) {
+    let sum: tf.Tensor2D | null = null;
+    for (let r0 = 0; r0 < rows; r0 += block) {
+      const r = Math.min(block, rows - r0);
+      const part = tf.tidy(() =>
+        int8MatMul(tf.slice(a, [0, r0], [-1, r]), floatRows(values, r0, r, cols)),
+      );
+      if (sum == null) sum = part;
+      else {
+        const next: tf.Tensor2D = tf.add(sum, part);
+        tf.dispose([sum, part]);
+        sum = next;
+      }
+    }
+    return sum ?? tf.zeros([a.shape[0], cols], 'int32');
+  }
+  const parts: tf.Tensor2D[] = [];
+  for (let r0 = 0; r0 < rows; r0 += block) {
+    const r = Math.min(block, rows - r0);
+    parts.push(tf.tidy(() => int8MatMul(a, floatRows(values, r0, r, cols), true)));
+  }
+  if (parts.length === 1) return parts[0];
+  const out = tf.concat(parts, 1);
+  tf.dispose(parts);
+  return out;
+}
+
+/**
+ * Rows of an int8 table held as bytes (`[V, D]`) at `ids` (int32, any shape), as float32 whole
+ * numbers `[...ids.shape, D]`; ids outside [0, V) are an error naming the id.
+ */
+export function int8Rows(table: tf.Tensor, ids: tf.Tensor): tf.Tensor {
+  const values = int8ValuesOf(table);
+  const [V, D] = table.shape;
+  const at = ids.dataSync();
+  const out = new Float32Array(at.length * D);
+  for (let i = 0; i < at.length; i++) {
+    const id = at[i] as number;
+    if (!(Number.isInteger(id) && id >= 0 && id < V)) {
+      throw new Error(`int8 lookup: expected ids in [0, ${V}), received ${id}`);
+    }
+    for (let j = 0; j < D; j++) out[i * D + j] = values[id * D + j];
+  }
+  return tf.tensor(out, [...ids.shape, D]);
+}
+
+/** An int8 weight held as bytes, whole, as float32 whole numbers (small weights, einsum kernels). */
+export function int8ToFloat(t: tf.Tensor): tf.Tensor {
+  return tf.tensor(Float32Array.from(int8ValuesOf(t)), t.shape);
+}
 
 /** A tensor quantized by {@link absMaxQuantize}. */
 export interface Int8Quantized {
@@ -54,7 +191,8 @@ export function absMaxQuantize(x: tf.Tensor, axis: number | number[]): Int8Quant
  * The exact product of int8 values held in float32 (or int32) tensors: `a [M, K] · b [K, N]`
  * (`b [N, K]` with `transposeB`), as an int32 tensor `[M, N]`, equal to an int32-accumulated
  * integer product. Inner lengths up to {@link INT8_EXACT_CHUNK} take one float32 `matMul`; longer
- * ones one per chunk, added in int32.
+ * ones one per chunk, added in int32. `b` may be an int8 weight held as bytes
+ * ({@link int8Tensor}): it is then read a block of rows at a time.
  */
 export function int8MatMul(a: tf.Tensor2D, b: tf.Tensor2D, transposeB = false): tf.Tensor2D {
   const K = a.shape[1];
@@ -65,6 +203,7 @@ export function int8MatMul(a: tf.Tensor2D, b: tf.Tensor2D, transposeB = false): 
         `${transposeB ? ' (transposed)' : ''}; expected equal inner sizes, received ${K} and ${bK}`,
     );
   }
+  if (isInt8Tensor(b)) return int8BytesMatMul(a, b, transposeB);
   return tf.tidy(() => {
     const af = a.dtype === 'float32' ? a : tf.cast(a, 'float32');
     const bf = b.dtype === 'float32' ? b : tf.cast(b, 'float32');

@@ -14,6 +14,8 @@ import {
   GroupQueryAttention,
   QuantizedDense,
   quantize,
+  int8Tensor,
+  int8ValuesOf,
   ReversibleEmbedding,
   toKeras3Artifacts,
   TransformerEncoder,
@@ -96,7 +98,16 @@ describeBackends('int8 layers', () => {
     const kernel = lcg(K * N, 1, 127).map(Math.round);
     const kScale = lcg(N, 2, 20).map((v) => 30 + v);
     const bias = lcg(N, 3, 0.5);
-    layer.setWeights([tf.tensor2d(kernel, [K, N]), tf.tensor1d(bias), tf.tensor1d(kScale)]);
+    // int8 values go in as bytes (one per value); a float32 kernel is refused by tfjs' dtype check
+    expect(() =>
+      layer.setWeights([tf.tensor2d(kernel, [K, N]), tf.tensor1d(bias), tf.tensor1d(kScale)]),
+    ).toThrow(/dtype/);
+    layer.setWeights([
+      int8Tensor(Int8Array.from(kernel), [K, N]),
+      tf.tensor1d(bias),
+      tf.tensor1d(kScale),
+    ]);
+    expect(layer.kernel?.read().dtype).toBe('bool');
     const x = lcg(B * T * K, 4, 2);
     const {scale, q} = absMax(B * T, K, (g, i) => x[g * K + i]);
     const want: number[] = [];
@@ -145,7 +156,7 @@ describeBackends('int8 layers', () => {
     for (const name of scaled) {
       const base = name.replace(/_scale$/, '');
       const float = floats.get(base) as tf.Tensor;
-      const values = Array.from((ints.get(base) as tf.Tensor).dataSync());
+      const values = Array.from(int8ValuesOf(ints.get(base) as tf.Tensor));
       const scale = Array.from((ints.get(name) as tf.Tensor).dataSync());
       const data = float.dataSync();
       const perRow = base.endsWith('embeddings');
@@ -209,7 +220,7 @@ describeBackends('int8 layers', () => {
     model.dispose();
   });
 
-  it('Keras 3 export: kernel int8 (int32 in the manifest), kernel_scale, QuantizedDTypePolicy; read back exactly', async () => {
+  it('Keras 3 export: kernel int8 (bytes, bool in the manifest), kernel_scale, QuantizedDTypePolicy; read back exactly', async () => {
     const model = buildModel();
     const q = quantize(model, 'int8');
     const artifacts = await toKeras3Artifacts(await saveToMemory(q));
@@ -219,16 +230,13 @@ describeBackends('int8 layers', () => {
       return w == null ? undefined : [w.dtype, w.shape];
     };
     // Dense: kernel, bias, kernel_scale as Keras 3 numbers them
-    expect(spec('layers/dense/vars/0')).toEqual(['int32', [6, 7]]);
+    expect(spec('layers/dense/vars/0')).toEqual(['bool', [6, 7]]);
     expect(spec('layers/dense/vars/1')).toEqual(['float32', [7]]);
     expect(spec('layers/dense/vars/2')).toEqual(['float32', [7]]);
-    expect(spec('layers/embedding/vars/0')).toEqual(['int32', [30, 8]]);
+    expect(spec('layers/embedding/vars/0')).toEqual(['bool', [30, 8]]);
     expect(spec('layers/embedding/vars/1')).toEqual(['float32', [30]]);
     expect(spec('layers/einsum_dense/vars/2')).toEqual(['float32', [1, 1, 2, 3]]);
-    expect(spec('layers/grouped_query_attention/_query_dense/vars/0')).toEqual([
-      'int32',
-      [8, 4, 4],
-    ]);
+    expect(spec('layers/grouped_query_attention/_query_dense/vars/0')).toEqual(['bool', [8, 4, 4]]);
     expect(spec('layers/grouped_query_attention/_query_dense/vars/2')).toEqual([
       'float32',
       [1, 1, 4, 4],
@@ -272,7 +280,7 @@ describeBackends('int8 layers', () => {
     emb.build();
     const table = lcg(V * D, 7, 127).map(Math.round);
     const scale = lcg(V, 8, 10).map((v) => 40 + v);
-    emb.setWeights([tf.tensor2d(table, [V, D]), tf.tensor1d(scale)]);
+    emb.setWeights([int8Tensor(Int8Array.from(table), [V, D]), tf.tensor1d(scale)]);
     const ids = tf.tensor2d([[0, 4, 10]], [1, 3], 'int32');
     const rows = emb.apply(ids) as tf.Tensor;
     const wantRows = [0, 4, 10].flatMap((id) =>

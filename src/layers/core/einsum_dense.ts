@@ -27,7 +27,7 @@ import {defineContract, LayerContract} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {int8Dense} from '../../ops/int8';
+import {INT8_DTYPE, int8Dense} from '../../ops/int8';
 import {Int8Layer, Int8Weight, QuantizationMode, quantizationModeOf} from './quantization';
 import {
   EinsumInt8Plan,
@@ -63,8 +63,8 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  * - Output: `[batch, ...outputShape]`.
  * - Weights: `kernel` with the letters of `Y`, `bias` over `biasAxes` (Keras layout).
  * - int8 (`quantizationMode: 'int8'`, what `quantize(model, 'int8')` gives; Keras 3's
- *   `_int8_call`): `kernel` holds the int8 values (whole numbers in [-127, 127]) in a float32
- *   tensor, not trainable; `kernelScale` (weight `kernel_scale`, float32, Keras' stored shape:
+ *   `_int8_call`): `kernel` holds the int8 values (in [-127, 127]) as bytes (dtype `bool`, one
+ *   byte per value, `ops/int8.ts`), not trainable; `kernelScale` (weight `kernel_scale`, float32, Keras' stored shape:
  *   the output's rank with the kernel's output axes `O` at the end and 1 elsewhere, e.g.
  *   `[1, 1, heads, headDim]`) holds one scale per output channel, `float ≈ kernel / scale`. Each
  *   input row is quantized at call time (abs-max over the contracted axes), multiplied by the
@@ -212,7 +212,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     const {kernelShape, biasShape} = this.shapes(shape);
     const scaleShape = kernelScaleShape(plan, kernelShape);
     const zeros = initializers.zeros();
-    this.kernel = this.addWeight('kernel', kernelShape, 'float32', zeros, undefined, false);
+    this.kernel = this.addWeight('kernel', kernelShape, INT8_DTYPE, zeros, undefined, false);
     this.bias =
       biasShape == null
         ? null

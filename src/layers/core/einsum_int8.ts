@@ -7,7 +7,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {absMaxQuantize, int8BatchMatMul} from '../../ops/int8';
+import {absMaxQuantize, int8BatchMatMul, int8ToFloat, isInt8Tensor} from '../../ops/int8';
 
 /** How one operand's abs-max scale (reduced axes kept as 1) is moved to the output's layout. */
 export interface ScaleLayout {
@@ -136,10 +136,13 @@ export function layoutScale(scale: tf.Tensor, layout: ScaleLayout): tf.Tensor {
 export function int8Einsum(
   plan: EinsumInt8Plan,
   x: tf.Tensor,
-  kernel: tf.Tensor,
+  kernelValues: tf.Tensor,
   kernelScale: tf.Tensor,
 ): tf.Tensor {
   return tf.tidy(() => {
+    // an equation of no dense form: the kernel held as bytes is read whole, as float32, per call
+    // (the dense forms, all of keras-hub's projections, go through int8Dense a block at a time)
+    const kernel = isInt8Tensor(kernelValues) ? int8ToFloat(kernelValues) : kernelValues;
     const {input, kernel: k, output} = plan;
     const {values, scale} = absMaxQuantize(x, plan.inputLayout.reduced);
     const shared = [...output].filter((c) => input.includes(c) && k.includes(c));

@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {absMaxQuantize} from '../../ops/int8';
+import {absMaxQuantize, int8FromWholeNumbers, int8Rows, isInt8Tensor} from '../../ops/int8';
 import type {LayerContract} from '../engine/contract';
 
 /** The quantization modes the package implements (Keras 3's `int8`). */
@@ -53,7 +53,10 @@ export function badScaleText(bad: {index: number; value: number}): string {
 
 /** One int8 weight of a layer: its values, its scale, and the axes its scale reduces. */
 export interface Int8Weight {
-  /** The int8 values (whole numbers in [-127, 127]) in a float32 variable, the float weight's shape. */
+  /**
+   * The int8 values (in [-127, 127]) held as bytes (`ops/int8.ts`: dtype `bool`, two's
+   * complement), in the float weight's shape and Keras' layout.
+   */
   values: LayerVariable;
   /** The float32 scale (`float ≈ values / scale`), in Keras' stored shape. */
   scale: LayerVariable;
@@ -94,18 +97,19 @@ export function quantizeInto(w: Int8Weight, float: tf.Tensor): void {
   }
   tf.tidy(() => {
     const {values, scale} = absMaxQuantize(float, w.axes);
-    w.values.write(values);
+    w.values.write(int8FromWholeNumbers(values));
     w.scale.write(tf.reshape(w.layout?.(scale) ?? scale, w.scale.shape as number[]));
   });
 }
 
 /**
  * `float32 ids -> int32` is the caller's; this is the int8 lookup of Keras' `Embedding`:
- * `take(values, ids) / take(scale, ids)[..., None]`.
+ * `take(values, ids) / take(scale, ids)[..., None]` (values held as bytes: only the rows at the
+ * ids are read as float32).
  */
 export function int8Lookup(values: tf.Tensor, scale: tf.Tensor, ids: tf.Tensor): tf.Tensor {
   return tf.tidy(() => {
-    const rows = tf.gather(values, ids); // [..., D]
+    const rows = isInt8Tensor(values) ? int8Rows(values, ids) : tf.gather(values, ids); // [..., D]
     const s = tf.expandDims(tf.gather(scale, ids), -1); // [..., 1]
     return tf.div(rows, s);
   });

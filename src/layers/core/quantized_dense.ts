@@ -3,7 +3,7 @@ import {initializers, layers, LayerVariable, SymbolicTensor} from '@tensorflow/t
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {int8Dense} from '../../ops/int8';
+import {INT8_DTYPE, int8Dense} from '../../ops/int8';
 import {reshapeTo} from '../../ops/reshape';
 import {
   Activation,
@@ -41,9 +41,10 @@ const KEPT = ['name', 'trainable', 'units', 'activation', 'useBias', 'batchInput
  * two scales, as Keras' `_int8_call` does.
  *
  * Weights, in Keras' order (`kernel`, `bias`, `kernel_scale`):
- * - `kernel` `[inputDim, units]`: the int8 values, whole numbers in [-127, 127], held in a
- *   float32 tensor (tfjs has no int8 dtype; float32 products of them are exact, see `int8MatMul`);
- *   not trainable. Read it with `layer.kernel.read()`.
+ * - `kernel` `[inputDim, units]` (Keras' layout): the int8 values in [-127, 127], held as bytes
+ *   (tfjs has no int8 dtype: a tensor of tfjs' one-byte dtype `bool`, its bytes the int8 values
+ *   in two's complement, one byte per value; `ops/int8.ts`); not trainable. Read its values with
+ *   `int8ValuesOf(layer.kernel.read())`.
  * - `bias` `[units]` float32 (when `useBias`).
  * None of them trains: the int8 layers are for inference (Keras trains the bias; this package
  * keeps every weight non-trainable, which also keeps tfjs' weight order Keras' order).
@@ -118,7 +119,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
   readonly useBias: boolean;
   /** Always `'int8'`. */
   quantizationMode: QuantizationMode | null = 'int8';
-  /** The int8 kernel `[inputDim, units]` (whole numbers in [-127, 127], float32), at build. */
+  /** The int8 kernel `[inputDim, units]` (int8 values held as bytes), at build. */
   kernel: LayerVariable | null = null;
   /** The bias `[units]`, at build when `useBias`. */
   bias: LayerVariable | null = null;
@@ -149,7 +150,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
     this.kernel = this.addWeight(
       'kernel',
       [inputDim, this.units],
-      'float32',
+      INT8_DTYPE,
       initializers.zeros(),
       undefined,
       false,

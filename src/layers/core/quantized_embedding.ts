@@ -4,6 +4,7 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {idsAsInt32} from '../../kernels/embedding_lookup';
+import {INT8_DTYPE} from '../../ops/int8';
 import {checkConstructorArgs} from '../engine/constructor_args';
 import {defineContract, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
@@ -40,8 +41,9 @@ const KEPT = [
  * `y = embeddings[id] / embeddingsScale[id]`, as Keras' `_int8_call` does.
  *
  * Weights, in Keras' order:
- * - `embeddings` `[inputDim, outputDim]`: the int8 values, whole numbers in [-127, 127], held in
- *   a float32 tensor (`layer.embeddings.read()`); not trainable.
+ * - `embeddings` `[inputDim, outputDim]`: the int8 values in [-127, 127], held as bytes (a
+ *   tensor of dtype `bool`, one byte per value, `ops/int8.ts`; read them with
+ *   `int8ValuesOf(layer.embeddings.read())`); not trainable.
  * - `embeddings_scale` `[inputDim]` float32, one per row: `float row ≈ row / scale`
  *   (`layer.embeddingsScale.read()`); not trainable.
  *
@@ -116,7 +118,7 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
   readonly maskZero: boolean;
   /** Always `'int8'`. */
   quantizationMode: QuantizationMode | null = 'int8';
-  /** The int8 table `[inputDim, outputDim]` (whole numbers in [-127, 127], float32), at build. */
+  /** The int8 table `[inputDim, outputDim]` (int8 values held as bytes), at build. */
   embeddings: LayerVariable | null = null;
   /** The per-row scale `[inputDim]` (`float row ≈ row / scale`), at build. */
   embeddingsScale: LayerVariable | null = null;
@@ -142,7 +144,7 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
     this.embeddings = this.addWeight(
       'embeddings',
       [this.inputDim, this.outputDim],
-      'float32',
+      INT8_DTYPE,
       initializers.zeros(),
       undefined,
       false,

@@ -16,7 +16,7 @@ import {positiveNumber, refuseUnknownOptions} from './layer_options';
 import {defineContract, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
-import {int8Dense} from '../../ops/int8';
+import {INT8_DTYPE, int8Dense} from '../../ops/int8';
 import {
   Int8Layer,
   int8Lookup,
@@ -65,8 +65,8 @@ const KNOWN = [
  *   In functional models (where tfjs replays no call options) a float input means reverse.
  * - Weights: `embeddings`, and `reverse_embeddings` when untied (keras-hub's names and order).
  * - int8 (`quantizationMode: 'int8'`, what `quantize(model, 'int8')` gives; Keras 3.15's
- *   `keras.layers.ReversibleEmbedding` int8 form): `embeddings` holds int8 values (whole numbers
- *   in [-127, 127]) in a float32 tensor and `embeddingsScale` (weight `embeddings_scale`,
+ *   `keras.layers.ReversibleEmbedding` int8 form): `embeddings` holds int8 values (in [-127,
+ *   127]) as bytes (dtype `bool`, one byte per value, `ops/int8.ts`) and `embeddingsScale` (weight `embeddings_scale`,
  *   `[inputDim]`) one scale per row; untied, also `reverse_embeddings` (int8 values) and
  *   `reverseEmbeddingsScale` (`reverse_embeddings_scale`, `[inputDim]`, per output column).
  *   Forward: `row / scale`. Reverse: each hidden state is quantized (abs-max per token, round half
@@ -186,7 +186,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
       // Keras' int8 variables, in its order
       const [zeros, ones] = [initializers.zeros(), initializers.ones()];
       const [V, D] = [this.inputDim, this.outputDim];
-      this.embeddings = this.addWeight('embeddings', [V, D], 'float32', zeros, undefined, false);
+      this.embeddings = this.addWeight('embeddings', [V, D], INT8_DTYPE, zeros, undefined, false);
       this.embeddingsScale = this.addWeight(
         'embeddings_scale',
         [V],
@@ -199,7 +199,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
         this.reverseEmbeddings = this.addWeight(
           'reverse_embeddings',
           [D, V],
-          'float32',
+          INT8_DTYPE,
           zeros,
           undefined,
           false,
