@@ -12,7 +12,7 @@
  *     --outfile=bench/.build/step_kernels_bench.cjs --external:@tensorflow/* \
  *     && node bench/.build/step_kernels_bench.cjs [--runs=N] [--shapes=qkv,up,out,down,logits] \
  *          (also smallQkv, smallUp, smallDown, smallLogits: the small GPT-2's shapes)
- *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm] [--copies=N] [--relaxed]
+ *          [--rows=1,2,4,8,32,128] [--no-int8] [--no-others] [--baseline=old.wasm] [--copies=N] [--relaxed] [--kn]
  *
  * `--copies=N`: N copies of each weight (float32 and int8), each call on the next one, so the
  * weights come from memory as in a model whose weights exceed the caches (GPT-2 small's 340 MB
@@ -25,7 +25,10 @@
  * `--relaxed`: the int8 products on relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD, off by default;
  * Node 20: `node --experimental-wasm-relaxed-simd ...`) where the engine has it, and the plain SIMD module's int8 products timed
  * beside them, interleaved, their outputs checked equal bit for bit. SmolLM2-135M's up projection
- * [576, 1536]: `--shapes=smolUp`.
+ * [576, 1536]: `--shapes=smolUp` (its down projection: smolDown; a 1B model's 2048 x 8192 up and
+ * down: wideUp, wideDown).
+ * `--kn`: `denseInt8KN` beside them, on the same int8 weights held in Keras' layout `[k, n]` (its
+ * own COPIES of them), its outputs checked equal to denseInt8's bit for bit.
  */
 import * as fs from 'fs';
 
@@ -52,6 +55,8 @@ type Kernels = Pick<
   StepKernels,
   'dense' | 'denseT' | 'quantizeRows' | 'denseInt8' | 'denseTInt8' | 'attend' | 'layerNorm'
 > & {
+  /** The int8 product on the kernel in Keras' layout (absent from modules before it). */
+  denseInt8KN?: StepKernels['denseInt8KN'];
   activate(n: number, x: number, act: StepActivation, out: number): void;
   /** The prefill's product (absent from modules before it): timed for DENSE_ROWS_FROM rows on. */
   denseRows?: StepKernels['denseRows'];
@@ -71,8 +76,12 @@ const SHAPES: Record<string, {k: number; n: number; transposed: boolean}> = {
   smallUp: {k: 256, n: 1024, transposed: false},
   smallDown: {k: 1024, n: 256, transposed: false},
   smallLogits: {k: 256, n: 5000, transposed: true},
-  // SmolLM2-135M's up / gate projection
+  // SmolLM2-135M's up / gate projection and its down projection
   smolUp: {k: 576, n: 1536, transposed: false},
+  smolDown: {k: 1536, n: 576, transposed: false},
+  // a 1B model's up and down projections (2048 wide, 8192 inner)
+  wideUp: {k: 2048, n: 8192, transposed: false},
+  wideDown: {k: 8192, n: 2048, transposed: false},
 };
 const shapes = (arg('shapes') ?? 'qkv,up,out,down,logits').split(',');
 const rowCounts = (arg('rows') ?? '1,2,4,8,32,128').split(',').map(Number);
@@ -80,6 +89,7 @@ const INT8 = !process.argv.includes('--no-int8');
 const OTHERS = !process.argv.includes('--no-others');
 const BASELINE = arg('baseline');
 const COPIES = Number(arg('copies') ?? 1);
+const KN = process.argv.includes('--kn');
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -161,11 +171,12 @@ async function main(): Promise<void> {
   console.log(
     `| shape | rows | tf.matMul (XNNPACK) | ours f32 |${withBase ? ' baseline f32 |' : ''}` +
       `${INT8 ? ' ours int8 (quantize + product) |' : ''}${INT8 && relaxed ? ' ours int8, plain SIMD |' : ''}` +
-      `${INT8 && withBase ? ' baseline int8 |' : ''}`,
+      `${INT8 && withBase ? ' baseline int8 |' : ''}${INT8 && KN ? ' ours int8, kernel [k, n] |' : ''}`,
   );
   console.log(
     `| --- | ---: | ---: | ---: |${withBase ? ' ---: |' : ''}${INT8 ? ' ---: |' : ''}` +
-      `${INT8 && relaxed ? ' ---: |' : ''}${INT8 && withBase ? ' ---: |' : ''}`,
+      `${INT8 && relaxed ? ' ---: |' : ''}${INT8 && withBase ? ' ---: |' : ''}` +
+      `${INT8 && KN ? ' ---: |' : ''}`,
   );
   for (const name of shapes) {
     const {k, n, transposed} = SHAPES[name];
@@ -189,6 +200,17 @@ async function main(): Promise<void> {
         heap8[i] = Math.max(-127, ((i * 2654435761) >>> 24) - 128) || 1;
     }
     let next8 = 0;
+    // --kn: the same weights in Keras' layout [k, n] (each copy the transpose of one above), read
+    // in place by denseInt8KN from its own copy, half the copies away from denseInt8's
+    const kn = INT8 && KN && !transposed;
+    const w8kns = kn
+      ? w8s.map((w8) => {
+          const d = malloc(k * n);
+          chosen.transposeInt8(n, k, w8, d, n);
+          return d;
+        })
+      : [];
+    let nextKN = Math.floor(COPIES / 2);
     const ws = malloc(4 * n);
     heapF32(ws, n).fill(100);
     for (const rows of rowCounts) {
@@ -217,6 +239,12 @@ async function main(): Promise<void> {
       if (INT8) fns.push(int8(K));
       if (INT8 && relaxed) fns.push(int8(plainInt8));
       if (INT8 && base) fns.push(int8(base));
+      const int8KN = () => {
+        K.quantizeRows(rows, k, at(x), q, qs);
+        const w8 = w8kns[nextKN++ % COPIES];
+        K.denseInt8KN!(rows, k, n, q, qs, w8, ws, 0, StepActivation.None, out);
+      };
+      if (kn) fns.push(int8KN);
       const runs = rows * k * n > 1e9 ? Math.min(RUNS, 5) : RUNS;
       const ts = time(fns, runs);
       // agreement with tf.matMul (the benchmark times what it checks), both modules
@@ -238,6 +266,17 @@ async function main(): Promise<void> {
           throw new Error(`${name} rows ${rows}: relaxed and plain int8 products differ`);
         }
       }
+      if (kn) {
+        // the kernel [k, n] gives denseInt8's results on its transpose, bit for bit
+        K.quantizeRows(rows, k, at(x), q, qs);
+        K.denseInt8(rows, k, n, q, qs, w8s[0], ws, 0, StepActivation.None, out);
+        const viaT = new Uint32Array(memory.buffer, out, rows * n).slice();
+        K.denseInt8KN!(rows, k, n, q, qs, w8kns[0], ws, 0, StepActivation.None, out);
+        const got = new Uint32Array(memory.buffer, out, rows * n);
+        if (got.some((v, i) => v !== viaT[i])) {
+          throw new Error(`${name} rows ${rows}: denseInt8KN differs from denseInt8`);
+        }
+      }
       const shape = transposed ? `[${rows},${k}]x[${n},${k}]ᵀ` : `[${rows},${k}]x[${k},${n}]`;
       const cell = (t: number, bytes: number) =>
         `${ms(t)} (${gbs(bytes, t)} GB/s${rows >= 32 ? `, ${gflops(2 * rows * k * n, t)} GFLOP/s` : ''})`;
@@ -247,13 +286,14 @@ async function main(): Promise<void> {
       if (INT8) cells.push(cell(ts[i++], k * n));
       if (INT8 && relaxed) cells.push(cell(ts[i++], k * n));
       if (INT8 && base) cells.push(cell(ts[i++], k * n));
+      if (INT8 && KN) cells.push(kn ? cell(ts[i++], k * n) : '-');
       console.log(`| ${name} ${shape} | ${rows} | ${cells.join(' | ')} |`);
       x.dispose();
       for (const p of [out, q, qs]) backend.wasm._free(p);
     }
     for (const c of copies) c.dispose();
     if (transposed) for (const c of wks) c.dispose();
-    for (const w8 of w8s) backend.wasm._free(w8);
+    for (const w8 of [...w8s, ...w8kns]) backend.wasm._free(w8);
     backend.wasm._free(ws);
   }
   if (!OTHERS) return;

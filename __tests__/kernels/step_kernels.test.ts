@@ -423,6 +423,136 @@ function packInt8TChecks(K: StepKernels, A: Arena): void {
   }
 }
 
+/** The first index where got and want differ (Object.is: -0 is not 0), with both values; or null. */
+function firstDifference(
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+): [number, number, number] | null {
+  expect(got.length).toBe(want.length);
+  for (let i = 0; i < want.length; i++)
+    if (!Object.is(got[i], want[i])) return [i, got[i], want[i]];
+  return null;
+}
+
+/** denseInt8KN's sizes: k off its 8-row passes (and their spread blocks), n off its 16 / 8 columns. */
+const KN_ROWS = [1, 2, 3, 5];
+const KN_K = [1, 3, 4, 5, 17, 33, 64];
+const KN_N = [1, 7, 8, 9, 15, 16, 33, 100];
+
+/**
+ * `denseInt8KN` (the kernel in Keras' layout `[k, n]`) on rows `rows` and each k of `ks`, n of
+ * `ns`: equal to the plain loop with and without a bias, nothing written past out; with an
+ * activation, equal bit for bit to `denseInt8` on the same kernel transposed (the same float32
+ * steps), and near the float64 activation of the loop.
+ */
+function denseInt8KNChecks(
+  K: StepKernels,
+  A: Arena,
+  rows: number,
+  ks: number[],
+  ns: number[],
+): void {
+  for (const k of ks) {
+    for (const n of ns) {
+      const qv = int8s(rows * k, 7 + rows * k);
+      // -127 and 127 (q's extremes), -128 in the kernel (a byte as Keras could hold it)
+      qv[0] = -127;
+      qv[rows * k - 1] = 127;
+      const qsv = Float32Array.from(values(rows, 8 + rows), (v) => 10 + 100 * Math.abs(v));
+      const wv = int8s(k * n, 9 + k * n);
+      wv[0] = -128;
+      wv[k * n - 1] = 127;
+      const wsv = Float32Array.from(values(n, 10 + n), (v) => 50 + 70 * Math.abs(v));
+      const bv = values(n, 11 + n);
+      const [q, qs, w, ws, b] = [A.i8(qv), A.f32(qsv), A.i8(wv), A.f32(wsv), A.f32(bv)];
+      const out = A.out(rows * n + 8);
+      const run = (bias: number, act: StepActivation) => {
+        new Float32Array(A.memory.buffer, out, rows * n).fill(NaN);
+        K.denseInt8KN(rows, k, n, q, qs, w, ws, bias, act, out);
+        const got = A.readF32(out, rows * n + 8);
+        // nothing written past out
+        expect(Array.from(got.subarray(rows * n), (v) => Number.isNaN(v))).toEqual(
+          new Array(8).fill(true),
+        );
+        return got.subarray(0, rows * n);
+      };
+      for (const bias of [b, 0]) {
+        const want = int8ProductRef(qv, qsv, wv, wsv, rows, k, n, false, bias ? bv : undefined);
+        const got = run(bias, StepActivation.None);
+        expect([rows, k, n, bias > 0, firstDifference(got, want)]).toEqual([
+          rows,
+          k,
+          n,
+          bias > 0,
+          null,
+        ]);
+      }
+      const viaT = A.out(rows * n);
+      const wt = A.i8(transposeInt8(wv, k, n));
+      K.denseInt8(rows, k, n, q, qs, wt, ws, b, StepActivation.Silu, viaT);
+      const got = run(b, StepActivation.Silu);
+      expect([rows, k, n, firstDifference(got, A.readF32(viaT, rows * n))]).toEqual([
+        rows,
+        k,
+        n,
+        null,
+      ]);
+      const lin = int8ProductRef(qv, qsv, wv, wsv, rows, k, n, false, bv);
+      expect(
+        relError(
+          got,
+          Array.from(lin, (v) => actRef(v, StepActivation.Silu)),
+        ),
+      ).toBeLessThan(1e-6);
+    }
+  }
+}
+
+/**
+ * `transposeInt8` against the loop definition: `[k, n]` bytes (-128 .. 127, unchecked) as `[n, k]`
+ * rows of ldd = k and ldd > k, whole 16 x 16 tiles, ragged edges and smaller than a tile: every
+ * byte in place, none written outside (between the rows of ldd > k, or past the last); and a
+ * kernel transposed in blocks of its rows, each into its place.
+ */
+function transposeInt8Checks(K: StepKernels, A: Arena): void {
+  for (const [k, n] of [
+    [1, 1],
+    [3, 5],
+    [16, 16],
+    [32, 48],
+    [17, 16],
+    [16, 21],
+    [40, 45],
+    [15, 17],
+    [33, 100],
+  ]) {
+    const v = Int8Array.from({length: k * n}, (_, i) => ((i * 37 + 11) % 256) - 128);
+    v[0] = -128;
+    v[k * n - 1] = 127;
+    const src = A.i8(v);
+    for (const ldd of [k, k + 5]) {
+      const size = n * ldd + 16;
+      const dst = A.i8(new Array(size).fill(99));
+      K.transposeInt8(k, n, src, dst, ldd);
+      const want = new Array(size).fill(99);
+      for (let p = 0; p < k; p++) for (let j = 0; j < n; j++) want[j * ldd + p] = v[p * n + j];
+      expect([k, n, ldd, Array.from(A.readI8(dst, size))]).toEqual([k, n, ldd, want]);
+    }
+  }
+  const [k, n] = [40, 45];
+  const v = Int8Array.from({length: k * n}, (_, i) => ((i * 53 + 7) % 256) - 128);
+  const src = A.i8(v);
+  const dst = A.i8(new Array(k * n).fill(99));
+  for (const [p0, rows] of [
+    [0, 16],
+    [16, 16],
+    [32, 8],
+  ]) {
+    K.transposeInt8(rows, n, src + p0 * n, dst + p0, k);
+  }
+  expect(Array.from(A.readI8(dst, k * n))).toEqual(Array.from(transposeInt8(v, k, n)));
+}
+
 /** The kernel suite, on `setup()`'s memory. */
 function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): void {
   let K: StepKernels;
@@ -440,6 +570,28 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
   it("packInt8T: a kernel [k, n] as int8 [n, k] (denseInt8's layout), nothing past it; a refused value by index", () => {
     packInt8TChecks(K, A);
   });
+
+  it('transposeInt8: int8 [k, n] as [n, k] with rows of ldd >= k, nothing written outside', () => {
+    transposeInt8Checks(K, A);
+  });
+
+  for (const rows of KN_ROWS) {
+    it(`denseInt8KN (Keras' [k, n]) = the loop exactly, with and without bias; with silu = denseInt8 on the transpose: rows ${rows}, k ${KN_K}, n ${KN_N}`, () => {
+      denseInt8KNChecks(K, A, rows, KN_K, KN_N);
+    });
+  }
+
+  // passes of rows 164 apart at n 100 (1312 rows, then 88 rows 11 apart, then single rows),
+  // adjacent rows from n 16384 on
+  for (const [rows, k, n] of [
+    [1, 1403, 100],
+    [3, 1317, 100],
+    [2, 17, 16400],
+  ]) {
+    it(`denseInt8KN past its spread passes, exactly: rows ${rows}, k ${k}, n ${n}`, () => {
+      denseInt8KNChecks(K, A, rows, [k], [n]);
+    });
+  }
 
   for (const [rows, k, n] of ROWS_PRODUCT_SIZES) {
     it(`denseRows = a float64 loop (1e-5 relative), scratch of NaN, nothing written past out: rows ${rows}, k ${k}, n ${n}`, () => {
@@ -555,6 +707,9 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
     expect(inF32).not.toBe(want[0]);
     // and the tied logits on the same values as a [n, k] table
     K.denseTInt8(rows, k, n, A.i8(qv), A.f32(qsv), A.i8(wt), A.f32(wsv), out);
+    expect(A.readF32(out, rows * n)).toEqual(want);
+    // and the kernel in Keras' layout
+    K.denseInt8KN(rows, k, n, A.i8(qv), A.f32(qsv), A.i8(wv), A.f32(wsv), 0, 0, out);
     expect(A.readF32(out, rows * n)).toEqual(want);
   });
 
@@ -945,6 +1100,16 @@ describe('the decoding step SIMD kernels', () => {
   it('packInt8T of the JavaScript kernels: the same checks', () => {
     const own = stepKernelsMemory(1 << 20);
     packInt8TChecks(jsStepKernels(own), new Arena(own, stepKernelsHeapBase()));
+  });
+
+  it('transposeInt8 and denseInt8KN of the JavaScript kernels: the same checks', () => {
+    const own = stepKernelsMemory(1 << 20);
+    const K = jsStepKernels(own);
+    transposeInt8Checks(K, new Arena(own, stepKernelsHeapBase()));
+    for (const rows of KN_ROWS) {
+      denseInt8KNChecks(K, new Arena(own, stepKernelsHeapBase()), rows, KN_K, KN_N);
+    }
+    denseInt8KNChecks(K, new Arena(own, stepKernelsHeapBase()), 3, [1317], [100]);
   });
 
   describe('on a memory of its own', () => {

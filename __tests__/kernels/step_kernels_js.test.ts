@@ -86,7 +86,7 @@ describe('plain-JavaScript step kernels', () => {
     }
   });
 
-  it("quantizeRows and denseInt8 / denseTInt8: Keras 3's int8 Dense, exactly", () => {
+  it("quantizeRows and denseInt8 / denseTInt8 / denseInt8KN: Keras 3's int8 Dense, exactly", () => {
     const {memory, put, f32} = arena();
     const k = jsStepKernels(memory);
     const [rows, K, N] = [2, 6, 3];
@@ -121,6 +121,9 @@ describe('plain-JavaScript step kernels', () => {
     k.denseInt8(rows, K, N, q, qs, put(wT, 'i8'), put(ws), put(bias), StepActivation.Relu, out);
     const outT = put(new Array(rows * N).fill(0));
     k.denseTInt8(rows, K, N, q, qs, put(wT, 'i8'), put(ws), outT);
+    // the kernel in Keras' layout [K, N], read as it is
+    const outKN = put(new Array(rows * N).fill(0));
+    k.denseInt8KN(rows, K, N, q, qs, put(w, 'i8'), put(ws), put(bias), StepActivation.Relu, outKN);
     for (let r = 0; r < rows; r++) {
       for (let n = 0; n < N; n++) {
         let sum = 0;
@@ -128,6 +131,7 @@ describe('plain-JavaScript step kernels', () => {
         const y = fr(sum / fr(refS[r] * ws[n]));
         expect(f32(outT, rows * N)[r * N + n]).toBe(y);
         expect(f32(out, rows * N)[r * N + n]).toBe(Math.max(0, fr(y + bias[n])));
+        expect(f32(outKN, rows * N)[r * N + n]).toBe(Math.max(0, fr(y + bias[n])));
       }
     }
   });

@@ -45,6 +45,7 @@ interface Exports {
   quantizeRows(...args: Parameters<StepKernels['quantizeRows']>): void;
   denseInt8(...args: Parameters<StepKernels['denseInt8']>): void;
   denseTInt8(...args: Parameters<StepKernels['denseTInt8']>): void;
+  denseInt8KN(...args: Parameters<StepKernels['denseInt8KN']>): void;
   add(...args: Parameters<StepKernels['add']>): void;
   mul(...args: Parameters<StepKernels['mul']>): void;
   activate(n: number, x: number, act: StepActivation, out: number): void;
@@ -52,6 +53,7 @@ interface Exports {
   gatherInt8(...args: Parameters<StepKernels['gatherInt8']>): void;
   packInt8(...args: Parameters<StepKernels['packInt8']>): number;
   packInt8T(...args: Parameters<StepKernels['packInt8T']>): number;
+  transposeInt8(...args: Parameters<StepKernels['transposeInt8']>): void;
   addPositions(...args: Parameters<StepKernels['addPositions']>): void;
   writeCache(...args: Parameters<StepKernels['writeCache']>): void;
   attend(...args: Required<Parameters<StepKernels['attend']>>): void;
@@ -168,6 +170,8 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     quantizeRows: x.quantizeRows,
     denseInt8: (int8 ?? x).denseInt8,
     denseTInt8: (int8 ?? x).denseTInt8,
+    // the step module's on either: its plain SIMD sums are the kernel layout's fastest
+    denseInt8KN: x.denseInt8KN,
     add: x.add,
     mul: x.mul,
     activate: x.activate,
@@ -175,6 +179,7 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     gatherInt8: x.gatherInt8,
     packInt8: x.packInt8,
     packInt8T: x.packInt8T,
+    transposeInt8: x.transposeInt8,
     addPositions: x.addPositions,
     writeCache: x.writeCache,
     attend: (

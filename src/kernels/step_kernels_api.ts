@@ -145,6 +145,25 @@ export interface StepKernels {
     act: StepActivation,
     out: number,
   ): void;
+  /**
+   * Keras 3's int8 Dense on the kernel in Keras' own layout, read where it is: `out[r, j] =
+   * act(float32(sum_p q[r, p] * w[p, j]) / (qs[r] * ws[j]) + bias[j])`, w int8 `[k, n]` row-major
+   * (row p: the n outputs' weights for input p), the sums exact in int32 and then the float32 steps
+   * of `denseInt8`, so equal to `denseInt8` on the kernel packed transposed, bit for bit. q int8
+   * `[rows, k]` and qs `[rows]` from `quantizeRows`, ws float32 `[n]`, bias `[n]` (0: none).
+   */
+  denseInt8KN(
+    rows: number,
+    k: number,
+    n: number,
+    q: number,
+    qs: number,
+    w: number,
+    ws: number,
+    bias: number,
+    act: StepActivation,
+    out: number,
+  ): void;
   /** The int8 tied logits: `out[r, n] = float32(sum_k q[r, k] * w[n, k]) / (qs[r] * ws[n])`, w int8 `[n, k]`. */
   denseTInt8(
     rows: number,
@@ -177,6 +196,12 @@ export interface StepKernels {
    * not a whole number in [-127, 127] (NaN and infinities included), or -1.
    */
   packInt8T(k: number, n: number, src: number, dst: number, ldd: number): number;
+  /**
+   * int8 bytes transposed: `dst[j * ldd + p] = src[p * n + j]` for p < k, j < n (a kernel held as
+   * int8 `[k, n]` packed for `denseInt8`; ldd = k for a whole kernel, a larger ldd packs k rows of
+   * a wider one into their place); src and dst do not overlap, nothing is checked.
+   */
+  transposeInt8(k: number, n: number, src: number, dst: number, ldd: number): void;
   /** Keras 3's int8 Embedding lookup: `out[r, :] = table[ids[r], :] / scale[ids[r]]`, table int8. */
   gatherInt8(
     rows: number,

@@ -255,6 +255,21 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         act(n, oo, a);
       }
     },
+    denseInt8KN(rows, k, n, q, qs, w, ws, bias, a, out) {
+      views();
+      const F = f32;
+      const I8 = i8;
+      unscale(rows, n, qs, ws, out, (r, j) => {
+        let s = 0;
+        for (let i = 0; i < k; i++) s += I8[q + r * k + i] * I8[w + i * n + j];
+        return s;
+      });
+      for (let r = 0; r < rows; r++) {
+        const oo = f(out) + r * n;
+        if (bias !== 0) for (let j = 0; j < n; j++) F[oo + j] += F[f(bias) + j];
+        act(n, oo, a);
+      }
+    },
     denseTInt8(rows, k, n, q, qs, w, ws, out) {
       views();
       const I8 = i8;
@@ -317,6 +332,13 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         }
       }
       return -1;
+    },
+    transposeInt8(k, n, src, dst, ldd) {
+      views();
+      const I8 = i8;
+      for (let p = 0; p < k; p++) {
+        for (let j = 0; j < n; j++) I8[dst + j * ldd + p] = I8[src + p * n + j];
+      }
     },
     gatherInt8(rows, dim, ids, table, scale, out) {
       views();

@@ -55,8 +55,8 @@ export function quantizeRows(rows: i32, k: i32, x: usize, q: usize, qs: usize): 
   }
 }
 
-// out (i32 sums in place) = f32(sum) / (qs * ws[j]) for one row of n
-function descale(n: i32, s: f32, ws: usize, out: usize): void {
+// out (i32 sums in place) = f32(sum) / (qs * ws[j]) for one row of n (shared with ./dense_kn)
+export function descale(n: i32, s: f32, ws: usize, out: usize): void {
   const sv = f32x4.splat(s);
   let j = 0;
   for (; j + 4 <= n; j += 4) {
