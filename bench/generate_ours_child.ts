@@ -2,8 +2,11 @@
  * One contender of this package in `npm run bench -- --generate` (bench/generate_vs_transformers.mjs
  * bundles this file and starts it in its own process):
  * `node bench/.build/generate_ours_child.cjs <size> <backend> <dtype>` with backend `wasm`, `cpu` or
- * `tensorflow` (tfjs-node) and dtype `float32` or `int8` (`quantize(model, 'int8')`, when the package
- * exports it). One thread: tfjs-wasm `setThreadsCount(1)`, TF_NUM_INTRAOP_THREADS /
+ * `tensorflow` (tfjs-node) and dtype `float32` or `int8`: Keras' own int8 model where the size
+ * has one (bench/.models/<size>/preset_int8, keras-hub's `quantize("int8")` written by
+ * fixtures/family_bench.py: loaded as int8, its bytes as they are, no float copy), else
+ * `quantize(model, 'int8')` of the float32 model. An int8 preset's greedy ids are checked against
+ * the ones Keras' reloaded int8 model generates (meta.json's `keras_int8_ids`): `idsVsKerasInt8`. One thread: tfjs-wasm `setThreadsCount(1)`, TF_NUM_INTRAOP_THREADS /
  * TF_NUM_INTEROP_THREADS 1 (set by the parent) for tfjs-node.
  *
  * Imports tfjs-core and the run's backend only (see the imports). Loads bench/.models/<size>/preset (a keras-hub `save_to_preset` folder written by
@@ -32,6 +35,7 @@ interface Meta {
   prompt: number[];
   new_tokens: number;
   vocab: number;
+  keras_int8_ids?: number[];
 }
 
 type Quantize = (model: LayersModel, mode: 'int8') => unknown;
@@ -128,13 +132,15 @@ async function main(): Promise<void> {
     throw new Error(`expected dtype float32 or int8, received "${dtype}"`);
   }
   await setBackend();
-  const presetDir = path.join(dir, 'preset');
+  const int8Preset = path.join(dir, 'preset_int8');
+  const kerasInt8 = dtype === 'int8' && fs.existsSync(int8Preset);
+  const presetDir = kerasInt8 ? int8Preset : path.join(dir, 'preset');
   const t0 = performance.now();
   let model = fs.existsSync(presetDir)
     ? (await api.loadKerasHubPreset(presetDir)).model
     : await api.loadKerasModel(api.fileSystem(path.join(dir, 'tfjs', 'model.json')));
   const loadMs = performance.now() - t0;
-  if (dtype === 'int8') {
+  if (dtype === 'int8' && !kerasInt8) {
     const q = (await quantize!(model, 'int8')) as LayersModel | undefined;
     if (q != null && q !== model) {
       model.dispose();
@@ -149,6 +155,14 @@ async function main(): Promise<void> {
   // weight it multiplies (kept for the life of the weight), which would be counted otherwise
   const maxRssBytes = process.resourceUsage().maxRSS * 1024;
   const maxAbsLogitsVsKeras = dtype === 'float32' ? logitsError(model, meta) : null;
+  const want = meta.keras_int8_ids;
+  // Keras' ids: the prompt and the new ones, or the new ones only
+  const got =
+    want != null && want.length === r.ids.length ? r.ids : r.ids.slice(meta.prompt.length);
+  const idsVsKerasInt8 =
+    kerasInt8 && want != null
+      ? `${want.filter((id, i) => got[i] === id).length} / ${want.length}`
+      : null;
   emit({
     ttftMs: r.steps[0] - r.start,
     gapsMs: gaps,
@@ -157,6 +171,8 @@ async function main(): Promise<void> {
     maxRssBytes,
     ids: r.ids,
     maxAbsLogitsVsKeras,
+    int8Source: dtype !== 'int8' ? null : kerasInt8 ? 'keras int8 preset' : 'quantize(float32)',
+    idsVsKerasInt8,
     timing: 'generate onStep per chosen token',
     runtimeVersion: `tfjs ${tf.version_core} ${tf.getBackend()}`,
     // null: the timed generation ran the compiled step; else why it ran the eager stepper
