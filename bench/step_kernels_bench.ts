@@ -195,7 +195,7 @@ async function main(): Promise<void> {
     const w8s = Array.from({length: COPIES}, () => malloc(k * n));
     for (const w8 of w8s) {
       const heap8 = new Int8Array(memory.buffer, w8, k * n);
-      // in [-127, 127], as packInt8 packs Keras int8 weights
+      // in [-127, 127], as Keras' quantizer writes int8 weights
       for (let i = 0; i < k * n; i++)
         heap8[i] = Math.max(-127, ((i * 2654435761) >>> 24) - 128) || 1;
     }

@@ -13,8 +13,8 @@
 // - packed/dense_rows.ts: a prompt's prefill on packed rows and panels (the 4 x 8 tile and the
 //   packing of packed/tile_4x8.ts and packed/panels.ts, shared with the layers' sgemm)
 // - int8/dense.ts: Keras 3's int8 quantization and products (exact int32 sums);
-//   int8/dense_kn.ts: the same product on a kernel in Keras' layout [k, n], and int8 transposes;
-//   repack/int8.ts: int8 weights held as float32 packed as int8 (as they are or transposed)
+//   int8/dense_kn.ts: the same product on a kernel in Keras' layout [k, n], and int8 transposes
+//   (their 16 x 16 register transpose in repack/int8.ts)
 // - attention/attend.ts: attention over the cache; attention/cache.ts: cache writes
 // - ops/: norms (layer, RMS), activations and a product's epilogue, add, mul and scale, rotary
 //   embeddings, embeddings (gathers, positions), argmax
@@ -30,7 +30,6 @@ export {denseInt8KN, transposeInt8} from './int8/dense_kn';
 export {layerNorm, rmsNorm} from './ops/norms';
 export {rope} from './ops/rope';
 export {gather} from './ops/embeddings';
-export {packInt8, packInt8T} from './repack/int8';
 export {gatherInt8, addPositions} from './ops/embeddings';
 export {writeCache} from './attention/cache';
 export {attend} from './attention/attend';

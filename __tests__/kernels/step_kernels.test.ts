@@ -315,112 +315,11 @@ const ROWS_PRODUCT_SIZES: Array<[number, number, number]> = [
   [131, 17, 13],
 ];
 
-/**
- * `packInt8` against the definition (tfjs holds int8 weights as float32): every n from 1 to 40
- * and 1000 (the 16-value SIMD blocks and their tails), -127, 127 and -0 included; then each
- * refused kind of value (a fraction, -128, 128, NaN, infinities, 1e10) at the first, a middle and
- * the last index, with valid values after it: the index of that value, never of a later one.
- */
-function packInt8Checks(K: StepKernels, A: Arena): void {
-  const pick = (i: number) => [-127, 127, 0, -0, 1, -1, 64, -100][i % 8] + ((i * 37) % 11) - 5;
-  for (const n of [...Array.from({length: 40}, (_, i) => i + 1), 1000]) {
-    const v = Array.from({length: n}, (_, i) => Math.max(-127, Math.min(127, pick(i))));
-    v[0] = -127;
-    v[n - 1] = 127;
-    const src = A.f32(v);
-    const dst = A.i8(new Array(n + 16).fill(99));
-    expect(K.packInt8(n, src, dst)).toBe(-1);
-    expect(Array.from(A.readI8(dst, n))).toEqual(v.map((x) => (x === 0 ? 0 : x)));
-    expect(Array.from(A.readI8(dst + n, 16))).toEqual(new Array(16).fill(99));
-  }
-  for (const bad of [0.5, -128, 128, NaN, Infinity, -Infinity, 1e10, 126.99999]) {
-    for (const n of [17, 40, 1000]) {
-      for (const at of [0, Math.floor(n / 2), n - 1]) {
-        const v = Array.from({length: n}, (_, i) => (i % 5) - 2);
-        v[at] = bad;
-        if (at + 20 < n) v[at + 20] = 0.25; // a later bad value (another block) is not reported
-        const src = A.f32(v);
-        const dst = A.i8(new Array(n).fill(0));
-        expect([bad, n, at, K.packInt8(n, src, dst)]).toEqual([bad, n, at, at]);
-      }
-    }
-  }
-}
-
 /** `[k, n]` values as `[n, k]` (`t[j * k + p] = v[p * n + j]`), a plain loop. */
 function transposeInt8(v: ArrayLike<number>, k: number, n: number): Int8Array {
   const t = new Int8Array(n * k);
   for (let p = 0; p < k; p++) for (let j = 0; j < n; j++) t[j * k + p] = v[p * n + j];
   return t;
-}
-
-/**
- * `packInt8T` against the definition: kernels `[k, n]` of whole tiles (16 x 16), ragged edges on
- * either side and both, and smaller than a tile, -127, 127 and -0 included: the transposed
- * `[n, k]` int8, nothing written past it; then each refused kind of value, alone, in a whole
- * tile, in the ragged columns and in the ragged rows: its index in the `[k, n]` values; and a
- * kernel packed in blocks of rows, each into its place.
- */
-function packInt8TChecks(K: StepKernels, A: Arena): void {
-  const sizes = [
-    [1, 1],
-    [3, 5],
-    [16, 16],
-    [32, 48],
-    [17, 16],
-    [16, 21],
-    [40, 45],
-    [15, 17],
-  ];
-  for (const [k, n] of sizes) {
-    const v = Array.from({length: k * n}, (_, i) => ((i * 37 + 11) % 255) - 127);
-    v[0] = -127;
-    v[k * n - 1] = 127;
-    if (k * n > 5) v[5] = -0;
-    const dst = A.i8(new Array(k * n + 16).fill(99));
-    expect([k, n, K.packInt8T(k, n, A.f32(v), dst, k)]).toEqual([k, n, -1]);
-    expect([k, n, Array.from(A.readI8(dst, k * n))]).toEqual([
-      k,
-      n,
-      Array.from(transposeInt8(v, k, n)),
-    ]);
-    expect(Array.from(A.readI8(dst + k * n, 16))).toEqual(new Array(16).fill(99));
-  }
-  // a kernel packed in blocks of its rows, each into its place (ldd = the kernel's k): 16, 16, 8
-  {
-    const [k, n] = [40, 45];
-    const v = Array.from({length: k * n}, (_, i) => ((i * 53 + 7) % 255) - 127);
-    const src = A.f32(v);
-    const dst = A.i8(new Array(k * n).fill(99));
-    for (const [p0, rows] of [
-      [0, 16],
-      [16, 16],
-      [32, 8],
-    ]) {
-      expect(K.packInt8T(rows, n, src + p0 * n * 4, dst + p0, k)).toBe(-1);
-    }
-    expect(Array.from(A.readI8(dst, k * n))).toEqual(Array.from(transposeInt8(v, k, n)));
-  }
-  for (const bad of [0.5, -128, 128, NaN, Infinity, 1e10]) {
-    for (const [k, n] of [
-      [40, 45],
-      [16, 16],
-    ]) {
-      // a whole tile, the ragged columns (j >= 32), the ragged rows (p >= 32), the last value
-      for (const [p, j] of [
-        [3, 7],
-        [20, 40],
-        [35, 9],
-        [k - 1, n - 1],
-      ]) {
-        if (p >= k || j >= n) continue;
-        const v = Array.from({length: k * n}, (_, i) => (i % 5) - 2);
-        v[p * n + j] = bad;
-        const got = K.packInt8T(k, n, A.f32(v), A.i8(new Array(k * n).fill(0)), k);
-        expect([bad, k, n, p, j, got]).toEqual([bad, k, n, p, j, p * n + j]);
-      }
-    }
-  }
 }
 
 /** The first index where got and want differ (Object.is: -0 is not 0), with both values; or null. */
@@ -563,14 +462,6 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
     A = s.arena();
   });
 
-  it('packInt8: whole numbers in [-127, 127] as int8, nothing past n; the first other value by index', () => {
-    packInt8Checks(K, A);
-  });
-
-  it("packInt8T: a kernel [k, n] as int8 [n, k] (denseInt8's layout), nothing past it; a refused value by index", () => {
-    packInt8TChecks(K, A);
-  });
-
   it('transposeInt8: int8 [k, n] as [n, k] with rows of ldd >= k, nothing written outside', () => {
     transposeInt8Checks(K, A);
   });
@@ -663,7 +554,7 @@ function kernelSuite(setup: () => {kernels: StepKernels; arena: () => Arena}): v
       const ws = A.f32(wsv);
       const b = A.f32(bv);
       const out = A.out(rows * n);
-      // denseInt8 reads the kernel packed transposed ([n, k], as packInt8T packs it)
+      // denseInt8 reads the kernel packed transposed ([n, k], as transposeInt8 packs it)
       const wt = transposeInt8(wv, k, n);
       const wto = A.i8(wt);
       K.denseInt8(rows, k, n, q, qs, wto, ws, b, StepActivation.None, out);
@@ -1090,16 +981,6 @@ describe('the decoding step SIMD kernels', () => {
     // a shared memory cannot be imported (the module's memory is not shared): null, no throw
     const shared = new WebAssembly.Memory({initial: 1, maximum: 2, shared: true});
     expect(stepKernelsOn(shared)).toBeNull();
-  });
-
-  it('packInt8 of the JavaScript kernels: the same checks', () => {
-    const own = stepKernelsMemory(1 << 20);
-    packInt8Checks(jsStepKernels(own), new Arena(own, stepKernelsHeapBase()));
-  });
-
-  it('packInt8T of the JavaScript kernels: the same checks', () => {
-    const own = stepKernelsMemory(1 << 20);
-    packInt8TChecks(jsStepKernels(own), new Arena(own, stepKernelsHeapBase()));
   });
 
   it('transposeInt8 and denseInt8KN of the JavaScript kernels: the same checks', () => {

@@ -333,7 +333,13 @@ function ownMemory(): StepMemory {
       return alloc(bytes);
     },
     weight: copyIn,
-    int8Weight: packer(keep, () => memory, counts, copyIn, (t) => t.dataSync() as Uint8Array),
+    int8Weight: packer(
+      keep,
+      () => memory,
+      counts,
+      copyIn,
+      (t) => t.dataSync() as Uint8Array,
+    ),
     beginRun() {
       endRun();
       runFrom = top;

@@ -189,7 +189,8 @@ function weightsTree(artifacts: tf.io.ModelArtifacts): Hdf5Group {
     }
     // Keras 3 int8 weights: the export gives them as bytes (tfjs' one-byte dtype `bool`,
     // ops/int8.ts), or as int32; Keras stores int8
-    const int8 = (spec.dtype === 'bool' || spec.dtype === 'int32') && spec.name.startsWith('layers/');
+    const int8 =
+      (spec.dtype === 'bool' || spec.dtype === 'int32') && spec.name.startsWith('layers/');
     const values =
       spec.dtype === 'int32' && int8
         ? int8Bytes(data.subarray(offset, offset + bytes), spec.name)

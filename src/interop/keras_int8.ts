@@ -268,7 +268,9 @@ export function rewriteInt8(
       for (let i = 0; i < size; i++) {
         const v = view.getInt32(from + i * 4, true);
         if (v < -128 || v > 127) {
-          fail(`int8 weight '${s.name}' holds ${v} at flat index ${i}; expected values in [-128, 127]`);
+          fail(
+            `int8 weight '${s.name}' holds ${v} at flat index ${i}; expected values in [-128, 127]`,
+          );
         }
         bytes[to + i] = v & 0xff;
       }

@@ -98,7 +98,8 @@ export function variableBytes(v: LayerVariable): (() => Uint8Array) | null {
   if (name === 'cpu') {
     const data = (backend as unknown as CpuData).data?.get(t.dataId);
     const values = data?.values;
-    const typed = t.dtype === 'float32' ? Float32Array : t.dtype === 'bool' ? Uint8Array : Int32Array;
+    const typed =
+      t.dtype === 'float32' ? Float32Array : t.dtype === 'bool' ? Uint8Array : Int32Array;
     if (data == null || data.refCount !== 1 || !(values instanceof typed)) return null;
     if (values.length !== t.size) return null;
     return () => new Uint8Array(values.buffer, values.byteOffset, bytes);

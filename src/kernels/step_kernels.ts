@@ -51,8 +51,6 @@ interface Exports {
   activate(n: number, x: number, act: StepActivation, out: number): void;
   gather(...args: Parameters<StepKernels['gather']>): void;
   gatherInt8(...args: Parameters<StepKernels['gatherInt8']>): void;
-  packInt8(...args: Parameters<StepKernels['packInt8']>): number;
-  packInt8T(...args: Parameters<StepKernels['packInt8T']>): number;
   transposeInt8(...args: Parameters<StepKernels['transposeInt8']>): void;
   addPositions(...args: Parameters<StepKernels['addPositions']>): void;
   writeCache(...args: Parameters<StepKernels['writeCache']>): void;
@@ -177,8 +175,6 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     activate: x.activate,
     gather: x.gather,
     gatherInt8: x.gatherInt8,
-    packInt8: x.packInt8,
-    packInt8T: x.packInt8T,
     transposeInt8: x.transposeInt8,
     addPositions: x.addPositions,
     writeCache: x.writeCache,

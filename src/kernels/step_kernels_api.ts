@@ -130,8 +130,9 @@ export interface StepKernels {
   quantizeRows(rows: number, k: number, x: number, q: number, qs: number): void;
   /**
    * Keras 3's int8 Dense: `out[r, n] = act(float32(sum_k q[r, k] * kernel[k, n]) / (qs[r] *
-   * ws[n]) + bias[n])` with the sum exact in int32; w is the int8 kernel packed transposed by
-   * `packInt8T` (`w[n, k] = kernel[k, n]`: each output's weights contiguous), ws float32 `[n]`.
+   * ws[n]) + bias[n])` with the sum exact in int32; w is the int8 kernel `[n, k]` (`w[n, k] =
+   * kernel[k, n]`: each output's weights contiguous, e.g. packed by `transposeInt8`), ws float32
+   * `[n]`.
    */
   denseInt8(
     rows: number,
@@ -183,19 +184,6 @@ export interface StepKernels {
   activate(n: number, x: number, act: StepActivation, out: number): void;
   /** `out[r, :] = table[ids[r], :]`; ids int32 `[rows]`, table `[vocab, dim]`. */
   gather(rows: number, dim: number, ids: number, table: number, out: number): void;
-  /**
-   * int8 weights held as float32 (tfjs has no int8): `dst[i] = src[i]` as int8 over n values,
-   * src float32, dst int8 (not overlapping); returns the index of the first value that is not a
-   * whole number in [-127, 127] (NaN and infinities included), or -1.
-   */
-  packInt8(n: number, src: number, dst: number): number;
-  /**
-   * An int8 Dense kernel held as float32 `[k, n]`, packed transposed for `denseInt8`:
-   * `dst[j * ldd + p] = src[p * n + j]` as int8 (ldd = k for a whole kernel; k of its rows pack
-   * into their place with ldd the kernel's own k); returns the index in src of a value that is
-   * not a whole number in [-127, 127] (NaN and infinities included), or -1.
-   */
-  packInt8T(k: number, n: number, src: number, dst: number, ldd: number): number;
   /**
    * int8 bytes transposed: `dst[j * ldd + p] = src[p * n + j]` for p < k, j < n (a kernel held as
    * int8 `[k, n]` packed for `denseInt8`; ldd = k for a whole kernel, a larger ldd packs k rows of

@@ -306,33 +306,6 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         F.copyWithin(f(out) + r * dim, from, from + dim);
       }
     },
-    packInt8(n, src, dst) {
-      views();
-      const F = f32;
-      const I8 = i8;
-      for (let i = 0; i < n; i++) {
-        const v = F[f(src) + i];
-        const q = v | 0; // differs from v for a fraction, NaN, an infinity or past int32
-        if (q !== v || q < -127 || q > 127) return i;
-        I8[dst + i] = q;
-      }
-      return -1;
-    },
-    packInt8T(k, n, src, dst, ldd) {
-      views();
-      const F = f32;
-      const I8 = i8;
-      const from = f(src);
-      for (let p = 0; p < k; p++) {
-        for (let j = 0; j < n; j++) {
-          const v = F[from + p * n + j];
-          const q = v | 0;
-          if (q !== v || q < -127 || q > 127) return p * n + j;
-          I8[dst + j * ldd + p] = q;
-        }
-      }
-      return -1;
-    },
     transposeInt8(k, n, src, dst, ldd) {
       views();
       const I8 = i8;

@@ -74,7 +74,7 @@ export function descale(n: i32, s: f32, ws: usize, out: usize): void {
 
 /**
  * Keras 3's int8 Dense: `out[r, j] = act(f32(Σ_p q[r, p] w[j, p]) / (qs[r] * ws[j]) + bias[j])`,
- * the sums exact in int32. The kernel `[k, n]` is packed transposed (`packInt8T`): w int8
+ * the sums exact in int32. The kernel `[k, n]` is packed transposed (`transposeInt8`): w int8
  * `[n, k]`, each output's k weights contiguous, so one row streams w once, four weight rows a
  * pass (the i8 -> i16 widening of q shared by four), with no partial sums in memory.
  */

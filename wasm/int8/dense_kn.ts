@@ -259,7 +259,8 @@ export function denseInt8KN(
 /**
  * int8 bytes transposed: `dst[j * ldd + p] = src[p * n + j]` for p < k, j < n (a kernel `[k, n]`
  * as denseInt8's `[n, k]`; ldd = k for a whole kernel, larger to pack k rows into their place).
- * 16 x 16 tiles transposed in registers (packInt8T's), the edges a byte at a time.
+ * 16 x 16 tiles transposed in registers (../repack/int8's storeTransposed16), the edges a byte at
+ * a time.
  */
 export function transposeInt8(k: i32, n: i32, src: usize, dst: usize, ldd: i32): void {
   const k16 = k & ~15;

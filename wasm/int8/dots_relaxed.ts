@@ -6,10 +6,11 @@ import {hsumI} from '../simd/sums';
 // of a by b and sums adjacent pairs into i16 lanes: deterministic and exact only where every lane
 // of b is in [0, 127] (pmaddubsw on x64). Keras' activations q are in [-127, 127], so the sign
 // moves to the weight: w q = (sign(q) w) |q|, |q| in [0, 127] the i7 operand, sign(q) w in
-// [-127, 127] (Keras' weights are in [-127, 127]: packInt8 refuses -128, whose negation would
-// wrap). A pair stays within 2 · 127 · 127 = 32258 (no saturation) and is widened pairwise into
-// i32 lanes: the sums equal the plain module's exactly, one relaxed dot per 16 weights instead of
-// four widenings and two i16 dots.
+// [-127, 127] (Keras' quantizer writes weights in [-127, 127]; a weight of -128, whose negation
+// would wrap, is not refused here and sums otherwise than in the plain module). A pair stays
+// within 2 · 127 · 127 = 32258 (no saturation) and is widened pairwise into i32 lanes: the sums
+// equal the plain module's exactly, one relaxed dot per 16 weights instead of four widenings and
+// two i16 dots.
 //
 // Measured on x64 (Node 20, V8 11.3): no faster than the plain module's widening, see
 // docs/performance.md. The split the other way, q = q7 - 128 s (s = 1 where q < 0, q7 = q + 128 s
