@@ -15,6 +15,7 @@ import {
   backendCapacity,
   BYTES_PER_WEIGHT,
   checkWeightsFit,
+  weightCounts,
 } from '../../src/kernels/backend_capacity';
 import {WASM_MEMORY_BYTES} from '../../src/kernels/flags';
 
@@ -30,21 +31,36 @@ describe('checkWeightsFit', () => {
   const wasm = {backend: 'wasm', limitBytes: 2 ** 32, usedBytes: 10_000_000};
 
   it('refuses weights past what is left, naming what they need, what the backend holds and what fits', () => {
-    expect(() => checkWeightsFit('loadKerasHubPreset', 'llama-1b', llama1b, wasm)).toThrow(
+    const float = {float: llama1b, int8: 0};
+    expect(() => checkWeightsFit('loadKerasHubPreset', 'llama-1b', float, wasm)).toThrow(
       "loadKerasHubPreset: llama-1b does not fit tfjs-wasm's memory: its weights need 4.94 GB " +
-        '(1,235,814,400 values held as float32, 4 bytes each, int8 weights included), and ' +
+        '(1,235,814,400 values held as float32, 4 bytes each), and ' +
         "tfjs-wasm's memory holds at most 4.29 GB, of which 0.01 GB are in use " +
-        "(TFJS_ATTENTION_WASM_MEMORY_BYTES). What fits: tfjs-node's 'tensorflow' backend (no " +
-        "such limit), the 'webgl' or 'webgpu' backend (weights in GPU memory), or a model of " +
-        'at most 1,071,241,824 weight values.', // (2^32 - 10^7) / 4
+        "(TFJS_ATTENTION_WASM_MEMORY_BYTES). What fits: its int8 form (a preset of Keras' " +
+        'model.quantize("int8"): about 1.24 GB, 1 byte a weight value), ' +
+        "tfjs-node's 'tensorflow' backend (no such limit), the 'webgl' or 'webgpu' backend " +
+        '(weights in GPU memory), or a model of at most 1,071,241,824 float32 weight values.', // (2^32 - 10^7) / 4
     );
+  });
+
+  it('counts int8 weights at 1 byte a value: an int8 1B model fits; ten of them do not, and no int8 form is offered', () => {
+    const int8 = {float: 266_240, int8: llama1b - 266_240}; // the norms float32
+    expect(() => checkWeightsFit('f', 'm', int8, wasm)).not.toThrow();
+    const big = {float: 266_240, int8: 10 * llama1b};
+    expect(() => checkWeightsFit('f', 'm', big, wasm)).toThrow(
+      /its weights need 12\.36 GB \(266,240 float32 values, 4 bytes each, and 12,358,144,000 int8 values, 1 byte each\).*What fits: tfjs-node's/,
+    );
+    expect(() => checkWeightsFit('f', 'm', big, wasm)).not.toThrow(/int8 form/);
+    expect(
+      weightCounts([{shape: [2, 3], dtype: 'bool'}, {shape: [4], dtype: 'float32'}, {shape: [5]}]),
+    ).toEqual({float: 9, int8: 6});
   });
 
   it('takes weights up to exactly what is left, and anything where no limit is known', () => {
     const left = (wasm.limitBytes - wasm.usedBytes) / BYTES_PER_WEIGHT;
-    expect(() => checkWeightsFit('f', 'm', left, wasm)).not.toThrow();
-    expect(() => checkWeightsFit('f', 'm', left + 1, wasm)).toThrow(/does not fit/);
-    expect(() => checkWeightsFit('f', 'm', llama1b * 10, null)).not.toThrow();
+    expect(() => checkWeightsFit('f', 'm', {float: left, int8: 0}, wasm)).not.toThrow();
+    expect(() => checkWeightsFit('f', 'm', {float: left, int8: 1}, wasm)).toThrow(/does not fit/);
+    expect(() => checkWeightsFit('f', 'm', {float: llama1b * 10, int8: 0}, null)).not.toThrow();
   });
 });
 

@@ -30,8 +30,9 @@ export interface StepWeight {
 }
 
 /**
- * An int8 weight of Keras 3's int8 layers: its values (whole numbers in [-127, 127], held in a
- * float32 tensor by tfjs) packed as int8 in the step's memory once per run, and its float32 scale.
+ * An int8 weight of Keras 3's int8 layers: its values (int8 held as bytes, ops/int8.ts) read as
+ * they are held (in place on tfjs-wasm's heap), or packed transposed once (a head-major kernel),
+ * and its float32 scale.
  */
 export interface StepInt8Weight {
   /** Its number of values. */
@@ -95,8 +96,9 @@ export interface StepEmitter {
   /** A float32 weight (any other dtype is declined). */
   weight(source: StepWeightSource): StepWeight | StepDecline;
   /**
-   * An int8 weight: `values` (whole numbers in [-127, 127] in a float32 tensor) and its float32
-   * `scale` (`float weight ≈ values / scale`, Keras' `kernel_scale` / `embeddings_scale`).
+   * An int8 weight: `values` (int8 held as bytes, dtype `bool`; any other dtype is declined) and
+   * its float32 `scale` (`float weight ≈ values / scale`, Keras' `kernel_scale` /
+   * `embeddings_scale`).
    */
   int8Weight(values: StepWeightSource, scale: StepWeightSource): StepInt8Weight | StepDecline;
   /** The kernel code of a tfjs / Keras activation name (`linear` and null: None), or null if unknown. */

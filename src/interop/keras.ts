@@ -18,7 +18,7 @@ import {LayersModel, loadLayersModel} from '@tensorflow/tfjs-layers';
 
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
-import {checkWeightsFit} from '../kernels/backend_capacity';
+import {checkWeightsFit, weightCounts} from '../kernels/backend_capacity';
 import {modelFolderOf} from '../io/model_folder';
 import {configOrder, hasKeras3Names, renameByModel, renameKeras3Weights} from './keras3_weights';
 import {isKerasInt8Spec, rewriteInt8} from './keras_int8';
@@ -273,7 +273,7 @@ export function rewriteKerasTopology(artifacts: tf.io.ModelArtifacts): {
   const specs = artifacts.weightSpecs;
   const declared = specs == null ? null : declaredElements(specs);
   checkTopology(raw, declared);
-  if (declared != null) checkWeightsFit('loadKerasModel', 'the model', declared);
+  if (specs != null) checkWeightsFit('loadKerasModel', 'the model', weightCounts(specs));
   const topology = plainDtypes(JSON.parse(JSON.stringify(raw)) as Json) as Obj;
   const modelConfig = (isObj(topology.model_config) ? topology.model_config : topology) as Obj;
   const config = modelConfig.config as Obj;

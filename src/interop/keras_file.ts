@@ -20,7 +20,7 @@ import {
 } from '../io/bounded_json';
 import {checkTopology} from '../io/topology_guard';
 import {declaredElements} from '../io/weight_bytes';
-import {checkWeightsFit} from '../kernels/backend_capacity';
+import {checkWeightsFit, weightCounts} from '../kernels/backend_capacity';
 import {Hdf5Dataset, Hdf5Reader, isHdf5} from '../io/hdf5_datasets';
 import type {RandomAccessFile} from '../io/random_access_file';
 import {describeStart, zipEntries, zipEntryBytes} from '../io/zip_entries';
@@ -146,7 +146,7 @@ async function artifactsOf(
   // sizes the weights files declare (each name once)
   const declared = declaredElements(weightSpecs);
   checkTopology(topology, declared);
-  checkWeightsFit('loadKerasModel', 'the model', declared);
+  checkWeightsFit('loadKerasModel', 'the model', weightCounts(weightSpecs));
   const total = all.reduce((n, d) => n + d.dataset.bytes, 0);
   const data = new Uint8Array(total);
   const progress = options.onProgress;

@@ -16,7 +16,7 @@ import * as tfl from '@tensorflow/tfjs-layers';
 import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
 import {buildKerasHubParts} from '../hub_models/build';
-import {checkWeightsFit} from '../kernels/backend_capacity';
+import {checkWeightsFit, weightCounts} from '../kernels/backend_capacity';
 import type {BuiltKerasHubModel} from '../hub_models/build';
 import type {HubWeightReader, KerasHubFamily} from '../hub_models/family';
 import {isObject} from '../layers/engine/json_object';
@@ -157,7 +157,11 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
       files.label,
     );
     // before any weight is allocated: the backend can hold them
-    checkWeightsFit('loadKerasHubPreset', files.label, declared);
+    checkWeightsFit(
+      'loadKerasHubPreset',
+      files.label,
+      weightCounts(datasets.map((d) => d.dataset)),
+    );
     // the weights stream from their files into the model's variables as it is bound
     const readers = hubWeightReaders(datasets, options.onProgress);
     parts = buildModel(configs.className, configs.json, readers);

@@ -6,9 +6,9 @@
  *   reduced axes (float32, epsilon = `keras.config.epsilon()` as a float32), `q = clip(round(x ·
  *   scale), -127, 127)` with round half to even; the stored value means `x ≈ q / scale`.
  * - The int8 product: Keras multiplies int8 by int8 with an int32 accumulator, casts to float32
- *   and divides by (input scale · kernel scale). tfjs has no int8 dtype and no integer product on
- *   wasm / webgl, so the int8 values are held in float32 tensors (whole numbers in [-127, 127]) and
- *   multiplied with float32 `matMul` over chunks of at most {@link INT8_EXACT_CHUNK} inner values:
+ *   and divides by (input scale · kernel scale). tfjs has no integer product on wasm / webgl, so
+ *   the int8 values (whole numbers in [-127, 127]: a quantized input in a float32 tensor, a weight
+ *   turned into float32 a block of rows at a time) are multiplied with float32 `matMul` over chunks of at most {@link INT8_EXACT_CHUNK} inner values:
  *   every partial sum of a chunk is then a whole number of magnitude at most 1040 · 127² < 2²⁴,
  *   which float32 holds exactly, in any summation order. The chunk results are added in int32.
  * - int8 weights are held as bytes: tfjs has no int8 dtype, so an int8 weight is a tensor of
