@@ -28,6 +28,7 @@ import {
   TransformerDecoder,
   loadKerasHubPreset,
 } from '../../src';
+import * as int8Weights from '../../src/hub_models/int8_weights';
 import {Hdf5Reader} from '../../src/io/hdf5_datasets';
 import {kerasBytesArtifacts} from '../../src/interop/keras_file';
 import {loadArtifacts} from '../../src/interop/keras_source';
@@ -215,6 +216,51 @@ describe('Keras 3 int8 files: generation', () => {
     ids.dispose();
     model.dispose();
     backbone.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('Keras 3 int8 presets: the int8 form built directly', () => {
+  beforeAll(() => useBackend('cpu'));
+  afterEach(() => jest.restoreAllMocks());
+
+  it('a wholly int8 preset builds its int8 form directly (no float model built first); one quantized in part goes through the float model', async () => {
+    const fallback = jest.spyOn(int8Weights, 'int8HubModel');
+    const weights = await gpt2Weights();
+    const before = tf.memory().numTensors;
+    const model = buildKerasHubModel('GPT2CausalLM', taskConfig(), weights);
+    expect(fallback).not.toHaveBeenCalled();
+    const emb = model.layers.find((l) => l.name === 'token_embedding') as ReversibleEmbedding;
+    expect(emb.embeddings?.read().dtype).toBe('bool');
+    model.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    // the token embedding float (its int8 values / its scale), the rest int8: the direct int8
+    // form does not match, the float model's int8 layers are rebuilt
+    const table = 'layers/gpt2_backbone/layers/reversible_embedding/vars/0';
+    const scale = 'layers/gpt2_backbone/layers/reversible_embedding/vars/1';
+    const q = weights.get(table) as Weight;
+    const s = (weights.get(scale) as Weight).values;
+    const D = q.shape[1];
+    weights.set(table, {
+      shape: q.shape,
+      dtype: 'float32',
+      values: Float32Array.from(q.values, (v, i) => v / s[Math.floor(i / D)]),
+    });
+    weights.delete(scale);
+    const part = buildKerasHubModel('GPT2CausalLM', taskConfig(), weights);
+    expect(fallback).toHaveBeenCalledTimes(1);
+    const floatEmb = part.layers.find((l) => l.name === 'token_embedding') as ReversibleEmbedding;
+    expect(floatEmb.quantizationMode).toBeNull();
+    const decoders = part.layers.filter((l) => l instanceof TransformerDecoder);
+    expect(decoders.map((l) => (l as TransformerDecoder).quantizationMode)).toEqual([
+      'int8',
+      'int8',
+    ]);
+    const inputs = gpt2Inputs();
+    const d = predictDiff(part, inputs, IO.gpt2_preset.outputs);
+    expect(d).toBeLessThan(0.05); // float tied logits against Keras' int8 ones
+    tf.dispose(inputs);
+    part.dispose();
     expect(tf.memory().numTensors).toBe(before);
   });
 });

@@ -23,7 +23,13 @@ import {
   WeightBinding,
   WeightTerm,
 } from './family';
-import {int8HubModel, withoutInt8PolicyMap} from './int8_weights';
+import {
+  int8HubModel,
+  int8HubModelAsBuilt,
+  isInt8HubWeight,
+  withoutInt8PolicyMap,
+} from './int8_weights';
+import {withQuantizationMode} from '../layers/core/quantization';
 import {familyOfClass, kerasHubClassNames} from './registry';
 
 /** The config keys of each task kind (besides name, trainable, dtype). */
@@ -207,16 +213,15 @@ function hubWeightBindings(model: LayersModel, prefix: string): WeightBinding[] 
   return out;
 }
 
-/** The model of a checked config: the family's graph, the task's head, the weights bound. */
-function buildModel(
+/** The family's graph of a checked config and the task's head, as a model (weights not bound). */
+function graphModel(
   className: string,
   own: JsonObject,
   family: KerasHubFamily,
   kind: TaskKind | null,
   head: ClassifierOptions | null,
   backboneConfig: JsonObject,
-  weights: HubWeights,
-): BuiltKerasHubModel {
+): {built: LayersModel; backboneOutputs: SymbolicTensor[]} {
   const graph = family.build(backboneConfig);
   // (an output the graph leaves out is not one of this config's: Gemma 3's pooled_output exists
   // for embedding backbones only)
@@ -253,11 +258,47 @@ function buildModel(
     });
     outputs = [dense.apply(pooled) as SymbolicTensor];
   }
-  const prefix = kind == null ? '' : `layers/${snakeCase(family.backbone)}/`;
   const built = tfl.model({inputs: graph.inputs, outputs, name});
+  return {built, backboneOutputs};
+}
+
+/**
+ * The model of a checked config: the family's graph, the task's head, the weights bound. Where
+ * the weights hold int8 values (keras-hub's quantized presets), the graph is first built in its
+ * int8 form directly (every layer that takes a quantization mode made int8: no float weight is
+ * allocated), and kept if its int8 weights are exactly the int8 weights of the map; else (a
+ * preset quantized in part) the float graph is built and its int8 layers rebuilt from its config
+ * (int8_weights.ts).
+ */
+function buildModel(
+  className: string,
+  own: JsonObject,
+  family: KerasHubFamily,
+  kind: TaskKind | null,
+  head: ClassifierOptions | null,
+  backboneConfig: JsonObject,
+  weights: HubWeights,
+): BuiltKerasHubModel {
+  const prefix = kind == null ? '' : `layers/${snakeCase(family.backbone)}/`;
+  const derive = (m: LayersModel) => hubWeightBindings(m, prefix);
+  const graphOf = () => graphModel(className, own, family, kind, head, backboneConfig);
+  if (weights instanceof Map && [...weights.values()].some(isInt8HubWeight)) {
+    const direct = withQuantizationMode('int8', graphOf);
+    try {
+      const int8 = int8HubModelAsBuilt(className, direct.built, derive, weights);
+      if (int8 != null) {
+        bindWeights(className, int8.bindings, int8.model.weights, int8.weights);
+        return {model: direct.built, backboneOutputs: direct.backboneOutputs};
+      }
+    } catch (e) {
+      direct.built.dispose();
+      throw e;
+    }
+    direct.built.dispose();
+  }
+  const {built, backboneOutputs} = graphOf();
   let model = built;
   try {
-    const derive = (m: LayersModel) => hubWeightBindings(m, prefix);
     // layers whose weights are int8 (keras-hub's quantized presets) in their int8 form, their
     // paths derived again from the int8 layers
     let bindings: WeightBinding[];

@@ -168,6 +168,31 @@ export function int8HubModel(
 }
 
 /**
+ * `model`, built in its int8 form directly (every layer that takes a quantization mode made int8,
+ * build.ts), with its bindings and the weights as the int8 layers take them, when its int8
+ * variables are exactly the int8 weights of `weights` (each scale checked as
+ * {@link int8HubModel} checks it); null when they differ (a preset quantized in part, or a layer
+ * Keras leaves float): the caller builds the float model then.
+ */
+export function int8HubModelAsBuilt(
+  cls: string,
+  model: LayersModel,
+  derive: (model: LayersModel) => WeightBinding[],
+  weights: HubWeights,
+): {model: LayersModel; bindings: WeightBinding[]; weights: HubWeights} | null {
+  if (!(weights instanceof Map)) return null;
+  const bindings = derive(model);
+  for (const b of bindings) {
+    const w = weights.get(b.path);
+    if (w != null && (b.variable.dtype === 'bool') !== isInt8HubWeight(w)) return null;
+  }
+  checkInt8Layers(cls, model, new Map(bindings.map((b) => [b.variable, b.path])), weights);
+  const converted = new Map<string, HubWeight>();
+  for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asInt8(w) : w);
+  return {model, bindings, weights: converted};
+}
+
+/**
  * An int8 weight as the int8 layers hold it, bytes (ops/int8.ts): a reader of an int8 dataset
  * writes its bytes itself; whole numbers (a tensor, values, an int32 dataset) are checked to be in
  * int8's range and written as bytes when bound.

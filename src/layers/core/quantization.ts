@@ -20,8 +20,31 @@ export const KERAS_INT8_POLICY = {
   registered_name: null,
 } as const;
 
-/** The `quantizationMode` option checked: `'int8'`, or null for a float layer. */
+/** The mode {@link withQuantizationMode} gives layers made without one, or null. */
+let scopedMode: QuantizationMode | null = null;
+
+/**
+ * Runs `build` with `mode` as the quantization mode of every layer made in it that takes one and
+ * is not given one (EinsumDense, ReversibleEmbedding, the composite layers, which pass it on to
+ * their sublayers): a model built in its int8 form directly, no float weight allocated (a
+ * keras-hub int8 preset, hub_models/build.ts).
+ */
+export function withQuantizationMode<T>(mode: QuantizationMode, build: () => T): T {
+  const saved = scopedMode;
+  scopedMode = mode;
+  try {
+    return build();
+  } finally {
+    scopedMode = saved;
+  }
+}
+
+/**
+ * The `quantizationMode` option checked: `'int8'`, or null for a float layer (absent: the mode
+ * of {@link withQuantizationMode} around it, else null).
+ */
 export function quantizationModeOf(value: unknown, where: string): QuantizationMode | null {
+  if (value === undefined) return scopedMode;
   if (value == null) return null;
   if (value === 'int8') return value;
   throw new Error(
