@@ -14,7 +14,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 
-import {generateText, loadKerasHubPreset, loadKerasModel, loadTokenizer} from '../../src';
+import {generateText, loadKerasHubPreset, loadKerasModel, loadTokenizer, quantize} from '../../src';
 import type {KerasHubPreset} from '../../src';
 import {zipEntries, zipEntryBytes} from '../../src/io/zip_entries';
 import {writeZip} from '../../src/io/zip_writer';
@@ -175,6 +175,91 @@ describe.each(['cpu', 'wasm'])('keras-hub presets on %s', (backend) => {
 });
 
 // the routes of the files are the same code on every backend: they run on cpu
+describe.each(['cpu', 'wasm'])(
+  "loadKerasHubPreset(float preset, {quantize: 'int8'}) on %s",
+  (backend) => {
+    beforeAll(async () => {
+      await tf.setBackend(backend);
+      await tf.ready();
+    });
+
+    it.each(['gpt2', 'llama3'])(
+      "%s: quantized while loading, the model quantize(model, 'int8') makes of the float one, with no float copy of an int8 weight",
+      async (name) => {
+        const float = await loadKerasHubPreset(path.join(DIR, name));
+        const reference = quantize(float.model, 'int8');
+        const before = tf.memory().numTensors;
+        // every variable made while loading: its dtype and size
+        const engine = tf.engine() as unknown as {
+          makeVariable: (v: tf.Tensor, ...rest: unknown[]) => tf.Variable;
+        };
+        const make = engine.makeVariable;
+        const made: Array<[string, number]> = [];
+        engine.makeVariable = function (v: tf.Tensor, ...rest: unknown[]) {
+          made.push([v.dtype, v.size]);
+          return make.call(this, v, ...rest);
+        };
+        let int8: KerasHubPreset;
+        try {
+          int8 = await loadKerasHubPreset(path.join(DIR, name), {quantize: 'int8'});
+        } finally {
+          engine.makeVariable = make;
+        }
+        // the same weights, byte for byte (int8 values, scales, the float ones), by name
+        const byName = (m: tf.LayersModel) => new Map(m.weights.map((w) => [w.originalName, w]));
+        const want = byName(reference);
+        const got = byName(int8.model);
+        expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
+        let int8Values = 0;
+        for (const [n, w] of got) {
+          const t = w.read();
+          const r = (want.get(n) as tf.LayerVariable).read();
+          expect([n, t.dtype, t.shape]).toEqual([n, r.dtype, r.shape]);
+          if (t.dtype === 'bool') int8Values += t.size;
+          expect([n, Array.from(t.dataSync()).every((v, i) => v === r.dataSync()[i])]).toEqual([
+            n,
+            true,
+          ]);
+        }
+        expect(int8Values).toBeGreaterThan(0);
+        // no float variable of an int8 weight's size was made: the float32 variables made are the
+        // model's float32 weights (norms, biases, scales, positions), once each
+        const floatMade = made.filter(([d]) => d === 'float32').reduce((a, [, n]) => a + n, 0);
+        const floatHeld = int8.model.weights
+          .filter((w) => w.dtype === 'float32')
+          .reduce((a, w) => a + w.read().size, 0);
+        expect(floatMade).toBe(floatHeld);
+        const ids = tf.tensor2d([[1, 2, 3, 4, 5]], [1, 5], 'int32');
+        const mask = tf.onesLike(ids);
+        const [a, b] = [int8.model, reference].map((m) => {
+          const y = m.predict([ids, mask]) as tf.Tensor;
+          const values = Array.from(y.dataSync());
+          y.dispose();
+          return values;
+        });
+        expect(a).toEqual(b);
+        tf.dispose([ids, mask]);
+        int8.dispose();
+        expect(tf.memory().numTensors).toBe(before);
+        reference.dispose();
+        float.dispose();
+      },
+    );
+
+    it('refuses an int8 preset (quantized already) and a mode it does not implement', async () => {
+      const int8Preset = path.join(__dirname, '..', 'fixtures', 'int8_files', 'gpt2_preset');
+      await expect(loadKerasHubPreset(int8Preset, {quantize: 'int8'})).rejects.toThrow(
+        /loadKerasHubPreset: GPT2CausalLM: the weight layers\/gpt2_backbone\/.*vars\/0 is int8 already; expected a float32 preset to quantize/,
+      );
+      await expect(
+        loadKerasHubPreset(path.join(DIR, 'gpt2'), {quantize: 'int4'} as never),
+      ).rejects.toThrow(
+        'loadKerasHubPreset: expected options.quantize to be \'int8\' (or left out), received "int4" (int4 is not implemented yet)',
+      );
+    });
+  },
+);
+
 describe('keras-hub .keras files and loadKerasModel', () => {
   beforeAll(async () => {
     await tf.setBackend('cpu');

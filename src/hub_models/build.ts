@@ -27,6 +27,7 @@ import {
   int8HubModel,
   int8HubModelAsBuilt,
   isInt8HubWeight,
+  quantizedHubWeights,
   withoutInt8PolicyMap,
 } from './int8_weights';
 import {withQuantizationMode} from '../layers/core/quantization';
@@ -123,6 +124,15 @@ export function buildKerasHubModel(
   return buildKerasHubParts(className, config, weights).model;
 }
 
+/** Options of {@link buildKerasHubParts}. */
+export interface BuildKerasHubOptions {
+  /**
+   * `'int8'`: a float preset built in its int8 form, each weight quantized as Keras'
+   * `quantize("int8")` does while it is bound (no float copy of an int8 weight in the model).
+   */
+  quantize?: 'int8';
+}
+
 /** A built keras-hub class and the backbone's outputs inside it. */
 export interface BuiltKerasHubModel {
   /** The model of the class (the task, or the backbone). */
@@ -136,7 +146,13 @@ export function buildKerasHubParts(
   className: string,
   config: JsonObject,
   weights: HubWeights,
+  options: BuildKerasHubOptions = {},
 ): BuiltKerasHubModel {
+  if (options.quantize !== undefined && options.quantize !== 'int8') {
+    throw new Error(
+      `buildKerasHubModel: expected quantize 'int8' (or none), received ${JSON.stringify(options.quantize)}`,
+    );
+  }
   const family = familyOfClass(className);
   if (family == null) {
     throw new Error(
@@ -174,7 +190,7 @@ export function buildKerasHubParts(
   }
   checkWeightTerms(className, terms, weights);
   return withoutLeaks(() =>
-    buildModel(className, own, family, kind, head, backboneConfig, weights),
+    buildModel(className, own, family, kind, head, backboneConfig, weights, options.quantize),
   );
 }
 
@@ -278,10 +294,24 @@ function buildModel(
   head: ClassifierOptions | null,
   backboneConfig: JsonObject,
   weights: HubWeights,
+  quantize?: 'int8',
 ): BuiltKerasHubModel {
   const prefix = kind == null ? '' : `layers/${snakeCase(family.backbone)}/`;
   const derive = (m: LayersModel) => hubWeightBindings(m, prefix);
   const graphOf = () => graphModel(className, own, family, kind, head, backboneConfig);
+  if (quantize === 'int8') {
+    // a float preset quantized while its weights stream in: the int8 form built directly
+    const direct = withQuantizationMode('int8', graphOf);
+    try {
+      const bindings = derive(direct.built);
+      const int8 = quantizedHubWeights(className, direct.built, bindings, weights);
+      bindWeights(className, bindings, direct.built.weights, int8);
+      return {model: direct.built, backboneOutputs: direct.backboneOutputs};
+    } catch (e) {
+      direct.built.dispose();
+      throw e;
+    }
+  }
   if (weights instanceof Map && [...weights.values()].some(isInt8HubWeight)) {
     const direct = withQuantizationMode('int8', graphOf);
     try {

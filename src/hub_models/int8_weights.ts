@@ -20,7 +20,13 @@ import {
   isInt8Layer,
 } from '../layers/core/quantization';
 import {CompositeLayer} from '../layers/engine/composite_layer';
-import {int8FromWholeNumbers, int8ValuesOf, isInt8Tensor} from '../ops/int8';
+import {
+  absMaxQuantizeValues,
+  int8FromWholeNumbers,
+  int8Tensor,
+  int8ValuesOf,
+  isInt8Tensor,
+} from '../ops/int8';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {contractOf} from '../layers/engine/contract';
 import {isObject} from '../layers/engine/json_object';
@@ -190,6 +196,103 @@ export function int8HubModelAsBuilt(
   const converted = new Map<string, HubWeight>();
   for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asInt8(w) : w);
   return {model, bindings, weights: converted};
+}
+
+/**
+ * A float preset quantized while it loads (`loadKerasHubPreset(source, {quantize: 'int8'})`):
+ * `model` built in its int8 form directly, its bindings, and `weights` (float) become the
+ * weights its int8 layers take: each int8 weight's float values, read from their file one weight
+ * at a time, quantized as Keras' `quantize("int8")` does (abs-max over the weight's reduced axes,
+ * ops/int8.ts) into its bytes and its scale when bound; the scale's path (which a float preset
+ * lacks) is written with them. Other weights bind as they are. An int8 weight already in the map
+ * is an error: the preset is quantized already.
+ */
+export function quantizedHubWeights(
+  cls: string,
+  model: LayersModel,
+  bindings: readonly WeightBinding[],
+  weights: HubWeights,
+): HubWeights {
+  const pathOf = new Map(bindings.map((b) => [b.variable, b.path]));
+  const out = new Map<string, HubWeight>(weights);
+  for (const layer of int8Layers(model)) {
+    const int8 = layer.int8Weights();
+    const scales = new Set(int8.map((w) => w.scale));
+    // the float form numbers the layer's variables without the scales (an untied
+    // ReversibleEmbedding: embeddings vars/0 and reverse_embeddings vars/1, not vars/2)
+    const folders = new Map<string, Array<{index: number; variable: LayerVariable}>>();
+    for (const variable of layer.weights) {
+      const m = /^(.*\/)vars\/(\d+)$/.exec(pathOf.get(variable) ?? '');
+      if (m == null) continue;
+      const list = folders.get(m[1]) ?? [];
+      list.push({index: Number(m[2]), variable});
+      folders.set(m[1], list);
+    }
+    const taken = new Map<LayerVariable, HubWeight | undefined>();
+    for (const [folder, list] of folders) {
+      list.sort((a, b) => a.index - b.index);
+      let k = 0;
+      for (const {variable} of list) {
+        if (scales.has(variable)) continue;
+        const floatPath = `${folder}vars/${k++}`;
+        taken.set(variable, weights.get(floatPath));
+        out.delete(floatPath);
+      }
+    }
+    // the layer's float weights (a bias) under the int8 form's paths
+    for (const [variable, w] of taken) if (w != null) out.set(pathOf.get(variable) as string, w);
+    for (const w of int8) {
+      const vPath = pathOf.get(w.values);
+      const sPath = pathOf.get(w.scale);
+      const float = taken.get(w.values);
+      if (vPath == null || sPath == null || float == null) continue; // bindWeights names it
+      if (isInt8HubWeight(float)) {
+        throw new Error(
+          `${cls}: the weight ${vPath} is int8 already; expected a float32 preset to quantize ` +
+            '(an int8 preset loads as int8 without the quantize option)',
+        );
+      }
+      let made: {values: Int8Array; scale: tf.Tensor} | null = null;
+      const quantized = () => {
+        if (made != null) return made;
+        const values = isHubWeightReader(float)
+          ? float.read()
+          : float instanceof tf.Tensor
+            ? float.dataSync()
+            : float.values;
+        const q = absMaxQuantizeValues(values, w.values.shape as number[], w.axes);
+        const kept = tf.tensor(q.scale, q.scaleShape);
+        const scale = tf.tidy(() =>
+          tf.reshape(w.layout?.(kept) ?? kept, w.scale.shape as number[]),
+        );
+        kept.dispose();
+        made = {values: q.values, scale};
+        return made;
+      };
+      out.set(vPath, {
+        shape: w.values.shape as number[],
+        dtype: 'bool',
+        read: () => quantized().values,
+        write: (variable) => {
+          const {values, scale} = quantized();
+          tf.tidy(() => {
+            variable.write(int8Tensor(values, variable.shape as number[]));
+            w.scale.write(scale);
+          });
+          scale.dispose();
+          made = null;
+        },
+      });
+      // written with the values
+      out.set(sPath, {
+        shape: w.scale.shape as number[],
+        dtype: 'float32',
+        read: () => quantized().scale.dataSync() as Float32Array,
+        write: () => undefined,
+      });
+    }
+  }
+  return out;
 }
 
 /**

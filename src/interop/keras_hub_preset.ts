@@ -90,6 +90,13 @@ export interface LoadKerasHubPresetOptions {
    * regex (Hugging Face's ids). docs/tokenizers.md.
    */
   split?: TokenizerSplit;
+  /**
+   * `'int8'`: a float32 preset becomes an int8 model as it loads (Keras' `quantize("int8")`:
+   * every Dense, EinsumDense and embedding table that takes it), each weight quantized while it
+   * streams in from its file: the float32 model is never held (peak: the int8 model and one float
+   * weight). An int8 preset loads as int8 without it (and refuses it).
+   */
+  quantize?: 'int8';
 }
 
 type Obj = JsonObject;
@@ -122,9 +129,14 @@ interface Built {
   preprocessorJson: Obj | null;
 }
 
-function buildModel(cls: string, config: Obj, weights: Map<string, HubWeightReader>) {
+function buildModel(
+  cls: string,
+  config: Obj,
+  weights: Map<string, HubWeightReader>,
+  quantize: 'int8' | undefined,
+) {
   try {
-    return buildKerasHubParts(cls, config, weights);
+    return buildKerasHubParts(cls, config, weights, {quantize});
   } catch (e) {
     fail((e as Error).message);
   }
@@ -157,14 +169,19 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
       files.label,
     );
     // before any weight is allocated: the backend can hold them
+    // (quantized while loading: the kernels and tables, 2-D and up, as int8)
     checkWeightsFit(
       'loadKerasHubPreset',
       files.label,
-      weightCounts(datasets.map((d) => d.dataset)),
+      weightCounts(
+        datasets.map(({dataset: d}) =>
+          options.quantize === 'int8' && d.shape.length >= 2 ? {...d, dtype: 'bool'} : d,
+        ),
+      ),
     );
     // the weights stream from their files into the model's variables as it is bound
     const readers = hubWeightReaders(datasets, options.onProgress);
-    parts = buildModel(configs.className, configs.json, readers);
+    parts = buildModel(configs.className, configs.json, readers, options.quantize);
   } finally {
     closeWeights(datasets);
   }
@@ -195,6 +212,13 @@ function checkOptions(options: unknown): void {
   const split = (options as LoadKerasHubPresetOptions).split;
   if (split !== undefined && split !== 'keras-hub' && split !== 'model') {
     fail(`expected options.split to be 'keras-hub' or 'model', received ${JSON.stringify(split)}`);
+  }
+  const quantize = (options as LoadKerasHubPresetOptions).quantize;
+  if (quantize !== undefined && quantize !== 'int8') {
+    fail(
+      `expected options.quantize to be 'int8' (or left out), received ${JSON.stringify(quantize)}` +
+        (quantize === 'int4' ? ' (int4 is not implemented yet)' : ''),
+    );
   }
 }
 

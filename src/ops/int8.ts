@@ -163,6 +163,68 @@ export function int8ToFloat(t: tf.Tensor): tf.Tensor {
   return tf.tensor(Float32Array.from(int8ValuesOf(t)), t.shape);
 }
 
+/** Round half to even, as Keras' `ops.round` (numpy's `round`). */
+function roundHalfEven(v: number): number {
+  const r = Math.round(v);
+  return Math.abs(v % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/**
+ * {@link absMaxQuantize} on values held in JavaScript (a weight read from its file): `values`
+ * row-major of `shape`, reduced over `axes`, in float32 arithmetic as Keras computes it (`scale =
+ * 127 / (max|x| + 1e-7)`, `q = clip(round_half_even(x · scale), -127, 127)`). Returns the int8
+ * values (the input's shape) and the scale with the reduced axes kept as 1 (`scaleShape`).
+ * No tensor is made: a float weight is quantized while it streams in (`loadKerasHubPreset(...,
+ * {quantize: 'int8'})`) without a float copy in the backend's memory.
+ */
+export function absMaxQuantizeValues(
+  values: ArrayLike<number>,
+  shape: readonly number[],
+  axes: readonly number[],
+): {values: Int8Array; scale: Float32Array; scaleShape: number[]} {
+  const size = shape.reduce((p, d) => p * d, 1);
+  if (values.length !== size) {
+    throw new Error(
+      `absMaxQuantizeValues: expected ${size} values for shape [${shape}], received ${values.length}`,
+    );
+  }
+  const reduced = new Set(axes.map((a) => (a < 0 ? a + shape.length : a)));
+  const scaleShape = shape.map((d, i) => (reduced.has(i) ? 1 : d));
+  // each value's place in the scale: its index with the reduced axes dropped
+  const strides = new Array<number>(shape.length);
+  let stride = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    strides[i] = reduced.has(i) ? 0 : stride;
+    stride *= reduced.has(i) ? 1 : shape[i];
+  }
+  const slot = new Int32Array(size);
+  const index = new Array<number>(shape.length).fill(0);
+  for (let f = 0, s = 0; f < size; f++) {
+    slot[f] = s;
+    // the next row-major index, and its slot
+    for (let i = shape.length - 1; i >= 0; i--) {
+      index[i]++;
+      s += strides[i];
+      if (index[i] < shape[i]) break;
+      s -= strides[i] * shape[i];
+      index[i] = 0;
+    }
+  }
+  const amax = new Float32Array(stride);
+  for (let f = 0; f < size; f++) {
+    const a = Math.abs(values[f]);
+    if (a > amax[slot[f]] || Number.isNaN(a)) amax[slot[f]] = a;
+  }
+  const eps = Math.fround(KERAS_EPSILON);
+  const scale = amax.map((m) => Math.fround(INT8_MAX / Math.fround(m + eps)));
+  const q = new Int8Array(size);
+  for (let f = 0; f < size; f++) {
+    const v = roundHalfEven(Math.fround(values[f] * scale[slot[f]]));
+    q[f] = v > INT8_MAX ? INT8_MAX : v < -INT8_MAX ? -INT8_MAX : v;
+  }
+  return {values: q, scale, scaleShape};
+}
+
 /** A tensor quantized by {@link absMaxQuantize}. */
 export interface Int8Quantized {
   /** The int8 values (whole numbers in [-127, 127]) in a float32 tensor, the input's shape. */
