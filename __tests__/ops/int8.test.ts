@@ -8,6 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 
 import {
   absMaxQuantize,
+  absMaxQuantizeValues,
   INT8_BLOCK_VALUES,
   int8Dense,
   INT8_EXACT_CHUNK,
@@ -96,6 +97,39 @@ describeBackends('int8 ops', () => {
       127, 0, 2, 2, 0, -2, -2, 126,
     ]);
     tf.dispose([t, values, scale]);
+  });
+
+  it('absMaxQuantizeValues: the same per row in JavaScript (ties, a zero row), and over other axes as absMaxQuantize', () => {
+    const M = 5;
+    const K = 33;
+    const x = lcg(M * K, 3, 3);
+    [127, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5].forEach((v, k) => (x[K + k] = v));
+    x.fill(0, 2 * K, 3 * K);
+    const {q, s} = quantizeRows(x, M, K);
+    const z = (v: number) => v + 0;
+    const rows = absMaxQuantizeValues(x, [M, K], [1]);
+    expect(rows.scaleShape).toEqual([M, 1]);
+    expect(Array.from(rows.values, z)).toEqual(q.map(z));
+    expect(Array.from(rows.scale)).toEqual(s);
+    // a kernel [4, 3, 5] reduced over its first axis (Dense / EinsumDense per output channel)
+    // and over its first two, against the tf ops version
+    const w = lcg(4 * 3 * 5, 9, 2);
+    const t = tf.tensor3d(w, [4, 3, 5]);
+    for (const axes of [[0], [0, 1], [2]]) {
+      const js = absMaxQuantizeValues(w, [4, 3, 5], axes);
+      const ops = absMaxQuantize(t, axes);
+      expect([axes, js.scaleShape]).toEqual([axes, ops.scale.shape]);
+      expect([axes, Array.from(js.values, z)]).toEqual([
+        axes,
+        Array.from(ops.values.dataSync(), z),
+      ]);
+      expect([axes, Array.from(js.scale)]).toEqual([axes, Array.from(ops.scale.dataSync())]);
+      tf.dispose([ops.values, ops.scale]);
+    }
+    t.dispose();
+    expect(() => absMaxQuantizeValues(new Float32Array(3), [2, 2], [0])).toThrow(
+      /expected 4 values for shape \[2,2\], received 3/,
+    );
   });
 
   it('int8MatMul: exact against a BigInt loop, both layouts, K across chunk boundaries', () => {

@@ -36,6 +36,11 @@ export interface HubWeightReader {
   /** Its values, read from the file now (the int8 scales' checks). */
   read(): Float32Array | Int32Array | Int8Array;
   /**
+   * Its values as `read` gives them, into `out` (at least its bytes; one buffer reused from weight
+   * to weight, where the loader quantizes while loading), when the reader can.
+   */
+  readInto?(out: Uint8Array): void;
+  /**
    * Writes its values into `variable` (of its shape: checked before): as float32, or as bytes into
    * an int8 layer's variable.
    */

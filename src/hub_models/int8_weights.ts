@@ -22,8 +22,8 @@ import {
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {
   absMaxQuantizeValues,
+  INT8_DTYPE,
   int8FromWholeNumbers,
-  int8Tensor,
   int8ValuesOf,
   isInt8Tensor,
 } from '../ops/int8';
@@ -215,6 +215,18 @@ export function quantizedHubWeights(
 ): HubWeights {
   const pathOf = new Map(bindings.map((b) => [b.variable, b.path]));
   const out = new Map<string, HubWeight>(weights);
+  // one buffer for the float values of every weight read here (the largest's): the float weights
+  // are never held at once, whenever the garbage collector runs
+  let scratch = new Uint8Array(0);
+  const floatValues = (w: HubWeight): ArrayLike<number> => {
+    if (isHubWeightReader(w) && w.readInto != null && w.dtype === 'float32') {
+      const bytes = w.shape.reduce((p, d) => p * d, 1) * 4;
+      if (scratch.length < bytes) scratch = new Uint8Array(bytes);
+      w.readInto(scratch);
+      return new Float32Array(scratch.buffer, 0, bytes / 4);
+    }
+    return isHubWeightReader(w) ? w.read() : w instanceof tf.Tensor ? w.dataSync() : w.values;
+  };
   for (const layer of int8Layers(model)) {
     const int8 = layer.int8Weights();
     const scales = new Set(int8.map((w) => w.scale));
@@ -255,11 +267,7 @@ export function quantizedHubWeights(
       let made: {values: Int8Array; scale: tf.Tensor} | null = null;
       const quantized = () => {
         if (made != null) return made;
-        const values = isHubWeightReader(float)
-          ? float.read()
-          : float instanceof tf.Tensor
-            ? float.dataSync()
-            : float.values;
+        const values = floatValues(float);
         const q = absMaxQuantizeValues(values, w.values.shape as number[], w.axes);
         const kept = tf.tensor(q.scale, q.scaleShape);
         const scale = tf.tidy(() =>
@@ -276,7 +284,9 @@ export function quantizedHubWeights(
         write: (variable) => {
           const {values, scale} = quantized();
           tf.tidy(() => {
-            variable.write(int8Tensor(values, variable.shape as number[]));
+            // the bytes taken as they are (not copied again: nothing else holds them)
+            const bytes = new Uint8Array(values.buffer, values.byteOffset, values.length);
+            variable.write(tf.tensor(bytes, variable.shape as number[], INT8_DTYPE));
             w.scale.write(scale);
           });
           scale.dispose();

@@ -52,6 +52,9 @@ export function hubWeightReaders(
         if (dtype === 'bool') return new Int8Array(bytes.buffer);
         return dtype === 'int32' ? new Int32Array(bytes.buffer) : new Float32Array(bytes.buffer);
       },
+      readInto(out) {
+        reader.copy(dataset, out, 0);
+      },
       write(variable) {
         writeWeight(variable, shape, dtype, (bytes, offset) => reader.copy(dataset, bytes, offset));
         at += dataset.bytes;

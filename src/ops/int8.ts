@@ -197,31 +197,33 @@ export function absMaxQuantizeValues(
     strides[i] = reduced.has(i) ? 0 : stride;
     stride *= reduced.has(i) ? 1 : shape[i];
   }
-  const slot = new Int32Array(size);
-  const index = new Array<number>(shape.length).fill(0);
-  for (let f = 0, s = 0; f < size; f++) {
-    slot[f] = s;
-    // the next row-major index, and its slot
-    for (let i = shape.length - 1; i >= 0; i--) {
-      index[i]++;
-      s += strides[i];
-      if (index[i] < shape[i]) break;
-      s -= strides[i] * shape[i];
-      index[i] = 0;
+  // each value's slot in the scale, walked in row-major order (no array of slots: a weight of 1B
+  // values would need 4 GB for it)
+  const eachSlot = (visit: (f: number, s: number) => void) => {
+    const index = new Array<number>(shape.length).fill(0);
+    for (let f = 0, s = 0; f < size; f++) {
+      visit(f, s);
+      for (let i = shape.length - 1; i >= 0; i--) {
+        index[i]++;
+        s += strides[i];
+        if (index[i] < shape[i]) break;
+        s -= strides[i] * shape[i];
+        index[i] = 0;
+      }
     }
-  }
+  };
   const amax = new Float32Array(stride);
-  for (let f = 0; f < size; f++) {
+  eachSlot((f, s) => {
     const a = Math.abs(values[f]);
-    if (a > amax[slot[f]] || Number.isNaN(a)) amax[slot[f]] = a;
-  }
+    if (a > amax[s] || Number.isNaN(a)) amax[s] = a;
+  });
   const eps = Math.fround(KERAS_EPSILON);
   const scale = amax.map((m) => Math.fround(INT8_MAX / Math.fround(m + eps)));
   const q = new Int8Array(size);
-  for (let f = 0; f < size; f++) {
-    const v = roundHalfEven(Math.fround(values[f] * scale[slot[f]]));
+  eachSlot((f, s) => {
+    const v = roundHalfEven(Math.fround(values[f] * scale[s]));
     q[f] = v > INT8_MAX ? INT8_MAX : v < -INT8_MAX ? -INT8_MAX : v;
-  }
+  });
   return {values: q, scale, scaleShape};
 }
 
