@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {absMaxQuantize, int8FromWholeNumbers, int8Rows, isInt8Tensor} from '../../ops/int8';
+import {absMaxQuantizeValues, int8Rows, int8Tensor, isInt8Tensor} from '../../ops/int8';
 import type {LayerContract} from '../engine/contract';
 
 /** The quantization modes the package implements (Keras 3's `int8`). */
@@ -110,7 +110,10 @@ export function isInt8Layer(layer: unknown): layer is Int8Layer {
   );
 }
 
-/** Quantizes `float` as Keras does (abs-max over `w.axes`) into `w`'s values and scale. */
+/**
+ * Quantizes `float` as Keras does (abs-max over `w.axes`, ops/int8.ts' `absMaxQuantizeValues` on
+ * its values read into JavaScript) into `w`'s values (bytes) and scale.
+ */
 export function quantizeInto(w: Int8Weight, float: tf.Tensor): void {
   if (float.shape.join() !== w.values.shape.join()) {
     throw new Error(
@@ -118,9 +121,11 @@ export function quantizeInto(w: Int8Weight, float: tf.Tensor): void {
         `[${w.values.shape}], received [${float.shape}]`,
     );
   }
+  // in JavaScript, a weight at a time: no float temporaries of the weight's size in the backend
+  const q = absMaxQuantizeValues(float.dataSync() as Float32Array, float.shape, w.axes);
   tf.tidy(() => {
-    const {values, scale} = absMaxQuantize(float, w.axes);
-    w.values.write(int8FromWholeNumbers(values));
+    const scale = tf.tensor(q.scale, q.scaleShape);
+    w.values.write(int8Tensor(q.values, float.shape));
     w.scale.write(tf.reshape(w.layout?.(scale) ?? scale, w.scale.shape as number[]));
   });
 }
