@@ -13,6 +13,22 @@ import {StepActivation, type StepKernels} from '../kernels/step_kernels_api';
 import {backendDense} from './backend_products';
 import type {StepAttention} from './step_program';
 
+/**
+ * The operands of an int8 Dense (`denseInt8`, `denseInt8KN`): `w` a packed int8 weight's index;
+ * `ws`, `bias` float weights' indices; `q`, `qs` the quantized rows and their scales.
+ */
+export interface Int8DenseOp {
+  q: number;
+  qs: number;
+  w: number;
+  ws: number;
+  bias: number;
+  k: number;
+  n: number;
+  act: StepActivation;
+  out: number;
+}
+
 /** One op; value and weight operands are indices. */
 export type ProgramOp =
   | {
@@ -44,32 +60,10 @@ export type ProgramOp =
     }
   /** Keras' per-row quantization of `x [rows, k]` into `q` (int8) and `qs` (`[rows]`). */
   | {op: 'quantize'; x: number; k: number; q: number; qs: number}
-  /** `w`: a packed int8 weight's index; `ws`, `bias`: float weights' indices. */
-  | {
-      op: 'denseInt8';
-      q: number;
-      qs: number;
-      w: number;
-      ws: number;
-      bias: number;
-      k: number;
-      n: number;
-      act: StepActivation;
-      out: number;
-    }
-  /** Keras' int8 Dense with its kernel in Keras' layout `[k, n]`, read in place (`w` packed index). */
-  | {
-      op: 'denseInt8KN';
-      q: number;
-      qs: number;
-      w: number;
-      ws: number;
-      bias: number;
-      k: number;
-      n: number;
-      act: StepActivation;
-      out: number;
-    }
+  /** Keras' int8 Dense, its kernel packed transposed `[n, k]` (a head-major kernel). */
+  | ({op: 'denseInt8'} & Int8DenseOp)
+  /** Keras' int8 Dense with its kernel in Keras' layout `[k, n]`, read in place. */
+  | ({op: 'denseInt8KN'} & Int8DenseOp)
   | {
       op: 'denseTInt8';
       q: number;
@@ -204,6 +198,22 @@ export const DENSE_ROWS_FROM = 5;
 /** Every operation: a missing entry is a compile error. */
 export type StepOpTable = {readonly [K in OpName]: OpSpec<K>};
 
+/** An int8 Dense op on `kernel` (`denseInt8` or `denseInt8KN`: the same operands). */
+function int8Dense(kernel: StepKernels['denseInt8'], o: Int8DenseOp, c: OpContext): void {
+  kernel(
+    c.rowsOf(o.q),
+    o.k,
+    o.n,
+    c.at(o.q),
+    c.at(o.qs),
+    c.packed(o.w),
+    c.w(o.ws),
+    c.w(o.bias),
+    o.act,
+    c.at(o.out),
+  );
+}
+
 /** `act(x · w + bias)` of `rows` rows: packed rows for a prefill's many, else one pass per row. */
 function product(
   c: OpContext,
@@ -281,36 +291,12 @@ export const STEP_OPS: StepOpTable = {
   denseInt8: {
     reads: ['q', 'qs'],
     writes: ['out'],
-    run: (o, c) =>
-      c.kernels.denseInt8(
-        c.rowsOf(o.q),
-        o.k,
-        o.n,
-        c.at(o.q),
-        c.at(o.qs),
-        c.packed(o.w),
-        c.w(o.ws),
-        c.w(o.bias),
-        o.act,
-        c.at(o.out),
-      ),
+    run: (o, c) => int8Dense(c.kernels.denseInt8, o, c),
   },
   denseInt8KN: {
     reads: ['q', 'qs'],
     writes: ['out'],
-    run: (o, c) =>
-      c.kernels.denseInt8KN(
-        c.rowsOf(o.q),
-        o.k,
-        o.n,
-        c.at(o.q),
-        c.at(o.qs),
-        c.packed(o.w),
-        c.w(o.ws),
-        c.w(o.bias),
-        o.act,
-        c.at(o.out),
-      ),
+    run: (o, c) => int8Dense(c.kernels.denseInt8KN, o, c),
   },
   denseTInt8: {
     reads: ['q', 'qs'],
