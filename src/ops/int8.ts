@@ -48,7 +48,8 @@ export function isInt8Tensor(t: tf.Tensor): boolean {
 
 /**
  * An int8 weight as the package holds it: `values` (int8, or their bytes) in a tensor of dtype
- * {@link INT8_DTYPE} of `shape`, one byte per value. The bytes are copied (tfjs takes the array).
+ * `bool` (tfjs' one-byte dtype) of `shape`, one byte per value. The bytes are copied (tfjs takes
+ * the array).
  */
 export function int8Tensor(values: Int8Array | Uint8Array, shape: readonly number[]): tf.Tensor {
   const size = shape.reduce((p, d) => p * d, 1);
