@@ -22,6 +22,8 @@ import {LayerVariable} from '@tensorflow/tfjs-layers';
 import {
   generate,
   GroupQueryAttention,
+  int8Tensor,
+  int8ValuesOf,
   loadKerasModel,
   MultiHeadAttention,
   PositionEmbedding,
@@ -607,6 +609,29 @@ describeBackends('the int8 products on relaxed SIMD (TFJS_ATTENTION_RELAXED_SIMD
         );
       expect(bits(logits[0])).toEqual(bits(logits[1]));
       console.log(`relaxed SIMD on and off [${backend}]: the same tokens and logits`);
+    }
+  });
+
+  it("an int8 weight holding -128 (outside Keras' range) is refused with it on, and runs with it off", async () => {
+    const m = mixedModel(40, 16, 12);
+    try {
+      const layer = allLayers(m).find((l) => l.getClassName() === 'QuantizedDense');
+      const w = isInt8Layer(layer) ? layer.int8Weights()[0].values : null;
+      if (w == null) throw new Error('the mixed model has no QuantizedDense');
+      const values = Int8Array.from(int8ValuesOf(w.read()));
+      values[7] = -128;
+      const bad = int8Tensor(values, w.shape as number[]);
+      w.write(bad);
+      bad.dispose();
+      tf.env().set(RELAXED_SIMD, true);
+      await expect(generate(m, [[1, 2, 3]], {maxLength: 6})).rejects.toThrow(
+        /an int8 weight \(tensor \d+, shape \[16,32\]\) holds -128 at index 7; the relaxed SIMD int8 products \(TFJS_ATTENTION_RELAXED_SIMD\) take Keras' range, \[-127, 127\]/,
+      );
+      tf.env().set(RELAXED_SIMD, false);
+      (await generate(m, [[1, 2, 3]], {maxLength: 6})).dispose();
+    } finally {
+      tf.env().set(RELAXED_SIMD, false);
+      m.dispose();
     }
   });
 });

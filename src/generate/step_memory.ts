@@ -205,12 +205,26 @@ function packer(
   const done = new Map<string, {at: number; data: tf.DataId}>();
   /** A memory of its own: where blocks of bytes are copied in to be packed. */
   let scratch = {at: 0, bytes: 0};
+  /** The data each tensor had when checked for -128 (relaxed SIMD). */
+  const inRange = new Map<number, tf.DataId>();
   return (t, kernels, transposeRows = 0, heads = 1) => {
     if (t.dtype !== 'bool') {
       throw new Error(
         `generate: an int8 weight (tensor ${t.id}) of dtype ${t.dtype}; expected int8 values ` +
           'held as bytes (ops/int8.ts)',
       );
+    }
+    if (kernels.kind === 'simd-relaxed' && inRange.get(t.id) !== t.dataId) {
+      // the relaxed products negate weights: -128 (which Keras never writes) would wrap
+      const at = bytesOf(t).indexOf(0x80);
+      if (at >= 0) {
+        throw new Error(
+          `generate: an int8 weight (tensor ${t.id}, shape [${t.shape}]) holds -128 at index ` +
+            `${at}; the relaxed SIMD int8 products (TFJS_ATTENTION_RELAXED_SIMD) take Keras' ` +
+            'range, [-127, 127]: turn the flag off for this model',
+        );
+      }
+      inRange.set(t.id, t.dataId);
     }
     const k = transposeRows;
     if (k < 0 || !Number.isInteger(k) || (k > 0 && t.size % k !== 0)) {

@@ -17,7 +17,8 @@
  *   src/kernels/step_kernels.ts) where the engine validates it (Chromium and Node 22 do; Node 20
  *   only with `--experimental-wasm-relaxed-simd`); the sums are exact, equal to the plain SIMD
  *   module's. Off, or where relaxed SIMD is missing (Safari), the plain SIMD module's products run.
- *   The step report's `kernels` says which ran ('simd-relaxed' or 'simd').
+ *   The step report's `kernels` says which ran ('simd-relaxed' or 'simd'). On, an int8 weight
+ *   holding -128 (outside Keras' [-127, 127]; the relaxed products negate weights) is refused.
  * - `TFJS_ATTENTION_BLOCK_ABOVE` (default 2^23): score elements of one call above which attention
  *   runs in blocks of queries when a layer's `chunkSize` is not set.
  * - `TFJS_ATTENTION_BLOCK_TARGET` (default -1, automatic: 2^21, or 2^23 on tfjs-node's
