@@ -198,32 +198,41 @@ export function absMaxQuantizeValues(
     strides[i] = reduced.has(i) ? 0 : stride;
     stride *= reduced.has(i) ? 1 : shape[i];
   }
-  // each value's slot in the scale, walked in row-major order (no array of slots: a weight of 1B
-  // values would need 4 GB for it)
-  const eachSlot = (visit: (f: number, s: number) => void) => {
-    const index = new Array<number>(shape.length).fill(0);
-    for (let f = 0, s = 0; f < size; f++) {
-      visit(f, s);
-      for (let i = shape.length - 1; i >= 0; i--) {
+  // each value's slot in the scale, walked a row (the last axis) at a time in row-major order:
+  // the row's first slot from the outer axes, then a step of 1 (the last axis kept) or 0 (reduced)
+  // along it; no array of slots (a weight of 1B values would need 4 GB for it)
+  const last = shape.length - 1;
+  const inner = last >= 0 ? shape[last] : 1;
+  const step = last >= 0 ? strides[last] : 0;
+  const eachRow = (visit: (f0: number, s0: number) => void) => {
+    if (inner === 0) return;
+    const index = new Array<number>(Math.max(last, 0)).fill(0);
+    for (let f0 = 0, s0 = 0; f0 < size; f0 += inner) {
+      visit(f0, s0);
+      for (let i = last - 1; i >= 0; i--) {
         index[i]++;
-        s += strides[i];
+        s0 += strides[i];
         if (index[i] < shape[i]) break;
-        s -= strides[i] * shape[i];
+        s0 -= strides[i] * shape[i];
         index[i] = 0;
       }
     }
   };
   const amax = new Float32Array(stride);
-  eachSlot((f, s) => {
-    const a = Math.abs(values[f]);
-    if (a > amax[s] || Number.isNaN(a)) amax[s] = a;
+  eachRow((f0, s0) => {
+    for (let j = 0, s = s0; j < inner; j++, s += step) {
+      const a = Math.abs(values[f0 + j]);
+      if (a > amax[s] || Number.isNaN(a)) amax[s] = a;
+    }
   });
   const eps = Math.fround(KERAS_EPSILON);
   const scale = amax.map((m) => Math.fround(INT8_MAX / Math.fround(m + eps)));
   const q = new Int8Array(size);
-  eachSlot((f, s) => {
-    const v = roundHalfEven(Math.fround(values[f] * scale[s]));
-    q[f] = v > INT8_MAX ? INT8_MAX : v < -INT8_MAX ? -INT8_MAX : v;
+  eachRow((f0, s0) => {
+    for (let j = 0, s = s0; j < inner; j++, s += step) {
+      const v = roundHalfEven(Math.fround(values[f0 + j] * scale[s]));
+      q[f0 + j] = v > INT8_MAX ? INT8_MAX : v < -INT8_MAX ? -INT8_MAX : v;
+    }
   });
   return {values: q, scale, scaleShape};
 }
