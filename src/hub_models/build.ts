@@ -299,25 +299,19 @@ function buildModel(
   const prefix = kind == null ? '' : `layers/${snakeCase(family.backbone)}/`;
   const derive = (m: LayersModel) => hubWeightBindings(m, prefix);
   const graphOf = () => graphModel(className, own, family, kind, head, backboneConfig);
-  if (quantize === 'int8') {
-    // a float preset quantized while its weights stream in: the int8 form built directly
+  const int8Weights = weights instanceof Map && [...weights.values()].some(isInt8HubWeight);
+  if (quantize === 'int8' || int8Weights) {
+    // the int8 form built directly: a float preset quantized while its weights stream in, or an
+    // int8 preset whose int8 weights are exactly those of the int8 form
     const direct = withQuantizationMode('int8', graphOf);
     try {
       const bindings = derive(direct.built);
-      const int8 = quantizedHubWeights(className, direct.built, bindings, weights);
-      bindWeights(className, bindings, direct.built.weights, int8);
-      return {model: direct.built, backboneOutputs: direct.backboneOutputs};
-    } catch (e) {
-      direct.built.dispose();
-      throw e;
-    }
-  }
-  if (weights instanceof Map && [...weights.values()].some(isInt8HubWeight)) {
-    const direct = withQuantizationMode('int8', graphOf);
-    try {
-      const int8 = int8HubModelAsBuilt(className, direct.built, derive, weights);
+      const int8 =
+        quantize === 'int8'
+          ? quantizedHubWeights(className, direct.built, bindings, weights)
+          : int8HubModelAsBuilt(className, direct.built, bindings, weights);
       if (int8 != null) {
-        bindWeights(className, int8.bindings, int8.model.weights, int8.weights);
+        bindWeights(className, bindings, direct.built.weights, int8);
         return {model: direct.built, backboneOutputs: direct.backboneOutputs};
       }
     } catch (e) {

@@ -22,10 +22,10 @@ import {
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {
   absMaxQuantizeValues,
-  INT8_DTYPE,
   int8FromWholeNumbers,
   int8ValuesOf,
   isInt8Tensor,
+  ownedInt8Tensor,
 } from '../ops/int8';
 import type {Json, JsonObject} from '../layers/engine/contract';
 import {contractOf} from '../layers/engine/contract';
@@ -163,10 +163,8 @@ export function int8HubModel(
     const newBindings = derive(int8);
     const pathOf = new Map(newBindings.map((b) => [b.variable, b.path]));
     checkInt8Layers(cls, int8, pathOf, weights);
-    const converted = new Map<string, HubWeight>();
-    for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asInt8(w) : w);
     model.dispose();
-    return {model: int8, bindings: newBindings, weights: converted};
+    return {model: int8, bindings: newBindings, weights: asInt8Weights(weights)};
   } catch (e) {
     int8.dispose();
     throw e;
@@ -174,8 +172,8 @@ export function int8HubModel(
 }
 
 /**
- * `model`, built in its int8 form directly (every layer that takes a quantization mode made int8,
- * build.ts), with its bindings and the weights as the int8 layers take them, when its int8
+ * The weights as the int8 layers of `model` take them, `model` built in its int8 form directly
+ * (every layer that takes a quantization mode made int8, build.ts) with `bindings`, when its int8
  * variables are exactly the int8 weights of `weights` (each scale checked as
  * {@link int8HubModel} checks it); null when they differ (a preset quantized in part, or a layer
  * Keras leaves float): the caller builds the float model then.
@@ -183,19 +181,16 @@ export function int8HubModel(
 export function int8HubModelAsBuilt(
   cls: string,
   model: LayersModel,
-  derive: (model: LayersModel) => WeightBinding[],
+  bindings: readonly WeightBinding[],
   weights: HubWeights,
-): {model: LayersModel; bindings: WeightBinding[]; weights: HubWeights} | null {
+): HubWeights | null {
   if (!(weights instanceof Map)) return null;
-  const bindings = derive(model);
   for (const b of bindings) {
     const w = weights.get(b.path);
     if (w != null && (b.variable.dtype === 'bool') !== isInt8HubWeight(w)) return null;
   }
   checkInt8Layers(cls, model, new Map(bindings.map((b) => [b.variable, b.path])), weights);
-  const converted = new Map<string, HubWeight>();
-  for (const [path, w] of weights) converted.set(path, isInt8HubWeight(w) ? asInt8(w) : w);
-  return {model, bindings, weights: converted};
+  return asInt8Weights(weights);
 }
 
 /**
@@ -284,9 +279,7 @@ export function quantizedHubWeights(
         write: (variable) => {
           const {values, scale} = quantized();
           tf.tidy(() => {
-            // the bytes taken as they are (not copied again: nothing else holds them)
-            const bytes = new Uint8Array(values.buffer, values.byteOffset, values.length);
-            variable.write(tf.tensor(bytes, variable.shape as number[], INT8_DTYPE));
+            variable.write(ownedInt8Tensor(values, variable.shape as number[]));
             w.scale.write(scale);
           });
           scale.dispose();
@@ -336,6 +329,13 @@ function asInt8(w: HubWeight): HubWeight {
 }
 
 const asBytes = (t: tf.Tensor) => (isInt8Tensor(t) ? t : int8FromWholeNumbers(t));
+
+/** `weights` with each int8 weight as the int8 layers hold it ({@link asInt8}). */
+function asInt8Weights(weights: HubWeights): Map<string, HubWeight> {
+  const out = new Map<string, HubWeight>();
+  for (const [path, w] of weights) out.set(path, isInt8HubWeight(w) ? asInt8(w) : w);
+  return out;
+}
 
 /** Every (nested) int8 layer of `model` with its int8 weights. */
 function int8Layers(model: LayersModel): Array<layers.Layer & Int8Layer> {

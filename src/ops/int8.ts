@@ -58,7 +58,18 @@ export function int8Tensor(values: Int8Array | Uint8Array, shape: readonly numbe
       `int8Tensor: expected ${size} values for shape [${shape}], received ${values.length}`,
     );
   }
-  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.length).slice();
+  return ownedInt8Tensor(values.slice(), shape);
+}
+
+/**
+ * {@link int8Tensor} of values nothing else holds (made for it): taken as they are, not copied
+ * (the cpu backend keeps the array).
+ */
+export function ownedInt8Tensor(
+  values: Int8Array | Uint8Array,
+  shape: readonly number[],
+): tf.Tensor {
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.length);
   return tf.tensor(bytes, [...shape], INT8_DTYPE);
 }
 

@@ -6,7 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {absMaxQuantizeValues, int8Rows, int8Tensor, isInt8Tensor} from '../../ops/int8';
+import {absMaxQuantizeValues, int8Rows, isInt8Tensor, ownedInt8Tensor} from '../../ops/int8';
 import type {LayerContract} from '../engine/contract';
 
 /** The quantization modes the package implements (Keras 3's `int8`). */
@@ -125,7 +125,7 @@ export function quantizeInto(w: Int8Weight, float: tf.Tensor): void {
   const q = absMaxQuantizeValues(float.dataSync() as Float32Array, float.shape, w.axes);
   tf.tidy(() => {
     const scale = tf.tensor(q.scale, q.scaleShape);
-    w.values.write(int8Tensor(q.values, float.shape));
+    w.values.write(ownedInt8Tensor(q.values, float.shape));
     w.scale.write(tf.reshape(w.layout?.(scale) ?? scale, w.scale.shape as number[]));
   });
 }
