@@ -220,3 +220,98 @@ export function unpackInt4(
   }
   return out;
 }
+
+/** Where an int4 weight `[rows, cols]` is packed and grouped (see the module's comment). */
+export interface Int4Layout {
+  /** The float weight's first axis. */
+  rows: number;
+  /** The float weight's second axis. */
+  cols: number;
+  /** The axis its values are packed two to a byte along. */
+  packAxis: 0 | 1;
+  /** The axis grouped (grouped) or reduced (per channel) by its quantizer. */
+  groupAxis: 0 | 1;
+  /** Values per group along `groupAxis`; -1: per channel. */
+  blockSize: number;
+}
+
+/** Whether a layout is grouped (asymmetric, with a zero point). */
+export const isGrouped = (layout: Int4Layout): boolean => layout.blockSize > 0;
+
+/** The groups along the grouped axis. */
+export function groupCount(layout: Int4Layout): number {
+  const along = layout.groupAxis === 0 ? layout.rows : layout.cols;
+  return isGrouped(layout) ? Math.ceil(along / layout.blockSize) : 1;
+}
+
+/** The stored shapes of a layout's tensors (Keras' variables' shapes). */
+export function int4Shapes(layout: Int4Layout): {
+  packed: number[];
+  scale: number[];
+  zero: number[] | null;
+  gIdx: number[] | null;
+} {
+  const {rows, cols, packAxis, groupAxis} = layout;
+  const packed = packAxis === 0 ? [Math.ceil(rows / 2), cols] : [rows, Math.ceil(cols / 2)];
+  if (!isGrouped(layout)) {
+    return {packed, scale: [groupAxis === 0 ? cols : rows], zero: null, gIdx: null};
+  }
+  const g = groupCount(layout);
+  const scale = groupAxis === 0 ? [g, cols] : [rows, g];
+  return {packed, scale, zero: scale, gIdx: [groupAxis === 0 ? rows : cols]};
+}
+
+/** `[rows, cols]` row-major values transposed to `[cols, rows]`. */
+function transposed<T extends Float32Array | Int8Array>(
+  values: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  make: (n: number) => T,
+): T {
+  const out = make(rows * cols);
+  for (let r = 0; r < rows; r++)
+    for (let c = 0; c < cols; c++) out[c * rows + r] = values[r * cols + c];
+  return out;
+}
+
+/** An int4 weight quantized in JavaScript, as Keras stores it (see {@link int4Shapes}). */
+export interface Int4Quantized {
+  /** The int4 values two to a byte along the layout's pack axis. */
+  packed: Int8Array;
+  scale: Float32Array;
+  /** Grouped only. */
+  zero: Int8Array | null;
+  /** Grouped only: the group of each index along the grouped axis. */
+  gIdx: Float32Array | null;
+}
+
+/**
+ * Keras' `quantize("int4")` of a float weight `[rows, cols]` (row-major) to `layout`: grouped
+ * along `groupAxis` ({@link quantizeInt4Grouped}; an embedding, grouped along its second axis, is
+ * quantized transposed and transposed back, as Keras does), or per channel
+ * ({@link quantizeInt4PerChannel}, reduced over `groupAxis`); then packed along `packAxis`.
+ */
+export function quantizeInt4(values: ArrayLike<number>, layout: Int4Layout): Int4Quantized {
+  const {rows, cols, groupAxis, packAxis} = layout;
+  checkKernel('quantizeInt4', values, rows, cols);
+  // the quantizers group / reduce the first axis: a weight grouped along its second is transposed
+  const along0 = groupAxis === 0;
+  const w = along0 ? values : transposed(values, rows, cols, (n) => new Float32Array(n));
+  const [k, n] = along0 ? [rows, cols] : [cols, rows];
+  let q: Int8Array;
+  let scale: Float32Array;
+  let zero: Int8Array | null = null;
+  let gIdx: Float32Array | null = null;
+  if (isGrouped(layout)) {
+    const g = quantizeInt4Grouped(w, k, n, layout.blockSize);
+    const groups = Math.ceil(k / layout.blockSize);
+    q = g.q;
+    scale = along0 ? g.scale : transposed(g.scale, groups, n, (m) => new Float32Array(m));
+    zero = along0 ? g.zero : transposed(g.zero, groups, n, (m) => new Int8Array(m));
+    gIdx = g.gIdx;
+  } else {
+    ({q, scale} = quantizeInt4PerChannel(w, k, n));
+  }
+  const values2d = along0 ? q : transposed(q, k, n, (m) => new Int8Array(m));
+  return {packed: packInt4(values2d, [rows, cols], packAxis).packed, scale, zero, gIdx};
+}
