@@ -43,6 +43,7 @@ export {GetItem} from './layers/core/get_item';
 export {GlobalAveragePooling1D} from './layers/core/global_average_pooling';
 export type {GlobalAveragePooling1DArgs} from './layers/core/global_average_pooling';
 export {quantize} from './layers/core/quantize_model';
+export type {QuantizeOptions} from './layers/core/quantize_model';
 export {int8Tensor, int8ValuesOf} from './ops/int8';
 export {QuantizedDense} from './layers/core/quantized_dense';
 export type {QuantizedDenseArgs} from './layers/core/quantized_dense';

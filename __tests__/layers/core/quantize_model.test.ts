@@ -332,17 +332,23 @@ describeBackends('int8 layers', () => {
 
   it('errors name what was expected and received', () => {
     const model = buildModel();
-    expect(() => quantize(model, 'int4' as 'int8')).toThrow(
-      /expected mode 'int8', received "int4"/,
+    expect(() => quantize(model, 'int2' as 'int8')).toThrow(
+      /expected mode 'int8' or 'int4', received "int2"/,
+    );
+    expect(() => quantize(model, 'int8', {blockSize: 64})).toThrow(
+      "blockSize is an int4 option (Keras' Int4QuantizationConfig); received blockSize 64 with mode 'int8'",
+    );
+    expect(() => quantize(model, 'int4', {blockSize: 0})).toThrow(
+      'expected int4BlockSize to be a positive integer or -1 (per channel), received 0',
     );
     expect(
       () =>
         new EinsumDense({
           equation: 'ab,bc->ac',
           outputShape: 2,
-          quantizationMode: 'int4' as 'int8',
+          quantizationMode: 'float8' as 'int8',
         }),
-    ).toThrow(/expected quantizationMode 'int8' or null, received "int4"/);
+    ).toThrow(/expected quantizationMode 'int8', 'int4' or null, received "float8"/);
     const diag = new EinsumDense({
       equation: 'abc,cd->abd',
       outputShape: [null, 2],
@@ -358,6 +364,49 @@ describeBackends('int8 layers', () => {
       /int8 cannot take the equation '...c,cd->...d': Keras 3.15 cannot quantize an equation with an ellipsis/,
     );
     diag.weights.forEach((w) => w.dispose());
+    model.dispose();
+  });
+});
+
+describeBackends('int4 layers', () => {
+  it('quantize int4: every kernel and table held as Keras holds it, close to the float model; saves and loads back exactly; no leaks', async () => {
+    const model = buildModel();
+    const q = quantize(model, 'int4', {blockSize: 4});
+    const shapes = Object.fromEntries(
+      q.weights.map((w) => [w.originalName, `${w.dtype} [${w.shape.join(', ')}]`]),
+    );
+    // Dense head: kernel [6, 7], packed along units, groups of 4 input rows
+    expect(shapes['head/kernel']).toBe('bool [6, 4]');
+    expect(shapes['head/kernel_scale']).toBe('float32 [2, 7]');
+    expect(shapes['head/kernel_zero']).toBe('bool [2, 7]');
+    expect(shapes['head/g_idx']).toBe('float32 [6]');
+    // Embedding [30, 8]: packed and grouped along the row
+    expect(shapes['emb/embeddings']).toBe('bool [30, 4]');
+    expect(shapes['emb/embeddings_scale']).toBe('float32 [30, 2]');
+    // EinsumDense abc,cde->abde, kernel [8, 2, 3]: rows 8, cols 6
+    expect(shapes['ed/kernel']).toBe('bool [8, 3]');
+    expect(shapes['ed/kernel_scale']).toBe('float32 [2, 6]');
+    const ids = tf.tensor2d(
+      [
+        [1, 5, 9, 0, 29],
+        [3, 3, 3, 12, 7],
+      ],
+      [2, 5],
+      'int32',
+    );
+    const y = q.predict(ids) as tf.Tensor;
+    const yFloat = model.predict(ids) as tf.Tensor;
+    const diff = tf.max(tf.abs(tf.sub(y, yFloat))).dataSync()[0];
+    expect(diff).toBeGreaterThan(0);
+    const artifacts = await saveToMemory(q);
+    const loaded = await tf.loadLayersModel(tf.io.fromMemory(artifacts));
+    const before = tf.memory().numTensors;
+    const y2 = loaded.predict(ids) as tf.Tensor;
+    expect(tf.memory().numTensors).toBe(before + 1);
+    expect(Array.from(y2.dataSync())).toEqual(Array.from(y.dataSync()));
+    tf.dispose([ids, y, y2, yFloat]);
+    loaded.dispose();
+    q.dispose();
     model.dispose();
   });
 });

@@ -267,7 +267,7 @@ export class Gemma3DecoderBlock extends TransformerBlock {
     if (args == null) throw new Error(`${cls}: expected {hiddenDim, intermediateDim, ...}`);
     refuseUnknownOptions(
       args,
-      [...OWN, 'name', 'trainable', 'inputRoles', 'quantizationMode'],
+      [...OWN, 'name', 'trainable', 'inputRoles', 'quantizationMode', 'int4BlockSize'],
       cls,
     );
     checkHeads(cls, args.numQueryHeads, args.numKeyValueHeads);
@@ -281,8 +281,9 @@ export class Gemma3DecoderBlock extends TransformerBlock {
       layerNormEpsilon: positiveNumber(args.layerNormEpsilon, 'layerNormEpsilon', cls, 1e-6),
       normalizeFirst: true,
       inputRoles: args.inputRoles ?? null,
-      // int8 (quantize(model, 'int8') rebuilds the block from its config with it)
+      // int8 / int4 (quantize(model, mode) rebuilds the block from its config with them)
       quantizationMode: (args as {quantizationMode?: QuantizationMode | null}).quantizationMode,
+      int4BlockSize: (args as {int4BlockSize?: number}).int4BlockSize,
     } as TransformerBlockArgs);
     this.hiddenDim = positiveInteger(args.hiddenDim, 'hiddenDim', cls);
     this.headDim = positiveInteger(args.headDim, 'headDim', cls);

@@ -28,7 +28,19 @@ import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
 import {INT8_DTYPE, int8Dense} from '../../ops/int8';
-import {Int8Layer, Int8Weight, QuantizationMode, quantizationModeOf} from './quantization';
+import {Int4Layout, int4Shapes} from '../../ops/int4';
+import {int4MatMul, int4ToFloat} from '../../ops/int4_products';
+import {
+  AddWeight,
+  addInt4Params,
+  int4BlockSizeOf,
+  int4TensorsOf,
+  Int4Weight,
+  Int8Layer,
+  Int8Weight,
+  QuantizationMode,
+  quantizationModeOf,
+} from './quantization';
 import {
   EinsumInt8Plan,
   einsumInt8Plan,
@@ -50,9 +62,12 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
   /**
    * `'int8'`: Keras 3's int8 form (`model.quantize("int8")`), weights `kernel` (int8 values),
    * `bias`, `kernel_scale` (its axes derived from the equation as Keras does); any equation Keras
-   * 3.15 quantizes (letters only, no ellipsis). Default null (float).
+   * 3.15 quantizes (letters only, no ellipsis). `'int4'`: Keras 3.15's int4 form (see the
+   * class). Default null (float).
    */
   quantizationMode?: QuantizationMode | null;
+  /** int4 only: kernel rows per group (Keras' `block_size`, default 128), or -1 (per channel). */
+  int4BlockSize?: number;
 }
 
 /**
@@ -70,6 +85,14 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  *   input row is quantized at call time (abs-max over the contracted axes), multiplied by the
  *   kernel exactly, cast to float32 and divided by (input scale · kernel scale); then the bias
  *   and the activation. Read them with `layer.kernel.read()` and `layer.kernelScale.read()`.
+ * - int4 (`quantizationMode: 'int4'`; Keras 3.15's `_int4_call`, weight-only): the kernel is
+ *   viewed as Keras views it, `[rows, cols]` (rows: the product of the contracted kernel axes,
+ *   cols: of the others; a reshape of the kernel, not a transpose, as Keras does it), its int4
+ *   values held two to a byte along cols (`kernel` `[rows, ceil(cols / 2)]`). Grouped
+ *   (`int4BlockSize` > 0): `kernel_scale` and int8 `kernel_zero` `[groups, cols]`, `g_idx`
+ *   `[rows]`, the kernel `(q - zero) · scale`; per channel (-1): `kernel_scale` `[cols]`, the
+ *   kernel `q / scale`; then the float einsum, the bias and the activation (ops/int4_products.ts;
+ *   the dense equations a block of kernel rows at a time).
  *
  * @example
  * ```ts
@@ -105,6 +128,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       'biasAxes',
       ...PROJECTION_CONFIG_KEYS,
       'quantizationMode',
+      'int4BlockSize',
     ],
     weights: {
       implied: (c) => {
@@ -139,8 +163,16 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
   bias: LayerVariable | null = null;
   /** `'int8'` (Keras' int8 form) or null (float); set before build. */
   quantizationMode: QuantizationMode | null;
+  /** int4: kernel rows per group, or -1 (per channel). */
+  int4BlockSize: number;
   /** The int8 kernel's scale per output channel (Keras' `kernel_scale`), at build when int8. */
   kernelScale: LayerVariable | null = null;
+  /** int4 grouped: the zero point per group and column (int8 bytes), at build. */
+  kernelZero: LayerVariable | null = null;
+  /** int4 grouped: the group of each kernel row, at build. */
+  gIdx: LayerVariable | null = null;
+  /** int4: the kernel's `[rows, cols]` view, at build. */
+  private int4View: {rows: number; cols: number; kernelShape: number[]} | null = null;
 
   constructor(args: EinsumDenseArgs) {
     checkConstructorArgs('EinsumDense', args);
@@ -168,6 +200,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     this.activation = getActivation(args.activation);
     this.projection = projectionOptions(args, 'EinsumDense');
     this.quantizationMode = quantizationModeOf(args.quantizationMode, 'EinsumDense');
+    this.int4BlockSize = int4BlockSizeOf(args.int4BlockSize, 'EinsumDense');
     this.supportsMasking = false;
   }
 
@@ -179,6 +212,10 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     const shape = singleShape(inputShape, this.name);
     if (this.quantizationMode === 'int8') {
       this.buildInt8(shape);
+      return;
+    }
+    if (this.quantizationMode === 'int4') {
+      this.buildInt4(shape);
       return;
     }
     const {kernelShape, biasShape} = this.shapes(shape);
@@ -236,6 +273,73 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
   }
 
   /**
+   * Keras' int4 weights, in its order: kernel (int4 values, two to a byte), bias, kernel_scale,
+   * kernel_zero and g_idx (grouped).
+   */
+  private buildInt4(shape: Shape): void {
+    const plan = this.int8Plan(); // Keras' _set_quantization_info, as for int8
+    const {kernelShape, biasShape} = this.shapes(shape);
+    let rows = 1;
+    let cols = 1;
+    kernelShape.forEach((d, i) => {
+      if (plan.kernelLayout.reduced.includes(i)) rows *= d;
+      else cols *= d;
+    });
+    this.int4View = {rows, cols, kernelShape};
+    const add: AddWeight = (name, s, dtype, init) =>
+      this.addWeight(
+        name,
+        s,
+        dtype,
+        init === 'ones' ? initializers.ones() : initializers.zeros(),
+        undefined,
+        false,
+      );
+    const layout = this.int4Layout() as Int4Layout;
+    this.kernel = add('kernel', int4Shapes(layout).packed, INT8_DTYPE, 'zeros');
+    this.bias =
+      biasShape == null
+        ? null
+        : this.addWeight(
+            'bias',
+            biasShape,
+            'float32',
+            this.projection.biasInitializer,
+            undefined,
+            false,
+          );
+    const p = addInt4Params(add, layout, {
+      scale: 'kernel_scale',
+      zero: 'kernel_zero',
+      gIdx: 'g_idx',
+    });
+    [this.kernelScale, this.kernelZero, this.gIdx] = [p.scale, p.zero, p.gIdx];
+    this.built = true;
+  }
+
+  /** The int4 kernel's layout (`[rows, cols]`, packed along cols, grouped along rows), or null. */
+  private int4Layout(): Int4Layout | null {
+    if (this.quantizationMode !== 'int4' || this.int4View == null) return null;
+    const {rows, cols} = this.int4View;
+    return {rows, cols, packAxis: 1, groupAxis: 0, blockSize: this.int4BlockSize};
+  }
+
+  /** Its int4 weight (when int4): the kernel's `[rows, cols]` view. */
+  int4Weights(): Int4Weight[] {
+    const layout = this.int4Layout();
+    if (layout == null || this.kernel == null || this.kernelScale == null) return [];
+    return [
+      {
+        packed: this.kernel,
+        scale: this.kernelScale,
+        zero: this.kernelZero,
+        gIdx: this.gIdx,
+        layout,
+      },
+    ];
+  }
+
+  /**
    * Keras' int8 plan of the equation (`_analyze_quantization_info`: the axes quantized together,
    * the scale's layout); an equation Keras cannot quantize is an error naming the layer.
    */
@@ -254,7 +358,9 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
    * (Keras' `kernel_reduced_axes`), the scale stored in Keras' layout.
    */
   int8Weights(): Int8Weight[] {
-    if (this.kernel == null || this.kernelScale == null) return [];
+    if (this.quantizationMode !== 'int8' || this.kernel == null || this.kernelScale == null) {
+      return [];
+    }
     const plan = this.int8Plan();
     return [
       {
@@ -306,9 +412,11 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       if (this.kernel == null) {
         throw new Error(`EinsumDense '${this.name}' is not built yet: apply it to an input first`);
       }
-      const kernel = this.kernel.read();
       const scaled = (y: tf.Tensor) => (scale !== 1 ? tf.mul(y, scale) : y);
       const bound = denseBoundAxes(this.equation);
+      const int4 = this.int4Weights()[0];
+      if (int4 != null) return this.activation.apply(scaled(this.int4Project(x, int4, bound)));
+      const kernel = this.kernel.read();
       if (bound == null) {
         let y =
           this.kernelScale != null
@@ -343,6 +451,27 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     });
   }
 
+  /**
+   * The int4 product and bias (Keras' `_int4_call`): a dense equation (its contracted kernel
+   * axes leading, so Keras' `[rows, cols]` view is the 2-D product's kernel) a block of kernel
+   * rows at a time; any other the whole kernel dequantized and reshaped, then the einsum.
+   */
+  private int4Project(x: tf.Tensor, w: Int4Weight, bound: number | null): tf.Tensor {
+    const view = this.int4View as {rows: number; cols: number; kernelShape: number[]};
+    const bias = this.bias?.read() ?? null;
+    let y: tf.Tensor;
+    if (bound != null) {
+      const free = x.shape.slice(0, x.rank - bound); // F
+      const rows = reshapeTo(x, [-1, view.rows]) as tf.Tensor2D;
+      const product = int4MatMul(rows, int4TensorsOf(w), w.layout, true); // [prod F, cols]
+      y = reshapeTo(product, [...free, ...view.kernelShape.slice(bound)]);
+    } else {
+      const kernel = reshapeTo(int4ToFloat(int4TensorsOf(w), w.layout), view.kernelShape);
+      y = einsum(this.equation, x, kernel);
+    }
+    return bias != null ? tf.add(y, bias) : y;
+  }
+
   override getConfig(): tf.serialization.ConfigDict {
     const config: tf.serialization.ConfigDict = {
       outputShape: this.outputShapeArg,
@@ -352,6 +481,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       ...projectionConfig(this.projection),
     };
     if (this.quantizationMode != null) config.quantizationMode = this.quantizationMode;
+    if (this.quantizationMode === 'int4') config.int4BlockSize = this.int4BlockSize;
     return {...super.getConfig(), ...config};
   }
 }

@@ -6,11 +6,22 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
 
-import {absMaxQuantizeValues, int8Rows, isInt8Tensor, ownedInt8Tensor} from '../../ops/int8';
+import {Int4Layout, int4Shapes, quantizeInt4} from '../../ops/int4';
+import type {Int4Tensors} from '../../ops/int4_products';
+import {
+  absMaxQuantizeValues,
+  INT8_DTYPE,
+  int8Rows,
+  isInt8Tensor,
+  ownedInt8Tensor,
+} from '../../ops/int8';
 import type {LayerContract} from '../engine/contract';
 
-/** The quantization modes the package implements (Keras 3's `int8`). */
-export type QuantizationMode = 'int8';
+/** The quantization modes the package implements (Keras 3's `int8` and `int4`). */
+export type QuantizationMode = 'int8' | 'int4';
+
+/** Keras 3.15's default int4 group size (`Int4QuantizationConfig(block_size=128)`). */
+export const DEFAULT_INT4_BLOCK_SIZE = 128;
 
 /** Keras 3.15's dtype policy of an int8 layer, as its config writes it. */
 export const KERAS_INT8_POLICY = {
@@ -22,6 +33,8 @@ export const KERAS_INT8_POLICY = {
 
 /** The mode {@link withQuantizationMode} gives layers made without one, or null. */
 let scopedMode: QuantizationMode | null = null;
+/** The int4 block size {@link withQuantizationMode} gives layers made without one. */
+let scopedBlockSize = DEFAULT_INT4_BLOCK_SIZE;
 
 /**
  * Runs `build` with `mode` as the quantization mode of every layer made in it that takes one and
@@ -29,13 +42,18 @@ let scopedMode: QuantizationMode | null = null;
  * their sublayers): a model built in its int8 form directly, no float weight allocated (a
  * keras-hub int8 preset, hub_models/build.ts).
  */
-export function withQuantizationMode<T>(mode: QuantizationMode, build: () => T): T {
-  const saved = scopedMode;
+export function withQuantizationMode<T>(
+  mode: QuantizationMode,
+  build: () => T,
+  int4BlockSize = DEFAULT_INT4_BLOCK_SIZE,
+): T {
+  const saved = [scopedMode, scopedBlockSize] as const;
   scopedMode = mode;
+  scopedBlockSize = int4BlockSizeOf(int4BlockSize, 'withQuantizationMode');
   try {
     return build();
   } finally {
-    scopedMode = saved;
+    [scopedMode, scopedBlockSize] = saved;
   }
 }
 
@@ -46,9 +64,24 @@ export function withQuantizationMode<T>(mode: QuantizationMode, build: () => T):
 export function quantizationModeOf(value: unknown, where: string): QuantizationMode | null {
   if (value === undefined) return scopedMode;
   if (value == null) return null;
-  if (value === 'int8') return value;
+  if (value === 'int8' || value === 'int4') return value;
   throw new Error(
-    `${where}: expected quantizationMode 'int8' or null, received ${JSON.stringify(value)}`,
+    `${where}: expected quantizationMode 'int8', 'int4' or null, received ${JSON.stringify(value)}`,
+  );
+}
+
+/**
+ * The `int4BlockSize` option checked: Keras' `Int4QuantizationConfig.block_size`, a positive
+ * integer (grouped: that many input values per group, asymmetric) or -1 (per channel,
+ * symmetric); absent: the block size of {@link withQuantizationMode} around it (default 128).
+ */
+export function int4BlockSizeOf(value: unknown, where: string): number {
+  if (value === undefined) return scopedBlockSize;
+  if (value === null) return -1; // Keras' block_size=None: per channel
+  if (value === -1 || (Number.isInteger(value) && (value as number) > 0)) return value as number;
+  throw new Error(
+    `${where}: expected int4BlockSize to be a positive integer or -1 (per channel), received ` +
+      `${JSON.stringify(value)}`,
   );
 }
 
@@ -92,12 +125,106 @@ export interface Int8Weight {
   layout?: (scale: tf.Tensor) => tf.Tensor;
 }
 
-/** A layer that holds int8 weights when its `quantizationMode` is `'int8'`. */
+/**
+ * One int4 weight of a layer (Keras' `quantize("int4")`): a float weight `[rows, cols]` (its
+ * values row-major: a Dense kernel, an EinsumDense kernel reshaped as Keras does, a table) held
+ * as Keras' variables, laid out as `layout` says (ops/int4.ts).
+ */
+export interface Int4Weight {
+  /** The int4 values two to a byte (dtype `bool`), Keras' `kernel` / `embeddings`. */
+  packed: LayerVariable;
+  /** float32 scale. */
+  scale: LayerVariable;
+  /** The zero point per group (grouped only): int8 bytes, or float32 where Keras made it so. */
+  zero: LayerVariable | null;
+  /** The group of each index along the grouped axis (grouped only), float32. */
+  gIdx: LayerVariable | null;
+  /** Where the weight is packed and grouped. */
+  layout: Int4Layout;
+}
+
+/** A layer that holds int8 or int4 weights when its `quantizationMode` says so. */
 export interface Int8Layer {
-  /** `'int8'` or null (float). */
+  /** `'int8'`, `'int4'` or null (float). */
   quantizationMode: QuantizationMode | null;
-  /** Its int8 weights (empty before build or when float). */
+  /** Its int8 weights (empty before build, when float or int4). */
   int8Weights(): Int8Weight[];
+  /** Its int4 weights (empty before build, when float or int8). */
+  int4Weights(): Int4Weight[];
+}
+
+/** A layer's `addWeight` (protected in tfjs), passed by the layer to {@link addInt4Params}. */
+export type AddWeight = (
+  name: string,
+  shape: number[],
+  dtype: 'float32' | 'bool',
+  init: 'zeros' | 'ones',
+) => LayerVariable;
+
+/**
+ * Adds an int4 weight's scale, zero point and group index (grouped) after its packed values, in
+ * Keras' order and shapes: `names` their Keras names; `zeroDtype` the zero point's (Keras' int8,
+ * held as bytes; float32 for a reverse embedding); `gIdx` a group index the layer already has
+ * (a reverse embedding shares its table's). The group index is Keras' `floor(i / blockSize)`.
+ */
+export function addInt4Params(
+  add: AddWeight,
+  layout: Int4Layout,
+  names: {scale: string; zero: string; gIdx: string},
+  options: {zeroDtype?: 'bool' | 'float32'; gIdx?: LayerVariable | null} = {},
+): {scale: LayerVariable; zero: LayerVariable | null; gIdx: LayerVariable | null} {
+  const shapes = int4Shapes(layout);
+  const scale = add(names.scale, shapes.scale, 'float32', 'ones');
+  if (shapes.zero == null || shapes.gIdx == null) return {scale, zero: null, gIdx: null};
+  const zero = add(names.zero, shapes.zero, options.zeroDtype ?? INT8_DTYPE, 'zeros');
+  let gIdx = options.gIdx ?? null;
+  if (gIdx == null) {
+    const n = shapes.gIdx[0];
+    gIdx = add(names.gIdx, [n], 'float32', 'zeros');
+    const groups = new Float32Array(n);
+    for (let i = 0; i < n; i++) groups[i] = Math.floor(i / layout.blockSize);
+    const made = tf.tensor1d(groups);
+    gIdx.write(made);
+    made.dispose();
+  }
+  return {scale, zero, gIdx};
+}
+
+/** An int4 weight's variables read as tensors (ops/int4_products.ts' inputs). */
+export function int4TensorsOf(w: Int4Weight): Int4Tensors {
+  return {
+    packed: w.packed.read(),
+    scale: w.scale.read(),
+    zero: w.zero?.read() ?? null,
+    gIdx: w.gIdx?.read() ?? null,
+  };
+}
+
+/**
+ * Quantizes `float` (the weight's float values, `[rows, cols]` row-major in any shape) as Keras'
+ * `quantize("int4")` does (ops/int4.ts' `quantizeInt4`, in JavaScript) into `w`'s variables.
+ */
+export function quantizeInt4Into(w: Int4Weight, float: tf.Tensor): void {
+  const {rows, cols} = w.layout;
+  if (float.size !== rows * cols) {
+    throw new Error(
+      `quantize: weight '${w.packed.originalName}' expected a float weight of ${rows} x ${cols} ` +
+        `values, received [${float.shape}]`,
+    );
+  }
+  const q = quantizeInt4(float.dataSync() as Float32Array, w.layout);
+  tf.tidy(() => {
+    w.packed.write(ownedInt8Tensor(q.packed, w.packed.shape as number[]));
+    w.scale.write(tf.tensor(q.scale, w.scale.shape as number[]));
+    if (w.zero != null && q.zero != null) {
+      w.zero.write(
+        w.zero.dtype === INT8_DTYPE
+          ? ownedInt8Tensor(q.zero, w.zero.shape as number[])
+          : tf.tensor(Float32Array.from(q.zero), w.zero.shape as number[]),
+      );
+    }
+    if (w.gIdx != null && q.gIdx != null) w.gIdx.write(tf.tensor(q.gIdx, w.gIdx.shape as number[]));
+  });
 }
 
 /** Whether `layer` can hold int8 weights. */
@@ -146,6 +273,7 @@ export function int8Lookup(values: tf.Tensor, scale: tf.Tensor, ids: tf.Tensor):
 /** A layer with a settable `quantizationMode` (the int8 layers and composite layers). */
 interface HasQuantizationMode {
   quantizationMode: QuantizationMode | null;
+  int4BlockSize: number;
 }
 
 /**
@@ -175,14 +303,31 @@ export function int8Replacement(className: string):
  * mode (a composite passes it on to its sublayers), a tfjs built-in with an int8 class (Dense,
  * Embedding) becomes that class with the same name; any other layer is returned as it is.
  */
-export function quantizedForm(layer: layers.Layer, mode: QuantizationMode): layers.Layer {
+export function quantizedForm(
+  layer: layers.Layer,
+  mode: QuantizationMode,
+  int4BlockSize = DEFAULT_INT4_BLOCK_SIZE,
+): layers.Layer {
   if ('quantizationMode' in layer) {
-    (layer as unknown as HasQuantizationMode).quantizationMode = mode;
+    const l = layer as unknown as HasQuantizationMode;
+    l.quantizationMode = mode;
+    if (mode === 'int4') l.int4BlockSize = int4BlockSize;
     return layer;
   }
   const cls = int8Replacement(layer.getClassName());
   const q = cls?.contract.quantization;
   if (cls == null || q?.kind !== 'replaces') return layer;
   const Ctor = cls as unknown as new (args: tf.serialization.ConfigDict) => layers.Layer;
-  return new Ctor(q.fromFloat(layer.getConfig()));
+  return new Ctor(quantizedConfig(q.fromFloat(layer.getConfig()), mode, int4BlockSize));
+}
+
+/** A layer config with its quantization options: the mode, and int4's block size. */
+export function quantizedConfig(
+  config: tf.serialization.ConfigDict,
+  mode: QuantizationMode,
+  int4BlockSize: number,
+): tf.serialization.ConfigDict {
+  return mode === 'int4'
+    ? {...config, quantizationMode: mode, int4BlockSize}
+    : {...config, quantizationMode: mode};
 }

@@ -1,5 +1,6 @@
 /**
- * `quantize(model, 'int8')`: Keras 3's `model.quantize("int8")` for a tfjs model.
+ * `quantize(model, 'int8' | 'int4')`: Keras 3's `model.quantize("int8" | "int4")` for a tfjs
+ * model.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
@@ -7,12 +8,25 @@ import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 import {CompositeLayer} from '../engine/composite_layer';
 import {contractOf} from '../engine/contract';
 import {
+  DEFAULT_INT4_BLOCK_SIZE,
+  int4BlockSizeOf,
   Int8Layer,
   int8Replacement,
   isInt8Layer,
   QuantizationMode,
+  quantizedConfig,
+  quantizeInt4Into,
   quantizeInto,
 } from './quantization';
+
+/** Options of {@link quantize}. */
+export interface QuantizeOptions {
+  /**
+   * int4 only (Keras' `Int4QuantizationConfig(block_size=...)`): input values per group,
+   * grouped and asymmetric with a zero point (default 128), or -1: per channel, symmetric.
+   */
+  blockSize?: number;
+}
 
 type Config = tf.serialization.ConfigDict;
 type Registered = [
@@ -30,29 +44,33 @@ function registered(className: string): Registered | undefined {
   return Object.prototype.hasOwnProperty.call(map, className) ? map[className] : undefined;
 }
 
-/** A layer entry `{className, config, ...}` of a model config, rewritten to its int8 form. */
-function quantizeEntry(entry: Config, mode: QuantizationMode): Config {
+/** A layer entry `{className, config, ...}` of a model config, rewritten to its `mode` form. */
+function quantizeEntry(entry: Config, mode: QuantizationMode, blockSize: number): Config {
   const className = entry.className as string;
   const config = entry.config as Config;
   if (MODEL_CLASSES.has(className)) {
-    return {...entry, config: quantizeModelConfig(config, mode)};
+    return {...entry, config: quantizeModelConfig(config, mode, blockSize)};
   }
   const replacement = int8Replacement(className);
   const q = replacement?.contract.quantization;
   if (replacement != null && q?.kind === 'replaces') {
-    return {...entry, className: replacement.className, config: q.fromFloat(config)};
+    const made = quantizedConfig(q.fromFloat(config), mode, blockSize);
+    return {...entry, className: replacement.className, config: made};
   }
   const cls = registered(className)?.[0] as {prototype?: unknown} | undefined;
   const composite = cls?.prototype instanceof CompositeLayer;
   if (contractOf(className)?.quantization?.kind === 'own' || composite) {
-    return {...entry, config: {...config, quantizationMode: mode}};
+    return {...entry, config: quantizedConfig(config, mode, blockSize)};
   }
   return entry;
 }
 
-function quantizeModelConfig(config: Config, mode: QuantizationMode): Config {
+function quantizeModelConfig(config: Config, mode: QuantizationMode, blockSize: number): Config {
   const entries = config.layers as unknown as Config[];
-  return {...config, layers: entries.map((e) => quantizeEntry(e, mode)) as unknown as Config[]};
+  return {
+    ...config,
+    layers: entries.map((e) => quantizeEntry(e, mode, blockSize)) as unknown as Config[],
+  };
 }
 
 /** Every layer of `model`, nested models and composite layers' sublayers included. */
@@ -93,6 +111,12 @@ function refuseQuantized(model: LayersModel, mode: QuantizationMode): void {
  * float32 scale), and at call time each token's input quantized the same way and multiplied int8 by int8
  * (`ops/int8.ts`). Every other weight is copied.
  *
+ * `'int4'` (Keras 3.15's `quantize("int4")`, weight-only): the same layers hold int4 weights,
+ * two to a byte, quantized as Keras does (ops/int4.ts): grouped along the input axis in groups of
+ * `options.blockSize` (default 128; an embedding along its rows), asymmetric with an int8 zero
+ * point and a float32 scale per group and output, or per channel (`blockSize: -1`, symmetric);
+ * at call time the weight is dequantized a block at a time and multiplied in float32.
+ *
  * Keras changes the model in place; a tfjs model cannot change a layer's class in place, so this
  * returns a new model and leaves `model` as it was (dispose it when it is no longer needed).
  * A model that already holds an int8 layer is refused, as Keras refuses it.
@@ -102,18 +126,29 @@ function refuseQuantized(model: LayersModel, mode: QuantizationMode): void {
  * `model.quantize` (its `quantize` checks the exact class) and quantized here; a
  * TokenAndPositionEmbedding's token embedding is quantized by Keras and kept float here.
  */
-export function quantize(model: LayersModel, mode: 'int8'): LayersModel {
-  if (mode !== 'int8') {
-    throw new Error(`quantize: expected mode 'int8', received ${JSON.stringify(mode)}`);
+export function quantize(
+  model: LayersModel,
+  mode: 'int8' | 'int4',
+  options: QuantizeOptions = {},
+): LayersModel {
+  if (mode !== 'int8' && mode !== 'int4') {
+    throw new Error(`quantize: expected mode 'int8' or 'int4', received ${JSON.stringify(mode)}`);
   }
   if (!(model instanceof LayersModel)) {
     throw new Error('quantize: expected a tf.LayersModel (functional or sequential)');
+  }
+  const blockSize = int4BlockSizeOf(options?.blockSize ?? DEFAULT_INT4_BLOCK_SIZE, 'quantize');
+  if (mode === 'int8' && options?.blockSize !== undefined) {
+    throw new Error(
+      `quantize: blockSize is an int4 option (Keras' Int4QuantizationConfig); received ` +
+        `blockSize ${JSON.stringify(options.blockSize)} with mode 'int8'`,
+    );
   }
   refuseQuantized(model, mode);
   const className = model.getClassName();
   const entry = registered(className);
   if (entry == null) throw new Error(`quantize: the model class '${className}' is not registered`);
-  const config = quantizeModelConfig(model.getConfig() as Config, mode);
+  const config = quantizeModelConfig(model.getConfig() as Config, mode, blockSize);
   const out = entry[1](entry[0], config, {}, true) as LayersModel;
   try {
     const floats = new Map<string, LayerVariable>();
@@ -121,6 +156,14 @@ export function quantize(model: LayersModel, mode: 'int8'): LayersModel {
     const done = new Set<LayerVariable>();
     for (const layer of allLayers(out)) {
       if (!isInt8Layer(layer) || layer.quantizationMode !== mode) continue;
+      for (const w of layer.int4Weights()) {
+        const float = floats.get(w.packed.originalName);
+        if (float == null) {
+          throw new Error(`quantize: no float weight '${w.packed.originalName}' in the model`);
+        }
+        quantizeInt4Into(w, float.read());
+        for (const v of [w.packed, w.scale, w.zero, w.gIdx]) if (v != null) done.add(v);
+      }
       for (const w of layer.int8Weights()) {
         const float = floats.get(w.values.originalName);
         if (float == null) {

@@ -15,7 +15,19 @@ import {checkConstructorArgs} from '../engine/constructor_args';
 import {defineContract, LayerContract} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {Int8Layer, Int8Weight, QuantizationMode} from './quantization';
+import {Int4Layout, int4Shapes} from '../../ops/int4';
+import {int4MatMul} from '../../ops/int4_products';
+import {
+  AddWeight,
+  addInt4Params,
+  int4BlockSizeOf,
+  int4TensorsOf,
+  Int4Weight,
+  Int8Layer,
+  Int8Weight,
+  QuantizationMode,
+  quantizationModeOf,
+} from './quantization';
 
 /** Options of {@link QuantizedDense}. */
 export interface QuantizedDenseArgs extends LayerArgs {
@@ -25,15 +37,40 @@ export interface QuantizedDenseArgs extends LayerArgs {
   activation?: ActivationIdentifier | null;
   /** Whether the layer has a bias. Default true. */
   useBias?: boolean;
+  /** `'int8'` (default) or `'int4'` (Keras' `quantize("int4")`, see the class). */
+  quantizationMode?: 'int8' | 'int4';
+  /**
+   * int4 only: input values per group (Keras' `Int4QuantizationConfig.block_size`), or -1 for
+   * Keras' per-channel int4. Default 128.
+   */
+  int4BlockSize?: number;
 }
 
 /** tfjs `Dense` config keys kept when `quantize` turns a `Dense` into a `QuantizedDense`. */
 const KEPT = ['name', 'trainable', 'units', 'activation', 'useBias', 'batchInputShape', 'dtype'];
 
+/** Keras' int4 Dense kernel `[inputDim, units]`: packed along units, grouped along the input. */
+const int4Layout = (inputDim: number, units: number, blockSize: number): Int4Layout => ({
+  rows: inputDim,
+  cols: units,
+  packAxis: 1,
+  groupAxis: 0,
+  blockSize,
+});
+
 /**
- * Keras 3's `Dense` in its int8 form (`model.quantize("int8")`): what `quantize(model, 'int8')`
- * puts in place of a tfjs `Dense` (which cannot hold int8), and what a Keras 3 int8 `Dense` loads
- * as. Keras sees it as `Dense` with a `QuantizedDTypePolicy`.
+ * Keras 3's `Dense` in its int8 form (`model.quantize("int8")`) or its int4 form
+ * (`model.quantize("int4")`): what `quantize(model, 'int8' | 'int4')` puts in place of a tfjs
+ * `Dense` (which cannot hold either), and what a Keras 3 int8 / int4 `Dense` loads as. Keras sees
+ * it as `Dense` with a `QuantizedDTypePolicy` (int8) or an `Int4DTypePolicy`.
+ *
+ * int4 (`quantizationMode: 'int4'`; Keras 3.15's `_int4_call`, weight-only): `kernel` holds the
+ * int4 values two to a byte along the output axis (`[inputDim, ceil(units / 2)]`, the even column
+ * in the low nibble), as bytes. Grouped (`int4BlockSize` > 0, Keras' default 128): `kernel_scale`
+ * `[groups, units]`, `kernel_zero` int8 `[groups, units]` and `g_idx` `[inputDim]` (the group of
+ * each input row), `y = x · ((q - zero) · scale) + bias`, the kernel dequantized a block of rows
+ * at a time and multiplied in float32 (ops/int4_products.ts); per channel (`int4BlockSize` -1):
+ * `kernel_scale` `[units]`, `y = (x · q) / scale + bias`. The rest of this comment is int8's.
  *
  * `y = activation(int8(x) · kernel / (xScale · kernelScale) + bias)`: each row of the input is
  * quantized at call time (abs-max over the last axis, round half to even, clip ±127), multiplied
@@ -92,7 +129,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       keras2: {refused: 'tf-keras 2 has no int8 Dense; export the float model'},
       call: {kind: 'tensor'},
     },
-    configKeys: ['units', 'activation', 'useBias'],
+    configKeys: ['units', 'activation', 'useBias', 'quantizationMode', 'int4BlockSize'],
     weights: {
       implied: (c) => ({values: typeof c.units === 'number' ? c.units : 1, option: 'units'}),
     },
@@ -117,14 +154,20 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
   readonly activation: Activation;
   /** Whether the layer has a bias. */
   readonly useBias: boolean;
-  /** Always `'int8'`. */
-  quantizationMode: QuantizationMode | null = 'int8';
+  /** `'int8'` or `'int4'`. */
+  quantizationMode: QuantizationMode | null;
+  /** int4: input rows per group, or -1 (per channel). */
+  int4BlockSize: number;
   /** The int8 kernel `[inputDim, units]` (int8 values held as bytes), at build. */
   kernel: LayerVariable | null = null;
   /** The bias `[units]`, at build when `useBias`. */
   bias: LayerVariable | null = null;
   /** The per-output-channel scale `[units]` (`float ≈ kernel / kernelScale`), at build. */
   kernelScale: LayerVariable | null = null;
+  /** int4 grouped: the zero point per group and output `[groups, units]` (int8 bytes). */
+  kernelZero: LayerVariable | null = null;
+  /** int4 grouped: the group of each input row `[inputDim]`. */
+  gIdx: LayerVariable | null = null;
 
   constructor(args: QuantizedDenseArgs) {
     checkConstructorArgs('QuantizedDense', args);
@@ -137,6 +180,15 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
     this.units = args.units;
     this.activation = getActivation(args.activation);
     this.useBias = args.useBias ?? true;
+    const mode = quantizationModeOf(args.quantizationMode ?? 'int8', 'QuantizedDense');
+    this.quantizationMode = mode;
+    this.int4BlockSize = int4BlockSizeOf(args.int4BlockSize, 'QuantizedDense');
+  }
+
+  /** The int4 kernel's layout, or null when int8 or not built. */
+  private int4Layout(): Int4Layout | null {
+    if (this.quantizationMode !== 'int4' || this.kernel == null) return null;
+    return int4Layout(this.kernel.shape[0] as number, this.units, this.int4BlockSize);
   }
 
   override build(inputShape: Shape | Shape[]): void {
@@ -147,17 +199,31 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
         `Layer '${this.name}': expected a known last input axis, received ${formatShape(shape)}`,
       );
     }
-    this.kernel = this.addWeight(
-      'kernel',
-      [inputDim, this.units],
-      INT8_DTYPE,
-      initializers.zeros(),
-      undefined,
-      false,
-    );
-    this.bias = this.useBias
-      ? this.addWeight('bias', [this.units], 'float32', initializers.zeros(), undefined, false)
-      : null;
+    const add: AddWeight = (name, shape, dtype, init) =>
+      this.addWeight(
+        name,
+        shape,
+        dtype,
+        init === 'ones' ? initializers.ones() : initializers.zeros(),
+        undefined,
+        false,
+      );
+    if (this.quantizationMode === 'int4') {
+      // Keras' int4 variables, in its order: kernel, bias, kernel_scale, kernel_zero, g_idx
+      const layout = int4Layout(inputDim, this.units, this.int4BlockSize);
+      this.kernel = add('kernel', int4Shapes(layout).packed, INT8_DTYPE, 'zeros');
+      this.bias = this.useBias ? add('bias', [this.units], 'float32', 'zeros') : null;
+      const p = addInt4Params(add, layout, {
+        scale: 'kernel_scale',
+        zero: 'kernel_zero',
+        gIdx: 'g_idx',
+      });
+      [this.kernelScale, this.kernelZero, this.gIdx] = [p.scale, p.zero, p.gIdx];
+      this.built = true;
+      return;
+    }
+    this.kernel = add('kernel', [inputDim, this.units], INT8_DTYPE, 'zeros');
+    this.bias = this.useBias ? add('bias', [this.units], 'float32', 'zeros') : null;
     this.kernelScale = this.addWeight(
       'kernel_scale',
       [this.units],
@@ -171,8 +237,25 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
 
   /** Its int8 weight: the kernel, scaled per output channel (abs-max over axis 0). */
   int8Weights(): Int8Weight[] {
-    if (this.kernel == null || this.kernelScale == null) return [];
+    if (this.quantizationMode !== 'int8' || this.kernel == null || this.kernelScale == null) {
+      return [];
+    }
     return [{values: this.kernel, scale: this.kernelScale, axes: [0]}];
+  }
+
+  /** Its int4 weight (when int4): the kernel, grouped along the input axis or per channel. */
+  int4Weights(): Int4Weight[] {
+    const layout = this.int4Layout();
+    if (layout == null || this.kernel == null || this.kernelScale == null) return [];
+    return [
+      {
+        packed: this.kernel,
+        scale: this.kernelScale,
+        zero: this.kernelZero,
+        gIdx: this.gIdx,
+        layout,
+      },
+    ];
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
@@ -204,7 +287,11 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       }
       const kernel = this.kernel.read() as tf.Tensor2D;
       const rows = reshapeTo(x, [-1, kernel.shape[0]]) as tf.Tensor2D;
-      let y: tf.Tensor = int8Dense(rows, kernel, this.kernelScale.read() as tf.Tensor1D);
+      const int4 = this.int4Weights()[0];
+      let y: tf.Tensor =
+        int4 != null
+          ? int4MatMul(rows, int4TensorsOf(int4), int4.layout)
+          : int8Dense(rows, kernel, this.kernelScale.read() as tf.Tensor1D);
       if (this.bias != null) y = tf.add(y, this.bias.read());
       y = this.activation.apply(y);
       return reshapeTo(y, [...x.shape.slice(0, -1), this.units]);
@@ -217,6 +304,9 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       units: this.units,
       activation: serializeActivation(this.activation),
       useBias: this.useBias,
+      ...(this.quantizationMode === 'int4'
+        ? {quantizationMode: 'int4', int4BlockSize: this.int4BlockSize}
+        : {}),
     };
   }
 }

@@ -9,7 +9,20 @@ import {checkConstructorArgs} from '../engine/constructor_args';
 import {defineContract, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {Shape, singleShape} from '../engine/shapes';
-import {Int8Layer, int8Lookup, Int8Weight, QuantizationMode} from './quantization';
+import {Int4Layout, int4Shapes} from '../../ops/int4';
+import {int4Lookup} from '../../ops/int4_products';
+import {
+  AddWeight,
+  addInt4Params,
+  int4BlockSizeOf,
+  int4TensorsOf,
+  Int4Weight,
+  Int8Layer,
+  int8Lookup,
+  Int8Weight,
+  QuantizationMode,
+  quantizationModeOf,
+} from './quantization';
 
 /** Options of {@link QuantizedEmbedding}. */
 export interface QuantizedEmbeddingArgs extends LayerArgs {
@@ -19,6 +32,10 @@ export interface QuantizedEmbeddingArgs extends LayerArgs {
   outputDim: number;
   /** Whether the id 0 is padding (a Keras mask). Default false. */
   maskZero?: boolean;
+  /** `'int8'` (default) or `'int4'` (Keras' `quantize("int4")`, see the class). */
+  quantizationMode?: 'int8' | 'int4';
+  /** int4 only: values per group along the row (default 128), or -1 (per row, symmetric). */
+  int4BlockSize?: number;
 }
 
 /** tfjs `Embedding` config keys kept when `quantize` turns an `Embedding` into this class. */
@@ -87,7 +104,7 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
       keras2: {refused: 'tf-keras 2 has no int8 Embedding; export the float model'},
       call: {kind: 'tensor'},
     },
-    configKeys: ['inputDim', 'outputDim', 'maskZero'],
+    configKeys: ['inputDim', 'outputDim', 'maskZero', 'quantizationMode', 'int4BlockSize'],
     weights: {
       implied: (c) => ({
         values: (Number(c.inputDim) || 1) * (Number(c.outputDim) || 1),
@@ -116,8 +133,14 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
   readonly outputDim: number;
   /** Whether the id 0 is padding. */
   readonly maskZero: boolean;
-  /** Always `'int8'`. */
-  quantizationMode: QuantizationMode | null = 'int8';
+  /** `'int8'` or `'int4'`. */
+  quantizationMode: QuantizationMode | null;
+  /** int4: values per group along a row, or -1 (per row). */
+  int4BlockSize: number;
+  /** int4 grouped: the zero point per row and group `[inputDim, groups]` (int8 bytes). */
+  embeddingsZero: LayerVariable | null = null;
+  /** int4 grouped: the group of each column `[outputDim]`. */
+  gIdx: LayerVariable | null = null;
   /** The int8 table `[inputDim, outputDim]` (int8 values held as bytes), at build. */
   embeddings: LayerVariable | null = null;
   /** The per-row scale `[inputDim]` (`float row ≈ row / scale`), at build. */
@@ -138,9 +161,47 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
     this.outputDim = args.outputDim;
     this.maskZero = args.maskZero ?? false;
     this.supportsMasking = true;
+    this.quantizationMode = quantizationModeOf(
+      args.quantizationMode ?? 'int8',
+      'QuantizedEmbedding',
+    );
+    this.int4BlockSize = int4BlockSizeOf(args.int4BlockSize, 'QuantizedEmbedding');
+  }
+
+  /** Keras' int4 table `[inputDim, outputDim]`: packed and grouped along the row. */
+  private int4Layout(): Int4Layout {
+    return {
+      rows: this.inputDim,
+      cols: this.outputDim,
+      packAxis: 1,
+      groupAxis: 1,
+      blockSize: this.int4BlockSize,
+    };
   }
 
   override build(): void {
+    if (this.quantizationMode === 'int4') {
+      // Keras' int4 variables, in its order: embeddings, embeddings_scale, embeddings_zero, g_idx
+      const add: AddWeight = (name, shape, dtype, init) =>
+        this.addWeight(
+          name,
+          shape,
+          dtype,
+          init === 'ones' ? initializers.ones() : initializers.zeros(),
+          undefined,
+          false,
+        );
+      const layout = this.int4Layout();
+      this.embeddings = add('embeddings', int4Shapes(layout).packed, INT8_DTYPE, 'zeros');
+      const p = addInt4Params(add, layout, {
+        scale: 'embeddings_scale',
+        zero: 'embeddings_zero',
+        gIdx: 'g_idx',
+      });
+      [this.embeddingsScale, this.embeddingsZero, this.gIdx] = [p.scale, p.zero, p.gIdx];
+      this.built = true;
+      return;
+    }
     this.embeddings = this.addWeight(
       'embeddings',
       [this.inputDim, this.outputDim],
@@ -162,8 +223,24 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
 
   /** Its int8 weight: the table, scaled per row (abs-max over axis 1). */
   int8Weights(): Int8Weight[] {
-    if (this.embeddings == null || this.embeddingsScale == null) return [];
+    if (this.quantizationMode !== 'int8' || this.embeddings == null) return [];
+    if (this.embeddingsScale == null) return [];
     return [{values: this.embeddings, scale: this.embeddingsScale, axes: [1]}];
+  }
+
+  /** Its int4 weight (when int4): the table, grouped along each row or per row. */
+  int4Weights(): Int4Weight[] {
+    if (this.quantizationMode !== 'int4' || this.embeddings == null) return [];
+    if (this.embeddingsScale == null) return [];
+    return [
+      {
+        packed: this.embeddings,
+        scale: this.embeddingsScale,
+        zero: this.embeddingsZero,
+        gIdx: this.gIdx,
+        layout: this.int4Layout(),
+      },
+    ];
   }
 
   override computeOutputShape(inputShape: Shape | Shape[]): Shape {
@@ -193,6 +270,8 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
         );
       }
       const ids = idsAsInt32(x, `Layer '${this.name}'`);
+      const int4 = this.int4Weights()[0];
+      if (int4 != null) return int4Lookup(int4TensorsOf(int4), int4.layout, ids);
       return int8Lookup(this.embeddings.read(), this.embeddingsScale.read(), ids);
     });
   }
@@ -209,6 +288,9 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
       inputDim: this.inputDim,
       outputDim: this.outputDim,
       maskZero: this.maskZero,
+      ...(this.quantizationMode === 'int4'
+        ? {quantizationMode: 'int4', int4BlockSize: this.int4BlockSize}
+        : {}),
     };
   }
 }

@@ -10,7 +10,13 @@ import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {RegularizerFn} from '@tensorflow/tfjs-layers/dist/types';
 
 import {Shape} from './shapes';
-import {QuantizationMode, quantizationModeOf, quantizedForm} from '../core/quantization';
+import {
+  int4BlockSizeOf,
+  QuantizationMode,
+  quantizationModeOf,
+  quantizedConfig,
+  quantizedForm,
+} from '../core/quantization';
 
 type AddWeightArgs = Parameters<layers.Layer['addWeight']>;
 
@@ -41,10 +47,15 @@ export abstract class CompositeLayer extends layers.Layer {
    * `quantize(model, 'int8')` makes them; null: float. Set before build.
    */
   quantizationMode: QuantizationMode | null;
+  /** `'int4'`: the sublayers' int4 block size (-1: per channel). */
+  int4BlockSize: number;
 
-  constructor(args: LayerArgs & {quantizationMode?: QuantizationMode | null} = {}) {
+  constructor(
+    args: LayerArgs & {quantizationMode?: QuantizationMode | null; int4BlockSize?: number} = {},
+  ) {
     super(args);
     this.quantizationMode = quantizationModeOf(args?.quantizationMode, this.getClassName());
+    this.int4BlockSize = int4BlockSizeOf(args?.int4BlockSize, this.getClassName());
   }
 
   /** The sublayers, in build order (which is also the weight order). */
@@ -79,7 +90,9 @@ export abstract class CompositeLayer extends layers.Layer {
    */
   protected addSublayer<L extends layers.Layer>(given: L, inputShape: Shape | Shape[]): L {
     const layer = (
-      this.quantizationMode == null ? given : quantizedForm(given, this.quantizationMode)
+      this.quantizationMode == null
+        ? given
+        : quantizedForm(given, this.quantizationMode, this.int4BlockSize)
     ) as L;
     if (this.sublayerList.some((s) => s.name === layer.name)) {
       throw new Error(`Layer '${this.name}': two sublayers named '${layer.name}'`);
@@ -97,12 +110,12 @@ export abstract class CompositeLayer extends layers.Layer {
     return layer;
   }
 
-  /** The config, with `quantizationMode` when int8. */
+  /** The config, with `quantizationMode` when quantized (and `int4BlockSize` when int4). */
   override getConfig(): tf.serialization.ConfigDict {
     const config = super.getConfig();
     return this.quantizationMode == null
       ? config
-      : {...config, quantizationMode: this.quantizationMode};
+      : quantizedConfig(config, this.quantizationMode, this.int4BlockSize);
   }
 
   /** Whether the layer and its sublayers train. */

@@ -18,8 +18,9 @@ export const LAYER_KEYS = [
   'inputDType',
   'weights',
   'customObjects',
-  // Keras 3's int8 form of a layer or of a composite layer's sublayers (composite_layer.ts)
+  // Keras 3's int8 / int4 form of a layer or of a composite layer's sublayers (composite_layer.ts)
   'quantizationMode',
+  'int4BlockSize',
 ];
 
 const known = new Map<string, Set<string>>();

@@ -16,8 +16,15 @@ import {positiveNumber, refuseUnknownOptions} from './layer_options';
 import {defineContract, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
-import {INT8_DTYPE, int8Dense} from '../../ops/int8';
+import {Int4Layout, int4Shapes} from '../../ops/int4';
+import {int4Lookup, int4MatMul, int4MatMulT} from '../../ops/int4_products';
+import {absMaxQuantize, INT8_DTYPE, int8Dense} from '../../ops/int8';
 import {
+  AddWeight,
+  addInt4Params,
+  int4BlockSizeOf,
+  int4TensorsOf,
+  Int4Weight,
   Int8Layer,
   int8Lookup,
   Int8Weight,
@@ -39,8 +46,17 @@ export interface ReversibleEmbeddingArgs extends LayerArgs {
   maskZero?: boolean;
   /** Reverse logits become `tanh(logits / cap) * cap`. Default none. */
   logitSoftCap?: number | null;
-  /** `'int8'`: Keras 3's int8 form (see the class). Default null (float). */
+  /** `'int8'` / `'int4'`: Keras 3's int8 / int4 form (see the class). Default null (float). */
   quantizationMode?: QuantizationMode | null;
+  /** int4 only: values per group along the hidden axis (default 128), or -1 (per channel). */
+  int4BlockSize?: number;
+  /**
+   * int4 only: whether the reverse call quantizes its hidden states to int8 first (abs-max per
+   * token), as Keras' int4 ReversibleEmbedding does when built without a quantization config
+   * (loaded from a file: keras-hub's int4 presets), not right after `quantize("int4")`. Default
+   * true.
+   */
+  int4ReverseInputQuantization?: boolean;
 }
 
 const KNOWN = [
@@ -52,6 +68,8 @@ const KNOWN = [
   'logitSoftCap',
   'reverseDtype',
   'quantizationMode',
+  'int4BlockSize',
+  'int4ReverseInputQuantization',
 ];
 
 /**
@@ -72,6 +90,16 @@ const KNOWN = [
  *   Forward: `row / scale`. Reverse: each hidden state is quantized (abs-max per token, round half
  *   to even, clip ±127), multiplied by the int8 table exactly and divided by (input scale ·
  *   table scale). Read them with `layer.embeddings.read()` and `layer.embeddingsScale.read()`.
+ * - int4 (`quantizationMode: 'int4'`; Keras 3.15's int4 form, weight-only): `embeddings` holds
+ *   int4 values two to a byte along the hidden axis (`[inputDim, ceil(outputDim / 2)]`); grouped
+ *   (`int4BlockSize` > 0) with `embeddings_scale` and int8 `embeddings_zero` `[inputDim, groups]`
+ *   and `g_idx` `[outputDim]`, a row `(q - zero) · scale`; per channel `embeddings_scale`
+ *   `[inputDim]`, a row `q / scale`. Untied, `reverse_embeddings` packed along the hidden axis
+ *   (`[ceil(outputDim / 2), inputDim]`), `reverse_embeddings_scale` and float32
+ *   `reverse_embeddings_zero` `[groups, inputDim]` (per channel: the scale `[inputDim]`). Reverse:
+ *   the hidden states quantized to int8 per token (`int4ReverseInputQuantization`), multiplied by
+ *   the dequantized table in float32 (per channel: by the int4 values, then divided by the
+ *   table's scale) and divided by their scale (ops/int4_products.ts).
  *
  * @example
  * ```ts
@@ -121,6 +149,8 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
       'maskZero',
       'logitSoftCap',
       'quantizationMode',
+      'int4BlockSize',
+      'int4ReverseInputQuantization',
     ],
     weights: {
       implied: impliedProduct('inputDim', 'outputDim'),
@@ -158,6 +188,16 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
   embeddingsScale: LayerVariable | null = null;
   /** The per-column scale of the int8 `reverse_embeddings` `[inputDim]` (untied, int8). */
   reverseEmbeddingsScale: LayerVariable | null = null;
+  /** int4: values per group along the hidden axis, or -1 (per channel). */
+  int4BlockSize: number;
+  /** int4: whether the reverse call quantizes its hidden states first. */
+  int4ReverseInputQuantization: boolean;
+  /** int4 grouped: the table's zero points `[inputDim, groups]` (int8 bytes). */
+  embeddingsZero: LayerVariable | null = null;
+  /** int4 grouped: the group of each hidden index `[outputDim]`. */
+  gIdx: LayerVariable | null = null;
+  /** int4 grouped, untied: the reverse table's zero points `[groups, inputDim]` (float32). */
+  reverseEmbeddingsZero: LayerVariable | null = null;
 
   constructor(args: ReversibleEmbeddingArgs) {
     super(args);
@@ -178,10 +218,67 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
       args.logitSoftCap == null ? null : positiveNumber(args.logitSoftCap, 'logitSoftCap', cls, 1);
     this.embeddingsInitializer = getInitializer(args.embeddingsInitializer, 'randomUniform');
     this.quantizationMode = quantizationModeOf(args.quantizationMode, cls);
+    this.int4BlockSize = int4BlockSizeOf(args.int4BlockSize, cls);
+    this.int4ReverseInputQuantization = args.int4ReverseInputQuantization ?? true;
     this.supportsMasking = true;
   }
 
+  /** The int4 table's layout `[inputDim, outputDim]`: packed and grouped along the hidden axis. */
+  private tableLayout(): Int4Layout {
+    const [V, D] = [this.inputDim, this.outputDim];
+    return {rows: V, cols: D, packAxis: 1, groupAxis: 1, blockSize: this.int4BlockSize};
+  }
+
+  /** The int4 reverse table's `[outputDim, inputDim]`: packed and grouped along the hidden axis. */
+  private reverseLayout(): Int4Layout {
+    const [V, D] = [this.inputDim, this.outputDim];
+    return {rows: D, cols: V, packAxis: 0, groupAxis: 0, blockSize: this.int4BlockSize};
+  }
+
+  /** Keras' int4 variables, in its order (see the class). */
+  private buildInt4(): void {
+    const add: AddWeight = (name, shape, dtype, init) =>
+      this.addWeight(
+        name,
+        shape,
+        dtype,
+        init === 'ones' ? initializers.ones() : initializers.zeros(),
+        undefined,
+        false,
+      );
+    const table = this.tableLayout();
+    this.embeddings = add('embeddings', int4Shapes(table).packed, INT8_DTYPE, 'zeros');
+    const p = addInt4Params(add, table, {
+      scale: 'embeddings_scale',
+      zero: 'embeddings_zero',
+      gIdx: 'g_idx',
+    });
+    [this.embeddingsScale, this.embeddingsZero, this.gIdx] = [p.scale, p.zero, p.gIdx];
+    if (!this.tieWeights) {
+      const reverse = this.reverseLayout();
+      this.reverseEmbeddings = add(
+        'reverse_embeddings',
+        int4Shapes(reverse).packed,
+        INT8_DTYPE,
+        'zeros',
+      );
+      // Keras makes the reverse zero point float32 and reuses the table's g_idx
+      const r = addInt4Params(
+        add,
+        reverse,
+        {scale: 'reverse_embeddings_scale', zero: 'reverse_embeddings_zero', gIdx: 'g_idx'},
+        {zeroDtype: 'float32', gIdx: this.gIdx},
+      );
+      [this.reverseEmbeddingsScale, this.reverseEmbeddingsZero] = [r.scale, r.zero];
+    }
+    this.built = true;
+  }
+
   override build(): void {
+    if (this.quantizationMode === 'int4') {
+      this.buildInt4();
+      return;
+    }
     if (this.quantizationMode === 'int8') {
       // Keras' int8 variables, in its order
       const [zeros, ones] = [initializers.zeros(), initializers.ones()];
@@ -303,6 +400,8 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
   override call(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor {
     return tf.tidy(() => {
       const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      const int4 = this.int4Weights();
+      if (int4.length > 0) return this.int4Call(x, int4);
       const table = (this.embeddings as LayerVariable).read(); // [V, D]
       const scale = this.embeddingsScale?.read() ?? null; // [V] when int8
       if (x.dtype !== 'float32') {
@@ -328,6 +427,50 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
     });
   }
 
+  /**
+   * Keras' int4 `_int4_call`: forward, the rows at the ids dequantized; reverse, the hidden
+   * states quantized to int8 per token (when `int4ReverseInputQuantization`), the product with
+   * the table (tied: transposed) and the division by their scale.
+   */
+  private int4Call(x: tf.Tensor, int4: Int4Weight[]): tf.Tensor {
+    const [table, reverse] = int4;
+    if (x.dtype !== 'float32') return int4Lookup(int4TensorsOf(table), table.layout, x);
+    const rows = tf.reshape(x, [-1, this.outputDim]) as tf.Tensor2D; // [N, D]
+    const q = this.int4ReverseInputQuantization ? absMaxQuantize(rows, -1) : null;
+    const inputs = (q?.values ?? rows) as tf.Tensor2D;
+    let logits: tf.Tensor =
+      reverse != null
+        ? int4MatMul(inputs, int4TensorsOf(reverse), reverse.layout)
+        : int4MatMulT(inputs, int4TensorsOf(table), table.layout); // [N, V]
+    if (q != null) logits = tf.div(logits, q.scale);
+    return this.softCap(tf.reshape(logits, [...x.shape.slice(0, -1), this.inputDim]));
+  }
+
+  /** Its int4 weights (when int4): the table; untied, the reverse table (sharing its g_idx). */
+  int4Weights(): Int4Weight[] {
+    if (this.quantizationMode !== 'int4' || this.embeddings == null) return [];
+    if (this.embeddingsScale == null) return [];
+    const out: Int4Weight[] = [
+      {
+        packed: this.embeddings,
+        scale: this.embeddingsScale,
+        zero: this.embeddingsZero,
+        gIdx: this.gIdx,
+        layout: this.tableLayout(),
+      },
+    ];
+    if (this.reverseEmbeddings != null && this.reverseEmbeddingsScale != null) {
+      out.push({
+        packed: this.reverseEmbeddings,
+        scale: this.reverseEmbeddingsScale,
+        zero: this.reverseEmbeddingsZero,
+        gIdx: this.gIdx,
+        layout: this.reverseLayout(),
+      });
+    }
+    return out;
+  }
+
   private softCap(logits: tf.Tensor): tf.Tensor {
     const cap = this.logitSoftCap;
     return cap == null ? logits : tf.mul(tf.tanh(tf.div(logits, cap)), cap);
@@ -336,6 +479,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
   /** Its int8 weights (when int8): the table per row; untied, the reverse table per column. */
   int8Weights(): Int8Weight[] {
     const out: Int8Weight[] = [];
+    if (this.quantizationMode !== 'int8') return out;
     if (this.embeddings != null && this.embeddingsScale != null) {
       out.push({values: this.embeddings, scale: this.embeddingsScale, axes: [1]});
     }
@@ -362,6 +506,10 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
     };
     if (this.logitSoftCap != null) config.logitSoftCap = this.logitSoftCap;
     if (this.quantizationMode != null) config.quantizationMode = this.quantizationMode;
+    if (this.quantizationMode === 'int4') {
+      config.int4BlockSize = this.int4BlockSize;
+      config.int4ReverseInputQuantization = this.int4ReverseInputQuantization;
+    }
     return config;
   }
 }
