@@ -28,7 +28,7 @@ import {
   int8HubModelAsBuilt,
   isInt8HubWeight,
   quantizedHubWeights,
-  withoutInt8PolicyMap,
+  withoutPolicyMap,
 } from './int8_weights';
 import {withQuantizationMode} from '../layers/core/quantization';
 import {familyOfClass, kerasHubClassNames} from './registry';
@@ -167,8 +167,15 @@ export function buildKerasHubParts(
     checkConfig(className, own, TASK_KEYS[kind], ['backbone'], {});
     backboneConfig = innerConfig(family.backbone, own.backbone, `${className} backbone`);
   }
-  // an int8 model's backbone dtype: keras-hub's DTypePolicyMap (int8_weights.ts)
-  backboneConfig = withoutInt8PolicyMap(family.backbone, backboneConfig);
+  // a quantized model's backbone dtype: keras-hub's DTypePolicyMap (int8_weights.ts)
+  const policies = withoutPolicyMap(family.backbone, backboneConfig);
+  backboneConfig = policies.config;
+  if (policies.int4BlockSize != null && options.quantize !== undefined) {
+    throw new Error(
+      `buildKerasHubModel: the preset is int4 already; expected a float32 preset to quantize ` +
+        `(received quantize ${JSON.stringify(options.quantize)})`,
+    );
+  }
   checkConfig(
     family.backbone,
     backboneConfig,
@@ -188,9 +195,19 @@ export function buildKerasHubParts(
       values: head.numClasses * hidden,
     });
   }
-  checkWeightTerms(className, terms, weights);
+  checkWeightTerms(className, terms, weights, policies.int4BlockSize != null ? 2 : 1);
   return withoutLeaks(() =>
-    buildModel(className, own, family, kind, head, backboneConfig, weights, options.quantize),
+    buildModel(
+      className,
+      own,
+      family,
+      kind,
+      head,
+      backboneConfig,
+      weights,
+      options.quantize,
+      policies.int4BlockSize,
+    ),
   );
 }
 
@@ -295,10 +312,32 @@ function buildModel(
   backboneConfig: JsonObject,
   weights: HubWeights,
   quantize?: 'int8',
+  int4BlockSize: number | null = null,
 ): BuiltKerasHubModel {
   const prefix = kind == null ? '' : `layers/${snakeCase(family.backbone)}/`;
   const derive = (m: LayersModel) => hubWeightBindings(m, prefix);
   const graphOf = () => graphModel(className, own, family, kind, head, backboneConfig);
+  if (int4BlockSize != null) {
+    // an int4 preset (keras-hub's quantize("int4")): its int4 form built directly, the weights
+    // bound as they are (packed values and zero points as bytes); a preset quantized in part, or
+    // one whose weights are not the int4 form's, is refused by the binding (naming the weight)
+    const direct = withQuantizationMode('int4', graphOf, int4BlockSize);
+    try {
+      const bindings = derive(direct.built);
+      const int4 = int8HubModelAsBuilt(className, direct.built, bindings, weights);
+      if (int4 == null) {
+        throw new Error(
+          `${className}: the int4 preset's weights are not those of its int4 form (a layer ` +
+            'quantized in part, or an int8 weight where the int4 form holds a float one)',
+        );
+      }
+      bindWeights(className, bindings, direct.built.weights, int4);
+      return {model: direct.built, backboneOutputs: direct.backboneOutputs};
+    } catch (e) {
+      direct.built.dispose();
+      throw e;
+    }
+  }
   const int8Weights = weights instanceof Map && [...weights.values()].some(isInt8HubWeight);
   if (quantize === 'int8' || int8Weights) {
     // the int8 form built directly: a float preset quantized while its weights stream in, or an

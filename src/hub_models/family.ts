@@ -367,9 +367,14 @@ function dtypeName(dtype: Json | undefined): string | null {
 }
 
 /** How many values `weights` holds in all. */
-function heldValues(weights: HubWeights): number {
+function heldValues(weights: HubWeights, perByte: number): number {
   let n = 0;
-  for (const w of weights.values()) n += w.shape.reduce((a: number, d) => a * d, 1);
+  for (const w of weights.values()) {
+    const size = w.shape.reduce((a: number, d) => a * d, 1);
+    const bytes =
+      w instanceof tf.Tensor ? w.dtype === 'bool' : w.dtype === 'bool' || w.dtype === 'int8';
+    n += bytes ? size * perByte : size;
+  }
   return n;
 }
 
@@ -377,16 +382,18 @@ function heldValues(weights: HubWeights): number {
  * Refuses, before anything is built, a config whose weights (by `terms`, a lower bound) hold
  * more values than `weights` does: a config that does not fit its weights, whose model could not
  * be allocated (a `max_sequence_length` of 1e9) or built (a `num_layers` of 1e9). The error names
- * the largest term's options.
+ * the largest term's options. `perByte`: the values a weight of bytes holds per byte (2: int4
+ * values packed two to a byte).
  */
 export function checkWeightTerms(
   cls: string,
   terms: readonly WeightTerm[],
   weights: HubWeights,
+  perByte = 1,
 ): void {
   if (!(weights instanceof Map)) return; // bindWeights says what it expected
   const implied = terms.reduce((n, t) => n + t.values, 0);
-  const held = heldValues(weights);
+  const held = heldValues(weights, perByte);
   if (implied <= held) return;
   const largest = terms.reduce((a, t) => (t.values > a.values ? t : a));
   const keys = Object.entries(largest.keys).map(([k, v]) => `${k}=${v}`);

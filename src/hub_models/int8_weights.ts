@@ -51,31 +51,47 @@ export function isInt8HubWeight(w: HubWeight | undefined): boolean {
   return w.dtype != null && INT8_DTYPES.includes(w.dtype);
 }
 
-function policyMode(policy: Json, cls: string, where: string): 'int8' | 'float32' {
+/** A policy map entry's mode: float32, int8, or int4 with its block size. */
+type PolicyMode = 'float32' | 'int8' | {int4: number};
+
+function policyMode(policy: Json, cls: string, where: string): PolicyMode {
   if (policy == null) return 'float32';
   if (typeof policy === 'string' && policy === 'float32') return 'float32';
   if (isObject(policy) && isObject(policy.config)) {
     const c = policy.config;
+    const fromFloat = c.source_name == null || c.source_name === 'float32';
     if (policy.class_name === 'DTypePolicy' && c.name === 'float32') return 'float32';
-    if (policy.class_name === 'QuantizedDTypePolicy' && c.mode === 'int8') {
-      if (c.source_name == null || c.source_name === 'float32') return 'int8';
+    if (policy.class_name === 'QuantizedDTypePolicy' && c.mode === 'int8' && fromFloat) {
+      return 'int8';
+    }
+    const m = typeof c.mode === 'string' ? /^int4\/(-?\d+)$/.exec(c.mode) : null;
+    if (policy.class_name === 'Int4DTypePolicy' && m != null && fromFloat) {
+      const size = Number(m[1]);
+      if (size === -1 || size > 0) return {int4: size};
     }
   }
   throw new Error(
-    `${cls}: config dtype ${where} is ${JSON.stringify(policy)}; expected float32 or an int8 ` +
-      "QuantizedDTypePolicy (Keras' int8 quantization of a float32 model)",
+    `${cls}: config dtype ${where} is ${JSON.stringify(policy)}; expected float32, an int8 ` +
+      "QuantizedDTypePolicy or an Int4DTypePolicy of mode 'int4/<block size>' (Keras' int8 / " +
+      'int4 quantization of a float32 model)',
   );
 }
 
 /**
- * A keras-hub config whose `dtype` is keras-hub's `DTypePolicyMap` of an int8 model, with that
- * dtype checked (a float32 default, each entry int8 or float32; anything else is an error naming
- * the layer path and its policy) and replaced by `float32`; other configs are returned as they
- * are.
+ * A keras-hub config whose `dtype` is keras-hub's `DTypePolicyMap` of a quantized model, with
+ * that dtype checked (a float32 default, each entry int8, int4 or float32; anything else is an
+ * error naming the layer path and its policy) and replaced by `float32`, and the int4 block size
+ * of its int4 entries (one for all: a map mixing int4 block sizes, or int4 with int8, is an error
+ * naming both); other configs are returned as they are.
  */
-export function withoutInt8PolicyMap(cls: string, config: JsonObject): JsonObject {
+export function withoutPolicyMap(
+  cls: string,
+  config: JsonObject,
+): {config: JsonObject; int4BlockSize: number | null} {
   const dtype = config.dtype;
-  if (!isObject(dtype) || dtype.class_name !== 'DTypePolicyMap') return config;
+  if (!isObject(dtype) || dtype.class_name !== 'DTypePolicyMap') {
+    return {config, int4BlockSize: null};
+  }
   const inner = isObject(dtype.config) ? dtype.config : {};
   policyMode(inner.default_policy ?? null, cls, 'default_policy');
   const map = inner.policy_map;
@@ -84,8 +100,23 @@ export function withoutInt8PolicyMap(cls: string, config: JsonObject): JsonObjec
       `${cls}: expected the DTypePolicyMap's policy_map to be an object, received ${JSON.stringify(map)}`,
     );
   }
-  for (const [path, policy] of Object.entries(map)) policyMode(policy, cls, `of '${path}'`);
-  return {...config, dtype: 'float32'};
+  let first: {path: string; mode: PolicyMode} | null = null;
+  let int4BlockSize: number | null = null;
+  for (const [path, policy] of Object.entries(map)) {
+    const mode = policyMode(policy, cls, `of '${path}'`);
+    if (mode === 'float32') continue;
+    const text = (m: PolicyMode) => (typeof m === 'string' ? m : `int4/${m.int4}`);
+    if (first != null && text(first.mode) !== text(mode)) {
+      throw new Error(
+        `${cls}: the DTypePolicyMap quantizes '${first.path}' as ${text(first.mode)} and ` +
+          `'${path}' as ${text(mode)}; expected one quantization for every layer (Keras' ` +
+          'quantize() of a whole model)',
+      );
+    }
+    first ??= {path, mode};
+    if (typeof mode !== 'string') int4BlockSize = mode.int4;
+  }
+  return {config: {...config, dtype: 'float32'}, int4BlockSize};
 }
 
 function registered(className: string): Registered | undefined {
@@ -358,7 +389,8 @@ function checkInt8Layers(
   const values = new Set(layers8.flatMap((l) => l.int8Weights().map((w) => w.values)));
   // an int8 weight where the int8 form holds a float one (a bias, a norm): first, by its path
   for (const [variable, path] of pathOf) {
-    if (!values.has(variable) && isInt8HubWeight(weights.get(path))) {
+    // (int4 layers hold their packed values and zero points as bytes too)
+    if (!values.has(variable) && variable.dtype !== 'bool' && isInt8HubWeight(weights.get(path))) {
       throw new Error(
         `${cls}: weight ${path} expected a float dtype (float32, float16, bfloat16, float64), ` +
           `received int8 (in Keras' int8 form, ${variable.originalName} is float)`,

@@ -114,9 +114,15 @@ export function closeWeights(datasets: readonly PresetDataset[]): void {
   for (const reader of new Set(datasets.map((d) => d.reader))) reader.close();
 }
 
-/** The values the datasets declare, from their shapes (nothing read). */
+/**
+ * The values the datasets declare, from their shapes (nothing read), an upper bound: an int8
+ * dataset counts twice, as it may hold int4 values two to a byte.
+ */
 export const declaredElements = (datasets: readonly PresetDataset[]): number =>
-  datasets.reduce((n, d) => n + d.dataset.shape.reduce((a, x) => a * x, 1), 0);
+  datasets.reduce(
+    (n, d) => n + d.dataset.shape.reduce((a, x) => a * x, 1) * (d.dataset.dtype === 'bool' ? 2 : 1),
+    0,
+  );
 
 /**
  * Refuses a config that implies far more weights than the files declare, before the model (whose

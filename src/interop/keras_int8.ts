@@ -1,6 +1,7 @@
 /**
- * Keras 3 int8 models (`model.quantize("int8")`) in the loader: a layer whose saved weights are
- * int8 becomes this package's int8 form (Dense -> QuantizedDense, Embedding -> QuantizedEmbedding,
+ * Keras 3 int8 and int4 models (`model.quantize("int8" | "int4")`) in the loader: a layer whose
+ * saved weights are int8 (int4: packed two to an int8, its policy `Int4DTypePolicy` saying so
+ * and giving the block size) becomes this package's int8 / int4 form (Dense -> QuantizedDense, Embedding -> QuantizedEmbedding,
  * EinsumDense / ReversibleEmbedding with `quantization_mode`), and a composite layer (keras-hub's
  * blocks, MultiHeadAttention) whose saved weights include int8 ones gets `quantization_mode` too.
  *
@@ -37,13 +38,56 @@ function isComposite(cls: string): boolean {
   return map[cls][0]?.prototype instanceof CompositeLayer;
 }
 
-function int8Policy(dtype: Json | undefined, layer: string): boolean {
-  if (!isObj(dtype) || dtype.class_name !== 'QuantizedDTypePolicy') return false;
-  const mode = isObj(dtype.config) ? dtype.config.mode : undefined;
-  if (mode !== 'int8') {
-    fail(`layer '${layer}' is quantized as ${JSON.stringify(mode)}; this package reads int8 only`);
+/** A layer's quantization as its config gives it: int8, int4 with a block size, or none. */
+type Quantized = {mode: 'int8'} | {mode: 'int4'; blockSize: number; reverseInputs: boolean};
+
+/**
+ * Keras 3.15's quantized dtype policies: `QuantizedDTypePolicy` of mode `int8`, and
+ * `Int4DTypePolicy` of mode `int4/<block size>` (-1: per channel); the block size of an int4
+ * `quantization_config` first (Keras' `get_block_size_for_layer`). Another mode is an error naming
+ * the layer.
+ */
+export function quantizedPolicy(
+  dtype: Json | undefined,
+  quantizationConfig: Json | undefined,
+  layer: string,
+): Quantized | null {
+  if (!isObj(dtype) || !isObj(dtype.config)) return null;
+  if (dtype.class_name !== 'QuantizedDTypePolicy' && dtype.class_name !== 'Int4DTypePolicy') {
+    return null;
   }
-  return true;
+  const mode = dtype.config.mode;
+  if (mode === 'int8') return {mode: 'int8'};
+  if (mode === 'int4' && dtype.class_name === 'QuantizedDTypePolicy') {
+    fail(
+      `layer '${layer}' is int4 as Keras 3.11-3.13 wrote it (QuantizedDTypePolicy of mode ` +
+        "'int4': per channel, packed along the input axis, its inputs quantized to int8); this " +
+        "package reads Keras 3.14+'s int4 (Int4DTypePolicy): load the file in Keras 3.13, save " +
+        'its float model, and quantize that with Keras 3.15 or quantize()',
+    );
+  }
+  const m = typeof mode === 'string' ? /^int4(?:\/(-?\d+))?$/.exec(mode) : null;
+  if (m == null) {
+    fail(
+      `layer '${layer}' is quantized as ${JSON.stringify(mode)}; this package reads int8 and ` +
+        'int4 (int4/<block size>)',
+    );
+  }
+  const qc =
+    isObj(quantizationConfig) && isObj(quantizationConfig.config)
+      ? quantizationConfig.config
+      : null;
+  const fromConfig = qc != null && 'block_size' in qc ? qc.block_size : undefined;
+  const size = fromConfig !== undefined ? fromConfig : m[1] != null ? Number(m[1]) : 128;
+  const blockSize = size == null ? -1 : Number(size);
+  if (!(blockSize === -1 || (Number.isInteger(blockSize) && blockSize > 0))) {
+    fail(
+      `layer '${layer}': int4 block size ${JSON.stringify(size)}; expected a positive integer or -1`,
+    );
+  }
+  // Keras' int4 ReversibleEmbedding quantizes its reverse inputs unless a config says otherwise
+  const reverseInputs = qc == null || qc.activation_quantizer != null;
+  return {mode: 'int4', blockSize, reverseInputs};
 }
 
 /** Whether the weights hold int8 values directly in `path` (`<path>vars/<i>`). */
@@ -63,6 +107,7 @@ function rewriteLayers(
   weighted: boolean,
   names: Map<string, string>,
   equations: Map<string, string>,
+  int4Paths: Set<string>,
 ): void {
   const counts = new Map<string, number>();
   for (const layer of (config.layers as Json[]) ?? []) {
@@ -71,33 +116,59 @@ function rewriteLayers(
     const c = layer.config;
     const path = `${prefix}layers/${keras3PathKey(cls, counts)}/`;
     if (MODEL_CLASSES.includes(cls)) {
-      rewriteLayers(c, path, int32, weighted, names, equations);
+      rewriteLayers(c, path, int32, weighted, names, equations, int4Paths);
       continue;
     }
     const name = String(layer.name ?? c.name);
     names.set(path, name);
     // an EinsumDense's equation decides its scale's axes (Keras' _get_kernel_scale_shape)
     if (typeof c.equation === 'string') equations.set(path, c.equation);
-    const policy = int8Policy(c.dtype, name);
-    if (policy) {
+    const policy = quantizedPolicy(c.dtype, c.quantization_config, name);
+    if (policy != null) {
       c.dtype =
         (isObj(c.dtype) && isObj(c.dtype.config) && c.dtype.config.source_name) || 'float32';
       delete c.quantization_config;
     }
-    // the weights decide (Keras 3.15 leaves float policies on layers it quantized)
-    if (weighted ? ownInt8(path, int32) : policy) {
+    if (policy?.mode === 'int4') int4Paths.add(path);
+    // the weights decide (Keras 3.15 leaves float policies on layers it quantized); int4 layers
+    // are told by their policy (their packed values are int8 bytes too)
+    if (weighted ? ownInt8(path, int32) : policy != null) {
+      const int4 = policy?.mode === 'int4' ? policy : null;
       const replacement = int8Replacement(cls);
       if (replacement != null) {
         // the int8 class's options only (initializers and the like have nothing to initialize)
         const keep = new Set([...replacement.contract.configKeys.map(snakeCase), ...COMMON]);
         for (const k of Object.keys(c)) if (!keep.has(k)) delete c[k];
         layer.class_name = replacement.className;
+        if (int4 != null)
+          Object.assign(c, {quantization_mode: 'int4', int4_block_size: int4.blockSize});
       } else if (contractOf(cls)?.quantization?.kind === 'own') {
-        c.quantization_mode = 'int8';
+        c.quantization_mode = int4 != null ? 'int4' : 'int8';
+        if (int4 != null) {
+          c.int4_block_size = int4.blockSize;
+          if (cls === 'ReversibleEmbedding') c.int4_reverse_input_quantization = int4.reverseInputs;
+        }
       } else {
-        fail(`layer '${name}' (${cls}) is int8, which this package does not implement for ${cls}`);
+        fail(
+          `layer '${name}' (${cls}) is ${int4 != null ? 'int4' : 'int8'}, which this package ` +
+            `does not implement for ${cls}`,
+        );
       }
     } else if (isComposite(cls) && int32.some((s) => s.startsWith(path))) {
+      const perFolder = new Map<string, number>();
+      for (const s of int32.filter((n) => n.startsWith(path))) {
+        const folder = s.replace(/vars\/\d+$/, '');
+        perFolder.set(folder, (perFolder.get(folder) ?? 0) + 1);
+      }
+      if ([...perFolder.values()].some((n) => n > 1)) {
+        // two int8 weights in a sublayer (packed values and zero points): int4 sublayers, whose
+        // block size the composite's config does not say
+        fail(
+          `layer '${name}' (${cls}) holds int4 sublayers, whose quantization its config does not ` +
+            'give (Keras 3.15 cannot load such a file either); quantize the float model with ' +
+            "quantize(model, 'int4') instead",
+        );
+      }
       c.quantization_mode = 'int8';
     }
   }
@@ -134,12 +205,16 @@ export function checkInt8Scales(
   isInt8: (s: tf.io.WeightsManifestEntry) => boolean,
   layerNames: ReadonlyMap<string, string> = new Map(),
   equations: ReadonlyMap<string, string> = new Map(),
+  int4Paths: ReadonlySet<string> = new Set(),
 ): Array<{scale: tf.io.WeightsManifestEntry; what: string}> {
   const scales: Array<{scale: tf.io.WeightsManifestEntry; what: string}> = [];
   const folders = new Map<string, Array<{index: number; spec: tf.io.WeightsManifestEntry}>>();
   for (const spec of specs) {
     const m = /^(.*\/)vars\/(\d+)$/.exec(spec.name);
     if (m == null) continue;
+    // an int4 layer's variables (packed values, zero points) are checked against the layer's
+    // when they are bound
+    if (int4Paths.has(m[1])) continue;
     const list = folders.get(m[1]) ?? [];
     list.push({index: Number(m[2]), spec});
     folders.set(m[1], list);
@@ -237,6 +312,7 @@ export function rewriteInt8(
   const int32 = specs.filter(isInt8);
   const names = new Map<string, string>();
   const equations = new Map<string, string>();
+  const int4Paths = new Set<string>();
   rewriteLayers(
     modelConfig.config as Obj,
     '',
@@ -244,8 +320,9 @@ export function rewriteInt8(
     specs.length > 0,
     names,
     equations,
+    int4Paths,
   );
-  const scales = checkInt8Scales(specs, isInt8, names, equations);
+  const scales = checkInt8Scales(specs, isInt8, names, equations, int4Paths);
   if (int32.length === 0 || artifacts.weightData == null) return {artifacts, specs};
   const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData);
   checkScaleData(specs, data, scales);

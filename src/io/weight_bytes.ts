@@ -29,8 +29,10 @@ export function entryBytes(spec: tf.io.WeightsManifestEntry): number {
 }
 
 /**
- * The weights' elements declared by a list of manifest entries; throws on a name listed twice
- * (tfjs would silently load the last entry of that name).
+ * The weights' elements declared by a list of manifest entries, an upper bound of the values
+ * they hold: an entry of bytes (`bool`: Keras' int8 datasets) counts twice, as it may hold int4
+ * values two to a byte. Throws on a name listed twice (tfjs would silently load the last entry
+ * of that name).
  */
 export function declaredElements(specs: tf.io.WeightsManifestEntry[]): number {
   const names = new Set<string>();
@@ -43,5 +45,8 @@ export function declaredElements(specs: tf.io.WeightsManifestEntry[]): number {
     }
     names.add(s.name);
   }
-  return specs.reduce((n, s) => n + (s.shape ?? []).reduce((p, d) => p * d, 1), 0);
+  return specs.reduce(
+    (n, s) => n + (s.shape ?? []).reduce((p, d) => p * d, 1) * (s.dtype === 'bool' ? 2 : 1),
+    0,
+  );
 }

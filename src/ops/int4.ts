@@ -17,8 +17,8 @@
  */
 
 const f32 = Math.fround;
-/** Keras' epsilon (`keras.config.epsilon()`). */
-const EPSILON = 1e-7;
+/** Keras' epsilon (`keras.config.epsilon()`), as float32. */
+const EPSILON = Math.fround(1e-7); // a float32, as numpy adds a Python float to float32 arrays
 const [QMIN, QMAX] = [-8, 7];
 
 /** numpy's `round`: to the nearest integer, halves to even. */

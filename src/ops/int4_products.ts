@@ -25,7 +25,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 
 import {groupCount, Int4Layout, isGrouped} from './int4';
-import {INT8_BLOCK_VALUES, int8ValuesOf} from './int8';
+import {INT8_BLOCK_VALUES, int8ValuesOf, isInt8Tensor} from './int8';
 
 /** An int4 weight's tensors, as Keras stores them. */
 export interface Int4Tensors {
@@ -33,7 +33,7 @@ export interface Int4Tensors {
   packed: tf.Tensor;
   /** float32 scale. */
   scale: tf.Tensor;
-  /** int8 zero point per group (dtype `bool`), grouped only. */
+  /** The zero point per group (int8 bytes, dtype `bool`; or float32), grouped only. */
   zero: tf.Tensor | null;
   /** float32 group of each index along the grouped axis, grouped only. */
   gIdx: tf.Tensor | null;
@@ -43,7 +43,8 @@ export interface Int4Tensors {
 interface Int4Values {
   packed: Int8Array;
   scale: Float32Array;
-  zero: Int8Array | null;
+  /** int8 bytes; float32 where Keras made the zero point so (an untied reverse embedding). */
+  zero: Int8Array | Float32Array | null;
   group: Int32Array | null;
 }
 
@@ -52,7 +53,12 @@ function valuesOf(t: Int4Tensors, layout: Int4Layout): Int4Values {
   return {
     packed: int8ValuesOf(t.packed),
     scale: t.scale.dataSync() as Float32Array,
-    zero: grouped && t.zero != null ? int8ValuesOf(t.zero) : null,
+    zero:
+      grouped && t.zero != null
+        ? isInt8Tensor(t.zero)
+          ? int8ValuesOf(t.zero)
+          : (t.zero.dataSync() as Float32Array)
+        : null,
     group: grouped && t.gIdx != null ? Int32Array.from(t.gIdx.dataSync()) : null,
   };
 }

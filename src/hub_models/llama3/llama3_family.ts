@@ -57,18 +57,23 @@ const EMBEDDING_WEIGHT = /^layers\/reversible_embedding\/vars\/\d+$/;
 /**
  * keras-hub 0.32's `LlamaBackbone.get_config` drops `tie_word_embeddings`: a tied Llama's preset
  * has a config without it (keras-hub's default: untied) and weights holding one embedding table.
- * Without the option, the weights decide: one table (`[vocabulary_size, hidden_dim]`, an int8
- * table's scale aside) is tied, two (the table and its reverse) untied; any other count fits
- * neither reading and is refused.
+ * Without the option, the weights decide: one table (`[vocabulary_size, ...]`, an int8 table's
+ * 1-D scale aside; an int4 table's three, its values, scale and zero points, count as one) is
+ * tied; the table and its reverse (`[hidden_dim or its packed half or groups, vocabulary_size]`,
+ * as many) untied; any other count fits neither reading and is refused.
  */
 function tieFromWeights(
   config: JsonObject,
   shapes: ReadonlyMap<string, readonly number[]>,
 ): ConfigReadFromWeights | null {
   if (config.tie_word_embeddings != null) return null;
+  const vocab = config.vocabulary_size;
   const tables = [...shapes].filter(([p, s]) => EMBEDDING_WEIGHT.test(p) && s.length === 2);
-  if (tables.length === 2) return null;
-  if (tables.length === 1) {
+  const reverse = tables.filter(([, s]) => s[0] !== vocab).length;
+  const forward = tables.length - reverse;
+  const one = forward === 1 || forward === 3; // a table (int4 grouped: values, scale, zeros)
+  if (one && reverse === forward) return null;
+  if (one && reverse === 0) {
     return {
       config: {...config, tie_word_embeddings: true},
       note:

@@ -64,12 +64,12 @@ export function keras3Paths(
         : layer.layers;
     return keras3LayerPaths(inOrder, order);
   } else if (sub != null && layer instanceof CompositeLayer) {
-    // Keras 3 keeps each projection's kernel, bias and (int8) kernel_scale as vars/0, 1, 2 of
-    // its folder, numbering only those it has
+    // Keras 3 keeps each projection's kernel, bias, (int8 / int4) kernel_scale and (int4
+    // grouped) kernel_zero and g_idx as vars/0, 1, ... of its folder, numbering only those it has
     const paths = layer.weightPaths();
     for (const {name, keras3} of sub) {
       let i = 0;
-      for (const w of ['kernel', 'bias', 'kernel_scale']) {
+      for (const w of ['kernel', 'bias', 'kernel_scale', 'kernel_zero', 'g_idx']) {
         const v = paths.get(`${name}/${w}`);
         if (v != null) out.set(`${keras3}/vars/${i++}`, v);
       }
