@@ -36,9 +36,10 @@ interface Meta {
   new_tokens: number;
   vocab: number;
   keras_int8_ids?: number[];
+  keras_int4_ids?: number[];
 }
 
-type Quantize = (model: LayersModel, mode: 'int8') => unknown;
+type Quantize = (model: LayersModel, mode: 'int8' | 'int4') => unknown;
 
 function emit(result: object): void {
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
@@ -124,24 +125,26 @@ async function main(): Promise<void> {
   // import would fail to bundle (or be bundled as undefined) until it does
   const name = 'quantize';
   const quantize = (api as unknown as Record<string, Quantize | undefined>)[name];
-  if (dtype === 'int8' && typeof quantize !== 'function') {
+  const quantized = dtype === 'int8' || dtype === 'int4';
+  if (quantized && typeof quantize !== 'function') {
     emit({na: 'quantize not available'});
     return;
   }
-  if (dtype !== 'int8' && dtype !== 'float32') {
-    throw new Error(`expected dtype float32 or int8, received "${dtype}"`);
+  if (!quantized && dtype !== 'float32') {
+    throw new Error(`expected dtype float32, int8 or int4, received "${dtype}"`);
   }
   await setBackend();
-  const int8Preset = path.join(dir, 'preset_int8');
-  const kerasInt8 = dtype === 'int8' && fs.existsSync(int8Preset);
-  const presetDir = kerasInt8 ? int8Preset : path.join(dir, 'preset');
+  // Keras' own quantized preset where the size has one (int8: preset_int8/, int4: preset_int4/)
+  const quantizedPreset = path.join(dir, `preset_${dtype}`);
+  const kerasInt8 = quantized && fs.existsSync(quantizedPreset);
+  const presetDir = kerasInt8 ? quantizedPreset : path.join(dir, 'preset');
   const t0 = performance.now();
   let model = fs.existsSync(presetDir)
     ? (await api.loadKerasHubPreset(presetDir)).model
     : await api.loadKerasModel(api.fileSystem(path.join(dir, 'tfjs', 'model.json')));
   const loadMs = performance.now() - t0;
-  if (dtype === 'int8' && !kerasInt8) {
-    const q = (await quantize!(model, 'int8')) as LayersModel | undefined;
+  if (quantized && !kerasInt8) {
+    const q = (await quantize!(model, dtype as 'int8' | 'int4')) as LayersModel | undefined;
     if (q != null && q !== model) {
       model.dispose();
       model = q;
@@ -155,7 +158,7 @@ async function main(): Promise<void> {
   // weight it multiplies (kept for the life of the weight), which would be counted otherwise
   const maxRssBytes = process.resourceUsage().maxRSS * 1024;
   const maxAbsLogitsVsKeras = dtype === 'float32' ? logitsError(model, meta) : null;
-  const want = meta.keras_int8_ids;
+  const want = dtype === 'int4' ? meta.keras_int4_ids : meta.keras_int8_ids;
   // Keras' ids: the prompt and the new ones, or the new ones only
   const got =
     want != null && want.length === r.ids.length ? r.ids : r.ids.slice(meta.prompt.length);
@@ -171,7 +174,7 @@ async function main(): Promise<void> {
     maxRssBytes,
     ids: r.ids,
     maxAbsLogitsVsKeras,
-    int8Source: dtype !== 'int8' ? null : kerasInt8 ? 'keras int8 preset' : 'quantize(float32)',
+    int8Source: !quantized ? null : kerasInt8 ? `keras ${dtype} preset` : 'quantize(float32)',
     idsVsKerasInt8,
     timing: 'generate onStep per chosen token',
     runtimeVersion: `tfjs ${tf.version_core} ${tf.getBackend()}`,

@@ -5,7 +5,7 @@
  * __tests__/bench/generate_summary.test.ts).
  */
 
-export type Dtype = 'float32' | 'int8';
+export type Dtype = 'float32' | 'int8' | 'int4';
 
 export interface Contender {
   /** e.g. `ours-wasm-float32`, `tjs-web-int8`. */
@@ -90,9 +90,9 @@ export function spread(xs: readonly number[]): Spread {
  */
 export function contenders(options: {cpu: boolean; tensorflow: boolean}): Contender[] {
   const out: Contender[] = [];
-  for (const dtype of ['float32', 'int8'] as const) {
-    const q = dtype === 'int8' ? ', int8' : '';
-    const tq = dtype === 'int8' ? ", dtype 'q8'" : '';
+  for (const dtype of ['float32', 'int8', 'int4'] as const) {
+    const q = dtype === 'float32' ? '' : `, ${dtype}`;
+    const tq = dtype === 'int8' ? ", dtype 'q8'" : dtype === 'int4' ? ", dtype 'q4'" : '';
     out.push(
       {
         id: `tjs-node-${dtype}`,
@@ -258,7 +258,7 @@ export function markdownTable(rows: readonly Row[]): string[] {
     const tokens =
       r.mismatch == null
         ? 'same as torch'
-        : c.dtype === 'int8'
+        : c.dtype === 'int8' || c.dtype === 'int4'
           ? `${r.agreement!.same} / ${r.agreement!.of} as float32 torch`
           : `**MISMATCH** at ${r.mismatch.position} (${r.mismatch.received}, torch ${r.mismatch.expected})`;
     lines.push(

@@ -2,7 +2,7 @@
 // starts it in its own process): `node bench/generate_transformers_child.mjs <size> <runtime> <dtype>`
 // with runtime `node` (onnxruntime-node, CPU execution provider) or `web` (onnxruntime-web's wasm
 // backend in Node, installed as transformers.js' runtime through globalThis[Symbol.for('onnxruntime')])
-// and dtype `fp32` (onnx/model.onnx) or `q8` (onnx/model_quantized.onnx). One thread: onnxruntime
+// and dtype `fp32` (onnx/model.onnx), `q8` (onnx/model_quantized.onnx) or `q4` (onnx/model_q4.onnx). One thread: onnxruntime
 // intra-op and inter-op 1, onnxruntime-web numThreads 1.
 //
 // A model over protobuf's 2 GB (float32 Qwen2.5-0.5B) keeps its weights in an external data file
@@ -62,7 +62,8 @@ if (runtime === 'web') {
 }
 
 // the dtype's file and, when it has one, its external data file (transformers.js' name for it)
-const onnxFile = dtype === 'q8' ? 'model_quantized.onnx' : 'model.onnx';
+const onnxFile =
+  dtype === 'q8' ? 'model_quantized.onnx' : dtype === 'q4' ? 'model_q4.onnx' : 'model.onnx';
 const external = fs.existsSync(path.join(modelsDir, size, 'tjs', 'onnx', `${onnxFile}_data`));
 const sessionOptions = {intraOpNumThreads: 1, interOpNumThreads: 1};
 const externalOptions = {};

@@ -105,7 +105,7 @@ function runChild(size: string, c: Contender): ChildResult | {na: string} {
           path.join('bench', 'generate_transformers_child.mjs'),
           size,
           c.runtime,
-          c.dtype === 'int8' ? 'q8' : 'fp32',
+          c.dtype === 'int8' ? 'q8' : c.dtype === 'int4' ? 'q4' : 'fp32',
         ];
   const r = spawnSync(process.execPath, argv, {
     env,

@@ -208,7 +208,8 @@ class CompiledRunner implements DecodeStep, OpContext {
     // the weights first: kept in the memory from call to call, below the run's buffers
     this.weights = program.weights.map((t) => memory.weight(t));
     this.packedAt = program.packed.map((p) =>
-      memory.int8Weight(p.tensor, this.kernels, p.transposeRows, p.heads),
+      // int4 bytes (two values each, any byte) skip the relaxed products' int8 range check
+      memory.int8Weight(p.tensor, this.kernels, p.transposeRows, p.heads, p.int4 !== true),
     );
     // the values share one block where their lives do not overlap (step_buffers.ts)
     const plan = programBuffers(program, B * this.chunk, B);

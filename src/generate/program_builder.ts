@@ -17,6 +17,7 @@ import {INT8_DTYPE, isInt8Tensor} from '../ops/int8';
 import type {
   StepDecline,
   StepEmitter,
+  StepInt4Weight,
   StepInt8Weight,
   StepValue,
   StepWeight,
@@ -45,6 +46,15 @@ interface ProgramWeight extends StepWeight {
   readonly index: number;
 }
 
+interface ProgramInt4Weight extends StepInt4Weight {
+  /** Its packed bytes. */
+  readonly packed: tf.Tensor;
+  /** Its int8 zero points (grouped), or null. */
+  readonly zero: tf.Tensor | null;
+  /** Its scale's index in `weights`. */
+  readonly scale: number;
+}
+
 interface ProgramInt8Weight extends StepInt8Weight {
   /** Its values (whole numbers held in float32). */
   readonly tensor: tf.Tensor;
@@ -63,6 +73,8 @@ export interface PackedInt8 {
   readonly tensor: tf.Tensor;
   readonly transposeRows: number;
   readonly heads: number;
+  /** Bytes of an int4 weight (its values two to a byte, or its int8 zero points), as held. */
+  readonly int4?: boolean;
 }
 
 /** A compiled step. */
@@ -168,6 +180,22 @@ export class ProgramBuilder {
       return made;
     };
     const int8 = (w: StepInt8Weight) => w as ProgramInt8Weight;
+    const int4 = (w: StepInt4Weight) => w as ProgramInt4Weight;
+    /** The index in `packed` of an int4 weight's bytes (values or zero points), as held. */
+    const int4Bytes = (tensor: tf.Tensor): number => {
+      const key = `${tensor.id}/int4`;
+      let index = packedIndex.get(key);
+      if (index == null) {
+        index = packed.length;
+        packed.push({tensor, transposeRows: 0, heads: 1, int4: true});
+        packedIndex.set(key, index);
+      }
+      return index;
+    };
+    const zeroOf = (w: StepInt4Weight) => {
+      const z = int4(w).zero;
+      return z == null ? -1 : int4Bytes(z);
+    };
     /** The index in `packed` of an int8 weight in a layout (see PackedInt8). */
     const packedOf = (w: StepInt8Weight, transposeRows: number, heads = 1): number => {
       const {tensor} = int8(w);
@@ -208,6 +236,46 @@ export class ProgramBuilder {
           size: t.size,
           scale: floatWeight(s).index,
           scaleSize: s.size,
+        };
+        return w;
+      },
+      int4Weight(weight) {
+        const {rows, cols, blockSize, packAxis, groupAxis} = weight.layout;
+        if (packAxis !== 1) {
+          return {declined: 'an int4 weight packed along its first axis (an untied reverse table)'};
+        }
+        const [p, s] = [weight.packed.read(), weight.scale.read()];
+        const z = weight.zero?.read() ?? null;
+        if (!isInt8Tensor(p) || s.dtype !== 'float32' || (z != null && !isInt8Tensor(z))) {
+          return {
+            declined:
+              `an int4 weight of dtype ${p.dtype} with a scale of dtype ${s.dtype} and zero ` +
+              `points of dtype ${z?.dtype ?? 'none'} (expected bytes, float32 and int8 bytes)`,
+          };
+        }
+        const grouped = blockSize > 0;
+        if (grouped !== (z != null) || (grouped && weight.gIdx == null)) {
+          return {declined: 'an int4 weight whose zero points or groups are missing'};
+        }
+        if (grouped) {
+          // the kernels take Keras' groups, floor(i / blockSize): any other g_idx is declined
+          const g = (weight.gIdx as {read(): tf.Tensor}).read().dataSync();
+          for (let i = 0; i < g.length; i++) {
+            if (g[i] !== Math.floor(i / blockSize)) {
+              return {
+                declined: `an int4 weight whose g_idx is not floor(i / ${blockSize}) at ${i}`,
+              };
+            }
+          }
+        }
+        const w: ProgramInt4Weight = {
+          rows,
+          cols,
+          blockSize,
+          groupAxis,
+          packed: p,
+          zero: z,
+          scale: floatWeight(s).index,
         };
         return w;
       },
@@ -416,6 +484,78 @@ export class ProgramBuilder {
           throw new Error(`gather: a table of ${table.size} values is not rows of ${dim}`);
         const out = newValue(dim);
         ops.push({op: 'gather', ids: iv.index, table: wt(table), dim, out: out.index});
+        return out;
+      },
+      denseInt4(x, kernel, bias, units, act) {
+        const xv = f32(x, 'denseInt4');
+        if (kernel.rows !== xv.width || kernel.cols !== units || kernel.groupAxis !== 0) {
+          throw new Error(
+            `denseInt4: expected an int4 kernel [${xv.width}, ${units}] grouped along its rows, ` +
+              `received [${kernel.rows}, ${kernel.cols}] grouped along axis ${kernel.groupAxis}`,
+          );
+        }
+        if (bias != null) need(bias, units, 'denseInt4 bias');
+        const out = newValue(units);
+        ops.push({
+          op: 'denseInt4',
+          x: xv.index,
+          w: int4Bytes(int4(kernel).packed),
+          scale: int4(kernel).scale,
+          zero: zeroOf(kernel),
+          blockSize: kernel.blockSize,
+          bias: bias == null ? -1 : wt(bias),
+          k: xv.width,
+          n: units,
+          act,
+          out: out.index,
+        });
+        return out;
+      },
+      denseTInt4(x, table, rows) {
+        const xv = f32(x, 'denseTInt4');
+        if (table.rows !== rows || table.cols !== xv.width || table.groupAxis !== 1) {
+          throw new Error(
+            `denseTInt4: expected an int4 table [${rows}, ${xv.width}] grouped along its rows' ` +
+              `width, received [${table.rows}, ${table.cols}]`,
+          );
+        }
+        const {q, qs} = quantize(xv);
+        const out = newValue(rows);
+        ops.push({
+          op: 'denseTInt4',
+          q,
+          qs,
+          w: int4Bytes(int4(table).packed),
+          scale: int4(table).scale,
+          zero: zeroOf(table),
+          blockSize: table.blockSize,
+          k: xv.width,
+          n: rows,
+          out: out.index,
+        });
+        return out;
+      },
+      gatherInt4(ids, table, dim) {
+        const iv = val(ids);
+        if (iv.dtype !== 'int32')
+          throw new Error(`gatherInt4 expects the int32 ids, received ${iv.dtype}`);
+        if (table.cols !== dim || table.groupAxis !== 1) {
+          throw new Error(
+            `gatherInt4: expected an int4 table of rows of ${dim} grouped along them, received ` +
+              `[${table.rows}, ${table.cols}]`,
+          );
+        }
+        const out = newValue(dim);
+        ops.push({
+          op: 'gatherInt4',
+          ids: iv.index,
+          table: int4Bytes(int4(table).packed),
+          scale: int4(table).scale,
+          zero: zeroOf(table),
+          blockSize: table.blockSize,
+          dim,
+          out: out.index,
+        });
         return out;
       },
       gatherInt8(ids, table, dim) {

@@ -73,7 +73,13 @@ export interface StepMemory {
    * heap from the bytes in place, on a memory of its own a block of rows at a time through a
    * scratch.
    */
-  int8Weight(t: tf.Tensor, kernels: StepKernels, transposeRows?: number, heads?: number): number;
+  int8Weight(
+    t: tf.Tensor,
+    kernels: StepKernels,
+    transposeRows?: number,
+    heads?: number,
+    checkRange?: boolean,
+  ): number;
   readonly counts: StepMemoryCounts;
   /** Starts a run: the buffers `alloc` gives from here on are the run's. */
   beginRun(): void;
@@ -201,20 +207,26 @@ function packer(
   asHeld: (t: tf.Tensor) => number,
   bytesOf: (t: tf.Tensor) => Uint8Array,
   offsetInMemory?: (t: tf.Tensor) => number,
-): (t: tf.Tensor, kernels: StepKernels, transposeRows?: number, heads?: number) => number {
+): (
+  t: tf.Tensor,
+  kernels: StepKernels,
+  transposeRows?: number,
+  heads?: number,
+  checkRange?: boolean,
+) => number {
   const done = new Map<string, {at: number; data: tf.DataId}>();
   /** A memory of its own: where blocks of bytes are copied in to be packed. */
   let scratch = {at: 0, bytes: 0};
   /** The data each tensor had when checked for -128 (relaxed SIMD). */
   const inRange = new Map<number, tf.DataId>();
-  return (t, kernels, transposeRows = 0, heads = 1) => {
+  return (t, kernels, transposeRows = 0, heads = 1, checkRange = true) => {
     if (t.dtype !== 'bool') {
       throw new Error(
         `generate: an int8 weight (tensor ${t.id}) of dtype ${t.dtype}; expected int8 values ` +
           'held as bytes (ops/int8.ts)',
       );
     }
-    if (kernels.kind === 'simd-relaxed' && inRange.get(t.id) !== t.dataId) {
+    if (checkRange && kernels.kind === 'simd-relaxed' && inRange.get(t.id) !== t.dataId) {
       // the relaxed products negate weights: -128 (which Keras never writes) would wrap
       const at = bytesOf(t).indexOf(0x80);
       if (at >= 0) {

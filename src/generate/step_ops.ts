@@ -75,6 +75,47 @@ export type ProgramOp =
       out: number;
     }
   | {op: 'gatherInt8'; ids: number; table: number; scale: number; dim: number; out: number}
+  /**
+   * Keras 3.15's int4 Dense: `w` the packed kernel's and `zero` its zero points' packed indices
+   * (-1: per channel), `scale` a float weight's index.
+   */
+  | {
+      op: 'denseInt4';
+      x: number;
+      w: number;
+      scale: number;
+      zero: number;
+      blockSize: number;
+      bias: number;
+      k: number;
+      n: number;
+      act: StepActivation;
+      out: number;
+    }
+  /** Keras 3.15's int4 tied logits on the rows quantized by `quantize`. */
+  | {
+      op: 'denseTInt4';
+      q: number;
+      qs: number;
+      w: number;
+      scale: number;
+      zero: number;
+      blockSize: number;
+      k: number;
+      n: number;
+      out: number;
+    }
+  /** Keras 3.15's int4 Embedding lookup. */
+  | {
+      op: 'gatherInt4';
+      ids: number;
+      table: number;
+      scale: number;
+      zero: number;
+      blockSize: number;
+      dim: number;
+      out: number;
+    }
   | {
       op: 'layerNorm';
       x: number;
@@ -323,6 +364,56 @@ export const STEP_OPS: StepOpTable = {
         c.at(o.ids),
         c.packed(o.table),
         c.w(o.scale),
+        c.at(o.out),
+      ),
+  },
+  denseInt4: {
+    reads: ['x'],
+    writes: ['out'],
+    run: (o, c) =>
+      c.kernels.denseInt4KN(
+        c.rowsOf(o.x),
+        o.k,
+        o.n,
+        c.at(o.x),
+        c.packed(o.w),
+        c.w(o.scale),
+        o.zero < 0 ? 0 : c.packed(o.zero),
+        o.blockSize,
+        c.w(o.bias),
+        o.act,
+        c.at(o.out),
+      ),
+  },
+  denseTInt4: {
+    reads: ['q', 'qs'],
+    writes: ['out'],
+    run: (o, c) =>
+      c.kernels.denseTInt4(
+        c.rowsOf(o.q),
+        o.k,
+        o.n,
+        c.at(o.q),
+        c.at(o.qs),
+        c.packed(o.w),
+        c.w(o.scale),
+        o.zero < 0 ? 0 : c.packed(o.zero),
+        o.blockSize,
+        c.at(o.out),
+      ),
+  },
+  gatherInt4: {
+    reads: ['ids'],
+    writes: ['out'],
+    run: (o, c) =>
+      c.kernels.gatherInt4(
+        c.rowsOf(o.ids),
+        o.dim,
+        c.at(o.ids),
+        c.packed(o.table),
+        c.w(o.scale),
+        o.zero < 0 ? 0 : c.packed(o.zero),
+        o.blockSize,
         c.at(o.out),
       ),
   },

@@ -9,6 +9,8 @@
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
+import type {Int4Weight} from '../layers/core/quantization';
+
 import type {StepActivation} from '../kernels/step_kernels_api';
 import type {GraphLayer, GraphNode} from '../layers/engine/contract';
 
@@ -39,6 +41,21 @@ export interface StepInt8Weight {
   readonly size: number;
   /** Its scale's number of values (one per output channel, or one per table row). */
   readonly scaleSize: number;
+}
+
+/**
+ * An int4 weight of Keras 3.15's int4 layers (ops/int4.ts' layouts) as the step reads it: its
+ * packed bytes and int8 zero points as they are held, its float32 scale.
+ */
+export interface StepInt4Weight {
+  /** The float weight's first axis (a kernel's inputs, a table's rows). */
+  readonly rows: number;
+  /** Its second axis (a kernel's outputs, a table's width). */
+  readonly cols: number;
+  /** Values per group along the grouped axis; -1: per channel. */
+  readonly blockSize: number;
+  /** Packed along the second axis and grouped along the first (a kernel) or the second (a table). */
+  readonly groupAxis: 0 | 1;
 }
 
 /** What a weight is read from: a tensor, or a tfjs-layers variable (`LayerVariable`). */
@@ -101,6 +118,12 @@ export interface StepEmitter {
    * `embeddings_scale`).
    */
   int8Weight(values: StepWeightSource, scale: StepWeightSource): StepInt8Weight | StepDecline;
+  /**
+   * An int4 weight (a layer's `int4Weights()` entry): packed along its second axis, its zero
+   * points int8 and its groups Keras' `floor(i / blockSize)`; another layout (an untied reverse
+   * table, packed along its first axis with float32 zero points) is declined.
+   */
+  int4Weight(weight: Int4Weight): StepInt4Weight | StepDecline;
   /** The kernel code of a tfjs / Keras activation name (`linear` and null: None), or null if unknown. */
   activation(name: unknown): StepActivation | null;
   /** `act(x · kernel + bias)`: kernel `[x.width, units]` (Keras layout), bias `[units]` or null. */
@@ -129,6 +152,26 @@ export interface StepEmitter {
    * ±127), multiplied by the int8 kernel `[x.width, units]` exactly, divided by (row scale ·
    * kernel scale `[units]`), then `act(· + bias)`.
    */
+  /**
+   * Keras 3.15's int4 Dense / EinsumDense (weight-only): `act(x · W + bias)`, W the int4 kernel
+   * `[x.width, units]` (grouped: `(q - zero) · scale` per group of input rows; per channel the
+   * product with q divided by the scale).
+   */
+  denseInt4(
+    x: StepValue,
+    kernel: StepInt4Weight,
+    bias: StepWeight | null,
+    units: number,
+    act: StepActivation,
+  ): StepValue;
+  /**
+   * Keras 3.15's int4 tied logits as a reloaded keras-hub ReversibleEmbedding computes them: each
+   * row of `x` quantized to int8 (abs-max per row), times the int4 table `[rows, x.width]`
+   * transposed, divided by the row's scale.
+   */
+  denseTInt4(x: StepValue, table: StepInt4Weight, rows: number): StepValue;
+  /** Keras 3.15's int4 Embedding lookup: the table's rows at the ids, dequantized. */
+  gatherInt4(ids: StepValue, table: StepInt4Weight, dim: number): StepValue;
   denseInt8(
     x: StepValue,
     kernel: StepInt8Weight,

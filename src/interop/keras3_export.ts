@@ -94,6 +94,13 @@ function keras3Config(layer: Obj, callKwargs: Obj): Obj {
   const call = kerasCall(cls);
   const out: Obj = {};
   for (const [k, v] of Object.entries(config)) {
+    if (k === 'quantization_mode' && v === 'int4') {
+      throw new Error(
+        `toKeras3Artifacts: layer '${name}' (${cls}) is int4; writing int4 layers for Keras is ` +
+          'not implemented (Keras 3.15 reads its own int4 files, which this package loads): ' +
+          'save the float model and quantize it after loading',
+      );
+    }
     if (k === 'quantization_mode') {
       // Keras 3 writes an int8 layer's dtype as a QuantizedDTypePolicy; a composite layer keeps
       // its float policy (Keras 3.15 quantizes its sublayers only)

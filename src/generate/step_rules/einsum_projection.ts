@@ -63,8 +63,8 @@ export function compileEinsumProduct(
   what: string,
   act: StepActivation = StepActivation.None,
 ): StepValue | StepDecline {
-  if (dense.kernel == null) return {declined: `${what} is not built`};
-  const kernelShape = dense.kernel.shape as number[];
+  const kernelShape = dense.kernelShape();
+  if (dense.kernel == null || kernelShape == null) return {declined: `${what} is not built`};
   if (
     !fits(dense.equation) ||
     kernelShape.length !== expected.length ||
@@ -80,6 +80,18 @@ export function compileEinsumProduct(
   if (own == null || (own !== StepActivation.None && act !== StepActivation.None)) {
     return {declined: `${what} has an activation`};
   }
+  const inner = fits === projectsOut ? 2 : 1;
+  const units = kernelShape.slice(inner).reduce((a, b) => a * b, 1);
+  const a = own === StepActivation.None ? act : own;
+  const int4 = dense.int4Weights()[0];
+  if (int4 != null) {
+    // Keras' [rows, cols] view of a kernel whose contracted axes lead: the 2-D product's kernel
+    const kernel = emit.int4Weight(int4);
+    const bias = dense.bias == null ? null : emit.weight(dense.bias);
+    if ('declined' in kernel) return kernel;
+    if (bias != null && 'declined' in bias) return bias;
+    return emit.denseInt4(x, kernel, bias, units, a);
+  }
   const int8 = dense.kernelScale != null;
   const kernel = int8
     ? emit.int8Weight(dense.kernel, dense.kernelScale as LayerVariable)
@@ -87,9 +99,6 @@ export function compileEinsumProduct(
   const bias = dense.bias == null ? null : emit.weight(dense.bias);
   if ('declined' in kernel) return kernel;
   if (bias != null && 'declined' in bias) return bias;
-  const inner = fits === projectsOut ? 2 : 1;
-  const units = kernelShape.slice(inner).reduce((a, b) => a * b, 1);
-  const a = own === StepActivation.None ? act : own;
   return int8
     ? emit.denseInt8(x, kernel as StepInt8Weight, bias, units, a)
     : emit.dense(x, kernel as StepWeight, bias, units, a);
@@ -110,7 +119,7 @@ export function compileProjection(
   if (isEinsumDense(layer)) {
     const eq = layer.equation;
     if (projectsOut(eq)) {
-      const k = layer.kernel?.shape as number[] | undefined;
+      const k = layer.kernelShape() ?? undefined;
       if (k != null && k.length === 3 && k[0] * k[1] !== x.width) {
         return {
           declined: `${what} '${eq}' with kernel [${k.join(', ')}] does not take rows of ${x.width}`,
@@ -141,6 +150,10 @@ function compileHeadMajor(
   act: StepActivation,
 ): StepValue | StepDecline {
   if (dense.kernel == null) return {declined: `${what} is not built`};
+  if (dense.quantizationMode === 'int4') {
+    // Keras views the kernel [heads, D, headDim] as [D, heads * headDim] by a reshape: no product
+    return {declined: `${what} '${dense.equation}' is int4 (Keras' reshaped view is no product)`};
+  }
   const shape = dense.kernel.shape as number[];
   if (shape.length !== 3 || shape[1] !== x.width) {
     return {

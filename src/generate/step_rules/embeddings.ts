@@ -10,6 +10,7 @@ import type {PositionEmbedding} from '../../layers/hub/position_embedding';
 import type {ReversibleEmbedding} from '../../layers/hub/reversible_embedding';
 import type {TokenAndPositionEmbedding} from '../../layers/hub/token_and_position_embedding';
 import type {StepCompile, StepInt8Weight, StepWeight} from '../step_program';
+import {compileInt4Lookup} from './int8_layers';
 
 /** TokenAndPositionEmbedding: the token rows at the ids plus the position rows. */
 export const compileTokenAndPositionEmbedding: StepCompile = (layer, [ids], emit) => {
@@ -43,6 +44,17 @@ export const compilePositionEmbedding: StepCompile = (layer, [x], emit) => {
 export const compileReversibleEmbedding: StepCompile = (layer, [x], emit) => {
   const e = layer as ReversibleEmbedding;
   if (e.embeddings == null) return {declined: 'it is not built'};
+  const [int4] = e.int4Weights();
+  if (int4 != null) {
+    if (x.dtype === 'int32') return compileInt4Lookup(int4, x, emit);
+    if (e.logitSoftCap != null) return {declined: 'a logit soft cap does not compile'};
+    if (e.reverseEmbeddings != null) return {declined: 'untied int4 reverse embeddings'};
+    if (!e.int4ReverseInputQuantization) {
+      return {declined: 'int4 tied logits without their inputs quantized to int8'};
+    }
+    const table = emit.int4Weight(int4);
+    return 'declined' in table ? table : [emit.denseTInt4(x, table, e.inputDim)];
+  }
   const scale = e.embeddingsScale;
   if (x.dtype === 'int32') {
     const table = scale == null ? emit.weight(e.embeddings) : emit.int8Weight(e.embeddings, scale);

@@ -317,6 +317,15 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     this.built = true;
   }
 
+  /**
+   * The kernel's shape as the equation takes it (built: an int4 kernel's variable holds its
+   * packed bytes, not that shape), or null before build.
+   */
+  kernelShape(): number[] | null {
+    if (this.int4View != null) return [...this.int4View.kernelShape];
+    return this.kernel == null ? null : (this.kernel.shape as number[]);
+  }
+
   /** The int4 kernel's layout (`[rows, cols]`, packed along cols, grouped along rows), or null. */
   private int4Layout(): Int4Layout | null {
     if (this.quantizationMode !== 'int4' || this.int4View == null) return null;
