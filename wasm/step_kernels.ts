@@ -15,6 +15,9 @@
 // - int8/dense.ts: Keras 3's int8 quantization and products (exact int32 sums);
 //   int8/dense_kn.ts: the same product on a kernel in Keras' layout [k, n], and int8 transposes
 //   (their 16 x 16 register transpose in repack/int8.ts)
+// - int4/: Keras 3's int4 layers on their packed bytes (two values a byte): dense_kn.ts the Dense
+//   kernel in Keras' layout (float32 inputs, weight-only), dense_t.ts the tied logits (int8 rows
+//   against the table), gather.ts the Embedding lookup
 // - attention/attend.ts: attention over the cache; attention/cache.ts: cache writes
 // - ops/: norms (layer, RMS), activations and a product's epilogue, add, mul and scale, rotary
 //   embeddings, embeddings (gathers, positions), argmax
@@ -27,6 +30,9 @@ export {denseRowsWorkBytes, denseRows} from './packed/dense_rows';
 export {denseT} from './products/dense_t';
 export {quantizeRows, denseInt8, denseTInt8} from './int8/dense';
 export {denseInt8KN, transposeInt8} from './int8/dense_kn';
+export {denseInt4KN} from './int4/dense_kn';
+export {denseTInt4} from './int4/dense_t';
+export {gatherInt4} from './int4/gather';
 export {layerNorm, rmsNorm} from './ops/norms';
 export {rope} from './ops/rope';
 export {gather} from './ops/embeddings';

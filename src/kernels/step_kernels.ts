@@ -46,11 +46,14 @@ interface Exports {
   denseInt8(...args: Parameters<StepKernels['denseInt8']>): void;
   denseTInt8(...args: Parameters<StepKernels['denseTInt8']>): void;
   denseInt8KN(...args: Parameters<StepKernels['denseInt8KN']>): void;
+  denseInt4KN(...args: Parameters<StepKernels['denseInt4KN']>): void;
+  denseTInt4(...args: Parameters<StepKernels['denseTInt4']>): void;
   add(...args: Parameters<StepKernels['add']>): void;
   mul(...args: Parameters<StepKernels['mul']>): void;
   activate(n: number, x: number, act: StepActivation, out: number): void;
   gather(...args: Parameters<StepKernels['gather']>): void;
   gatherInt8(...args: Parameters<StepKernels['gatherInt8']>): void;
+  gatherInt4(...args: Parameters<StepKernels['gatherInt4']>): void;
   transposeInt8(...args: Parameters<StepKernels['transposeInt8']>): void;
   addPositions(...args: Parameters<StepKernels['addPositions']>): void;
   writeCache(...args: Parameters<StepKernels['writeCache']>): void;
@@ -170,11 +173,14 @@ export function stepKernelsOn(memory: WebAssembly.Memory): StepKernels | null {
     denseTInt8: (int8 ?? x).denseTInt8,
     // the step module's on either: its plain SIMD sums are the kernel layout's fastest
     denseInt8KN: x.denseInt8KN,
+    denseInt4KN: x.denseInt4KN,
+    denseTInt4: x.denseTInt4,
     add: x.add,
     mul: x.mul,
     activate: x.activate,
     gather: x.gather,
     gatherInt8: x.gatherInt8,
+    gatherInt4: x.gatherInt4,
     transposeInt8: x.transposeInt8,
     addPositions: x.addPositions,
     writeCache: x.writeCache,

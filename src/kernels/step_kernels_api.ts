@@ -176,6 +176,57 @@ export interface StepKernels {
     ws: number,
     out: number,
   ): void;
+  /**
+   * Keras 3's int4 Dense (and EinsumDense) on its packed kernel, read where it is: `out[r, j] =
+   * act(sum_p x[r, p] * kernel[p, j] + bias[j])`, x float32 `[rows, k]` (the layer is weight-only:
+   * no input quantization). w: the kernel's bytes `[k, ceil(n / 2)]` as Keras packs them along the
+   * output axis: byte `(p, j >> 1)` holds column j in its low nibble when j is even, in its high
+   * nibble when odd (int4 two's complement, [-8, 7]; an odd n's last high nibble is padding).
+   * blockSize > 0 (grouped, Keras' default 128): `kernel[p, j] = (q[p, j] - zero[g, j]) *
+   * scale[g, j]` with `g = floor(p / blockSize)`, scale float32 and zero int8 `[ceil(k /
+   * blockSize), n]`; the SIMD module takes each group's sum `sum_p x[p] * (q - zero)` in float32
+   * and scales it once (within 1e-6 of the largest output of a float64 sum of Keras' dequantized
+   * products). blockSize <= 0 (per channel): `kernel[p, j] = q[p, j] / scale[j]`, computed as Keras
+   * does, `float32(sum_p x[p] * q[p, j]) / scale[j]`, scale `[n]`, zero unused (0). Every weight
+   * is read once and unpacked in registers; scale and zero are read as Keras holds them (no copy
+   * to make). bias `[n]` (0: none).
+   */
+  denseInt4KN(
+    rows: number,
+    k: number,
+    n: number,
+    x: number,
+    w: number,
+    scale: number,
+    zero: number,
+    blockSize: number,
+    bias: number,
+    act: StepActivation,
+    out: number,
+  ): void;
+  /**
+   * Keras 3's int4 tied logits (keras-hub's ReversibleEmbedding, `reverse=True`, on an int4
+   * table): q int8 `[rows, k]` and qs `[rows]` from `quantizeRows` (Keras quantizes the inputs per
+   * row), w the table's bytes `[n, ceil(k / 2)]`, packed along k as the Embedding holds them (value
+   * d of row v in the low nibble of byte `(v, d >> 1)` when d is even, the high when odd).
+   * blockSize > 0: `out[r, v] = float32(sum_g scale[v, g] * sum_{d in g} q[r, d] * (w[v, d] -
+   * zero[v, g])) / qs[r]`, scale float32 and zero int8 `[n, ceil(k / blockSize)]`, each group's
+   * sum exact in int32 (Keras: `sum_d q * float32((w - zero) * scale) / qs`, equal up to float32
+   * rounding). blockSize <= 0: `out[r, v] = float32(sum_d q[r, d] * w[v, d]) / (qs[r] *
+   * scale[v])`, scale `[n]`, zero unused: Keras' bit for bit.
+   */
+  denseTInt4(
+    rows: number,
+    k: number,
+    n: number,
+    q: number,
+    qs: number,
+    w: number,
+    scale: number,
+    zero: number,
+    blockSize: number,
+    out: number,
+  ): void;
   /** `out = a + b` over n values; out may alias a or b. */
   add(n: number, a: number, b: number, out: number): void;
   /** `out = a * b` over n values (gated feed-forward); out may alias a or b. */
@@ -197,6 +248,24 @@ export interface StepKernels {
     ids: number,
     table: number,
     scale: number,
+    out: number,
+  ): void;
+  /**
+   * Keras 3's int4 Embedding lookup: row `id = ids[r]` (int32) of the table, bytes `[vocab,
+   * ceil(dim / 2)]` packed along dim (value d in the low nibble of byte `(id, d >> 1)` when d is
+   * even, the high when odd), dequantized as Keras does, each value in one float32 rounding:
+   * blockSize > 0, `out[r, d] = float32((q - zero[id, g]) * scale[id, g])` with `g = floor(d /
+   * blockSize)`, scale float32 and zero int8 `[vocab, ceil(dim / blockSize)]`; blockSize <= 0,
+   * `out[r, d] = float32(q) / scale[id]`, scale `[vocab]`, zero unused. Equal to Keras'.
+   */
+  gatherInt4(
+    rows: number,
+    dim: number,
+    ids: number,
+    table: number,
+    scale: number,
+    zero: number,
+    blockSize: number,
     out: number,
   ): void;
   /**

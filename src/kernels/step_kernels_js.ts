@@ -49,6 +49,14 @@ function roundHalfEven(x: number): number {
   return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
+/**
+ * Value i of int4 values packed two a byte (Keras' `pack_int4`: the even index in the low nibble,
+ * two's complement) whose byte is `byte`.
+ */
+function int4(byte: number, i: number): number {
+  return ((((i & 1) === 0 ? byte : byte >> 4) & 15) ^ 8) - 8;
+}
+
 /** The plain-JavaScript kernels on `memory`. */
 export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
   let buffer: ArrayBuffer | null = null;
@@ -279,6 +287,63 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         return s;
       });
     },
+    denseInt4KN(rows, k, n, x, w, scale, zero, blockSize, bias, a, out) {
+      views();
+      const F = f32;
+      const I8 = i8;
+      const U8 = u8;
+      const nb = (n + 1) >> 1;
+      const grouped = blockSize > 0;
+      // Keras' order: each weight dequantized in float32, the products summed (in float64 here)
+      const sum = new Float64Array(n);
+      for (let r = 0; r < rows; r++) {
+        sum.fill(0);
+        for (let p = 0; p < k; p++) {
+          const xv = F[f(x) + r * k + p];
+          const g = grouped ? Math.floor(p / blockSize) * n : 0;
+          for (let j = 0; j < n; j++) {
+            const q = int4(U8[w + p * nb + (j >> 1)], j);
+            const v = grouped ? Math.fround((q - I8[zero + g + j]) * F[f(scale) + g + j]) : q;
+            sum[j] += xv * v;
+          }
+        }
+        const oo = f(out) + r * n;
+        for (let j = 0; j < n; j++) {
+          F[oo + j] = grouped ? sum[j] : Math.fround(sum[j]) / F[f(scale) + j];
+          if (bias !== 0) F[oo + j] += F[f(bias) + j];
+        }
+        act(n, oo, a);
+      }
+    },
+    denseTInt4(rows, k, n, q, qs, w, scale, zero, blockSize, out) {
+      views();
+      const F = f32;
+      const I8 = i8;
+      const U8 = u8;
+      const kb = (k + 1) >> 1;
+      if (blockSize <= 0) {
+        // per channel: an exact integer sum, then Keras' float32 descale (as the int8 products)
+        unscale(rows, n, qs, scale, out, (r, v) => {
+          let s = 0;
+          for (let d = 0; d < k; d++) s += I8[q + r * k + d] * int4(U8[w + v * kb + (d >> 1)], d);
+          return s;
+        });
+        return;
+      }
+      // grouped: q times the dequantized table (Keras' order, summed in float64), over qs
+      const groups = Math.ceil(k / blockSize);
+      for (let r = 0; r < rows; r++) {
+        for (let v = 0; v < n; v++) {
+          let s = 0;
+          for (let d = 0; d < k; d++) {
+            const g = v * groups + Math.floor(d / blockSize);
+            const wv = int4(U8[w + v * kb + (d >> 1)], d);
+            s += I8[q + r * k + d] * Math.fround((wv - I8[zero + g]) * F[f(scale) + g]);
+          }
+          F[f(out) + r * n + v] = s / F[f(qs) + r];
+        }
+      }
+    },
     add(n, a, b, out) {
       views();
       const F = f32;
@@ -322,6 +387,24 @@ export function jsStepKernels(memory: WebAssembly.Memory): StepKernels {
         const id = I[f(ids) + r];
         const s = F[f(scale) + id];
         for (let i = 0; i < dim; i++) F[f(out) + r * dim + i] = I8[table + id * dim + i] / s;
+      }
+    },
+    gatherInt4(rows, dim, ids, table, scale, zero, blockSize, out) {
+      views();
+      const F = f32;
+      const I = i32;
+      const I8 = i8;
+      const U8 = u8;
+      const db = (dim + 1) >> 1;
+      const groups = blockSize > 0 ? Math.ceil(dim / blockSize) : 1;
+      for (let r = 0; r < rows; r++) {
+        const id = I[f(ids) + r];
+        for (let d = 0; d < dim; d++) {
+          const q = int4(U8[table + id * db + (d >> 1)], d);
+          const g = id * groups + (blockSize > 0 ? Math.floor(d / blockSize) : 0);
+          F[f(out) + r * dim + d] =
+            blockSize > 0 ? (q - I8[zero + g]) * F[f(scale) + g] : q / F[f(scale) + g];
+        }
       }
     },
     addPositions(B, t, dim, start, table, out) {
