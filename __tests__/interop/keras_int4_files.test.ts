@@ -23,6 +23,7 @@ import {
   QuantizedEmbedding,
   ReversibleEmbedding,
 } from '../../src';
+import {COMPILED_STEP} from '../../src/kernels/flags';
 import {Int4Layout, quantizeInt4} from '../../src/ops/int4';
 import {describeBackends, useBackend} from '../helpers/backends';
 import {maxAbsDiff} from '../helpers/close';
@@ -125,23 +126,42 @@ describeBackends('Keras 3 int4 files', (backend) => {
 });
 
 describe('Keras 3 int4 presets: generation', () => {
-  beforeAll(() => useBackend('cpu'));
-
-  it("greedy generate gives keras-hub's int4 tokens (Llama 3 at blocks 128 and 8, GPT-2)", async () => {
-    for (const p of Object.values(IO.presets)) {
-      const g = p.generate;
-      const {model, backbone} = await loadKerasHubPreset(path.join(DIR, p.dir));
-      const ids = await generate(model, g.token_ids, {
-        maxLength: g.token_ids[0].length,
-        promptLengths: g.prompt_lengths,
-        useCache: true,
-      });
-      expect(await ids.array()).toEqual(g.tokens);
-      ids.dispose();
-      model.dispose();
-      backbone.dispose();
-    }
-  });
+  for (const backend of ['cpu', 'wasm']) {
+    it(`[${backend}] greedy generate on the compiled step gives keras-hub's int4 tokens (Llama 3 at blocks 128 and 8, GPT-2)`, async () => {
+      await useBackend(backend);
+      for (const p of Object.values(IO.presets)) {
+        const g = p.generate;
+        const {model, backbone} = await loadKerasHubPreset(path.join(DIR, p.dir));
+        const before = tf.memory().numTensors;
+        const reasons: Array<string | null> = [];
+        const ids = await generate(model, g.token_ids, {
+          maxLength: g.token_ids[0].length,
+          promptLengths: g.prompt_lengths,
+          useCache: true,
+          onCompile: (report) => reasons.push(report.reason),
+        });
+        expect(reasons).toEqual([null]); // the compiled step ran (no reason to fall back)
+        expect(await ids.array()).toEqual(g.tokens);
+        // and the eager stepper gives the same tokens
+        tf.env().set(COMPILED_STEP, false);
+        let eager: tf.Tensor;
+        try {
+          eager = await generate(model, g.token_ids, {
+            maxLength: g.token_ids[0].length,
+            promptLengths: g.prompt_lengths,
+            useCache: true,
+          });
+        } finally {
+          tf.env().set(COMPILED_STEP, true);
+        }
+        expect(await eager.array()).toEqual(g.tokens);
+        tf.dispose([ids, eager]);
+        expect(tf.memory().numTensors).toBe(before);
+        model.dispose();
+        backbone.dispose();
+      }
+    });
+  }
 });
 
 describe("the JavaScript int4 quantizer against Keras' quantize('int4')", () => {
