@@ -11,7 +11,7 @@ import {hsumI} from '../simd/sums';
 //   the dequantized table, `Σ_d q[d] f32((w[v, d] - zero[v, g]) * scale[v, g]) / qs`. Within a
 //   group `Σ_d q[d] (w - zero)` is an exact integer (|127 * 15 * blockSize| fits int32), so here
 //   `f32(Σ_g scale[v, g] * f32(isum_g)) / qs`: one float32 multiply-add per group instead of one
-//   per weight, within 1e-6 of the largest logit of a float64 sum of Keras' products
+//   per weight, within 2e-7 of the largest logit of a float64 sum of Keras' products
 //   (bench/int4_kernels.mjs).
 // Sums on u = w + 8 (a byte XOR 0x88, as ../int4/dense_kn): `Σ q w = Σ q u - 8 Σ q`. Four
 // outputs a pass over one row of q (its even / odd split and Σ q shared), 16 values a step: the
