@@ -176,18 +176,23 @@ describe.each(['cpu', 'wasm'])('keras-hub presets on %s', (backend) => {
 
 // the routes of the files are the same code on every backend: they run on cpu
 describe.each(['cpu', 'wasm'])(
-  "loadKerasHubPreset(float preset, {quantize: 'int8'}) on %s",
+  "loadKerasHubPreset(float preset, {quantize: 'int8' | 'int4'}) on %s",
   (backend) => {
     beforeAll(async () => {
       await tf.setBackend(backend);
       await tf.ready();
     });
 
-    it.each(['gpt2', 'llama3'])(
-      "%s: quantized while loading, the model quantize(model, 'int8') makes of the float one, with no float copy of an int8 weight",
-      async (name) => {
+    it.each([
+      ['gpt2', 'int8'],
+      ['llama3', 'int8'],
+      ['gpt2', 'int4'],
+      ['llama3', 'int4'],
+    ] as const)(
+      '%s: quantized to %s while loading, the model quantize(model, mode) makes of the float one, with no float copy of a quantized weight',
+      async (name, mode) => {
         const float = await loadKerasHubPreset(path.join(DIR, name));
-        const reference = quantize(float.model, 'int8');
+        const reference = quantize(float.model, mode);
         const before = tf.memory().numTensors;
         // every variable made while loading: its dtype and size
         const engine = tf.engine() as unknown as {
@@ -201,7 +206,7 @@ describe.each(['cpu', 'wasm'])(
         };
         let int8: KerasHubPreset;
         try {
-          int8 = await loadKerasHubPreset(path.join(DIR, name), {quantize: 'int8'});
+          int8 = await loadKerasHubPreset(path.join(DIR, name), {quantize: mode});
         } finally {
           engine.makeVariable = make;
         }
@@ -246,15 +251,19 @@ describe.each(['cpu', 'wasm'])(
       },
     );
 
-    it('refuses an int8 preset (quantized already) and a mode it does not implement', async () => {
+    it('refuses a preset quantized already (int8, int4) and a mode it does not implement', async () => {
       const int8Preset = path.join(__dirname, '..', 'fixtures', 'int8_files', 'gpt2_preset');
       await expect(loadKerasHubPreset(int8Preset, {quantize: 'int8'})).rejects.toThrow(
         /loadKerasHubPreset: GPT2CausalLM: the weight layers\/gpt2_backbone\/.*vars\/0 is int8 already; expected a float32 preset to quantize/,
       );
       await expect(
-        loadKerasHubPreset(path.join(DIR, 'gpt2'), {quantize: 'int4'} as never),
+        loadKerasHubPreset(path.join(DIR, 'gpt2'), {quantize: 'int2'} as never),
       ).rejects.toThrow(
-        'loadKerasHubPreset: expected options.quantize to be \'int8\' (or left out), received "int4" (int4 is not implemented yet)',
+        "loadKerasHubPreset: expected options.quantize to be 'int8' or 'int4' (or left out), received \"int2\"",
+      );
+      const int4Preset = path.join(__dirname, '..', 'fixtures', 'int4_files', 'gpt2_block128');
+      await expect(loadKerasHubPreset(int4Preset, {quantize: 'int4'})).rejects.toThrow(
+        'the preset is int4 already; expected a float32 preset to quantize',
       );
     });
   },

@@ -127,10 +127,11 @@ export function buildKerasHubModel(
 /** Options of {@link buildKerasHubParts}. */
 export interface BuildKerasHubOptions {
   /**
-   * `'int8'`: a float preset built in its int8 form, each weight quantized as Keras'
-   * `quantize("int8")` does while it is bound (no float copy of an int8 weight in the model).
+   * `'int8'` / `'int4'`: a float preset built in its int8 / int4 form, each weight quantized as
+   * Keras' `quantize("int8")` / `quantize("int4")` (block 128) does while it is bound (no float
+   * copy of a quantized weight in the model).
    */
-  quantize?: 'int8';
+  quantize?: 'int8' | 'int4';
 }
 
 /** A built keras-hub class and the backbone's outputs inside it. */
@@ -148,9 +149,13 @@ export function buildKerasHubParts(
   weights: HubWeights,
   options: BuildKerasHubOptions = {},
 ): BuiltKerasHubModel {
-  if (options.quantize !== undefined && options.quantize !== 'int8') {
+  if (
+    options.quantize !== undefined &&
+    options.quantize !== 'int8' &&
+    options.quantize !== 'int4'
+  ) {
     throw new Error(
-      `buildKerasHubModel: expected quantize 'int8' (or none), received ${JSON.stringify(options.quantize)}`,
+      `buildKerasHubModel: expected quantize 'int8' or 'int4' (or none), received ${JSON.stringify(options.quantize)}`,
     );
   }
   const family = familyOfClass(className);
@@ -311,7 +316,7 @@ function buildModel(
   head: ClassifierOptions | null,
   backboneConfig: JsonObject,
   weights: HubWeights,
-  quantize?: 'int8',
+  quantize?: 'int8' | 'int4',
   int4BlockSize: number | null = null,
 ): BuiltKerasHubModel {
   const prefix = kind == null ? '' : `layers/${snakeCase(family.backbone)}/`;
@@ -339,14 +344,14 @@ function buildModel(
     }
   }
   const int8Weights = weights instanceof Map && [...weights.values()].some(isInt8HubWeight);
-  if (quantize === 'int8' || int8Weights) {
+  if (quantize != null || int8Weights) {
     // the int8 form built directly: a float preset quantized while its weights stream in, or an
     // int8 preset whose int8 weights are exactly those of the int8 form
-    const direct = withQuantizationMode('int8', graphOf);
+    const direct = withQuantizationMode(quantize ?? 'int8', graphOf);
     try {
       const bindings = derive(direct.built);
       const int8 =
-        quantize === 'int8'
+        quantize != null
           ? quantizedHubWeights(className, direct.built, bindings, weights)
           : int8HubModelAsBuilt(className, direct.built, bindings, weights);
       if (int8 != null) {

@@ -20,6 +20,7 @@ import {
   isInt8Layer,
 } from '../layers/core/quantization';
 import {CompositeLayer} from '../layers/engine/composite_layer';
+import {Int4Quantized, quantizeInt4} from '../ops/int4';
 import {
   absMaxQuantizeValues,
   int8FromWholeNumbers,
@@ -253,10 +254,23 @@ export function quantizedHubWeights(
     }
     return isHubWeightReader(w) ? w.read() : w instanceof tf.Tensor ? w.dataSync() : w.values;
   };
-  for (const layer of int8Layers(model)) {
+  const refuseQuantized = (float: HubWeight, path: string) => {
+    if (isInt8HubWeight(float)) {
+      throw new Error(
+        `${cls}: the weight ${path} is int8 already; expected a float32 preset to quantize ` +
+          '(a quantized preset loads as it is without the quantize option)',
+      );
+    }
+  };
+  for (const layer of quantizedLayers(model)) {
     const int8 = layer.int8Weights();
-    const scales = new Set(int8.map((w) => w.scale));
-    // the float form numbers the layer's variables without the scales (an untied
+    const int4 = layer.int4Weights();
+    // the variables a float layer has not: the scales (int4: zero points and groups too)
+    const extras = new Set<LayerVariable>([
+      ...int8.map((w) => w.scale),
+      ...int4.flatMap((w) => [w.scale, w.zero, w.gIdx].filter((v) => v != null)),
+    ] as LayerVariable[]);
+    // the float form numbers the layer's variables without them (an untied
     // ReversibleEmbedding: embeddings vars/0 and reverse_embeddings vars/1, not vars/2)
     const folders = new Map<string, Array<{index: number; variable: LayerVariable}>>();
     for (const variable of layer.weights) {
@@ -271,25 +285,20 @@ export function quantizedHubWeights(
       list.sort((a, b) => a.index - b.index);
       let k = 0;
       for (const {variable} of list) {
-        if (scales.has(variable)) continue;
+        if (extras.has(variable)) continue;
         const floatPath = `${folder}vars/${k++}`;
         taken.set(variable, weights.get(floatPath));
         out.delete(floatPath);
       }
     }
-    // the layer's float weights (a bias) under the int8 form's paths
+    // the layer's float weights (a bias) under the quantized form's paths
     for (const [variable, w] of taken) if (w != null) out.set(pathOf.get(variable) as string, w);
     for (const w of int8) {
       const vPath = pathOf.get(w.values);
       const sPath = pathOf.get(w.scale);
       const float = taken.get(w.values);
       if (vPath == null || sPath == null || float == null) continue; // bindWeights names it
-      if (isInt8HubWeight(float)) {
-        throw new Error(
-          `${cls}: the weight ${vPath} is int8 already; expected a float32 preset to quantize ` +
-            '(an int8 preset loads as int8 without the quantize option)',
-        );
-      }
+      refuseQuantized(float, vPath);
       let made: {values: Int8Array; scale: tf.Tensor} | null = null;
       const quantized = () => {
         if (made != null) return made;
@@ -324,6 +333,52 @@ export function quantizedHubWeights(
         read: () => quantized().scale.dataSync() as Float32Array,
         write: () => undefined,
       });
+    }
+    for (const w of int4) {
+      const vPath = pathOf.get(w.packed);
+      const float = taken.get(w.packed);
+      if (vPath == null || float == null) continue; // bindWeights names it
+      refuseQuantized(float, vPath);
+      // Keras' quantize("int4") of the float values, in JavaScript (ops/int4.ts), once
+      let made: Int4Quantized | null = null;
+      const quantized = () => (made ??= quantizeInt4(floatValues(float), w.layout));
+      out.set(vPath, {
+        shape: w.packed.shape as number[],
+        dtype: 'bool',
+        read: () => quantized().packed,
+        write: (variable) => {
+          const q = quantized();
+          tf.tidy(() => {
+            variable.write(ownedInt8Tensor(q.packed, variable.shape as number[]));
+            w.scale.write(tf.tensor(q.scale, w.scale.shape as number[]));
+            if (w.zero != null && q.zero != null) {
+              w.zero.write(
+                w.zero.dtype === 'bool'
+                  ? ownedInt8Tensor(q.zero, w.zero.shape as number[])
+                  : tf.tensor(Float32Array.from(q.zero), w.zero.shape as number[]),
+              );
+            }
+          });
+          made = null;
+        },
+      });
+      // written with the values (g_idx: Keras' floor(i / blockSize), set at build)
+      for (const v of [w.scale, w.zero, w.gIdx]) {
+        const p = v == null ? undefined : pathOf.get(v);
+        if (v == null || p == null) continue;
+        const values = () =>
+          v === w.scale
+            ? quantized().scale
+            : v === w.zero
+              ? Float32Array.from(quantized().zero ?? [])
+              : (v.read().dataSync() as Float32Array);
+        out.set(p, {
+          shape: v.shape as number[],
+          dtype: v.dtype === 'bool' ? 'bool' : 'float32',
+          read: values,
+          write: () => undefined,
+        });
+      }
     }
   }
   return out;
@@ -365,6 +420,17 @@ const asBytes = (t: tf.Tensor) => (isInt8Tensor(t) ? t : int8FromWholeNumbers(t)
 function asInt8Weights(weights: HubWeights): Map<string, HubWeight> {
   const out = new Map<string, HubWeight>();
   for (const [path, w] of weights) out.set(path, isInt8HubWeight(w) ? asInt8(w) : w);
+  return out;
+}
+
+/** Every (nested) int8 or int4 layer of `model` with its quantized weights. */
+function quantizedLayers(model: LayersModel): Array<layers.Layer & Int8Layer> {
+  const out: Array<layers.Layer & Int8Layer> = [];
+  const visit = (l: layers.Layer) => {
+    if (isInt8Layer(l) && l.int8Weights().length + l.int4Weights().length > 0) out.push(l);
+    if (l instanceof CompositeLayer) l.sublayers.forEach(visit);
+  };
+  model.layers.forEach(visit);
   return out;
 }
 

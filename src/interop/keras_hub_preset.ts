@@ -94,9 +94,10 @@ export interface LoadKerasHubPresetOptions {
    * `'int8'`: a float32 preset becomes an int8 model as it loads (Keras' `quantize("int8")`:
    * every Dense, EinsumDense and embedding table that takes it), each weight quantized while it
    * streams in from its file: the float32 model is never held (peak: the int8 model and one float
-   * weight). An int8 preset loads as int8 without it (and refuses it).
+   * weight). An int8 preset loads as int8 without it (and refuses it). `'int4'`: likewise, Keras'
+   * `quantize("int4")` (grouped, block 128, with zero points: ops/int4.ts).
    */
-  quantize?: 'int8';
+  quantize?: 'int8' | 'int4';
 }
 
 type Obj = JsonObject;
@@ -133,7 +134,7 @@ function buildModel(
   cls: string,
   config: Obj,
   weights: Map<string, HubWeightReader>,
-  quantize: 'int8' | undefined,
+  quantize: 'int8' | 'int4' | undefined,
 ) {
   try {
     return buildKerasHubParts(cls, config, weights, {quantize});
@@ -169,13 +170,16 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
       files.label,
     );
     // before any weight is allocated: the backend can hold them
-    // (quantized while loading: the kernels and tables, 2-D and up, as int8)
+    // (quantized while loading: the kernels and tables, 2-D and up, as int8, or as int4 bytes)
+    const halve = (shape: number[]) => [Math.ceil(shape.reduce((p, x) => p * x, 1) / 2)];
     checkWeightsFit(
       'loadKerasHubPreset',
       files.label,
       weightCounts(
         datasets.map(({dataset: d}) =>
-          options.quantize === 'int8' && d.shape.length >= 2 ? {...d, dtype: 'bool'} : d,
+          options.quantize != null && d.shape.length >= 2
+            ? {...d, dtype: 'bool', shape: options.quantize === 'int4' ? halve(d.shape) : d.shape}
+            : d,
         ),
       ),
     );
@@ -214,10 +218,9 @@ function checkOptions(options: unknown): void {
     fail(`expected options.split to be 'keras-hub' or 'model', received ${JSON.stringify(split)}`);
   }
   const quantize = (options as LoadKerasHubPresetOptions).quantize;
-  if (quantize !== undefined && quantize !== 'int8') {
+  if (quantize !== undefined && quantize !== 'int8' && quantize !== 'int4') {
     fail(
-      `expected options.quantize to be 'int8' (or left out), received ${JSON.stringify(quantize)}` +
-        (quantize === 'int4' ? ' (int4 is not implemented yet)' : ''),
+      `expected options.quantize to be 'int8' or 'int4' (or left out), received ${JSON.stringify(quantize)}`,
     );
   }
 }
