@@ -28,11 +28,12 @@ import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
 import {INT8_DTYPE, int8Dense} from '../../ops/int8';
-import {Int4Layout, int4Shapes} from '../../ops/int4';
+import type {Int4Layout} from '../../ops/int4';
 import {int4MatMul, int4ToFloat} from '../../ops/int4_products';
 import {
   AddWeight,
   addInt4Params,
+  addInt4Values,
   int4BlockSizeOf,
   int4TensorsOf,
   Int4Weight,
@@ -286,17 +287,9 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       else cols *= d;
     });
     this.int4View = {rows, cols, kernelShape};
-    const add: AddWeight = (name, s, dtype, init) =>
-      this.addWeight(
-        name,
-        s,
-        dtype,
-        init === 'ones' ? initializers.ones() : initializers.zeros(),
-        undefined,
-        false,
-      );
+    const add: AddWeight = this.addWeight.bind(this);
     const layout = this.int4Layout() as Int4Layout;
-    this.kernel = add('kernel', int4Shapes(layout).packed, INT8_DTYPE, 'zeros');
+    this.kernel = addInt4Values(add, 'kernel', layout);
     this.bias =
       biasShape == null
         ? null

@@ -4,7 +4,8 @@
  * the float weight they replace).
  */
 import * as tf from '@tensorflow/tfjs-core';
-import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import {initializers, type layers, type LayerVariable} from '@tensorflow/tfjs-layers';
+import type {Initializer} from '@tensorflow/tfjs-layers/dist/initializers';
 
 import {Int4Layout, int4Shapes, quantizeInt4} from '../../ops/int4';
 import type {Int4Tensors} from '../../ops/int4_products';
@@ -153,13 +154,57 @@ export interface Int8Layer {
   int4Weights(): Int4Weight[];
 }
 
-/** A layer's `addWeight` (protected in tfjs), passed by the layer to {@link addInt4Params}. */
+/**
+ * A layer's `addWeight` (protected in tfjs: the layer passes `this.addWeight.bind(this)`), with
+ * which the int4 helpers below add its non-trainable variables.
+ */
 export type AddWeight = (
   name: string,
   shape: number[],
   dtype: 'float32' | 'bool',
-  init: 'zeros' | 'ones',
+  initializer: Initializer,
+  regularizer: undefined,
+  trainable: boolean,
 ) => LayerVariable;
+
+/** A non-trainable variable of an int4 layer, zeros or ones. */
+function frozen(
+  add: AddWeight,
+  name: string,
+  shape: number[],
+  dtype: 'float32' | 'bool',
+  init: 'zeros' | 'ones' = 'zeros',
+): LayerVariable {
+  const initializer = init === 'ones' ? initializers.ones() : initializers.zeros();
+  return add(name, shape, dtype, initializer, undefined, false);
+}
+
+/** An int4 weight's packed values (`kernel`, `embeddings`), bytes in Keras' packed shape. */
+export function addInt4Values(add: AddWeight, name: string, layout: Int4Layout): LayerVariable {
+  return frozen(add, name, int4Shapes(layout).packed, INT8_DTYPE);
+}
+
+/**
+ * An int4 embedding table's variables in Keras' order (`embeddings`, `embeddings_scale`,
+ * `embeddings_zero`, `g_idx`): Keras' Embedding and the table of its ReversibleEmbedding.
+ */
+export function addInt4Table(
+  add: AddWeight,
+  layout: Int4Layout,
+): {
+  embeddings: LayerVariable;
+  scale: LayerVariable;
+  zero: LayerVariable | null;
+  gIdx: LayerVariable | null;
+} {
+  const embeddings = addInt4Values(add, 'embeddings', layout);
+  const p = addInt4Params(add, layout, {
+    scale: 'embeddings_scale',
+    zero: 'embeddings_zero',
+    gIdx: 'g_idx',
+  });
+  return {embeddings, ...p};
+}
 
 /**
  * Adds an int4 weight's scale, zero point and group index (grouped) after its packed values, in
@@ -174,13 +219,13 @@ export function addInt4Params(
   options: {zeroDtype?: 'bool' | 'float32'; gIdx?: LayerVariable | null} = {},
 ): {scale: LayerVariable; zero: LayerVariable | null; gIdx: LayerVariable | null} {
   const shapes = int4Shapes(layout);
-  const scale = add(names.scale, shapes.scale, 'float32', 'ones');
+  const scale = frozen(add, names.scale, shapes.scale, 'float32', 'ones');
   if (shapes.zero == null || shapes.gIdx == null) return {scale, zero: null, gIdx: null};
-  const zero = add(names.zero, shapes.zero, options.zeroDtype ?? INT8_DTYPE, 'zeros');
+  const zero = frozen(add, names.zero, shapes.zero, options.zeroDtype ?? INT8_DTYPE);
   let gIdx = options.gIdx ?? null;
   if (gIdx == null) {
     const n = shapes.gIdx[0];
-    gIdx = add(names.gIdx, [n], 'float32', 'zeros');
+    gIdx = frozen(add, names.gIdx, [n], 'float32');
     const groups = new Float32Array(n);
     for (let i = 0; i < n; i++) groups[i] = Math.floor(i / layout.blockSize);
     const made = tf.tensor1d(groups);

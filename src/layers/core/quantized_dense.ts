@@ -15,11 +15,12 @@ import {checkConstructorArgs} from '../engine/constructor_args';
 import {defineContract, LayerContract} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {formatShape, Shape, singleShape} from '../engine/shapes';
-import {Int4Layout, int4Shapes} from '../../ops/int4';
+import type {Int4Layout} from '../../ops/int4';
 import {int4MatMul} from '../../ops/int4_products';
 import {
   AddWeight,
   addInt4Params,
+  addInt4Values,
   int4BlockSizeOf,
   int4TensorsOf,
   Int4Weight,
@@ -199,20 +200,14 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
         `Layer '${this.name}': expected a known last input axis, received ${formatShape(shape)}`,
       );
     }
-    const add: AddWeight = (name, shape, dtype, init) =>
-      this.addWeight(
-        name,
-        shape,
-        dtype,
-        init === 'ones' ? initializers.ones() : initializers.zeros(),
-        undefined,
-        false,
-      );
+    const add: AddWeight = this.addWeight.bind(this);
     if (this.quantizationMode === 'int4') {
       // Keras' int4 variables, in its order: kernel, bias, kernel_scale, kernel_zero, g_idx
       const layout = int4Layout(inputDim, this.units, this.int4BlockSize);
-      this.kernel = add('kernel', int4Shapes(layout).packed, INT8_DTYPE, 'zeros');
-      this.bias = this.useBias ? add('bias', [this.units], 'float32', 'zeros') : null;
+      this.kernel = addInt4Values(add, 'kernel', layout);
+      this.bias = this.useBias
+        ? this.addWeight('bias', [this.units], 'float32', initializers.zeros(), undefined, false)
+        : null;
       const p = addInt4Params(add, layout, {
         scale: 'kernel_scale',
         zero: 'kernel_zero',
@@ -222,8 +217,18 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       this.built = true;
       return;
     }
-    this.kernel = add('kernel', [inputDim, this.units], INT8_DTYPE, 'zeros');
-    this.bias = this.useBias ? add('bias', [this.units], 'float32', 'zeros') : null;
+    const zeros = initializers.zeros();
+    this.kernel = this.addWeight(
+      'kernel',
+      [inputDim, this.units],
+      INT8_DTYPE,
+      zeros,
+      undefined,
+      false,
+    );
+    this.bias = this.useBias
+      ? this.addWeight('bias', [this.units], 'float32', zeros, undefined, false)
+      : null;
     this.kernelScale = this.addWeight(
       'kernel_scale',
       [this.units],

@@ -9,11 +9,10 @@ import {checkConstructorArgs} from '../engine/constructor_args';
 import {defineContract, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {Shape, singleShape} from '../engine/shapes';
-import {Int4Layout, int4Shapes} from '../../ops/int4';
+import type {Int4Layout} from '../../ops/int4';
 import {int4Lookup} from '../../ops/int4_products';
 import {
-  AddWeight,
-  addInt4Params,
+  addInt4Table,
   int4BlockSizeOf,
   int4TensorsOf,
   Int4Weight,
@@ -182,23 +181,13 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
   override build(): void {
     if (this.quantizationMode === 'int4') {
       // Keras' int4 variables, in its order: embeddings, embeddings_scale, embeddings_zero, g_idx
-      const add: AddWeight = (name, shape, dtype, init) =>
-        this.addWeight(
-          name,
-          shape,
-          dtype,
-          init === 'ones' ? initializers.ones() : initializers.zeros(),
-          undefined,
-          false,
-        );
-      const layout = this.int4Layout();
-      this.embeddings = add('embeddings', int4Shapes(layout).packed, INT8_DTYPE, 'zeros');
-      const p = addInt4Params(add, layout, {
-        scale: 'embeddings_scale',
-        zero: 'embeddings_zero',
-        gIdx: 'g_idx',
-      });
-      [this.embeddingsScale, this.embeddingsZero, this.gIdx] = [p.scale, p.zero, p.gIdx];
+      const t = addInt4Table(this.addWeight.bind(this), this.int4Layout());
+      [this.embeddings, this.embeddingsScale, this.embeddingsZero, this.gIdx] = [
+        t.embeddings,
+        t.scale,
+        t.zero,
+        t.gIdx,
+      ];
       this.built = true;
       return;
     }

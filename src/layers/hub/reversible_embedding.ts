@@ -16,12 +16,14 @@ import {positiveNumber, refuseUnknownOptions} from './layer_options';
 import {defineContract, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
-import {Int4Layout, int4Shapes} from '../../ops/int4';
+import type {Int4Layout} from '../../ops/int4';
 import {int4Lookup, int4MatMul, int4MatMulT} from '../../ops/int4_products';
 import {absMaxQuantize, INT8_DTYPE, int8Dense} from '../../ops/int8';
 import {
   AddWeight,
   addInt4Params,
+  addInt4Table,
+  addInt4Values,
   int4BlockSizeOf,
   int4TensorsOf,
   Int4Weight,
@@ -237,31 +239,17 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
 
   /** Keras' int4 variables, in its order (see the class). */
   private buildInt4(): void {
-    const add: AddWeight = (name, shape, dtype, init) =>
-      this.addWeight(
-        name,
-        shape,
-        dtype,
-        init === 'ones' ? initializers.ones() : initializers.zeros(),
-        undefined,
-        false,
-      );
-    const table = this.tableLayout();
-    this.embeddings = add('embeddings', int4Shapes(table).packed, INT8_DTYPE, 'zeros');
-    const p = addInt4Params(add, table, {
-      scale: 'embeddings_scale',
-      zero: 'embeddings_zero',
-      gIdx: 'g_idx',
-    });
-    [this.embeddingsScale, this.embeddingsZero, this.gIdx] = [p.scale, p.zero, p.gIdx];
+    const add: AddWeight = this.addWeight.bind(this);
+    const t = addInt4Table(add, this.tableLayout());
+    [this.embeddings, this.embeddingsScale, this.embeddingsZero, this.gIdx] = [
+      t.embeddings,
+      t.scale,
+      t.zero,
+      t.gIdx,
+    ];
     if (!this.tieWeights) {
       const reverse = this.reverseLayout();
-      this.reverseEmbeddings = add(
-        'reverse_embeddings',
-        int4Shapes(reverse).packed,
-        INT8_DTYPE,
-        'zeros',
-      );
+      this.reverseEmbeddings = addInt4Values(add, 'reverse_embeddings', reverse);
       // Keras makes the reverse zero point float32 and reuses the table's g_idx
       const r = addInt4Params(
         add,
