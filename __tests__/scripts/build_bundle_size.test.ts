@@ -24,7 +24,7 @@ const dist = path.join(root, 'dist');
  * when layers are added to the package; a jump of tens of KB means something stopped being lazy
  * or tree-shakable (before: 284,406 bytes, jsfive and fflate kept in esbuild's module wrappers).
  */
-const LAYERS_APP_BYTES = 214_309; // 162,479 before the Qwen, Qwen 3, Mistral, SmolLM3 and Gemma 3 layers and the families' compile rules (registered for deserialization, they sit in the layers' shared chunk); 153,269 before the masked tfjs layers (GlobalAveragePooling1D, Softmax, merge masks) and the int8 EinsumDense equations; 149,166 before the eager step's fused ops
+const LAYERS_APP_BYTES = 222_665; // 214,309 before the int4 layers (ops/int4.ts, ops/int4_products.ts, the layers' int4 forms); 162,479 before the Qwen, Qwen 3, Mistral, SmolLM3 and Gemma 3 layers and the families' compile rules (registered for deserialization, they sit in the layers' shared chunk); 153,269 before the masked tfjs layers (GlobalAveragePooling1D, Softmax, merge masks) and the int8 EinsumDense equations; 149,166 before the eager step's fused ops
 /**
  * The entry chunk of an app calling loadKerasModel, split: the layers and loadKerasModel's static
  * part (the Keras topology rewrite it shares with converted models); the readers are elsewhere.

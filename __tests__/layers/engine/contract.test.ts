@@ -447,7 +447,8 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       outputShape: 1,
       biasAxes: 'c',
       activation: 'relu',
-      quantizationMode: 'int8',
+      quantizationMode: 'int4',
+      int4BlockSize: 64,
     }),
   TokenAndPositionEmbedding: () =>
     new src.TokenAndPositionEmbedding({
@@ -465,7 +466,9 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       outputDim: 1,
       maskZero: true,
       logitSoftCap: 1,
-      quantizationMode: 'int8',
+      quantizationMode: 'int4',
+      int4BlockSize: 64,
+      int4ReverseInputQuantization: false,
     }),
   TransformerEncoder: () =>
     new src.TransformerEncoder({intermediateDim: 1, numHeads: 1, inputRoles: ['inputs']} as never),
@@ -476,8 +479,22 @@ const EVERY_OPTION: Record<string, () => tf.layers.Layer> = {
       inputRoles: ['decoderSequence'],
     } as never),
   GetItem: () => new src.GetItem({index: [0]}),
-  QuantizedDense: () => new src.QuantizedDense({units: 1, activation: 'relu', useBias: true}),
-  QuantizedEmbedding: () => new src.QuantizedEmbedding({inputDim: 2, outputDim: 1, maskZero: true}),
+  QuantizedDense: () =>
+    new src.QuantizedDense({
+      units: 1,
+      activation: 'relu',
+      useBias: true,
+      quantizationMode: 'int4',
+      int4BlockSize: 64,
+    }),
+  QuantizedEmbedding: () =>
+    new src.QuantizedEmbedding({
+      inputDim: 2,
+      outputDim: 1,
+      maskZero: true,
+      quantizationMode: 'int4',
+      int4BlockSize: -1,
+    }),
   LlamaLayerNorm: () => new src.LlamaLayerNorm({epsilon: 1e-5}),
   LlamaAttention: () =>
     new src.LlamaAttention({
