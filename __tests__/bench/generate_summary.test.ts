@@ -38,11 +38,14 @@ describe('bench generate summary', () => {
     expect(versus['ours-tensorflow-float32']).toBe('tjs-node-float32');
     expect(versus['ours-wasm-int8']).toBe('tjs-web-int8');
     expect(versus['ours-tensorflow-int8']).toBe('tjs-node-int8');
+    expect(versus['ours-wasm-int4']).toBe('tjs-web-int4');
+    expect(versus['ours-tensorflow-int4']).toBe('tjs-node-int4');
+    expect(list.find((c) => c.id === 'tjs-web-int4')?.label).toContain("dtype 'q4'");
     expect(versus['ours-cpu-float32']).toBeNull();
     const without = contenders({cpu: false, tensorflow: false}).map((c) => c.id);
     expect(without).not.toContain('ours-cpu-float32');
     expect(without).not.toContain('ours-tensorflow-float32');
-    expect(without).toHaveLength(6);
+    expect(without).toHaveLength(9); // float32, int8, int4: transformers.js node / web, ours wasm
   });
 
   it('finds the first differing id, lengths included', () => {
