@@ -148,11 +148,6 @@ export interface StepEmitter {
   /** `x · tableᵀ` with table `[rows, x.width]`: the tied logits. */
   denseT(x: StepValue, table: StepWeight, rows: number): StepValue;
   /**
-   * Keras 3's int8 Dense: each row of `x` quantized (abs-max per row, round half to even, clip
-   * ±127), multiplied by the int8 kernel `[x.width, units]` exactly, divided by (row scale ·
-   * kernel scale `[units]`), then `act(· + bias)`.
-   */
-  /**
    * Keras 3.15's int4 Dense / EinsumDense (weight-only): `act(x · W + bias)`, W the int4 kernel
    * `[x.width, units]` (grouped: `(q - zero) · scale` per group of input rows; per channel the
    * product with q divided by the scale).
@@ -172,6 +167,11 @@ export interface StepEmitter {
   denseTInt4(x: StepValue, table: StepInt4Weight, rows: number): StepValue;
   /** Keras 3.15's int4 Embedding lookup: the table's rows at the ids, dequantized. */
   gatherInt4(ids: StepValue, table: StepInt4Weight, dim: number): StepValue;
+  /**
+   * Keras 3's int8 Dense: each row of `x` quantized (abs-max per row, round half to even, clip
+   * ±127), multiplied by the int8 kernel `[x.width, units]` exactly, divided by (row scale ·
+   * kernel scale `[units]`), then `act(· + bias)`.
+   */
   denseInt8(
     x: StepValue,
     kernel: StepInt8Weight,
