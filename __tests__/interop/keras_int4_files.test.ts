@@ -15,6 +15,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 
 import {
+  buildKerasHubModel,
   EinsumDense,
   generate,
   loadKerasHubPreset,
@@ -23,7 +24,9 @@ import {
   QuantizedEmbedding,
   ReversibleEmbedding,
 } from '../../src';
+import {Hdf5Reader} from '../../src/io/hdf5_datasets';
 import {COMPILED_STEP} from '../../src/kernels/flags';
+import {checkInt4Scales} from '../../src/layers/core/quantize_model';
 import {Int4Layout, quantizeInt4} from '../../src/ops/int4';
 import {describeBackends, useBackend} from '../helpers/backends';
 import {maxAbsDiff} from '../helpers/close';
@@ -250,6 +253,72 @@ describe("Keras 3.13's int4 layout", () => {
         'per channel, packed along the input axis, its inputs quantized to int8); this package ' +
         "reads Keras 3.14+'s int4 (Int4DTypePolicy): load the file in Keras 3.13, save its float " +
         'model, and quantize that with Keras 3.15 or quantize()',
+    );
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('int4 scales Keras could not have written', () => {
+  beforeAll(() => useBackend('cpu'));
+
+  it('a loaded int4 model with a NaN, zero or negative scale is refused, naming the layer', async () => {
+    const model = await loadKerasModel(path.join(DIR, 'block8.keras'));
+    const dense = model.layers.find((l) => l instanceof QuantizedDense) as QuantizedDense;
+    const scale = dense.kernelScale as tf.LayerVariable;
+    const good = scale.read().clone();
+    expect(() => checkInt4Scales(model, 'loadKerasModel')).not.toThrow();
+    for (const bad of [NaN, 0, -1]) {
+      const values = good.dataSync().slice();
+      values[5] = bad;
+      tf.tidy(() => {
+        scale.write(tf.tensor(values, good.shape));
+      });
+      expect(() => checkInt4Scales(model, 'loadKerasModel')).toThrow(
+        `loadKerasModel: layer '${dense.name}': the int4 scale ${scale.originalName} expected ` +
+          'positive finite values (Keras writes (max - min + 1e-7) / 15, or 7 / max|w| per ' +
+          `channel), received ${String(bad)} at flat index 5`,
+      );
+    }
+    good.dispose();
+    model.dispose();
+  });
+
+  it('an int4 preset with a NaN scale is refused by buildKerasHubModel, nothing left allocated', async () => {
+    const dir = path.join(DIR, 'gpt2_block128');
+    const reader = await Hdf5Reader.open(
+      new Uint8Array(fs.readFileSync(path.join(dir, 'model.weights.h5'))),
+      'gpt2_block128',
+    );
+    const weights = new Map<string, {shape: number[]; dtype: string; values: ArrayLike<number>}>();
+    for (const p of reader.datasetPaths('/')) {
+      const d = reader.dataset(p);
+      const bytes = new Uint8Array(d.bytes);
+      reader.copy(d, bytes, 0);
+      const values =
+        d.dtype === 'bool'
+          ? new Int8Array(bytes.buffer)
+          : d.dtype === 'int32'
+            ? new Int32Array(bytes.buffer)
+            : new Float32Array(bytes.buffer);
+      weights.set(`layers/gpt2_backbone/${p}`, {
+        shape: d.shape,
+        dtype: d.dtype === 'bool' ? 'int8' : d.dtype,
+        values,
+      });
+    }
+    // the first decoder's feed-forward output kernel_scale: vars/2 (kernel, bias, scale, ...)
+    const target = [...weights.keys()].find((k) =>
+      /transformer_decoder\/_feedforward_output_dense\/vars\/2$/.test(k),
+    );
+    expect(target).toBeDefined();
+    const w = weights.get(target as string) as {values: ArrayLike<number>};
+    const nan = Float32Array.from(w.values);
+    nan[0] = NaN;
+    w.values = nan;
+    const task = JSON.parse(fs.readFileSync(path.join(dir, 'task.json'), 'utf8')).config;
+    const before = tf.memory().numTensors;
+    expect(() => buildKerasHubModel('GPT2CausalLM', task, weights as never)).toThrow(
+      /GPT2CausalLM: layer 'feedforward_output_dense': the int4 scale .*kernel_scale expected positive finite values .* received NaN at flat index 0/,
     );
     expect(tf.memory().numTensors).toBe(before);
   });

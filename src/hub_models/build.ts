@@ -31,6 +31,7 @@ import {
   withoutPolicyMap,
 } from './int8_weights';
 import {withQuantizationMode} from '../layers/core/quantization';
+import {checkInt4Scales} from '../layers/core/quantize_model';
 import {familyOfClass, kerasHubClassNames} from './registry';
 
 /** The config keys of each task kind (besides name, trainable, dtype). */
@@ -337,6 +338,7 @@ function buildModel(
         );
       }
       bindWeights(className, bindings, direct.built.weights, int4);
+      checkInt4Scales(direct.built, className);
       return {model: direct.built, backboneOutputs: direct.backboneOutputs};
     } catch (e) {
       direct.built.dispose();

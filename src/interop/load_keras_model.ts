@@ -9,6 +9,7 @@ import * as path from 'path';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
 import {loadKerasModel as loadConverted} from './keras';
+import {checkInt4Scales} from '../layers/core/quantize_model';
 import {keras3FilesArtifacts, LoadKerasModelOptions, MAX_WEIGHTS_BYTES} from './keras_file';
 import {kerasHubModelOf} from './keras_hub_preset';
 import {fail} from './keras_json';
@@ -74,11 +75,17 @@ export async function loadKerasModel(
         'or an IOHandler, received an empty string',
     );
   }
-  if (
+  const model =
     typeof source === 'string' &&
     (source.startsWith('file://') || !/^[a-z][a-z0-9+.-]*:\/\//i.test(source))
-  ) {
-    return loadPath(source, options);
+      ? await loadPath(source, options)
+      : await loadAnywhere(source, options);
+  try {
+    // int4 layers' scales: Keras writes positive finite ones (int8's are checked as they load)
+    checkInt4Scales(model, 'loadKerasModel');
+  } catch (e) {
+    model.dispose();
+    throw e;
   }
-  return loadAnywhere(source, options);
+  return model;
 }

@@ -8,6 +8,7 @@ import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 import {CompositeLayer} from '../engine/composite_layer';
 import {contractOf} from '../engine/contract';
 import {
+  badScaleValue,
   DEFAULT_INT4_BLOCK_SIZE,
   int4BlockSizeOf,
   Int8Layer,
@@ -186,4 +187,26 @@ export function quantize(
     throw e;
   }
   return out;
+}
+
+/**
+ * Refuses an int4 model whose scales Keras could not have written: Keras' int4 scales are
+ * `(max - min + 1e-7) / 15` (grouped) or `7 / (max|w| + 1e-7)` (per channel), positive and finite
+ * by construction; a zero, negative, NaN or infinite one would make the layer's outputs NaN or
+ * wrong without a word. The loaders call it on a model they loaded (`where`: their name); the
+ * error names the layer, the weight, the value and its flat index.
+ */
+export function checkInt4Scales(model: LayersModel, where: string): void {
+  for (const layer of allLayers(model)) {
+    if (!isInt8Layer(layer) || layer.quantizationMode !== 'int4') continue;
+    for (const w of layer.int4Weights()) {
+      const bad = badScaleValue(w.scale.read().dataSync());
+      if (bad == null) continue;
+      throw new Error(
+        `${where}: layer '${layer.name}': the int4 scale ${w.scale.originalName} expected ` +
+          'positive finite values (Keras writes (max - min + 1e-7) / 15, or 7 / max|w| per ' +
+          `channel), received ${String(bad.value)} at flat index ${bad.index}`,
+      );
+    }
+  }
 }
