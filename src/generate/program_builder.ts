@@ -3,27 +3,21 @@
  * the weights it reads (float32, and int8 packed by the runtime), each attention's cache, and its
  * ops, made through the {@link StepEmitter} handed to the layers' compile rules; `finish` cuts it
  * to each row's last position after the last attention op (step_cut.ts) and gives the program.
- *
- * int8 layers (Keras 3's `_int8_call`): a product quantizes its input rows first (a `quantize`
- * op into an int8 value and its per-row scales, made once per value and shared by the products
- * that read it, e.g. an attention's query, key and value projections), then multiplies them by
- * the int8 weight (packed as int8 in the memory, `packed`) exactly.
+ * The int8 and int4 layers' emitters are quantized_emitters.ts'.
  */
 import type * as tf from '@tensorflow/tfjs-core';
 
 import {StepActivation} from '../kernels/step_kernels_api';
 import type {GraphLayer} from '../layers/engine/contract';
-import {INT8_DTYPE, isInt8Tensor} from '../ops/int8';
 import type {
   StepDecline,
   StepEmitter,
-  StepInt4Weight,
-  StepInt8Weight,
   StepValue,
   StepWeight,
   StepWeightSource,
 } from './step_program';
 import {cutToLastRows} from './step_cut';
+import {quantizedEmitters} from './quantized_emitters';
 import type {ProgramOp} from './step_ops';
 
 /**
@@ -44,22 +38,6 @@ type RuleValue = ProgramValue & StepValue;
 
 interface ProgramWeight extends StepWeight {
   readonly index: number;
-}
-
-interface ProgramInt4Weight extends StepInt4Weight {
-  /** Its packed bytes. */
-  readonly packed: tf.Tensor;
-  /** Its int8 zero points (grouped), or null. */
-  readonly zero: tf.Tensor | null;
-  /** Its scale's index in `weights`. */
-  readonly scale: number;
-}
-
-interface ProgramInt8Weight extends StepInt8Weight {
-  /** Its values (whole numbers held in float32). */
-  readonly tensor: tf.Tensor;
-  /** Its scale's index in `weights`. */
-  readonly scale: number;
 }
 
 /**
@@ -128,10 +106,6 @@ export class ProgramBuilder {
     const values: ProgramValue[] = [];
     const weights: tf.Tensor[] = [];
     const weightIndex = new Map<number, number>();
-    const packed: PackedInt8[] = [];
-    const packedIndex = new Map<string, number>();
-    /** The quantized rows of a value (by its index), made once. */
-    const quantized = new Map<number, {q: number; qs: number}>();
     const ops: ProgramOp[] = [];
     const caches: number[] = [];
     const constants: Float32Array[] = [];
@@ -168,116 +142,33 @@ export class ProgramBuilder {
       }
       return {index, size: t.size};
     };
-    /** The quantized rows of `x` (Keras quantizes each product's input; the same rows give the same values). */
-    const quantize = (x: RuleValue) => {
-      const known = quantized.get(x.index);
-      if (known != null) return known;
-      const q = newValue(x.width, 'int8');
-      const qs = newValue(1);
-      ops.push({op: 'quantize', x: x.index, k: x.width, q: q.index, qs: qs.index});
-      const made = {q: q.index, qs: qs.index};
-      quantized.set(x.index, made);
-      return made;
-    };
-    const int8 = (w: StepInt8Weight) => w as ProgramInt8Weight;
-    const int4 = (w: StepInt4Weight) => w as ProgramInt4Weight;
-    /** The index in `packed` of an int4 weight's bytes (values or zero points), as held. */
-    const int4Bytes = (tensor: tf.Tensor): number => {
-      const key = `${tensor.id}/int4`;
-      let index = packedIndex.get(key);
-      if (index == null) {
-        index = packed.length;
-        packed.push({tensor, transposeRows: 0, heads: 1, int4: true});
-        packedIndex.set(key, index);
-      }
-      return index;
-    };
-    const zeroOf = (w: StepInt4Weight) => {
-      const z = int4(w).zero;
-      return z == null ? -1 : int4Bytes(z);
-    };
-    /** The index in `packed` of an int8 weight in a layout (see PackedInt8). */
-    const packedOf = (w: StepInt8Weight, transposeRows: number, heads = 1): number => {
-      const {tensor} = int8(w);
-      const key = `${tensor.id}/${transposeRows}/${heads}`;
-      let index = packedIndex.get(key);
-      if (index == null) {
-        index = packed.length;
-        packed.push({tensor, transposeRows, heads});
-        packedIndex.set(key, index);
-      }
-      return index;
-    };
     const need = (w: StepWeight, size: number, what: string) => {
       if (w.size !== size) {
         throw new Error(`${what}: expected a weight of ${size} values, received ${w.size}`);
       }
     };
 
+    // the int8 and int4 layers' weights and ops (quantized_emitters.ts)
+    const quantizedPart = quantizedEmitters({
+      newValue,
+      val,
+      f32,
+      wt,
+      need,
+      tensorOf,
+      floatWeight,
+      push: (op) => ops.push(op),
+    });
+    const packed = quantizedPart.packed;
+
     const emit: StepEmitter = {
+      ...quantizedPart.emitters,
       weight(source: StepWeightSource): StepWeight | StepDecline {
         const t = tensorOf(source);
         if (t.dtype !== 'float32') {
           return {declined: `a weight of dtype ${t.dtype} (only float32 weights compile)`};
         }
         return floatWeight(t);
-      },
-      int8Weight(source, scaleSource) {
-        const [t, s] = [tensorOf(source), tensorOf(scaleSource)];
-        if (!isInt8Tensor(t) || s.dtype !== 'float32') {
-          return {
-            declined:
-              `an int8 weight of dtype ${t.dtype} with a scale of dtype ${s.dtype} (expected ` +
-              `int8 values held as bytes, dtype '${INT8_DTYPE}', and a float32 scale)`,
-          };
-        }
-        const w: ProgramInt8Weight = {
-          tensor: t,
-          size: t.size,
-          scale: floatWeight(s).index,
-          scaleSize: s.size,
-        };
-        return w;
-      },
-      int4Weight(weight) {
-        const {rows, cols, blockSize, packAxis, groupAxis} = weight.layout;
-        if (packAxis !== 1) {
-          return {declined: 'an int4 weight packed along its first axis (an untied reverse table)'};
-        }
-        const [p, s] = [weight.packed.read(), weight.scale.read()];
-        const z = weight.zero?.read() ?? null;
-        if (!isInt8Tensor(p) || s.dtype !== 'float32' || (z != null && !isInt8Tensor(z))) {
-          return {
-            declined:
-              `an int4 weight of dtype ${p.dtype} with a scale of dtype ${s.dtype} and zero ` +
-              `points of dtype ${z?.dtype ?? 'none'} (expected bytes, float32 and int8 bytes)`,
-          };
-        }
-        const grouped = blockSize > 0;
-        if (grouped !== (z != null) || (grouped && weight.gIdx == null)) {
-          return {declined: 'an int4 weight whose zero points or groups are missing'};
-        }
-        if (grouped) {
-          // the kernels take Keras' groups, floor(i / blockSize): any other g_idx is declined
-          const g = (weight.gIdx as {read(): tf.Tensor}).read().dataSync();
-          for (let i = 0; i < g.length; i++) {
-            if (g[i] !== Math.floor(i / blockSize)) {
-              return {
-                declined: `an int4 weight whose g_idx is not floor(i / ${blockSize}) at ${i}`,
-              };
-            }
-          }
-        }
-        const w: ProgramInt4Weight = {
-          rows,
-          cols,
-          blockSize,
-          groupAxis,
-          packed: p,
-          zero: z,
-          scale: floatWeight(s).index,
-        };
-        return w;
       },
       activation(name) {
         if (name == null) return StepActivation.None;
@@ -324,81 +215,6 @@ export class ProgramBuilder {
         need(table, xv.width * rows, 'denseT table');
         const out = newValue(rows);
         ops.push({op: 'denseT', x: xv.index, w: wt(table), k: xv.width, n: rows, out: out.index});
-        return out;
-      },
-      denseInt8(x, kernel, bias, units, act) {
-        const xv = f32(x, 'denseInt8');
-        need(kernel, xv.width * units, 'denseInt8 kernel');
-        if (kernel.scaleSize !== units) {
-          throw new Error(
-            `denseInt8: expected a kernel scale of ${units} values, received ${kernel.scaleSize}`,
-          );
-        }
-        if (bias != null) need(bias, units, 'denseInt8 bias');
-        const {q, qs} = quantize(xv);
-        const out = newValue(units);
-        // the kernel read as it is held, in Keras' layout [k, n] (in place on tfjs-wasm's heap)
-        ops.push({
-          op: 'denseInt8KN',
-          q,
-          qs,
-          w: packedOf(kernel, 0),
-          ws: int8(kernel).scale,
-          bias: bias == null ? -1 : wt(bias),
-          k: xv.width,
-          n: units,
-          act,
-          out: out.index,
-        });
-        return out;
-      },
-      denseHeadsInt8(x, kernel, bias, heads, headDim, act) {
-        const xv = f32(x, 'denseHeadsInt8');
-        const units = heads * headDim;
-        need(kernel, heads * xv.width * headDim, 'denseHeadsInt8 kernel');
-        if (kernel.scaleSize !== units) {
-          throw new Error(
-            `denseHeadsInt8: expected a kernel scale of ${units} values, received ${kernel.scaleSize}`,
-          );
-        }
-        if (bias != null) need(bias, units, 'denseHeadsInt8 bias');
-        const {q, qs} = quantize(xv);
-        const out = newValue(units);
-        // the kernel packed head by head into denseInt8's layout: one int8 product
-        ops.push({
-          op: 'denseInt8',
-          q,
-          qs,
-          w: packedOf(kernel, xv.width, heads),
-          ws: int8(kernel).scale,
-          bias: bias == null ? -1 : wt(bias),
-          k: xv.width,
-          n: units,
-          act,
-          out: out.index,
-        });
-        return out;
-      },
-      denseTInt8(x, table, rows) {
-        const xv = f32(x, 'denseTInt8');
-        need(table, xv.width * rows, 'denseTInt8 table');
-        if (table.scaleSize !== rows) {
-          throw new Error(
-            `denseTInt8: expected a table scale of ${rows} values, received ${table.scaleSize}`,
-          );
-        }
-        const {q, qs} = quantize(xv);
-        const out = newValue(rows);
-        ops.push({
-          op: 'denseTInt8',
-          q,
-          qs,
-          w: packedOf(table, 0),
-          ws: int8(table).scale,
-          k: xv.width,
-          n: rows,
-          out: out.index,
-        });
         return out;
       },
       layerNorm(x, gamma, beta, epsilon) {
@@ -484,99 +300,6 @@ export class ProgramBuilder {
           throw new Error(`gather: a table of ${table.size} values is not rows of ${dim}`);
         const out = newValue(dim);
         ops.push({op: 'gather', ids: iv.index, table: wt(table), dim, out: out.index});
-        return out;
-      },
-      denseInt4(x, kernel, bias, units, act) {
-        const xv = f32(x, 'denseInt4');
-        if (kernel.rows !== xv.width || kernel.cols !== units || kernel.groupAxis !== 0) {
-          throw new Error(
-            `denseInt4: expected an int4 kernel [${xv.width}, ${units}] grouped along its rows, ` +
-              `received [${kernel.rows}, ${kernel.cols}] grouped along axis ${kernel.groupAxis}`,
-          );
-        }
-        if (bias != null) need(bias, units, 'denseInt4 bias');
-        const out = newValue(units);
-        ops.push({
-          op: 'denseInt4',
-          x: xv.index,
-          w: int4Bytes(int4(kernel).packed),
-          scale: int4(kernel).scale,
-          zero: zeroOf(kernel),
-          blockSize: kernel.blockSize,
-          bias: bias == null ? -1 : wt(bias),
-          k: xv.width,
-          n: units,
-          act,
-          out: out.index,
-        });
-        return out;
-      },
-      denseTInt4(x, table, rows) {
-        const xv = f32(x, 'denseTInt4');
-        if (table.rows !== rows || table.cols !== xv.width || table.groupAxis !== 1) {
-          throw new Error(
-            `denseTInt4: expected an int4 table [${rows}, ${xv.width}] grouped along its rows' ` +
-              `width, received [${table.rows}, ${table.cols}]`,
-          );
-        }
-        const {q, qs} = quantize(xv);
-        const out = newValue(rows);
-        ops.push({
-          op: 'denseTInt4',
-          q,
-          qs,
-          w: int4Bytes(int4(table).packed),
-          scale: int4(table).scale,
-          zero: zeroOf(table),
-          blockSize: table.blockSize,
-          k: xv.width,
-          n: rows,
-          out: out.index,
-        });
-        return out;
-      },
-      gatherInt4(ids, table, dim) {
-        const iv = val(ids);
-        if (iv.dtype !== 'int32')
-          throw new Error(`gatherInt4 expects the int32 ids, received ${iv.dtype}`);
-        if (table.cols !== dim || table.groupAxis !== 1) {
-          throw new Error(
-            `gatherInt4: expected an int4 table of rows of ${dim} grouped along them, received ` +
-              `[${table.rows}, ${table.cols}]`,
-          );
-        }
-        const out = newValue(dim);
-        ops.push({
-          op: 'gatherInt4',
-          ids: iv.index,
-          table: int4Bytes(int4(table).packed),
-          scale: int4(table).scale,
-          zero: zeroOf(table),
-          blockSize: table.blockSize,
-          dim,
-          out: out.index,
-        });
-        return out;
-      },
-      gatherInt8(ids, table, dim) {
-        const iv = val(ids);
-        if (iv.dtype !== 'int32')
-          throw new Error(`gatherInt8 expects the int32 ids, received ${iv.dtype}`);
-        if (table.size % dim !== 0 || table.scaleSize !== table.size / dim) {
-          throw new Error(
-            `gatherInt8: expected a table of rows of ${dim} with one scale per row, received ` +
-              `${table.size} values and ${table.scaleSize} scales`,
-          );
-        }
-        const out = newValue(dim);
-        ops.push({
-          op: 'gatherInt8',
-          ids: iv.index,
-          table: packedOf(table, 0),
-          scale: int8(table).scale,
-          dim,
-          out: out.index,
-        });
         return out;
       },
       positions(like, table, dim, offset, add) {
