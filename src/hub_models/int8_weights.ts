@@ -18,6 +18,7 @@ import {
   Int8Layer,
   int8Replacement,
   isInt8Layer,
+  writeInt4,
 } from '../layers/core/quantization';
 import {CompositeLayer} from '../layers/engine/composite_layer';
 import {Int4Quantized, quantizeInt4} from '../ops/int4';
@@ -346,19 +347,8 @@ export function quantizedHubWeights(
         shape: w.packed.shape as number[],
         dtype: 'bool',
         read: () => quantized().packed,
-        write: (variable) => {
-          const q = quantized();
-          tf.tidy(() => {
-            variable.write(ownedInt8Tensor(q.packed, variable.shape as number[]));
-            w.scale.write(tf.tensor(q.scale, w.scale.shape as number[]));
-            if (w.zero != null && q.zero != null) {
-              w.zero.write(
-                w.zero.dtype === 'bool'
-                  ? ownedInt8Tensor(q.zero, w.zero.shape as number[])
-                  : tf.tensor(Float32Array.from(q.zero), w.zero.shape as number[]),
-              );
-            }
-          });
+        write: () => {
+          writeInt4(w, quantized());
           made = null;
         },
       });

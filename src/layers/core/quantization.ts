@@ -7,7 +7,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import {initializers, type layers, type LayerVariable} from '@tensorflow/tfjs-layers';
 import type {Initializer} from '@tensorflow/tfjs-layers/dist/initializers';
 
-import {Int4Layout, int4Shapes, quantizeInt4} from '../../ops/int4';
+import {Int4Layout, Int4Quantized, int4Shapes, quantizeInt4} from '../../ops/int4';
 import type {Int4Tensors} from '../../ops/int4_products';
 import {
   absMaxQuantizeValues,
@@ -257,7 +257,14 @@ export function quantizeInt4Into(w: Int4Weight, float: tf.Tensor): void {
         `values, received [${float.shape}]`,
     );
   }
-  const q = quantizeInt4(float.dataSync() as Float32Array, w.layout);
+  writeInt4(w, quantizeInt4(float.dataSync() as Float32Array, w.layout));
+}
+
+/**
+ * Writes a quantized int4 weight (ops/int4.ts' `quantizeInt4`) into `w`'s variables: its packed
+ * values, scale and (grouped) zero points and groups.
+ */
+export function writeInt4(w: Int4Weight, q: Int4Quantized): void {
   tf.tidy(() => {
     w.packed.write(ownedInt8Tensor(q.packed, w.packed.shape as number[]));
     w.scale.write(tf.tensor(q.scale, w.scale.shape as number[]));
