@@ -48,9 +48,10 @@ interface Int4Values {
   group: Int32Array | null;
 }
 
-function valuesOf(t: Int4Tensors, layout: Int4Layout): Int4Values {
+/** The values, their group indices checked (`where` names the caller in the error). */
+function valuesOf(t: Int4Tensors, layout: Int4Layout, where: string): Int4Values {
   const grouped = isGrouped(layout);
-  return {
+  const v: Int4Values = {
     packed: int8ValuesOf(t.packed),
     scale: t.scale.dataSync() as Float32Array,
     zero:
@@ -61,6 +62,8 @@ function valuesOf(t: Int4Tensors, layout: Int4Layout): Int4Values {
         : null,
     group: grouped && t.gIdx != null ? Int32Array.from(t.gIdx.dataSync()) : null,
   };
+  checkGroups(v, layout, where);
+  return v;
 }
 
 /** The int4 value at `[r, c]` of packed bytes (sign-extended nibble). */
@@ -92,7 +95,8 @@ function floatRows(
     for (let c = 0; c < cols; c++) {
       const q = nibble(v, layout, r, c);
       if (v.group == null || v.zero == null) {
-        // per channel: divided by the scale here only when asked (EinsumDense dequantizes first)
+        // per channel: divided by the scale here only when asked (EinsumDense and Embedding
+        // dequantize first; Dense divides its product)
         out[i * cols + c] = divide ? Math.fround(q / v.scale[groupAxis === 0 ? c : r]) : q;
         continue;
       }
@@ -124,8 +128,7 @@ const blockRows = (cols: number) => Math.max(1, Math.floor(INT8_BLOCK_VALUES / M
  * EinsumDense equation with no 2-D form reads its kernel this way, per call.
  */
 export function int4ToFloat(w: Int4Tensors, layout: Int4Layout): tf.Tensor2D {
-  const v = valuesOf(w, layout);
-  checkGroups(v, layout, 'int4ToFloat');
+  const v = valuesOf(w, layout, 'int4ToFloat');
   return tf.tensor2d(floatRows(v, layout, 0, layout.rows, true), [layout.rows, layout.cols]);
 }
 
@@ -147,8 +150,7 @@ export function int4MatMul(
       `int4MatMul: expected inputs [M, ${rows}] for a weight [${rows}, ${cols}], received [${x.shape}]`,
     );
   }
-  const v = valuesOf(w, layout);
-  checkGroups(v, layout, 'int4MatMul');
+  const v = valuesOf(w, layout, 'int4MatMul');
   const block = blockRows(cols);
   let sum: tf.Tensor2D | null = null;
   for (let r0 = 0; r0 < rows; r0 += block) {
@@ -186,8 +188,7 @@ export function int4MatMulT(x: tf.Tensor2D, w: Int4Tensors, layout: Int4Layout):
         `received [${x.shape}]`,
     );
   }
-  const v = valuesOf(w, layout);
-  checkGroups(v, layout, 'int4MatMulT');
+  const v = valuesOf(w, layout, 'int4MatMulT');
   const block = blockRows(cols);
   const parts: tf.Tensor2D[] = [];
   for (let r0 = 0; r0 < rows; r0 += block) {
@@ -211,8 +212,7 @@ export function int4MatMulT(x: tf.Tensor2D, w: Int4Tensors, layout: Int4Layout):
  */
 export function int4Lookup(table: Int4Tensors, layout: Int4Layout, ids: tf.Tensor): tf.Tensor {
   const {rows, cols} = layout;
-  const v = valuesOf(table, layout);
-  checkGroups(v, layout, 'int4 lookup');
+  const v = valuesOf(table, layout, 'int4 lookup');
   const at = ids.dataSync();
   const out = new Float32Array(at.length * cols);
   for (let i = 0; i < at.length; i++) {
@@ -220,12 +220,8 @@ export function int4Lookup(table: Int4Tensors, layout: Int4Layout, ids: tf.Tenso
     if (!(Number.isInteger(id) && id >= 0 && id < rows)) {
       throw new Error(`int4 lookup: expected ids in [0, ${rows}), received ${id}`);
     }
-    const row = floatRows(v, layout, id, 1);
-    if (!isGrouped(layout)) {
-      const s = v.scale[id];
-      for (let c = 0; c < cols; c++) row[c] = Math.fround(row[c] / s);
-    }
-    out.set(row, i * cols);
+    // per channel: q / scale[id], as Keras' Embedding divides
+    out.set(floatRows(v, layout, id, 1, true), i * cols);
   }
   return tf.tensor(out, [...ids.shape, cols]);
 }
