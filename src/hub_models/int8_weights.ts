@@ -426,13 +426,7 @@ function quantizedLayers(model: LayersModel): Array<layers.Layer & Int8Layer> {
 
 /** Every (nested) int8 layer of `model` with its int8 weights. */
 function int8Layers(model: LayersModel): Array<layers.Layer & Int8Layer> {
-  const out: Array<layers.Layer & Int8Layer> = [];
-  const visit = (l: layers.Layer) => {
-    if (isInt8Layer(l) && l.quantizationMode === 'int8' && l.int8Weights().length > 0) out.push(l);
-    if (l instanceof CompositeLayer) l.sublayers.forEach(visit);
-  };
-  model.layers.forEach(visit);
-  return out;
+  return quantizedLayers(model).filter((l) => l.int8Weights().length > 0);
 }
 
 function checkInt8Layers(
