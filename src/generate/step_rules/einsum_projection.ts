@@ -65,6 +65,7 @@ export function compileEinsumProduct(
 ): StepValue | StepDecline {
   const kernelShape = dense.kernelShape();
   if (dense.kernel == null || kernelShape == null) return {declined: `${what} is not built`};
+  if (dense.lora != null) return loraDeclined(dense, what);
   if (
     !fits(dense.equation) ||
     kernelShape.length !== expected.length ||
@@ -137,6 +138,13 @@ export function compileProjection(
   return act === StepActivation.None ? r[0] : emit.activate(r[0], act);
 }
 
+/** Why a layer with LoRA's adapters does not compile (the eager stepper applies them). */
+const loraDeclined = (dense: EinsumDense, what: string): StepDecline => ({
+  declined:
+    `${what} '${dense.name}' has LoRA adapters (rank ${dense.lora?.rank}); the eager stepper ` +
+    'applies them (mergeLora(model) merges them into the kernels, which compile)',
+});
+
 /**
  * A head-major EinsumDense (`btd,ndh->btnh`, kernel `[heads, D, headDim]`), float32 or Keras 3's
  * int8 (the rows quantized over D, the scale `[1, 1, heads, headDim]` one per output channel,
@@ -150,6 +158,7 @@ function compileHeadMajor(
   act: StepActivation,
 ): StepValue | StepDecline {
   if (dense.kernel == null) return {declined: `${what} is not built`};
+  if (dense.lora != null) return loraDeclined(dense, what);
   if (dense.quantizationMode === 'int4') {
     // Keras views the kernel [heads, D, headDim] as [D, heads * headDim] by a reshape: no product
     return {declined: `${what} '${dense.equation}' is int4 (Keras' reshaped view is no product)`};

@@ -27,7 +27,7 @@ import {defineContract, LayerContract} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {INT8_DTYPE, int8Dense} from '../../ops/int8';
+import {INT8_DTYPE, int8Projection} from '../../ops/int8';
 import type {Int4Layout} from '../../ops/int4';
 import {int4MatMul, int4ToFloat} from '../../ops/int4_products';
 import {
@@ -49,6 +49,15 @@ import {
   kernelScaleShape,
   layoutScale,
 } from './einsum_int8';
+import {
+  addLoraWeights,
+  loraDelta,
+  LoraLayer,
+  LoraOptions,
+  loraOutput,
+  LoraWeights,
+  removeLoraWeights,
+} from './lora';
 
 /** Options of {@link EinsumDense}. */
 export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
@@ -105,7 +114,7 @@ export interface EinsumDenseArgs extends LayerArgs, ProjectionArgs {
  * const y = proj.apply(tf.zeros([2, 5, 16])); // [2, 5, 4, 8]
  * ```
  */
-export class EinsumDense extends layers.Layer implements Int8Layer {
+export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -172,6 +181,10 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
   kernelZero: LayerVariable | null = null;
   /** int4 grouped: the group of each kernel row, at build. */
   gIdx: LayerVariable | null = null;
+  /** LoRA's weights while enabled ({@link EinsumDense.enableLora}), else null. */
+  lora: LoraWeights | null = null;
+  /** Whether the kernel trained before LoRA froze it. */
+  private kernelTrainedBeforeLora = true;
   /** int4: the kernel's `[rows, cols]` view, at build. */
   private int4View: {rows: number; cols: number; kernelShape: number[]} | null = null;
 
@@ -378,6 +391,86 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
     return this.shapes(singleShape(inputShape, this.name)).outputShape;
   }
 
+  /**
+   * Keras' `enable_lora(rank, lora_alpha, a_initializer, b_initializer)`: adds `lora_kernel_a`
+   * (the kernel's shape with its last axis `rank`, heUniform) and `lora_kernel_b`
+   * (`[rank, last]`, zeros), both trainable, and freezes the kernel. A float layer then runs the
+   * kernel `kernel + (alpha / rank) · A @ B`; an int8 / int4 layer adds `(alpha / rank) ·
+   * einsum(x, A) @ B` to its quantized product, before the bias (as Keras does both).
+   *
+   * @example
+   * ```ts
+   * const proj = new EinsumDense({equation: 'abc,cd->abd', outputShape: [null, 8]});
+   * proj.apply(tf.zeros([1, 2, 16]));
+   * proj.enableLora(4); // proj.trainableWeights: lora_kernel_a [16, 4], lora_kernel_b [4, 8]
+   * ```
+   */
+  enableLora(rank: number, options?: LoraOptions): void {
+    const kernel = this.kernel;
+    this.lora = addLoraWeights(
+      this,
+      this.addWeight.bind(this),
+      kernel,
+      this.kernelShape(),
+      rank,
+      options,
+      this.projection.kernelConstraint != null,
+    );
+    if (kernel != null) {
+      this.kernelTrainedBeforeLora = kernel.trainable;
+      kernel.trainable = false;
+    }
+  }
+
+  /** Removes LoRA's weights, leaving the kernel as it was (and training as it did before). */
+  disableLora(): void {
+    if (this.lora == null) return;
+    removeLoraWeights(this, this.lora);
+    this.lora = null;
+    if (this.kernel != null) this.kernel.trainable = this.kernelTrainedBeforeLora;
+  }
+
+  /**
+   * Adds `(alpha / rank) · A @ B` into the kernel, then removes A and B. Float layers only: an
+   * int8 / int4 kernel is merged when saved ({@link EinsumDense.mergedKernel}).
+   */
+  mergeLora(): void {
+    if (this.lora == null) return;
+    if (this.quantizationMode != null) {
+      throw new Error(
+        `EinsumDense '${this.name}': mergeLora takes a float kernel; this one is ` +
+          `${this.quantizationMode} (saving it merges the update as Keras does)`,
+      );
+    }
+    const merged = this.mergedKernel();
+    (this.kernel as LayerVariable).write(merged);
+    merged.dispose();
+    this.disableLora();
+  }
+
+  /** The kernel with LoRA's update merged in, float32 (what Keras saves), as a new tensor. */
+  mergedKernel(): tf.Tensor {
+    if (this.kernel == null) {
+      throw new Error(`EinsumDense '${this.name}' is not built yet: apply it to an input first`);
+    }
+    if (this.quantizationMode != null) {
+      throw new Error(
+        `EinsumDense '${this.name}': merging LoRA into an ${this.quantizationMode} kernel is ` +
+          'not implemented',
+      );
+    }
+    const kernel = this.kernel.read();
+    const lora = this.lora;
+    return lora == null ? tf.clone(kernel) : tf.tidy(() => tf.add(kernel, loraDelta(lora)));
+  }
+
+  /** LoRA's term of a quantized product: `(alpha / rank) · einsum(x, A) @ B`, or null. */
+  private loraTerm(x: tf.Tensor): tf.Tensor | null {
+    const lora = this.lora;
+    if (lora == null) return null;
+    return loraOutput(einsum(this.equation, x, lora.a.read()), lora);
+  }
+
   /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
@@ -418,12 +511,17 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       const bound = denseBoundAxes(this.equation);
       const int4 = this.int4Weights()[0];
       if (int4 != null) return this.activation.apply(scaled(this.int4Project(x, int4, bound)));
-      const kernel = this.kernel.read();
+      const lora = this.lora;
+      const int8 = this.kernelScale != null;
+      // float: the kernel with LoRA's update; int8: the update's own product after it (Keras)
+      const kernel =
+        lora != null && !int8 ? tf.add(this.kernel.read(), loraDelta(lora)) : this.kernel.read();
+      const loraTerm = int8 ? this.loraTerm(x) : null;
       if (bound == null) {
-        let y =
-          this.kernelScale != null
-            ? int8Einsum(this.int8Plan(), x, kernel, this.kernelScale.read())
-            : einsum(this.equation, x, kernel); // [batch, ...outputShape]
+        let y = int8
+          ? int8Einsum(this.int8Plan(), x, kernel, (this.kernelScale as LayerVariable).read())
+          : einsum(this.equation, x, kernel); // [batch, ...outputShape]
+        if (loraTerm != null) y = tf.add(y, loraTerm);
         if (this.bias != null) y = tf.add(y, this.bias.read());
         return this.activation.apply(scaled(y));
       }
@@ -436,16 +534,17 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       const bias = this.bias?.read() ?? null;
       // a bias over every output axis: on webgl / webgpu inside the product's program
       const whole = bias != null && bias.size === outSize ? reshapeTo(bias, [outSize]) : null;
-      const fused = this.kernelScale == null ? fusedBiasProduct(rows, w, whole) : null;
+      const fused = !int8 ? fusedBiasProduct(rows, w, whole) : null;
       let y =
         fused ??
-        (this.kernelScale != null
-          ? int8Dense(
+        (int8
+          ? int8Projection(
               rows as tf.Tensor2D,
               w as tf.Tensor2D,
-              reshapeTo(this.kernelScale.read(), [outSize]) as tf.Tensor1D,
+              reshapeTo((this.kernelScale as LayerVariable).read(), [outSize]) as tf.Tensor1D,
             )
           : mm(rows, w)); // [prod F, prod O]
+      if (loraTerm != null) y = tf.add(y, reshapeTo(loraTerm, y.shape));
       if (fused == null && whole != null) y = addBias(y, whole);
       let out = reshapeTo(y, [...free, ...outDims]); // [...F, ...O]
       if (bias != null && bias.size !== outSize) out = tf.add(out, bias);
@@ -471,6 +570,8 @@ export class EinsumDense extends layers.Layer implements Int8Layer {
       const kernel = reshapeTo(int4ToFloat(int4TensorsOf(w), w.layout), view.kernelShape);
       y = einsum(this.equation, x, kernel);
     }
+    const loraTerm = this.loraTerm(x);
+    if (loraTerm != null) y = tf.add(y, loraTerm);
     return bias != null ? tf.add(y, bias) : y;
   }
 

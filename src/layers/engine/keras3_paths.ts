@@ -7,6 +7,7 @@ import {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {CompositeLayer} from './composite_layer';
 import {contractOf, snakeCase} from './contract';
+import {isLoraWeight} from '../core/lora';
 
 /** Keras 3's folder name of a layer class before numbering: its contract's prefix, or the snake-cased class. */
 function keras3PathBase(cls: string): string {
@@ -83,8 +84,11 @@ export function keras3Paths(
   } else {
     // own weights, numbered within their folder: `vars/0`, or `token_embedding/vars/0` for a
     // weight named `token_embedding/embeddings` (keras-hub's TokenAndPositionEmbedding)
+    // in the order they were made (a frozen kernel moves behind the trainable weights in
+    // `layer.weights`); LoRA's A and B are never saved: Keras merges them into the kernel
+    const own = layer.weights.filter((w) => !isLoraWeight(layer, w)).sort((a, b) => a.id - b.id);
     const counts = new Map<string, number>();
-    for (const w of layer.weights) {
+    for (const w of own) {
       // the segments between this layer's name and the weight's (a sublayer's weight is named
       // `<parent>/<sublayer>/<weight>`, a top-level layer's `<layer>/<folder>/<weight>`)
       const parts = w.originalName.split('/');

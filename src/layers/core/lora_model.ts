@@ -1,0 +1,144 @@
+/**
+ * LoRA on a whole model, as keras-hub's `Backbone.enable_lora(rank, target_layer_names)` does it:
+ * every weight frozen, then each layer named as a target (default keras-hub's
+ * `default_lora_layer_names()`: `query_dense`, `value_dense`, `query`, `value`) trains again (its
+ * bias included) and gets A and B; its kernel stays frozen. Undone by {@link disableLora} and
+ * {@link mergeLora}.
+ */
+import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+
+import {kerasWeightedLayers} from '../engine/keras_layer_order';
+import {isLoraLayer, LoraLayer, LoraOptions, loraScale} from './lora';
+
+/** keras-hub 0.32's `Backbone.default_lora_layer_names()`. */
+export const DEFAULT_LORA_TARGETS: readonly string[] = [
+  'query_dense',
+  'value_dense',
+  'query',
+  'value',
+];
+
+/** Options of {@link enableLora}. */
+export interface EnableLoraOptions extends LoraOptions {
+  /** The names of the layers to adapt (keras-hub's `target_layer_names`); default keras-hub's. */
+  targets?: string[];
+}
+
+/** What {@link enableLora} did to a model: what to undo, and keras-hub's numbering. */
+interface ModelLora {
+  rank: number;
+  /** The adapted layers, each with its index among the model's layers with weights (Keras' order). */
+  layers: {index: number; layer: LoraLayer}[];
+  /** Each weight's `trainable` before: restored by disableLora / mergeLora. */
+  trainable: Map<LayerVariable, boolean>;
+}
+
+const enabled = new WeakMap<layers.Layer, ModelLora>();
+
+/** The layers LoRA was enabled on in `model` by {@link enableLora}, with keras-hub's indices. */
+export function loraLayersOf(model: layers.Layer): {index: number; layer: LoraLayer}[] {
+  return enabled.get(model)?.layers ?? [];
+}
+
+/** The rank {@link enableLora} used on `model`, or null when it is not enabled. */
+export function loraRankOf(model: layers.Layer): number | null {
+  return enabled.get(model)?.rank ?? null;
+}
+
+function isModelLike(target: layers.Layer): boolean {
+  return kerasWeightedLayers(target).length > 0;
+}
+
+/**
+ * Enables LoRA: on a layer (EinsumDense, ...), Keras' `layer.enable_lora(rank, ...)`; on a model
+ * (or a layer made of sublayers), keras-hub's `backbone.enable_lora(rank, targets)`: every weight
+ * frozen, then each layer whose name is in `targets` (default `query_dense`, `value_dense`,
+ * `query`, `value`) trains (its bias too) with A and B added, its kernel frozen. keras-hub's
+ * own call takes no alpha (alpha = rank); `alpha` here is Keras' layer option. Returns the
+ * adapted layers.
+ *
+ * @example
+ * ```ts
+ * const {model} = await loadKerasHubPreset('./gpt2_preset');
+ * enableLora(model, 4); // model.trainableWeights: each query / value's bias, A and B
+ * ```
+ */
+export function enableLora(
+  target: layers.Layer,
+  rank: number,
+  options: EnableLoraOptions = {},
+): LoraLayer[] {
+  const {targets, ...layerOptions} = options ?? {};
+  loraScale(rank, layerOptions, `enableLora`);
+  if (!isModelLike(target)) {
+    if (!isLoraLayer(target)) {
+      throw new Error(
+        `enableLora: expected a model or a layer that takes LoRA (EinsumDense, ...), received ` +
+          `${target?.getClassName?.() ?? typeof target} '${target?.name}'`,
+      );
+    }
+    target.enableLora(rank, layerOptions);
+    return [target];
+  }
+  if (enabled.has(target)) {
+    throw new Error(
+      `enableLora: LoRA is already enabled on '${target.name}' (rank ${enabled.get(target)?.rank});` +
+        ' call disableLora or mergeLora first',
+    );
+  }
+  const names = targets ?? DEFAULT_LORA_TARGETS;
+  if (!Array.isArray(names) || names.some((n) => typeof n !== 'string')) {
+    throw new Error(
+      `enableLora: expected targets as an array of layer names, received ${String(names)}`,
+    );
+  }
+  const weighted = kerasWeightedLayers(target);
+  const chosen = weighted
+    .map((layer, index) => ({index, layer}))
+    .filter((e) => names.includes(e.layer.name) && isLoraLayer(e.layer)) as {
+    index: number;
+    layer: LoraLayer;
+  }[];
+  if (chosen.length === 0) {
+    const seen = [...new Set(weighted.map((l) => l.name))].slice(0, 20);
+    throw new Error(
+      `enableLora: no layer of '${target.name}' named ${names.join(', ')} takes LoRA; its ` +
+        `layers with weights are named ${seen.join(', ')}`,
+    );
+  }
+  const trainable = new Map<LayerVariable, boolean>();
+  for (const w of target.weights) {
+    trainable.set(w, w.trainable);
+    w.trainable = false;
+  }
+  for (const {layer} of chosen) {
+    for (const w of layer.weights) w.trainable = true;
+    layer.enableLora(rank, layerOptions);
+  }
+  enabled.set(target, {rank, layers: chosen, trainable});
+  return chosen.map((c) => c.layer);
+}
+
+/** Undoes {@link enableLora} on a model or layer: A and B removed, every weight trains as before. */
+export function disableLora(target: layers.Layer): void {
+  undo(target, (l) => l.disableLora());
+}
+
+/**
+ * Merges each adapted layer's `(alpha / rank) · A @ B` into its kernel (float layers), then
+ * undoes {@link enableLora} as {@link disableLora} does.
+ */
+export function mergeLora(target: layers.Layer): void {
+  undo(target, (l) => l.mergeLora());
+}
+
+function undo(target: layers.Layer, each: (l: LoraLayer) => void): void {
+  const state = enabled.get(target);
+  if (state == null) {
+    if (isLoraLayer(target)) each(target);
+    return;
+  }
+  for (const {layer} of state.layers) each(layer);
+  for (const [w, t] of state.trainable) w.trainable = t;
+  enabled.delete(target);
+}
