@@ -352,3 +352,29 @@ export function int8Dense(
     return tf.div(product, tf.mul(kernelScale, scale)) as tf.Tensor2D;
   });
 }
+
+/**
+ * Keras 3's int8 call of Dense and EinsumDense (`_int8_call`): {@link int8Dense}'s value, with
+ * Keras' custom gradient: the inputs' gradient passes straight through the dequantized kernel,
+ * `dy · (kernel / scale)ᵀ`, as if the product were float (the rounding of the inputs has no
+ * gradient of its own); the kernel and its scale get none (they are frozen). keras-hub's
+ * ReversibleEmbedding logits have no such gradient in Keras (only the input scale's max carries
+ * one): they call {@link int8Dense} itself.
+ */
+export function int8Projection(
+  x: tf.Tensor2D,
+  kernel: tf.Tensor2D,
+  kernelScale: tf.Tensor1D,
+): tf.Tensor2D {
+  const f = tf.customGrad(((input: tf.Tensor, save: tf.GradSaveFunc) => {
+    save([kernel, kernelScale]); // kept for the backward pass (the caller's may be views)
+    return {
+      value: int8Dense(input as tf.Tensor2D, kernel, kernelScale),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const floatKernel = tf.div(int8ToFloat(saved[0]), saved[1]); // [K, N]
+        return [tf.matMul(dy, floatKernel, false, true)];
+      },
+    };
+  }) as unknown as Parameters<typeof tf.customGrad>[0]);
+  return f(x) as tf.Tensor2D;
+}

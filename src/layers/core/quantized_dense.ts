@@ -3,7 +3,7 @@ import {initializers, layers, LayerVariable, SymbolicTensor} from '@tensorflow/t
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
-import {INT8_DTYPE, int8Dense} from '../../ops/int8';
+import {INT8_DTYPE, int8Projection} from '../../ops/int8';
 import {reshapeTo} from '../../ops/reshape';
 import {
   Activation,
@@ -296,7 +296,7 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
       let y: tf.Tensor =
         int4 != null
           ? int4MatMul(rows, int4TensorsOf(int4), int4.layout)
-          : int8Dense(rows, kernel, this.kernelScale.read() as tf.Tensor1D);
+          : int8Projection(rows, kernel, this.kernelScale.read() as tf.Tensor1D);
       if (this.bias != null) y = tf.add(y, this.bias.read());
       y = this.activation.apply(y);
       return reshapeTo(y, [...x.shape.slice(0, -1), this.units]);
