@@ -257,3 +257,22 @@ export type {
   EmbedTextTokenizer,
   TextEmbedderParts,
 } from './hub_models/gemma3/embed_text';
+
+export {DEFAULT_LORA_TARGETS, disableLora, enableLora, mergeLora} from './layers/core/lora_model';
+export type {EnableLoraOptions} from './layers/core/lora_model';
+export type {LoraLayer, LoraOptions, LoraWeights} from './layers/core/lora';
+export {loadLoraWeights, saveLoraWeights} from './interop/lora_weights_file';
+export {finetune} from './finetune/finetune';
+export type {
+  FinetuneOptions,
+  FinetunePreset,
+  FinetuneProgress,
+  FinetuneResult,
+} from './finetune/finetune';
+export {KerasAdam} from './finetune/keras_adam';
+export type {KerasAdamOptions, LearningRate} from './finetune/keras_adam';
+export {causalLmLoss} from './finetune/causal_lm_loss';
+export {packCausalLm} from './finetune/causal_lm_batches';
+export type {PackingPreprocessor, PackingTokenizer} from './finetune/causal_lm_batches';
+export type {CausalLmBatch} from './finetune/train_step';
+export type {ScheduleName} from './finetune/schedules';

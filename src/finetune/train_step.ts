@@ -1,0 +1,67 @@
+/**
+ * One fine-tuning step of a causal LM: the loss of one batch (causal_lm_loss.ts), its gradients
+ * with respect to the model's trainable weights (after `enableLora`: A, B and the targets'
+ * biases), and one optimizer update (keras_adam.ts), as keras-hub's `CausalLM.fit` runs it.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import type {LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
+
+import {causalLmLoss} from './causal_lm_loss';
+import type {KerasAdam} from './keras_adam';
+
+/** One batch as keras-hub's `CausalLMPreprocessor` makes it (x, y, sample_weight). */
+export interface CausalLmBatch {
+  /** `[batch, length]` ids, the start token first. */
+  tokenIds: number[][];
+  /** `[batch, length]` 1 for a token, 0 for padding. */
+  paddingMask: number[][];
+  /** `[batch, length]` the next id at each position. */
+  y: number[][];
+  /** `[batch, length]` the weight of each position's loss (the shifted padding mask). */
+  sampleWeight: number[][];
+}
+
+/** The loss and the gradient of each trainable weight (in `model.trainableWeights`' order). */
+export interface LossAndGradients {
+  loss: number;
+  variables: LayerVariable[];
+  /** One per variable; the caller disposes them. */
+  grads: tf.Tensor[];
+}
+
+/** The batch's loss and the gradients of `model`'s trainable weights (training mode). */
+export function lossAndGradients(model: LayersModel, batch: CausalLmBatch): LossAndGradients {
+  const variables = model.trainableWeights;
+  if (variables.length === 0) {
+    throw new Error(
+      `fine-tuning: model '${model.name}' has no trainable weights (call enableLora(model, rank) first)`,
+    );
+  }
+  const values = variables.map((v) => v.read() as tf.Variable);
+  const ids = tf.tensor2d(batch.tokenIds, undefined, 'int32');
+  const mask = tf.tensor2d(batch.paddingMask, undefined, 'int32');
+  const y = tf.tensor2d(batch.y, undefined, 'int32');
+  const sw = tf.tensor2d(batch.sampleWeight, undefined, 'float32');
+  try {
+    const {value, grads} = tf.variableGrads(() => {
+      const logits = model.apply([ids, mask], {training: true}) as tf.Tensor;
+      return causalLmLoss(logits, y, sw);
+    }, values);
+    const loss = value.dataSync()[0];
+    value.dispose();
+    return {loss, variables, grads: values.map((v) => grads[v.name])};
+  } finally {
+    tf.dispose([ids, mask, y, sw]);
+  }
+}
+
+/** One step: the loss before the update (as Keras' `train_on_batch` returns it). */
+export function trainStep(model: LayersModel, batch: CausalLmBatch, optimizer: KerasAdam): number {
+  const {loss, variables, grads} = lossAndGradients(model, batch);
+  try {
+    optimizer.apply(variables, grads);
+  } finally {
+    tf.dispose(grads);
+  }
+  return loss;
+}
