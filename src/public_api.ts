@@ -262,6 +262,7 @@ export {DEFAULT_LORA_TARGETS, disableLora, enableLora, mergeLora} from './layers
 export type {EnableLoraOptions} from './layers/core/lora_model';
 export type {LoraLayer, LoraOptions, LoraWeights} from './layers/core/lora';
 export {loadLoraWeights, saveLoraWeights} from './interop/lora_weights_file';
+export {kerasHubWeightsFile} from './interop/keras_hub_weights_file';
 export {finetune} from './finetune/finetune';
 export type {
   FinetuneOptions,

@@ -377,3 +377,28 @@ describe('saveKerasFile to a path that cannot hold the file', () => {
     );
   });
 });
+
+describe('saveKerasFile with LoRA adapters', () => {
+  it("merges them into the kernels as Keras saves them (A and B not written; keras-hub's merged logits)", async () => {
+    await tf.setBackend('cpu');
+    const {loadLoraCaseWithAdapters, loraExpected, batchOf, relativeError} =
+      await import('../finetune/lora_fixture');
+    const {loadKerasModel} = await import('../../src');
+    const e = loraExpected('gpt2');
+    const preset = await loadLoraCaseWithAdapters('gpt2');
+    const bytes = await saveKerasFile(preset.model);
+    const back = await loadKerasModel(bytes);
+    expect(back.weights.some((w) => w.originalName.includes('lora'))).toBe(false);
+    const b = batchOf(e);
+    const inputs = [
+      tf.tensor2d(b.tokenIds, undefined, 'int32'),
+      tf.tensor2d(b.paddingMask, undefined, 'int32'),
+    ];
+    const mine = back.predict(inputs) as tf.Tensor;
+    const withAdapters = (e.logits as unknown as {values: number[]}).values;
+    expect(relativeError(mine.dataSync(), withAdapters)).toBeLessThan(1e-5);
+    tf.dispose([...inputs, mine]);
+    back.dispose();
+    preset.dispose();
+  });
+});

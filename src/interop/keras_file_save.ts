@@ -11,6 +11,7 @@ import type {LayersModel} from '@tensorflow/tfjs-layers';
 import {Hdf5Dtype, Hdf5Group, writeHdf5} from '../io/hdf5_writer';
 import {writeZip} from '../io/zip_writer';
 import {contractOf} from '../layers/engine/contract';
+import {mergedNamedWeights} from '../layers/core/lora_model';
 import {Keras3ExportOptions, toKeras3Artifacts} from './keras3_export';
 
 /** The Keras version the config is written for (metadata.json's keras_version). */
@@ -141,6 +142,21 @@ const isModelClass = (cls: string) =>
 
 /** The model's save artifacts (topology, weight specs and bytes), as `model.save` gives them. */
 async function artifactsOf(model: LayersModel): Promise<tf.io.ModelArtifacts> {
+  // LoRA's adapters merged into their kernels, A and B left out, as Keras saves them
+  const merged = mergedNamedWeights(model);
+  if (merged != null) {
+    try {
+      const {data, specs} = await tf.io.encodeWeights(merged.named);
+      return {
+        modelTopology: model.toJSON(null, false) as tf.io.ModelArtifacts['modelTopology'],
+        weightSpecs: specs,
+        weightData: data,
+        format: 'layers-model',
+      };
+    } finally {
+      merged.dispose();
+    }
+  }
   let saved: tf.io.ModelArtifacts | null = null;
   await model.save(
     tf.io.withSaveHandler(async (a) => {

@@ -5,10 +5,12 @@
  * bias included) and gets A and B; its kernel stays frozen. Undone by {@link disableLora} and
  * {@link mergeLora}.
  */
-import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import * as tf from '@tensorflow/tfjs-core';
+import type {layers, LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 
 import {kerasWeightedLayers} from '../engine/keras_layer_order';
-import {isLoraLayer, LoraLayer, LoraOptions, loraScale} from './lora';
+import {isLoraLayer, LoraLayer, LoraOptions, loraScale, LoraWeights} from './lora';
+import {kerasFlattenedLayers} from '../engine/keras_layer_order';
 
 /** keras-hub 0.32's `Backbone.default_lora_layer_names()`. */
 export const DEFAULT_LORA_TARGETS: readonly string[] = [
@@ -141,4 +143,41 @@ function undo(target: layers.Layer, each: (l: LoraLayer) => void): void {
   for (const {layer} of state.layers) each(layer);
   for (const [w, t] of state.trainable) w.trainable = t;
   enabled.delete(target);
+}
+
+/** Every LoRA layer with adapters under `model` (whatever enabled them). */
+export function adaptedLayers(model: layers.Layer): LoraLayer[] {
+  return kerasFlattenedLayers(model).filter(
+    (l): l is LoraLayer => isLoraLayer(l) && l.lora != null,
+  );
+}
+
+/**
+ * `model`'s weights by name as Keras saves them: each adapted layer's kernel with its update
+ * merged in, A and B left out (Keras' `save_own_variables`); null when no layer has adapters.
+ * `dispose` frees the merged kernels.
+ */
+export function mergedNamedWeights(
+  model: LayersModel,
+): {named: {name: string; tensor: tf.Tensor}[]; dispose: () => void} | null {
+  const adapted = adaptedLayers(model);
+  if (adapted.length === 0) return null;
+  const skip = new Set<LayerVariable>();
+  const merged = new Map<LayerVariable, tf.Tensor>();
+  try {
+    for (const layer of adapted) {
+      const w = layer.lora as LoraWeights;
+      skip.add(w.a);
+      skip.add(w.b);
+      const kernel = (layer as unknown as {kernel: LayerVariable | null}).kernel;
+      if (kernel != null) merged.set(kernel, layer.mergedKernel());
+    }
+  } catch (e) {
+    tf.dispose([...merged.values()]);
+    throw e;
+  }
+  const named = model.weights
+    .filter((w) => !skip.has(w))
+    .map((w) => ({name: w.originalName, tensor: merged.get(w) ?? w.read()}));
+  return {named, dispose: () => tf.dispose([...merged.values()])};
 }

@@ -1,0 +1,93 @@
+/**
+ * kerasHubWeightsFile: a fine-tuned preset's `model.weights.h5`, LoRA merged as Keras saves it.
+ * The tiny GPT-2 and Llama 3 of fixtures/lora_finetune.py, in the state keras-hub reached after 5
+ * Adam steps (its `trained.lora.h5` and trained biases): the file holds the datasets of
+ * keras-hub's own `save_to_preset` (`merged_preset/model.weights.h5`: paths, shapes, values within
+ * 1e-6), and the preset made of it loads and generates keras-hub's greedy strings.
+ */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import * as tf from '@tensorflow/tfjs';
+
+import {generateText, loadKerasHubPreset, loadLoraWeights} from '../../src';
+import {kerasHubWeightsFile} from '../../src/interop/keras_hub_weights_file';
+import {Hdf5Reader} from '../../src/io/hdf5_datasets';
+import {useBackend} from '../helpers/backends';
+import {
+  batchOf,
+  LORA_DIR,
+  loadLoraCase,
+  loraExpected,
+  loraFile,
+  relativeError,
+  variableAt,
+} from '../finetune/lora_fixture';
+
+async function datasets(
+  bytes: Uint8Array,
+): Promise<Map<string, {shape: number[]; values: Float32Array}>> {
+  const reader = await Hdf5Reader.open(bytes, 'weights');
+  const out = new Map<string, {shape: number[]; values: Float32Array}>();
+  for (const p of reader.datasetPaths('/')) {
+    const ds = reader.dataset(p);
+    const buf = new Uint8Array(ds.bytes);
+    reader.copy(ds, buf, 0);
+    out.set(p, {shape: ds.shape, values: new Float32Array(buf.buffer)});
+  }
+  return out;
+}
+
+describe.each(['gpt2', 'llama3'] as const)('a fine-tuned %s preset', (c) => {
+  const e = loraExpected(c);
+  beforeAll(() => useBackend('cpu'));
+
+  /** The case's model as keras-hub left it after 5 Adam steps. */
+  async function trained() {
+    const preset = await loadLoraCase(c);
+    await loadLoraWeights(preset.model, loraFile(c, 'trained.lora.h5'));
+    for (const w of e.adam.weights_after.filter((v) => v.path.endsWith('/bias'))) {
+      variableAt(preset.model, w.path).write(tf.tensor(w.values, w.shape));
+    }
+    return preset;
+  }
+
+  it("writes keras-hub's merged model.weights.h5 (every path and shape; values within 1e-6)", async () => {
+    const preset = await trained();
+    const before = tf.memory().numTensors;
+    const mine = await datasets(await kerasHubWeightsFile(preset.model));
+    expect(tf.memory().numTensors).toBe(before);
+    const theirs = await datasets(
+      new Uint8Array(fs.readFileSync(path.join(LORA_DIR, c, 'merged_preset', 'model.weights.h5'))),
+    );
+    expect([...mine.keys()].sort()).toEqual([...theirs.keys()].sort());
+    for (const [p, t] of theirs) {
+      const m = mine.get(p) as {shape: number[]; values: Float32Array};
+      expect(m.shape).toEqual(t.shape);
+      expect(relativeError(m.values, t.values)).toBeLessThan(1e-6);
+    }
+    preset.dispose();
+  });
+
+  it("makes a preset that loads and generates keras-hub's greedy strings", async () => {
+    const preset = await trained();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuned-'));
+    fs.cpSync(path.join(LORA_DIR, c, 'preset'), dir, {recursive: true});
+    fs.writeFileSync(path.join(dir, 'model.weights.h5'), await kerasHubWeightsFile(preset.model));
+    preset.dispose();
+    const tuned = await loadKerasHubPreset(dir);
+    const b = batchOf(e);
+    const ids = tf.tensor2d(b.tokenIds, undefined, 'int32');
+    const mask = tf.tensor2d(b.paddingMask, undefined, 'int32');
+    const logits = tuned.model.predict([ids, mask]) as tf.Tensor;
+    const merged = (e.merged_logits as unknown as {values: number[]}).values;
+    expect(relativeError(logits.dataSync(), merged)).toBeLessThan(1e-5);
+    tf.dispose([ids, mask, logits]);
+    const prompts = ['the quick brown', 'hello world'];
+    const strings = await generateText(tuned, prompts, {maxLength: 16});
+    expect(strings).toEqual(e.generate_lora.strings);
+    tuned.dispose();
+    fs.rmSync(dir, {recursive: true});
+  });
+});
