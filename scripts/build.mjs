@@ -7,7 +7,7 @@
 // them into their own chunk, as it does the reader's own code in dist/browser-chunks/), and dist/tfjs-attention.min.js loads them on first use from the ES
 // modules dist/tfjs-attention-fflate.mjs / dist/tfjs-attention-jsfive.mjs next to it.
 import {execFileSync} from 'node:child_process';
-import {rmSync} from 'node:fs';
+import {chmodSync, rmSync} from 'node:fs';
 import {createRequire} from 'node:module';
 
 import * as esbuild from 'esbuild';
@@ -45,6 +45,17 @@ await esbuild.build({
   outfile: 'dist/train.cjs',
   banner: {js: '#!/usr/bin/env node'},
 });
+// The fine-tuning script (bin tfjs-attention-finetune).
+await esbuild.build({
+  ...common,
+  entryPoints: ['src/train/finetune_cli.ts'],
+  format: 'cjs',
+  outfile: 'dist/finetune.cjs',
+  banner: {js: '#!/usr/bin/env node'},
+});
+
+// the bins run as commands (npx, node_modules/.bin): executable, whatever the umask
+for (const bin of ['dist/train.cjs', 'dist/finetune.cjs']) chmodSync(bin, 0o755);
 
 // Browser: resolve the tfjs packages to the global `tf` of the page.
 /** The libraries that only the Keras file readers import (lazily), and their files for the page. */
@@ -130,5 +141,5 @@ execFileSync(
 console.log(
   'built dist/index.cjs, dist/index.mjs, dist/browser.mjs, dist/index.d.ts, dist/tfjs-attention.min.js (+ ' +
     Object.values(LAZY_READERS).join(', ') +
-    '), dist/train.cjs',
+    '), dist/train.cjs, dist/finetune.cjs',
 );

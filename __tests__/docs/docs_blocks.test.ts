@@ -53,6 +53,11 @@ const EXPECTED: [string, string, string[]][] = [
   ['docs/keras.md', "loadKerasModel('m.keras'", ['weights read\n[ 1, 5, 3 ]']],
   ['docs/transformers.md', 'k3_hub_mini_gpt', ['cached decoding: yes', 'greedy loop\nok']],
   ['docs/keras_hub_models.md', 'loadKerasHubPreset(', ['gpt2_causal_lm 16\n"the quick brownfo"']],
+  [
+    'docs/finetuning.md',
+    'finetune(preset, texts',
+    ['step 5/5 loss', 'losses fall: true', 'adapters true'],
+  ],
 ];
 
 const blocks = docFiles().flatMap(blocksOf);
@@ -198,6 +203,39 @@ describe('the documentation', () => {
       where(blocksOf('README.md').find((b) => b.code.includes("fileSystem('models/addition')"))!),
     );
     expect(unsaid).toEqual([]);
+  });
+
+  it("runs the fine-tuning walkthrough's command as written, with its progress bar", () => {
+    const runs = blocks.filter(
+      (b) => b.lang === 'sh' && /^npx tfjs-attention-finetune /.test(b.code),
+    );
+    expect(runs.length).toBe(1);
+    // as `npm install tfjs-attention` links the package's bin
+    link(path.join(root, 'dist', 'finetune.cjs'), 'node_modules/.bin/tfjs-attention-finetune');
+    link(path.join(root, 'examples'), 'examples');
+    const r = spawnSync('bash', ['-c', runs[0].code], {
+      cwd: work,
+      encoding: 'utf8',
+      timeout: 120000,
+    });
+    expect(r.stderr).not.toMatch(/tfjs-attention-finetune: (error|failed)/);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/sample before: ".*"\n/);
+    expect(r.stdout).toMatch(/step 20\/20 \[=+\] loss \d+\.\d{4} · \d+ tokens\/s · 0:\d\d left/);
+    expect(r.stdout).toMatch(
+      /wrote finetuned\/adapters\.lora\.h5, finetuned\/preset\/, finetuned\/loss\.png/,
+    );
+    for (const f of [
+      'adapters.lora.h5',
+      'preset/model.weights.h5',
+      'preset/config.json',
+      'loss.png',
+      'losses.json',
+      'checkpoints/step-10.lora.h5',
+      'checkpoints/step-20.lora.h5',
+    ]) {
+      expect([f, fs.existsSync(path.join(work, 'finetuned', f))]).toEqual([f, true]);
+    }
   });
 
   it('loads html blocks only from scripts the browser suite serves', () => {

@@ -71,8 +71,8 @@ export interface FinetuneOptions {
   globalClipnorm?: number;
   /** Seeds LoRA's A and the order of examples. Default 0. */
   seed?: number;
-  /** Called after each step. */
-  onProgress?: (p: FinetuneProgress) => void;
+  /** Called after each step; a returned promise is awaited before the next (e.g. a checkpoint). */
+  onProgress?: (p: FinetuneProgress) => void | Promise<void>;
   /** Stops the run between steps (what was trained stays in the model). */
   signal?: AbortSignal;
 }
@@ -208,7 +208,7 @@ export async function finetune(
       losses.push(trainStep(model, batch, optimizer));
       tokens += batch.sampleWeight.flat().reduce((a, b) => a + b, 0);
       const elapsedMs = Date.now() - began;
-      options.onProgress?.({
+      await options.onProgress?.({
         step: step + 1,
         steps,
         epoch: Math.floor(step / perEpoch),
