@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 
+import {useFastTileGradient} from '../kernels/tile_gradient';
 import {causalLmLoss} from './causal_lm_loss';
 import type {KerasAdam} from './keras_adam';
 
@@ -42,6 +43,9 @@ export function lossAndGradients(model: LayersModel, batch: CausalLmBatch): Loss
   const mask = tf.tensor2d(batch.paddingMask, undefined, 'int32');
   const y = tf.tensor2d(batch.y, undefined, 'int32');
   const sw = tf.tensor2d(batch.sampleWeight, undefined, 'float32');
+  // tfjs' Tile gradient is a kernel per repetition (LayerNormalization tiles its mean and
+  // variance over the width: 768 slices and adds per norm at GPT-2 small's width)
+  const restoreTileGradient = useFastTileGradient();
   try {
     const {value, grads} = tf.variableGrads(() => {
       const logits = model.apply([ids, mask], {training: true}) as tf.Tensor;
@@ -51,6 +55,7 @@ export function lossAndGradients(model: LayersModel, batch: CausalLmBatch): Loss
     value.dispose();
     return {loss, variables, grads: values.map((v) => grads[v.name])};
   } finally {
+    restoreTileGradient();
     tf.dispose([ids, mask, y, sw]);
   }
 }

@@ -13,6 +13,7 @@ import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {causalMask, combineMasks} from '../ops/masking';
 import {reshapeTo} from '../ops/reshape';
+import {denseRows} from '../layers/core/dense_rows';
 import {formatShape, Shape} from '../layers/engine/shapes';
 import {kerasMaskOf, TransformerBlock} from '../layers/hub/transformer_block';
 
@@ -225,12 +226,12 @@ export abstract class GatedRotaryDecoder<
       const normed = (this.feedforwardNorm as layers.Layer).call(h, {}) as tf.Tensor;
       const width = normed.shape[2] as number;
       const rows = reshapeTo(normed, [-1, width]);
-      const g = (this.gate as layers.Layer).call(rows, {}) as tf.Tensor;
-      const up = (this.feedforwardIntermediate as layers.Layer).call(rows, {}) as tf.Tensor;
-      const down = (this.feedforwardOutput as layers.Layer).call(
+      const g = denseRows(this.gate as layers.Layer, rows);
+      const up = denseRows(this.feedforwardIntermediate as layers.Layer, rows);
+      const down = denseRows(
+        this.feedforwardOutput as layers.Layer,
         tf.mul(up, tf.mul(g, tf.sigmoid(g))),
-        {},
-      ) as tf.Tensor;
+      );
       const output = tf.add(h, this.drop(reshapeTo(down, [B, T, width]), training));
       this.lastOutputCount = newCache == null ? 1 : 2;
       return newCache == null ? output : [output, newCache];

@@ -5,7 +5,7 @@
  * are recorded in the config, because tfjs replays no call options at predict time).
  */
 import * as tf from '@tensorflow/tfjs-core';
-import {layers, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import '../../ops/activations';
@@ -13,6 +13,8 @@ import {addBias} from '../../kernels/bias_add';
 import {ownKernels} from '../../kernels/flags';
 import {mm} from '../../kernels/matmul';
 import {reshapeTo} from '../../ops/reshape';
+import {recordingGradients} from '../../ops/gradient_recording';
+import {denseRows} from '../core/dense_rows';
 import {fusedBiasProduct, layerNormLastAxis} from '../core/fused_ops';
 import {CompositeLayer} from '../engine/composite_layer';
 import {
@@ -195,7 +197,12 @@ export abstract class TransformerBlock extends CompositeLayer {
     // an int8 layer (QuantizedDense) computes Keras' int8 product itself
     const int8 = 'quantizationMode' in dense;
     if (int8) return dense.call(rows, {}) as tf.Tensor;
-    const [kernel, bias] = dense.weights.map((w) => w.read()); // [D, units], [units]
+    // while a gradient is recorded (fine-tuning): no fused product (dense_rows.ts)
+    if (recordingGradients()) return denseRows(dense, rows);
+    // by name, not by `weights`' order (a frozen kernel moves behind a trainable bias there)
+    const own = dense as unknown as {kernel: LayerVariable; bias: LayerVariable | null};
+    const kernel = own.kernel.read(); // [D, units]
+    const bias = own.bias?.read(); // [units]
     // webgl / webgpu: the bias inside the product's program, and the activation when tfjs' fused
     // product knows it (tfjs' Dense adds the bias in a program of its own before GELU)
     const inProduct = FUSED_ACTIVATIONS.includes(activation);
