@@ -17,7 +17,8 @@ const args = process.argv.slice(2);
 const onlyGenerate = args.includes('--generate');
 const onlyCache = args.includes('--generate-cache');
 const onlyAttention = args.includes('--attention');
-const only = onlyGenerate || onlyCache || onlyAttention;
+const onlyFinetune = args.includes('--finetune');
+const only = onlyGenerate || onlyCache || onlyAttention || onlyFinetune;
 const quick = args.includes('--quick');
 const flag = (name) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const env = {...process.env};
@@ -86,5 +87,11 @@ if (!only || onlyGenerate) {
   execFileSync(process.execPath, ['bench/.build/generate_vs_transformers.cjs', ...pass], {
     stdio: 'inherit',
   });
+}
+if (onlyFinetune) {
+  await bundle('bench/finetune_ours_child.ts', 'bench/.build/finetune_ours_child.cjs');
+  const pass = args.filter((a) => /^--(rounds|steps|python)=/.test(a));
+  execFileSync(process.execPath, ['bench/finetune_bench.mjs', ...pass], {stdio: 'inherit'});
+  process.exit(0);
 }
 execFileSync(process.execPath, ['bench/table.mjs'], {stdio: 'inherit'});
