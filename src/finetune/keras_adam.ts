@@ -3,7 +3,8 @@
  * clipping and weight decay), step for step: tfjs' `tf.train.adam` adds epsilon to the corrected
  * `sqrt(v̂)` where Keras adds it to the uncorrected `sqrt(v)`, which moves a fine-tuned LoRA
  * measurably after a few steps. One step (`apply`), in Keras' order:
- * 1. clip the gradients (`clipnorm` per tensor, else `globalClipnorm` over all of them);
+ * 1. clip the gradients (`clipnorm` per tensor, or `globalClipnorm` over all of them: one of the two,
+ *    as Keras refuses both);
  * 2. weight decay (AdamW): `w -= w · weightDecay · lr`;
  * 3. `alpha = lr · sqrt(1 - β2^t) / (1 - β1^t)`, `m += (g - m)(1 - β1)`, `v += (g² - v)(1 - β2)`,
  *    `w -= m · alpha / (sqrt(v) + ε)`, t the step counted from 1.
@@ -92,6 +93,12 @@ export class KerasAdam {
     this.clipnorm = options.clipnorm == null ? null : positive('clipnorm', options.clipnorm);
     this.globalClipnorm =
       options.globalClipnorm == null ? null : positive('globalClipnorm', options.globalClipnorm);
+    if (this.clipnorm != null && this.globalClipnorm != null) {
+      throw new Error(
+        'KerasAdam: only one of clipnorm and globalClipnorm can be set (as in Keras), received ' +
+          `clipnorm ${this.clipnorm} and globalClipnorm ${this.globalClipnorm}`,
+      );
+    }
   }
 
   /** The learning rate of the next step. */

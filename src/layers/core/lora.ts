@@ -161,10 +161,14 @@ export function removeLoraWeights(layer: layers.Layer, w: LoraWeights): void {
   const held = layer as unknown as {
     _trainableWeights: LayerVariable[];
     _nonTrainableWeights: LayerVariable[];
+    _addedWeightNames: string[];
   };
   const gone = (v: LayerVariable) => v !== w.a && v !== w.b;
   held._trainableWeights = held._trainableWeights.filter(gone);
   held._nonTrainableWeights = held._nonTrainableWeights.filter(gone);
+  // tfjs' addWeight refuses a name it added before: free A's and B's for a later enableLora
+  const names = [w.a.originalName, w.b.originalName];
+  held._addedWeightNames = held._addedWeightNames.filter((n) => !names.includes(n));
   w.a.dispose();
   w.b.dispose();
 }
