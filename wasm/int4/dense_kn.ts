@@ -17,9 +17,9 @@ import {finish} from '../ops/activations';
 //   as `Σ_p x[p] u[p, j] - 8 * Σ_p x[p]`, divided once all of k is summed.
 //
 // Two paths for the sums Σ_p x[p] u[p, j] of a pass (rows of one group):
-// - integers (passDots, all columns but the last 64 to 79): the pass's x split exactly enough
-//   into two int16 halves, `x ~ 2^-E (hi 2^15 + lo)` with E a power of two from the pass's
-//   largest |x| (29 bits of it: float32 keeps 24 of each value), and the sums of u hi and u lo
+// - integers (passDots, all columns but the last 64 to 79): the pass's x split into two int16
+//   halves, `x ~ 2^-E (hi 2^15 + lo)` with E from the pass's largest |x| (29 bits of it: float32
+//   keeps 24 of each value), and the sums of u hi and u lo
 //   taken exactly in int32 by i32x4.dot_i16x8_s, two rows a product (pairs of rows interleaved
 //   in 16-bit lanes, as ../int8/dense_kn.ts), combined in float32 once a pass. The halves lie in
 //   the output row's last 64 floats during the pass (the module has no memory of its own), which
