@@ -17,6 +17,8 @@ const TRIALS = Number(process.argv.find((a) => a.startsWith('--trials='))?.slice
 const DENSE = [
   [576, 1536],
   [1536, 576],
+  [2048, 2048],
+  [2048, 512],
   [2048, 8192],
   [8192, 2048],
 ];
