@@ -10,7 +10,7 @@
 import {packCausalLm, type PackingTokenizer} from '../../src';
 import {textExamples} from '../../src/finetune/causal_lm_batches';
 import {useBackend} from '../helpers/backends';
-import {loadLoraCase, loraExpected} from './lora_fixture';
+import {loadLoraCase, loraExpected} from '../helpers/lora_fixture';
 
 /** One id per character ('a' = 10, 'b' = 11, ...), start 1, end 2, pad 0. */
 const chars: PackingTokenizer = {

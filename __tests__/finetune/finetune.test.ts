@@ -14,7 +14,7 @@ import {
   loraExpected,
   relativeError,
   variableAt,
-} from './lora_fixture';
+} from '../helpers/lora_fixture';
 
 describeBackends('finetune', () => {
   const e = loraExpected('gpt2');

@@ -17,7 +17,7 @@ import {
   OptimizerRun,
   relativeError,
   variableAt,
-} from './lora_fixture';
+} from '../helpers/lora_fixture';
 
 describeBackends('a LoRA training step against keras-hub', () => {
   describe.each(LORA_CASES)('%s', (c) => {

@@ -382,7 +382,7 @@ describe('saveKerasFile with LoRA adapters', () => {
   it("merges them into the kernels as Keras saves them (A and B not written; keras-hub's merged logits)", async () => {
     await tf.setBackend('cpu');
     const {loadLoraCaseWithAdapters, loraExpected, batchOf, relativeError} =
-      await import('../finetune/lora_fixture');
+      await import('../helpers/lora_fixture');
     const {loadKerasModel} = await import('../../src');
     const e = loraExpected('gpt2');
     const preset = await loadLoraCaseWithAdapters('gpt2');

@@ -23,7 +23,7 @@ import {
   loraFile,
   relativeError,
   variableAt,
-} from '../finetune/lora_fixture';
+} from '../helpers/lora_fixture';
 
 async function datasets(
   bytes: Uint8Array,

@@ -15,7 +15,7 @@ import {
   loraExpected,
   loraFile,
   variableAt,
-} from '../finetune/lora_fixture';
+} from '../helpers/lora_fixture';
 
 /** Every dataset of a `.lora.h5`: path -> dtype, shape and values. */
 async function datasets(

@@ -17,12 +17,12 @@ describe('parseFinetuneOptions', () => {
       optimizer: 'adam',
       warmupSteps: 0,
       seed: 0,
-      maxLength: 48,
       checkpointEvery: 0,
       out: 'finetuned',
       backend: null,
     });
     expect(o.steps).toBeUndefined();
+    expect(o.maxLength).toBeUndefined(); // generateText's default: the preprocessor's length
   });
 
   it('reads every option the usage lists, as --key value and --key=value', () => {

@@ -32,8 +32,12 @@ function clock(ms: number): string {
 /** The first words of `text` (the default sample prompt). */
 const firstWords = (text: string) => text.trim().split(/\s+/).slice(0, 4).join(' ');
 
-async function sample(preset: KerasHubPreset, prompt: string, maxLength: number): Promise<string> {
-  const [text] = await generateText(preset, prompt, {maxLength});
+async function sample(
+  preset: KerasHubPreset,
+  prompt: string,
+  maxLength: number | undefined,
+): Promise<string> {
+  const [text] = await generateText(preset, prompt, maxLength == null ? {} : {maxLength});
   return text;
 }
 

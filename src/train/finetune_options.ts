@@ -27,7 +27,7 @@ It prints a sample generation before and after.
   --clipnorm X            clip the gradients' global norm to X (Keras' global_clipnorm)
   --seed N                seeds LoRA's A and the example order (default 0)
   --sample TEXT           the prompt of the sample generations (default: the text's first words)
-  --max-length N          tokens of each sample, prompt included (default 48)
+  --max-length N          tokens of each sample, prompt included (default: the preprocessor's length)
   --checkpoint-every N    write checkpoints/step-N.lora.h5 every N steps (default 0: none)
   --out DIR               where to write (default finetuned)
   --backend NAME          tensorflow | wasm | cpu (default: tfjs-node when it loads, else wasm)
@@ -51,7 +51,7 @@ export interface FinetuneCliOptions {
   clipnorm?: number;
   seed: number;
   sample?: string;
-  maxLength: number;
+  maxLength?: number;
   checkpointEvery: number;
   out: string;
   backend: string | null;
@@ -145,7 +145,7 @@ export function parseFinetuneOptions(argv: string[]): FinetuneCliOptions {
     clipnorm: num('clipnorm'),
     seed: int('seed', 0) ?? 0,
     sample: values.get('sample'),
-    maxLength: int('max-length', 2) ?? 48,
+    maxLength: int('max-length', 2),
     checkpointEvery: int('checkpoint-every', 0) ?? 0,
     out: values.get('out') ?? 'finetuned',
     backend: values.get('backend') ?? null,

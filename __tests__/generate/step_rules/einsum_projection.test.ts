@@ -8,7 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 
 import {generateText, loadLoraWeights, mergeLora, type StepReport} from '../../../src';
 import {describeBackends} from '../../helpers/backends';
-import {loadLoraCase, loraExpected, loraFile, variableAt} from '../../finetune/lora_fixture';
+import {loadLoraCase, loraExpected, loraFile, variableAt} from '../../helpers/lora_fixture';
 
 describeBackends('LoRA adapters on the compiled step', () => {
   describe.each(['gpt2', 'llama3'] as const)('%s', (c) => {

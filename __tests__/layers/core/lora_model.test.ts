@@ -22,7 +22,7 @@ import {kerasWeightedLayers} from '../../../src/layers/engine/keras_layer_order'
 import {useBackend} from '../../helpers/backends';
 import {expectClose} from '../../helpers/close';
 import {lcg} from '../../helpers/data';
-import {batchOf, loadLoraCase, loraExpected} from '../../finetune/lora_fixture';
+import {batchOf, loadLoraCase, loraExpected} from '../../helpers/lora_fixture';
 
 const trainableNames = (m: LayersModel) => m.trainableWeights.map((w) => w.originalName);
 const loraWeightNames = (m: LayersModel) =>

@@ -13,7 +13,7 @@ import {
   kerasWeightedLayers,
 } from '../../../src/layers/engine/keras_layer_order';
 import {useBackend} from '../../helpers/backends';
-import {loadLoraCase, loraExpected} from '../../finetune/lora_fixture';
+import {loadLoraCase, loraExpected} from '../../helpers/lora_fixture';
 
 type Shape = (number | null)[];
 
