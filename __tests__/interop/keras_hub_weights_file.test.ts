@@ -11,7 +11,7 @@ import * as path from 'path';
 
 import * as tf from '@tensorflow/tfjs';
 
-import {generateText, loadKerasHubPreset, loadLoraWeights} from '../../src';
+import {generateText, loadKerasHubPreset, loadLoraWeights, saveLoraWeights} from '../../src';
 import {kerasHubWeightsFile} from '../../src/interop/keras_hub_weights_file';
 import {Hdf5Reader} from '../../src/io/hdf5_datasets';
 import {useBackend} from '../helpers/backends';
@@ -37,6 +37,13 @@ async function datasets(
     out.set(p, {shape: ds.shape, values: new Float32Array(buf.buffer)});
   }
   return out;
+}
+
+/** What keras-hub 0.32 made of the files below (fixtures/lora_keras_check.py). */
+interface KerasCheck {
+  generate_merged_preset: string[];
+  merged_preset_logits: number[];
+  lora_h5_logits: number[];
 }
 
 describe.each(['gpt2', 'llama3'] as const)('a fine-tuned %s preset', (c) => {
@@ -67,6 +74,40 @@ describe.each(['gpt2', 'llama3'] as const)('a fine-tuned %s preset', (c) => {
       expect(m.shape).toEqual(t.shape);
       expect(relativeError(m.values, t.values)).toBeLessThan(1e-6);
     }
+    preset.dispose();
+  });
+
+  it('writes the files keras-hub read back (js/: the merged preset and the adapters)', async () => {
+    // js/ holds this package's merged preset and .lora.h5 of the trained state, written by this
+    // test with SAVE_LORA_FIXTURE=1; fixtures/lora_keras_check.py loaded both with keras-hub
+    // (CausalLM.from_preset; load_lora_weights into the source preset) into js/keras_check.json
+    const dir = path.join(LORA_DIR, c, 'js');
+    const preset = await trained();
+    const weights = await kerasHubWeightsFile(preset.model);
+    const adapters = await saveLoraWeights(preset.model);
+    if (process.env.SAVE_LORA_FIXTURE === '1') {
+      fs.rmSync(dir, {recursive: true, force: true});
+      fs.cpSync(path.join(LORA_DIR, c, 'preset'), path.join(dir, 'preset'), {recursive: true});
+      fs.writeFileSync(path.join(dir, 'preset', 'model.weights.h5'), weights);
+      fs.writeFileSync(path.join(dir, 'adapters.lora.h5'), adapters);
+    }
+    expect(
+      Buffer.compare(fs.readFileSync(path.join(dir, 'preset', 'model.weights.h5')), weights),
+    ).toBe(0);
+    expect(Buffer.compare(fs.readFileSync(path.join(dir, 'adapters.lora.h5')), adapters)).toBe(0);
+    const keras = JSON.parse(
+      fs.readFileSync(path.join(dir, 'keras_check.json'), 'utf8'),
+    ) as KerasCheck;
+    // keras-hub generates its own greedy strings from the merged preset written here
+    expect(keras.generate_merged_preset).toEqual(e.generate_lora.strings);
+    // and predicts what this model predicts, from both files
+    const b = batchOf(e);
+    const ids = tf.tensor2d(b.tokenIds, undefined, 'int32');
+    const mask = tf.tensor2d(b.paddingMask, undefined, 'int32');
+    const logits = preset.model.predict([ids, mask]) as tf.Tensor;
+    expect(relativeError(logits.dataSync(), keras.merged_preset_logits)).toBeLessThan(1e-5);
+    expect(relativeError(logits.dataSync(), keras.lora_h5_logits)).toBeLessThan(1e-5);
+    tf.dispose([ids, mask, logits]);
     preset.dispose();
   });
 
