@@ -25,16 +25,22 @@ import {
   variableAt,
 } from '../helpers/lora_fixture';
 
+/** Every dataset: its shape and its values (float), or its bytes (int8). */
 async function datasets(
   bytes: Uint8Array,
-): Promise<Map<string, {shape: number[]; values: Float32Array}>> {
+): Promise<Map<string, {shape: number[]; values: Float32Array; bytes?: Uint8Array}>> {
   const reader = await Hdf5Reader.open(bytes, 'weights');
-  const out = new Map<string, {shape: number[]; values: Float32Array}>();
+  const out = new Map<string, {shape: number[]; values: Float32Array; bytes?: Uint8Array}>();
   for (const p of reader.datasetPaths('/')) {
     const ds = reader.dataset(p);
     const buf = new Uint8Array(ds.bytes);
     reader.copy(ds, buf, 0);
-    out.set(p, {shape: ds.shape, values: new Float32Array(buf.buffer)});
+    out.set(
+      p,
+      ds.dtype === 'bool'
+        ? {shape: ds.shape, values: new Float32Array(0), bytes: buf}
+        : {shape: ds.shape, values: new Float32Array(buf.buffer)},
+    );
   }
   return out;
 }
@@ -130,5 +136,42 @@ describe.each(['gpt2', 'llama3'] as const)('a fine-tuned %s preset', (c) => {
     expect(strings).toEqual(e.generate_lora.strings);
     tuned.dispose();
     fs.rmSync(dir, {recursive: true});
+  });
+});
+
+describe('a fine-tuned int8 Llama 3 (LoRA on int8 layers)', () => {
+  beforeAll(() => useBackend('cpu'));
+
+  it("requantizes the merged kernels as Keras saves them: keras-hub's merged int8 datasets", async () => {
+    // keras-hub 0.32: task.quantize("int8"), enable_lora(4), 5 Adam steps, save_to_preset, whose
+    // save dequantizes each adapted kernel, adds (alpha / rank) A @ B and quantizes it again
+    const preset = await loadLoraCase('llama3_int8');
+    await loadLoraWeights(preset.model, loraFile('llama3_int8', 'trained.lora.h5'));
+    const before = tf.memory().numTensors;
+    const mine = await datasets(await kerasHubWeightsFile(preset.model));
+    expect(tf.memory().numTensors).toBe(before);
+    const theirs = await datasets(
+      new Uint8Array(
+        fs.readFileSync(path.join(LORA_DIR, 'llama3_int8', 'merged_preset', 'model.weights.h5')),
+      ),
+    );
+    expect([...mine.keys()].sort()).toEqual([...theirs.keys()].sort());
+    let int8Values = 0;
+    for (const [p, t] of theirs) {
+      const m = mine.get(p) as {shape: number[]; values: Float32Array; bytes?: Uint8Array};
+      expect(m.shape).toEqual(t.shape);
+      if (t.bytes != null) {
+        // the int8 kernels, adapted ones requantized: every byte equal
+        expect([
+          p,
+          Buffer.compare(Buffer.from(m.bytes as Uint8Array), Buffer.from(t.bytes)),
+        ]).toEqual([p, 0]);
+        int8Values += t.bytes.length;
+      } else {
+        expect([p, relativeError(m.values, t.values) < 1e-6]).toEqual([p, true]);
+      }
+    }
+    expect(int8Values).toBeGreaterThan(0);
+    preset.dispose();
   });
 });

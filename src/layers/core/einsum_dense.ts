@@ -27,7 +27,13 @@ import {defineContract, LayerContract} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {INT8_DTYPE, int8Projection} from '../../ops/int8';
+import {
+  absMaxQuantizeValues,
+  INT8_DTYPE,
+  int8Projection,
+  int8ToFloat,
+  ownedInt8Tensor,
+} from '../../ops/int8';
 import type {Int4Layout} from '../../ops/int4';
 import {int4MatMul, int4ToFloat} from '../../ops/int4_products';
 import {
@@ -432,7 +438,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
 
   /**
    * Adds `(alpha / rank) · A @ B` into the kernel, then removes A and B. Float layers only: an
-   * int8 / int4 kernel is merged when saved ({@link EinsumDense.mergedKernel}).
+   * int8 kernel is merged when saved ({@link EinsumDense.mergedWeights}).
    */
   mergeLora(): void {
     if (this.lora == null) return;
@@ -462,6 +468,57 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
     const kernel = this.kernel.read();
     const lora = this.lora;
     return lora == null ? tf.clone(kernel) : tf.tidy(() => tf.add(kernel, loraDelta(lora)));
+  }
+
+  /**
+   * The weights Keras saves in place of this layer's own while LoRA is on
+   * (`_get_kernel_with_merged_lora`), as new tensors: float, the kernel with the update merged in;
+   * int8, the kernel dequantized (`q / scale`), the update added, and quantized again as Keras
+   * quantizes (abs-max over the contracted axes), with its new scale. int4 is not implemented.
+   */
+  mergedWeights(): Map<LayerVariable, tf.Tensor> {
+    const out = new Map<LayerVariable, tf.Tensor>();
+    const lora = this.lora;
+    if (this.quantizationMode !== 'int8' || lora == null) {
+      out.set(this.kernel as LayerVariable, this.mergedKernel());
+      return out;
+    }
+    const w = this.int8Weights()[0];
+    const shape = w.values.shape as number[];
+    const kept = shape.map((d, i) => (w.axes.includes(i) ? 1 : d));
+    const stored = w.scale.read();
+    const scale = tf.tidy(() => {
+      // the kept-dims scale whose stored layout is the layer's: a reshape where the layout keeps
+      // the values' order (every keras-hub projection); another layout is not implemented
+      const candidate = tf.reshape(stored, kept);
+      const back = tf.reshape(w.layout?.(candidate) ?? candidate, stored.shape);
+      const same = tf.all(tf.equal(back, stored)).dataSync()[0] === 1;
+      if (!same) {
+        throw new Error(
+          `EinsumDense '${this.name}': merging LoRA into the int8 kernel of '${this.equation}' ` +
+            'is not implemented (its scale is stored transposed)',
+        );
+      }
+      return candidate;
+    });
+    try {
+      const merged = tf.tidy(() =>
+        tf.add(tf.div(int8ToFloat(w.values.read()), scale), loraDelta(lora)),
+      );
+      const q = absMaxQuantizeValues(merged.dataSync() as Float32Array, shape, w.axes);
+      merged.dispose();
+      out.set(w.values, ownedInt8Tensor(q.values, shape));
+      out.set(
+        w.scale,
+        tf.tidy(() => {
+          const s = tf.tensor(q.scale, q.scaleShape);
+          return tf.reshape(w.layout?.(s) ?? s, stored.shape as number[]);
+        }),
+      );
+      return out;
+    } finally {
+      scale.dispose();
+    }
   }
 
   /** LoRA's term of a quantized product: `(alpha / rank) · einsum(x, A) @ B`, or null. */

@@ -43,6 +43,11 @@ export interface LoraLayer extends layers.Layer {
   disableLora(): void;
   /** The kernel as Keras saves it: with the update merged in (float32, the kernel's shape). */
   mergedKernel(): tf.Tensor;
+  /**
+   * The weights Keras saves in place of the layer's own (the merged kernel; for int8 also its
+   * new scale), each a new tensor.
+   */
+  mergedWeights(): Map<LayerVariable, tf.Tensor>;
 }
 
 /** Whether `layer` takes LoRA (has `enableLora`). */

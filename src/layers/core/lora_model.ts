@@ -169,8 +169,7 @@ export function mergedNamedWeights(
       const w = layer.lora as LoraWeights;
       skip.add(w.a);
       skip.add(w.b);
-      const kernel = (layer as unknown as {kernel: LayerVariable | null}).kernel;
-      if (kernel != null) merged.set(kernel, layer.mergedKernel());
+      for (const [v, t] of layer.mergedWeights()) merged.set(v, t);
     }
   } catch (e) {
     tf.dispose([...merged.values()]);
