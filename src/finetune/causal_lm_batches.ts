@@ -9,16 +9,23 @@ import type {CausalLmBatch} from './train_step';
 
 /** What packing needs of a tokenizer (the package's tokenizers have it). */
 export interface PackingTokenizer {
+  /** The ids of a text (no start or end token added). */
   encode(text: string): number[];
+  /** Put first when the preprocessor adds a start token. */
   startTokenId?: number;
+  /** Put last when the preprocessor adds an end token. */
   endTokenId?: number;
+  /** Fills a row after its tokens (0 when absent). */
   padTokenId?: number;
 }
 
 /** What packing needs of a preprocessor (keras-hub's settings, as a preset gives them). */
 export interface PackingPreprocessor {
+  /** Tokens per example (keras-hub's `sequence_length`). */
   sequenceLength: number;
+  /** Whether the start token is put first. */
   addStartToken: boolean;
+  /** Whether the end token is put last (default true, as keras-hub's for training). */
   addEndToken?: boolean;
 }
 

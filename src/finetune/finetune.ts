@@ -21,8 +21,11 @@ import {trainStep} from './train_step';
 
 /** What {@link finetune} trains: a preset as `loadKerasHubPreset` returns it. */
 export interface FinetunePreset {
+  /** The causal LM (its inputs token ids and padding mask, its output the logits). */
   model: LayersModel;
+  /** The preset's tokenizer (encodes the texts; its start, end and padding ids). */
   tokenizer: PackingTokenizer | null;
+  /** The preset's preprocessor settings (sequence length, start and end tokens). */
   preprocessor: PackingPreprocessor | null;
 }
 
@@ -30,14 +33,17 @@ export interface FinetunePreset {
 export interface FinetuneProgress {
   /** Steps done (1 after the first). */
   step: number;
+  /** Steps of the run. */
   steps: number;
+  /** The pass over the examples the step belongs to (0 first). */
   epoch: number;
   /** The step's loss (before its update, as Keras reports it). */
   loss: number;
   /** Real (unpadded) tokens trained on per second, over the run so far. */
   tokensPerSecond: number;
-  /** Milliseconds since the run began, and the estimate of those left. */
+  /** Milliseconds since the run began. */
   elapsedMs: number;
+  /** The estimate of the milliseconds left (the mean step so far times the steps left). */
   remainingMs: number;
 }
 

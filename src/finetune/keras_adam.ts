@@ -48,13 +48,28 @@ function positive(name: string, value: unknown, orZero = false): number {
   return value;
 }
 
-/** Keras 3's Adam (AdamW with `weightDecay`), applied to tfjs-layers variables. */
+/**
+ * Keras 3's Adam (AdamW with `weightDecay`), applied to tfjs-layers variables.
+ *
+ * @example
+ * ```ts
+ * const optimizer = new KerasAdam({learningRate: 2e-5}); // keras-hub's CausalLM.compile default
+ * optimizer.apply(model.trainableWeights, grads); // one step; grads in the same order
+ * optimizer.dispose();
+ * ```
+ */
 export class KerasAdam {
+  /** The first moment's decay. */
   readonly beta1: number;
+  /** The second moment's decay. */
   readonly beta2: number;
+  /** Added to `sqrt(v)`. */
   readonly epsilon: number;
+  /** AdamW's weight decay, or null (Adam). */
   readonly weightDecay: number | null;
+  /** The per-gradient clip norm, or null. */
   readonly clipnorm: number | null;
+  /** The global clip norm, or null. */
   readonly globalClipnorm: number | null;
   private readonly rate: LearningRate;
   /** Steps applied (Keras' `iterations`). */

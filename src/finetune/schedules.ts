@@ -1,7 +1,10 @@
 /** Learning-rate schedules of {@link finetune}: a warm-up, then constant, linear or cosine decay. */
 import type {LearningRate} from './keras_adam';
 
-/** The schedules {@link learningRateSchedule} makes. */
+/**
+ * A learning-rate schedule of `finetune`: after the warm-up, `'constant'`, or a `'linear'` or
+ * `'cosine'` decay to 0 at the last step.
+ */
 export type ScheduleName = 'constant' | 'linear' | 'cosine';
 
 /**

@@ -23,7 +23,9 @@ export interface LoraOptions {
 
 /** A layer's LoRA weights and scale, once enabled. */
 export interface LoraWeights {
+  /** The rank of A and B. */
   rank: number;
+  /** The scale's numerator: the update is `(alpha / rank) · A @ B`. */
   alpha: number;
   /** `lora_kernel_a`: `[...kernel.shape[:-1], rank]`. */
   a: LayerVariable;
