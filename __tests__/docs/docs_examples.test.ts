@@ -34,7 +34,7 @@ function docExamples(): Array<[string, string]> {
 const examples = docExamples();
 
 describe('doc comment examples', () => {
-  it('every layer class exported by src/index.ts has one', () => {
+  it('every layer class exported by src/index.ts has one (and KerasAdam)', () => {
     expect(examples.map(([name]) => name)).toEqual(
       [
         'AdditiveAttention',
@@ -45,6 +45,7 @@ describe('doc comment examples', () => {
         'GetItem',
         'GlobalAveragePooling1D',
         'GroupQueryAttention',
+        'KerasAdam',
         'LlamaAttention',
         'LlamaLayerNorm',
         'LlamaTransformerDecoder',

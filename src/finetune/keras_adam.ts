@@ -53,8 +53,15 @@ function positive(name: string, value: unknown, orZero = false): number {
  *
  * @example
  * ```ts
+ * import * as tf from '@tensorflow/tfjs';
+ * import {KerasAdam} from 'tfjs-attention';
+ *
+ * const dense = tf.layers.dense({units: 2});
+ * dense.apply(tf.ones([1, 3]));
  * const optimizer = new KerasAdam({learningRate: 2e-5}); // keras-hub's CausalLM.compile default
- * optimizer.apply(model.trainableWeights, grads); // one step; grads in the same order
+ * const grads = dense.trainableWeights.map((w) => tf.onesLike(w.read()));
+ * optimizer.apply(dense.trainableWeights, grads); // one step of Keras' update rule
+ * console.log(optimizer.iterations); // 1
  * optimizer.dispose();
  * ```
  */
