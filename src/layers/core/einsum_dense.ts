@@ -27,21 +27,15 @@ import {defineContract, LayerContract} from '../engine/contract';
 import {einsumKeepsSequence} from '../engine/decoding_checks';
 import {PROJECTION_CONFIG_KEYS, PROJECTION_KERAS3_KEYS} from './projection_options';
 import {checkConstructorArgs} from '../engine/constructor_args';
-import {
-  absMaxQuantizeValues,
-  INT8_DTYPE,
-  int8Projection,
-  int8ToFloat,
-  ownedInt8Tensor,
-} from '../../ops/int8';
+import {INT8_DTYPE, int8Projection} from '../../ops/int8';
 import type {Int4Layout} from '../../ops/int4';
-import {int4MatMul, int4ToFloat} from '../../ops/int4_products';
+import {einsumInt4Product, Int4KernelView, int4KernelView} from './einsum_int4';
+import {einsumLoraTerm, mergedFloatKernel, mergedInt8Weights} from './einsum_lora';
 import {
   AddWeight,
   addInt4Params,
   addInt4Values,
   int4BlockSizeOf,
-  int4TensorsOf,
   Int4Weight,
   Int8Layer,
   Int8Weight,
@@ -60,7 +54,6 @@ import {
   loraDelta,
   LoraLayer,
   LoraOptions,
-  loraOutput,
   LoraWeights,
   removeLoraWeights,
 } from './lora';
@@ -192,7 +185,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
   /** Whether the kernel trained before LoRA froze it. */
   private kernelTrainedBeforeLora = true;
   /** int4: the kernel's `[rows, cols]` view, at build. */
-  private int4View: {rows: number; cols: number; kernelShape: number[]} | null = null;
+  private int4View: Int4KernelView | null = null;
 
   constructor(args: EinsumDenseArgs) {
     checkConstructorArgs('EinsumDense', args);
@@ -299,13 +292,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
   private buildInt4(shape: Shape): void {
     const plan = this.int8Plan(); // Keras' _set_quantization_info, as for int8
     const {kernelShape, biasShape} = this.shapes(shape);
-    let rows = 1;
-    let cols = 1;
-    kernelShape.forEach((d, i) => {
-      if (plan.kernelLayout.reduced.includes(i)) rows *= d;
-      else cols *= d;
-    });
-    this.int4View = {rows, cols, kernelShape};
+    this.int4View = int4KernelView(plan, kernelShape);
     const add: AddWeight = this.addWeight.bind(this);
     const layout = this.int4Layout() as Int4Layout;
     this.kernel = addInt4Values(add, 'kernel', layout);
@@ -465,9 +452,7 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
           'not implemented',
       );
     }
-    const kernel = this.kernel.read();
-    const lora = this.lora;
-    return lora == null ? tf.clone(kernel) : tf.tidy(() => tf.add(kernel, loraDelta(lora)));
+    return mergedFloatKernel(this.kernel.read(), this.lora);
   }
 
   /**
@@ -477,55 +462,15 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
    * quantizes (abs-max over the contracted axes), with its new scale. int4 is not implemented.
    */
   mergedWeights(): Map<LayerVariable, tf.Tensor> {
-    const out = new Map<LayerVariable, tf.Tensor>();
-    const lora = this.lora;
-    if (this.quantizationMode !== 'int8' || lora == null) {
-      out.set(this.kernel as LayerVariable, this.mergedKernel());
-      return out;
+    if (this.quantizationMode !== 'int8' || this.lora == null) {
+      return new Map([[this.kernel as LayerVariable, this.mergedKernel()]]);
     }
-    const w = this.int8Weights()[0];
-    const shape = w.values.shape as number[];
-    const kept = shape.map((d, i) => (w.axes.includes(i) ? 1 : d));
-    const stored = w.scale.read();
-    const scale = tf.tidy(() => {
-      // the kept-dims scale whose stored layout is the layer's: a reshape where the layout keeps
-      // the values' order (every keras-hub projection); another layout is not implemented
-      const candidate = tf.reshape(stored, kept);
-      const back = tf.reshape(w.layout?.(candidate) ?? candidate, stored.shape);
-      const same = tf.all(tf.equal(back, stored)).dataSync()[0] === 1;
-      if (!same) {
-        throw new Error(
-          `EinsumDense '${this.name}': merging LoRA into the int8 kernel of '${this.equation}' ` +
-            'is not implemented (its scale is stored transposed)',
-        );
-      }
-      return candidate;
-    });
-    try {
-      const merged = tf.tidy(() =>
-        tf.add(tf.div(int8ToFloat(w.values.read()), scale), loraDelta(lora)),
-      );
-      const q = absMaxQuantizeValues(merged.dataSync() as Float32Array, shape, w.axes);
-      merged.dispose();
-      out.set(w.values, ownedInt8Tensor(q.values, shape));
-      out.set(
-        w.scale,
-        tf.tidy(() => {
-          const s = tf.tensor(q.scale, q.scaleShape);
-          return tf.reshape(w.layout?.(s) ?? s, stored.shape as number[]);
-        }),
-      );
-      return out;
-    } finally {
-      scale.dispose();
-    }
+    return mergedInt8Weights(this.int8Weights()[0], this.lora, `EinsumDense '${this.name}'`);
   }
 
   /** LoRA's term of a quantized product: `(alpha / rank) · einsum(x, A) @ B`, or null. */
   private loraTerm(x: tf.Tensor): tf.Tensor | null {
-    const lora = this.lora;
-    if (lora == null) return null;
-    return loraOutput(einsum(this.equation, x, lora.a.read()), lora);
+    return this.lora == null ? null : einsumLoraTerm(this.equation, x, this.lora);
   }
 
   /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
@@ -610,23 +555,12 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
   }
 
   /**
-   * The int4 product and bias (Keras' `_int4_call`): a dense equation (its contracted kernel
-   * axes leading, so Keras' `[rows, cols]` view is the 2-D product's kernel) a block of kernel
-   * rows at a time; any other the whole kernel dequantized and reshaped, then the einsum.
+   * The int4 product (einsum_int4.ts), LoRA's term and the bias (Keras' `_int4_call`).
    */
   private int4Project(x: tf.Tensor, w: Int4Weight, bound: number | null): tf.Tensor {
-    const view = this.int4View as {rows: number; cols: number; kernelShape: number[]};
+    const view = this.int4View as Int4KernelView;
     const bias = this.bias?.read() ?? null;
-    let y: tf.Tensor;
-    if (bound != null) {
-      const free = x.shape.slice(0, x.rank - bound); // F
-      const rows = reshapeTo(x, [-1, view.rows]) as tf.Tensor2D;
-      const product = int4MatMul(rows, int4TensorsOf(w), w.layout, true); // [prod F, cols]
-      y = reshapeTo(product, [...free, ...view.kernelShape.slice(bound)]);
-    } else {
-      const kernel = reshapeTo(int4ToFloat(int4TensorsOf(w), w.layout), view.kernelShape);
-      y = einsum(this.equation, x, kernel);
-    }
+    let y = einsumInt4Product(this.equation, x, w, view, bound);
     const loraTerm = this.loraTerm(x);
     if (loraTerm != null) y = tf.add(y, loraTerm);
     return bias != null ? tf.add(y, bias) : y;
