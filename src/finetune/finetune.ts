@@ -175,20 +175,14 @@ export async function finetune(
       ? whole('steps', options.steps, 1)
       : perEpoch * whole('epochs', options.epochs ?? 1, 1);
   const seed = options.seed ?? 0;
-  if (loraRankOf(model) == null) {
-    enableLora(model, options.rank ?? 4, {
-      alpha: options.alpha,
-      targets: options.targets,
-      aInitializer: {className: 'HeUniform', config: {seed}},
-    });
-  }
+  // the optimizer's options checked before LoRA changes the model
   const peak = options.learningRate ?? 2e-5;
-  const adamw = (options.optimizer ?? 'adam') === 'adamw';
   if (!['adam', 'adamw'].includes(options.optimizer ?? 'adam')) {
     throw new Error(
       `finetune: expected optimizer 'adam' or 'adamw', received ${options.optimizer}`,
     );
   }
+  const adamw = options.optimizer === 'adamw';
   const optimizer = new KerasAdam({
     learningRate: learningRateSchedule(
       options.schedule ?? 'constant',
@@ -199,6 +193,13 @@ export async function finetune(
     weightDecay: adamw ? (options.weightDecay ?? 0.004) : undefined,
     globalClipnorm: options.globalClipnorm,
   });
+  if (loraRankOf(model) == null) {
+    enableLora(model, options.rank ?? 4, {
+      alpha: options.alpha,
+      targets: options.targets,
+      aInitializer: {className: 'HeUniform', config: {seed}},
+    });
+  }
   const rng = mulberry32(seed);
   const losses: number[] = [];
   let order: string[] = [];

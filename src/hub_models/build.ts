@@ -234,8 +234,8 @@ function withoutLeaks(build: () => BuiltKerasHubModel): BuiltKerasHubModel {
   }
 }
 
-/** The layers a text classifier's head adds on the backbone, by name. */
-const HEAD_LAYERS: ReadonlySet<string> = new Set(['classifier_dropout', 'logits']);
+/** The layers a text classifier's head adds on the backbone, by name (its weights: task.weights.h5). */
+export const HEAD_LAYERS: ReadonlySet<string> = new Set(['classifier_dropout', 'logits']);
 
 /**
  * Every weight of a built keras-hub model with its Keras 3 path, derived from its layers'

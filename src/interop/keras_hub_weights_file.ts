@@ -10,9 +10,7 @@ import type {LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 import {Hdf5Dtype, Hdf5Group, writeHdf5} from '../io/hdf5_writer';
 import {keras3LayerPaths} from '../layers/engine/keras3_paths';
 import {mergedNamedWeights} from '../layers/core/lora_model';
-
-/** The layers a keras-hub text classifier adds on its backbone (their weights live in task.weights.h5). */
-const HEAD_LAYERS: ReadonlySet<string> = new Set(['classifier_dropout', 'logits']);
+import {HEAD_LAYERS} from '../hub_models/build';
 
 const DTYPES: Partial<Record<string, Hdf5Dtype>> = {
   float32: 'float32',

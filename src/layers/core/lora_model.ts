@@ -47,10 +47,6 @@ export function loraRankOf(model: layers.Layer): number | null {
   return enabled.get(model)?.rank ?? null;
 }
 
-function isModelLike(target: layers.Layer): boolean {
-  return kerasWeightedLayers(target).length > 0;
-}
-
 /**
  * Enables LoRA: on a layer (EinsumDense, ...), Keras' `layer.enable_lora(rank, ...)`; on a model
  * (or a layer made of sublayers), keras-hub's `backbone.enable_lora(rank, targets)`: every weight
@@ -72,7 +68,9 @@ export function enableLora(
 ): LoraLayer[] {
   const {targets, ...layerOptions} = options ?? {};
   loraScale(rank, layerOptions, `enableLora`);
-  if (!isModelLike(target)) {
+  // a model, or a layer made of sublayers: keras-hub's backbone.enable_lora over its layers
+  const weighted = kerasWeightedLayers(target);
+  if (weighted.length === 0) {
     if (!isLoraLayer(target)) {
       throw new Error(
         `enableLora: expected a model or a layer that takes LoRA (EinsumDense, ...), received ` +
@@ -94,7 +92,6 @@ export function enableLora(
       `enableLora: expected targets as an array of layer names, received ${String(names)}`,
     );
   }
-  const weighted = kerasWeightedLayers(target);
   const chosen = weighted
     .map((layer, index) => ({index, layer}))
     .filter((e) => names.includes(e.layer.name) && isLoraLayer(e.layer)) as {
