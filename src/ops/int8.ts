@@ -115,10 +115,31 @@ function floatRows(values: Int8Array, from: number, rows: number, cols: number):
 }
 
 /**
+ * Columns `[c0, c0 + c)` of rows `[from, from + rows)` of int8 values laid out `[*, cols]` (flat,
+ * row-major), as float32 whole numbers `[rows, c]`.
+ */
+function floatBlock(
+  values: Int8Array,
+  from: number,
+  rows: number,
+  cols: number,
+  c0: number,
+  c: number,
+): tf.Tensor2D {
+  const out = new Float32Array(rows * c);
+  for (let i = 0; i < rows; i++) {
+    const at = (from + i) * cols + c0;
+    for (let j = 0; j < c; j++) out[i * c + j] = values[at + j] as number;
+  }
+  return tf.tensor2d(out, [rows, c]);
+}
+
+/**
  * The exact product of int8 values `a [M, K]` (whole numbers in a float32 tensor) by an int8
  * weight held as bytes, `b [K, N]` (`[N, K]` with `transposeB`), as int32 `[M, N]`: the weight is
  * turned into float32 a block of its rows at a time (at most {@link INT8_BLOCK_VALUES} values):
- * `[K, N]` by blocks of K (their int32 products added), `[N, K]` by blocks of N (side by side).
+ * `[K, N]` by blocks of K (their int32 products added), `[N, K]` by blocks of N (side by side),
+ * each by chunks of at most {@link INT8_EXACT_CHUNK} columns cut from the bytes.
  */
 function int8BytesMatMul(a: tf.Tensor2D, b: tf.Tensor2D, transposeB: boolean): tf.Tensor2D {
   const values = int8ValuesOf(b);
@@ -140,10 +161,25 @@ function int8BytesMatMul(a: tf.Tensor2D, b: tf.Tensor2D, transposeB: boolean): t
     }
     return sum ?? tf.zeros([a.shape[0], cols], 'int32');
   }
+  // [N, K]: each block of N rows by chunks of at most INT8_EXACT_CHUNK columns, cut from the bytes
+  // (not sliced from a float tensor: the cpu backend slices a strided block value by value)
   const parts: tf.Tensor2D[] = [];
   for (let r0 = 0; r0 < rows; r0 += block) {
     const r = Math.min(block, rows - r0);
-    parts.push(tf.tidy(() => int8MatMul(a, floatRows(values, r0, r, cols), true)));
+    parts.push(
+      tf.tidy(() => {
+        const af = a.dtype === 'float32' ? a : tf.cast(a, 'float32');
+        let sum: tf.Tensor2D | null = null;
+        for (let c0 = 0; c0 < cols; c0 += INT8_EXACT_CHUNK) {
+          const c = Math.min(INT8_EXACT_CHUNK, cols - c0);
+          const ac = c === cols ? af : tf.slice(af, [0, c0], [-1, c]);
+          const bc = floatBlock(values, r0, r, cols, c0, c);
+          const part = tf.cast(tf.matMul(ac, bc, false, true), 'int32') as tf.Tensor2D;
+          sum = sum == null ? part : (tf.add(sum, part) as tf.Tensor2D);
+        }
+        return sum ?? (tf.zeros([a.shape[0], r], 'int32') as tf.Tensor2D);
+      }),
+    );
   }
   if (parts.length === 1) return parts[0];
   const out = tf.concat(parts, 1);
