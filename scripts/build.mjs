@@ -7,10 +7,12 @@
 // them into their own chunk, as it does the reader's own code in dist/browser-chunks/), and dist/tfjs-attention.min.js loads them on first use from the ES
 // modules dist/tfjs-attention-fflate.mjs / dist/tfjs-attention-jsfive.mjs next to it.
 import {execFileSync} from 'node:child_process';
-import {chmodSync, rmSync} from 'node:fs';
+import {chmodSync, rmSync, writeFileSync} from 'node:fs';
 import {createRequire} from 'node:module';
 
 import * as esbuild from 'esbuild';
+
+import {BUILD_STAMP, buildInputsHash} from './build_inputs.mjs';
 
 const require = createRequire(import.meta.url);
 const external = [
@@ -138,6 +140,8 @@ execFileSync(
   [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
   {stdio: 'inherit'},
 );
+// last: the inputs' hash, which jest's globalSetup reads to skip a build of the same inputs
+writeFileSync(BUILD_STAMP, `${buildInputsHash(process.cwd())}\n`);
 console.log(
   'built dist/index.cjs, dist/index.mjs, dist/browser.mjs, dist/index.d.ts, dist/tfjs-attention.min.js (+ ' +
     Object.values(LAZY_READERS).join(', ') +

@@ -113,6 +113,8 @@ describe('the built package', () => {
     }
     expect(paths.filter((p) => p.startsWith('dist/train/'))).toEqual([]);
     expect(paths.filter((p) => p.startsWith('src/'))).toEqual([]);
+    // the build's record of its inputs (scripts/build_inputs.mjs) stays out of the tarball
+    expect(paths.filter((p) => p.includes('.inputs.sha256'))).toEqual([]);
   });
 
   it("bundles for the browser through the 'browser' export condition (esbuild, no Node-only module)", () => {
