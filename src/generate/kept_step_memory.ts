@@ -1,7 +1,8 @@
 /**
  * The compiled step's memory kept with its model between `generate` calls: the weights copied in
- * (tfjs' cpu and tensorflow backends) and the int8 weights packed (every backend) once, not at
- * every call (a first token at GPT-2 small's shape on cpu spent most of its time copying).
+ * (tfjs' cpu and tensorflow backends; each copy then becomes its tensor's values, so that the
+ * weights are held once: weight_aliases.ts) and the int8 weights packed (every backend) once, not
+ * at every call (a first token at GPT-2 small's shape on cpu spent most of its time copying).
  * A weight whose tensor's data changed since (`setWeights`, an optimizer's update, `assign`) is
  * copied or packed again at its next use (step_memory.ts checks each against its tensor's data).
  * Freed by `model.dispose()` and by {@link releaseGenerateMemory}; dropped for a new one when the
@@ -22,8 +23,9 @@ interface Kept {
   program: object;
   /** A run is using it. */
   busy: boolean;
-  /** Released while busy: freed when the run ends. */
+  /** Released while busy: freed when the run ends (`withModel`: by the model's dispose). */
   released: boolean;
+  withModel: boolean;
   /** Takes the dispose hook back. */
   unhook: () => void;
 }
@@ -34,9 +36,13 @@ const kept = new WeakMap<LayersModel, Kept>();
 export type RunMemory =
   {memory: StepMemory; done: () => void; reason: null} | {memory: null; done: null; reason: string};
 
-function free(model: LayersModel, k: Kept): void {
+/**
+ * Frees `k`; `withModel`: the model is being disposed, its weights with it, so the tensors that
+ * read their values from the memory (weight_aliases.ts) are not given copies first.
+ */
+function free(model: LayersModel, k: Kept, withModel = false): void {
   k.unhook();
-  k.memory.dispose();
+  k.memory.dispose(withModel);
   if (kept.get(model) === k) kept.delete(model);
 }
 
@@ -70,7 +76,8 @@ export function runMemory(model: LayersModel, program: object): RunMemory {
     return {memory: own, done: () => own.dispose(), reason: null};
   }
   if (k == null) {
-    const found = stepMemory();
+    // kept: the weights it copies in become their tensors' values (held once)
+    const found = stepMemory(true);
     if (found.memory == null) return {memory: null, done: null, reason: found.reason};
     const made: Kept = {
       memory: found.memory,
@@ -78,9 +85,10 @@ export function runMemory(model: LayersModel, program: object): RunMemory {
       program,
       busy: false,
       released: false,
+      withModel: false,
       unhook: () => undefined,
     };
-    made.unhook = onModelDispose(model, () => releaseKept(model, made));
+    made.unhook = onModelDispose(model, () => releaseKept(model, made, true));
     kept.set(model, made);
     k = made;
   }
@@ -92,15 +100,17 @@ export function runMemory(model: LayersModel, program: object): RunMemory {
     done: () => {
       run.memory.endRun();
       run.busy = false;
-      if (run.released) free(model, run);
+      if (run.released) free(model, run, run.withModel);
     },
     reason: null,
   };
 }
 
-function releaseKept(model: LayersModel, k: Kept): void {
-  if (k.busy) k.released = true;
-  else free(model, k);
+function releaseKept(model: LayersModel, k: Kept, withModel = false): void {
+  if (k.busy) {
+    k.released = true;
+    k.withModel ||= withModel;
+  } else free(model, k, withModel);
 }
 
 /**

@@ -16,6 +16,7 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {stepKernelsHeapBase} from '../kernels/step_kernels';
 import type {StepKernels} from '../kernels/step_kernels_api';
+import {WeightAliases} from './weight_aliases';
 
 /** The parts of tfjs' wasm backend (BackendWasm) used here. */
 interface WasmBackend {
@@ -85,8 +86,13 @@ export interface StepMemory {
   beginRun(): void;
   /** Frees the run's buffers; the weights copied in and packed stay for the next run. */
   endRun(): void;
-  /** Frees every buffer. */
-  dispose(): void;
+  /**
+   * Frees every buffer. On a memory that aliases its weights (`stepMemory(true)`), each tensor
+   * still reading it first gets its values back as an array of its own, unless `keepViews`: the
+   * tensors are about to be freed with their model, and any left (a clone) keeps the memory's
+   * buffer alive until it is disposed.
+   */
+  dispose(keepViews?: boolean): void;
 }
 
 const noCounts = (): StepMemoryCounts => ({
@@ -99,8 +105,14 @@ const noCounts = (): StepMemoryCounts => ({
   grows: 0,
 });
 
-/** The step's memory on the current backend, or why there is none. */
-export function stepMemory(): {memory: StepMemory; reason: null} | {memory: null; reason: string} {
+/**
+ * The step's memory on the current backend, or why there is none. `aliasWeights` (a memory kept
+ * with its model): on cpu and tensorflow, each weight copied in becomes its tensor's values
+ * (weight_aliases.ts), so that the weights are held once.
+ */
+export function stepMemory(
+  aliasWeights = false,
+): {memory: StepMemory; reason: null} | {memory: null; reason: string} {
   const name = tf.getBackend();
   if (name === 'wasm') {
     const heap = wasmHeapMemory(tf.backend() as unknown as WasmBackend);
@@ -108,7 +120,9 @@ export function stepMemory(): {memory: StepMemory; reason: null} | {memory: null
       ? {memory: null, reason: "tfjs-wasm's heap is not reachable (a shared or unknown build)"}
       : {memory: heap, reason: null};
   }
-  if (name === 'cpu' || name === 'tensorflow') return {memory: ownMemory(), reason: null};
+  if (name === 'cpu' || name === 'tensorflow') {
+    return {memory: ownMemory(aliasWeights), reason: null};
+  }
   return {
     memory: null,
     reason: `the ${name} backend keeps its weights on the GPU (the compiled step runs on cpu, wasm and tensorflow)`,
@@ -263,7 +277,6 @@ function packer(
     // each head's values (one head: the whole tensor) packed transposed in its own place
     const per = t.size / heads;
     const n = per / k;
-    const all = offsetInMemory == null ? bytesOf(t) : null;
     for (let h = 0; h < heads; h++) {
       const from = h * per;
       if (offsetInMemory != null) {
@@ -271,10 +284,12 @@ function packer(
         continue;
       }
       // a memory of its own: rows of the kernel copied in blocks into a scratch of the memory
-      const bytes = (all as Uint8Array).subarray(from, from + per);
       const rows = Math.max(16, Math.floor(SCRATCH_BYTES / n / 16) * 16);
       const block = rows * n;
       if (scratch.bytes < block) scratch = {at: keep(block), bytes: block};
+      // read after the scratch is taken: a tensor whose values are a view of this memory
+      // (weight_aliases.ts) has a new view once the memory grew
+      const bytes = bytesOf(t).subarray(from, from + per);
       for (let i = 0; i < per; i += block) {
         const size = Math.min(block, per - i);
         new Uint8Array(memoryOf().buffer, scratch.at, size).set(bytes.subarray(i, i + size));
@@ -289,8 +304,9 @@ function packer(
 
 const PAGE = 65536;
 
-function ownMemory(): StepMemory {
+function ownMemory(aliasWeights: boolean): StepMemory {
   const memory = new WebAssembly.Memory({initial: 1});
+  const aliases = aliasWeights ? new WeightAliases(memory) : null;
   // offset 0 means "absent" to the kernels, and the package's SIMD modules, which the kernels may
   // instantiate on this memory, keep their own data below 1024 / below the step module's base
   let top = Math.max(1024, stepKernelsHeapBase());
@@ -316,6 +332,7 @@ function ownMemory(): StepMemory {
         memory.grow(pages);
       }
       counts.grows++;
+      aliases?.follow();
     }
     counts.allocated++;
     // a fresh memory is zeroed; a former run's bytes are not
@@ -337,15 +354,18 @@ function ownMemory(): StepMemory {
   };
   /**
    * A weight copied in once (float32 values, or int8 bytes), and again in place when its tensor's
-   * data changed (assign: setWeights, an optimizer).
+   * data changed (assign: setWeights, an optimizer); with `aliasWeights`, the copy becomes the
+   * tensor's values (the former data, if still alive, keeps values of its own).
    */
   const copyIn = (t: tf.Tensor) => {
     const known = weights.get(t.id);
     if (known != null && known.data === t.dataId) return known.at;
+    if (known != null) aliases?.release(known.data);
     const int8 = t.dtype === 'bool';
     const at = known?.at ?? keep(t.size * (int8 ? 1 : 4));
     if (int8) new Uint8Array(memory.buffer, at, t.size).set(t.dataSync() as Uint8Array);
     else new Float32Array(memory.buffer, at, t.size).set(t.dataSync() as Float32Array);
+    aliases?.alias(t, at);
     counts.uploads++;
     weights.set(t.id, {at, data: t.dataId});
     return at;
@@ -372,8 +392,9 @@ function ownMemory(): StepMemory {
       counts.runs++;
     },
     endRun,
-    dispose() {
+    dispose(keepViews = false) {
       endRun(); // the memory goes with its last reference
+      if (!keepViews) aliases?.releaseAll();
       counts.kept = 0;
       weights.clear();
     },
