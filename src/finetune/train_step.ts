@@ -91,11 +91,11 @@ export async function trainStepAsync(
 ): Promise<number> {
   const {loss, variables, grads} = lossTensorAndGradients(model, batch);
   try {
-    optimizer.apply(variables, grads);
-  } finally {
-    tf.dispose(grads);
-  }
-  try {
+    try {
+      optimizer.apply(variables, grads);
+    } finally {
+      tf.dispose(grads);
+    }
     return (await loss.data())[0];
   } finally {
     loss.dispose();
