@@ -15,6 +15,18 @@
 // and a line (#lm-step, data-compiled) saying which step ran (generateText's onCompile report).
 // #keras carries data-state (idle, loading, loaded, generating, generated, error) for
 // browser/__tests__/demo_keras.test.ts.
+//
+// "Fine-tune on your text" (#ft, under the prompt box of a causal LM): the pasted text, cut into
+// examples (paragraphs; a long one cut to the sequence length), trains LoRA adapters with
+// tfAttention.finetune (rank, steps, batch size, learning rate from the inputs). Start queues the
+// run; while it runs the button is Stop, which aborts it between steps (an AbortSignal). The
+// awaited onProgress sets the progress bar, the status (loss, tokens/s, time left) and the loss
+// curve (an inline SVG, one circle.point per step with data-step and data-loss); finetune yields
+// to the event loop after it, so the page stays responsive. Bad input (an empty text, fewer
+// examples than the batch size, a bad number) says what was expected and what arrived. Then the
+// prompt box generates from the adapted model. #ft carries data-state (idle, training, trained,
+// stopped, error), data-step (the last step done), data-steps and data-loss (the last loss), for
+// browser/__tests__/demo_finetune.test.ts.
 /* global tf, tfAttention, document, window, location, performance, clearTimeout, URLSearchParams, AbortController */
 (function () {
   'use strict';
