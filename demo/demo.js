@@ -637,8 +637,9 @@
       `${examples.length} examples · starting on ${tf.getBackend()}…` +
         (adapted ? ' (the adapters of the last run train on; their rank stays)' : ''),
     );
+    const run = lm;
     try {
-      const result = await tfAttention.finetune(lm, examples, {
+      const result = await tfAttention.finetune(run, examples, {
         ...options,
         signal: training.signal,
         // awaited by finetune before its next step, which then yields to the event loop: the
@@ -655,6 +656,7 @@
           ftState('training', {step: p.step, loss: p.loss});
         },
       });
+      if (lm !== run) return; // the model was dropped while it trained (a backend switch)
       adapted = true;
       const n = result.losses.length;
       const stopped = n < options.steps;
@@ -669,6 +671,7 @@
       );
       ftState(stopped ? 'stopped' : 'trained', {step: n});
     } catch (e) {
+      if (lm !== run) return; // its weights went with the backend: the page says so in #keras
       ftStatus(`Error: ${e && e.message ? e.message : e}`);
       ftState('error');
     } finally {
@@ -719,6 +722,7 @@
       drop.classList.remove('over');
       const items = Array.from(e.dataTransfer.items || []);
       const entries = items.map((i) => (i.webkitGetAsEntry ? i.webkitGetAsEntry() : null));
+      if (training !== null) training.abort(); // a new model: the run in progress stops
       kerasJob(async () => {
         const files = entries.every((x) => x !== null)
           ? (await Promise.all(entries.map((x) => entryFiles(x, '')))).flat()
@@ -727,7 +731,10 @@
       });
     });
     for (const id of ['keras-files', 'keras-folder']) {
-      $(id).addEventListener('change', (e) => kerasJob(() => loadKerasFiles(e.target.files)));
+      $(id).addEventListener('change', (e) => {
+        if (training !== null) training.abort(); // a new model: the run in progress stops
+        kerasJob(() => loadKerasFiles(e.target.files));
+      });
     }
     $('lm-generate').addEventListener('click', () => kerasJob(generateFromPrompt));
     $('ft-text').value = SAMPLE_TEXT;

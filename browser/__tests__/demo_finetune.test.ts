@@ -7,7 +7,8 @@
  * progress bar and in the status (loss, tokens/s, time left), draws one point of the loss curve
  * per step, and the loss falls over the run on a text whose two examples make every batch.
  * The prompt box then streams a different greedy text from the adapted model, through the eager
- * stepper (the compiled step declines layers with adapters, and the page says so). Stop ends a long run between steps.
+ * stepper (the compiled step declines layers with adapters, and the page says so). Stop ends a
+ * long run between steps; a backend switch during a run drops the model and resets the part.
  * On webgl; on wasm; on webgpu when the Chromium has a WebGPU adapter (SwiftShader).
  */
 import {ChildProcess, spawn} from 'child_process';
@@ -305,7 +306,7 @@ describe('demo page: fine-tune on your text', () => {
     await page.close();
   });
 
-  it('on wasm: trains with progress and a falling loss curve, then streams text', async () => {
+  it('on wasm: trains with progress and a falling loss curve, then streams text; a backend switch mid-run resets it', async () => {
     const errors: string[] = [];
     const page = await pageWithPreset('wasm', errors);
     const steps = 6;
@@ -315,6 +316,37 @@ describe('demo page: fine-tune on your text', () => {
     const after = await generate(page, 10);
     expect(after.text.startsWith(PROMPT)).toBe(true);
     expect([...new Set(after.seen)].length).toBeGreaterThan(2);
+
+    // a backend switch during a run drops the model (its weights stay on the old backend): the
+    // run ends, the fine-tune part is reset with the prompt box hidden, and nothing throws
+    await page.fill('#ft-steps', '500');
+    await page.click('#ft-button');
+    await page.waitForFunction(
+      () => {
+        const d = document.getElementById('ft')!.dataset;
+        return d.state === 'training' && Number(d.step) >= 2;
+      },
+      undefined,
+      {timeout: 120000},
+    );
+    await page.selectOption('#backend', 'cpu');
+    await page.waitForFunction(
+      () => {
+        const d = document.getElementById('result')!.dataset;
+        return d.state === 'done' && d.backend === 'cpu';
+      },
+      undefined,
+      {timeout: 60000},
+    );
+    expect(await text(page, 'keras-status')).toMatch(/^The backend changed/);
+    await page.waitForTimeout(500); // the aborted run's last step, if one was in flight, ends
+    expect({
+      ft: await page.getAttribute('#ft', 'data-state'),
+      step: await page.getAttribute('#ft', 'data-step'),
+      curve: (await curvePoints(page)).length,
+      lm: await page.isVisible('#lm'),
+      button: await text(page, 'ft-button'),
+    }).toEqual({ft: 'idle', step: null, curve: 0, lm: false, button: 'Start'});
     expect(errors).toEqual([]);
     await page.close();
   });
