@@ -521,7 +521,7 @@
     const n = Number(raw);
     if (raw === '' || !Number.isFinite(n) || n <= 0 || n > 1) {
       throw new InputError(
-        `Learning rate: expected a number above 0 and at most 1 (e.g. 0.001), received "${raw}".`,
+        `Learning rate: expected a number above 0 and at most 1 (e.g. 0.01), received "${raw}".`,
       );
     }
     return n;
