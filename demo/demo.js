@@ -15,7 +15,19 @@
 // and a line (#lm-step, data-compiled) saying which step ran (generateText's onCompile report).
 // #keras carries data-state (idle, loading, loaded, generating, generated, error) for
 // browser/__tests__/demo_keras.test.ts.
-/* global tf, tfAttention, document, window, location, performance, clearTimeout, URLSearchParams */
+//
+// "Fine-tune on your text" (#ft, under the prompt box of a causal LM): the pasted text, cut into
+// examples (paragraphs; a long one cut to the sequence length), trains LoRA adapters with
+// tfAttention.finetune (rank, steps, batch size, learning rate from the inputs). Start queues the
+// run; while it runs the button is Stop, which aborts it between steps (an AbortSignal). The
+// awaited onProgress sets the progress bar, the status (loss, tokens/s, time left) and the loss
+// curve (an inline SVG, one circle.point per step with data-step and data-loss); finetune yields
+// to the event loop after it, so the page stays responsive. Bad input (an empty text, fewer
+// examples than the batch size, a bad number) says what was expected and what arrived. Then the
+// prompt box generates from the adapted model. #ft carries data-state (idle, training, trained,
+// stopped, error), data-step (the last step done), data-steps and data-loss (the last loss), for
+// browser/__tests__/demo_finetune.test.ts.
+/* global tf, tfAttention, document, window, location, performance, clearTimeout, URLSearchParams, AbortController */
 (function () {
   'use strict';
 
@@ -307,6 +319,7 @@
     if (kerasModel !== null) {
       kerasModel = null;
       lm = null;
+      resetFinetune();
       $('lm').hidden = true;
       kerasState('idle');
       kerasStatus('The backend changed: drop your model again to run it there.');
@@ -414,6 +427,7 @@
     $('keras-summary').textContent = summaryOf(model);
     $('keras-summary').hidden = false;
     const causal = isCausalLM(model);
+    resetFinetune();
     if (causal && tokenizer != null && preprocessor != null) {
       lm = {model, tokenizer, preprocessor};
       $('lm-max-length').value = String(preprocessor.sequenceLength);
@@ -455,6 +469,221 @@
     kerasState('generated');
   }
 
+  // ---- fine-tuning the loaded causal LM on pasted text (tfAttention.finetune, LoRA) ----
+
+  // a few short paragraphs, so that Start works at once; pasted text replaces them
+  const SAMPLE_TEXT = [
+    'The fox runs over the hill, and the hill runs under the fox.',
+    'The dog sleeps by the door, and the door keeps the dog.',
+    'A small world of words: the quick brown fox, the lazy dog, the quiet door.',
+    'Hello world, hello hill, hello door; the fox says hello and runs.',
+  ].join('\n\n');
+  let training = null; // the AbortController of the run in progress
+  let adapted = false; // the model has LoRA adapters (from a run): their rank is fixed
+
+  function ftState(state, extra) {
+    const el = $('ft');
+    el.dataset.state = state;
+    for (const [k, v] of Object.entries(extra || {})) el.dataset[k] = String(v);
+  }
+
+  function ftStatus(text) {
+    $('ft-status').textContent = text;
+  }
+
+  function resetFinetune() {
+    if (training !== null) training.abort();
+    adapted = false;
+    $('ft-rank').disabled = false;
+    $('ft-progress').hidden = true;
+    $('ft-progress').value = 0;
+    $('ft-curve').textContent = '';
+    ftStatus('');
+    const el = $('ft');
+    delete el.dataset.step;
+    delete el.dataset.steps;
+    delete el.dataset.loss;
+    ftState('idle');
+  }
+
+  // a whole number >= min from an input, or an InputError saying what was expected
+  function wholeFrom(id, name, min) {
+    const raw = $(id).value.trim();
+    const n = Number(raw);
+    if (raw === '' || !Number.isInteger(n) || n < min) {
+      throw new InputError(`${name}: expected a whole number from ${min}, received "${raw}".`);
+    }
+    return n;
+  }
+
+  function learningRateFrom(id) {
+    const raw = $(id).value.trim();
+    const n = Number(raw);
+    if (raw === '' || !Number.isFinite(n) || n <= 0 || n > 1) {
+      throw new InputError(
+        `Learning rate: expected a number above 0 and at most 1 (e.g. 0.01), received "${raw}".`,
+      );
+    }
+    return n;
+  }
+
+  // The text cut into the examples finetune trains on (it takes them as an array): paragraphs
+  // (split at blank lines), a paragraph longer than the sequence length (with the start and end
+  // tokens) cut at whitespace, as finetune cuts a single string.
+  function textExamples(tokenizer, text, sequenceLength) {
+    const room = Math.max(1, sequenceLength - 1);
+    const out = [];
+    for (const paragraph of text.split(/\n\s*\n/)) {
+      if (paragraph.trim() === '') continue;
+      let piece = '';
+      for (const word of paragraph.split(/(?<=\s)(?=\S)/)) {
+        const next = piece + word;
+        if (piece !== '' && tokenizer.encode(next.trimEnd()).length > room) {
+          out.push(piece.trimEnd());
+          piece = word;
+        } else {
+          piece = next;
+        }
+      }
+      if (piece.trim() !== '') out.push(piece.trimEnd());
+    }
+    return out;
+  }
+
+  function clock(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+  }
+
+  // The loss curve as an inline SVG: one point per step done (a circle with the step and its
+  // loss, shown on hover), joined by a line; x from step 1 to the run's last step, so the curve
+  // grows to the right as the run goes; y from the smallest to the largest loss so far.
+  function lossCurveSvg(losses, steps) {
+    const [W, H] = [480, 180];
+    const [left, right, top, bottom] = [52, 12, 22, 30];
+    const lo = Math.min(...losses);
+    const hi = Math.max(...losses);
+    const pad = (hi - lo || Math.abs(hi) || 1) * 0.05;
+    const [y0, y1] = [lo - pad, hi + pad];
+    const x = (i) => left + (steps <= 1 ? 0 : ((W - left - right) * i) / (steps - 1));
+    const y = (l) => top + ((H - top - bottom) * (y1 - l)) / (y1 - y0);
+    const xy = losses.map((l, i) => `${x(i).toFixed(1)},${y(l).toFixed(1)}`);
+    const out = [
+      `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`,
+      '<title>Loss per step</title>',
+      `<text x="${W / 2}" y="14" text-anchor="middle" font-size="13">loss per step</text>`,
+      `<rect x="${left}" y="${top}" width="${W - left - right}" height="${H - top - bottom}" fill="none" stroke="#ccc"/>`,
+      `<text x="${left - 4}" y="${top + 8}" text-anchor="end">${hi.toFixed(3)}</text>`,
+      `<text x="${left - 4}" y="${H - bottom}" text-anchor="end">${lo.toFixed(3)}</text>`,
+      `<text x="${left}" y="${H - bottom + 14}" text-anchor="middle">1</text>`,
+      `<text x="${W - right}" y="${H - bottom + 14}" text-anchor="middle">${steps}</text>`,
+      `<text x="${(left + W - right) / 2}" y="${H - 4}" text-anchor="middle">step</text>`,
+      `<polyline points="${xy.join(' ')}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>`,
+    ];
+    losses.forEach((l, i) => {
+      out.push(
+        `<circle class="point" cx="${x(i).toFixed(1)}" cy="${y(l).toFixed(1)}" r="2.5" fill="#1f77b4" data-step="${i + 1}" data-loss="${l}"><title>step ${i + 1}: loss ${l.toFixed(4)}</title></circle>`,
+      );
+    });
+    out.push('</svg>');
+    return out.join('');
+  }
+
+  async function fineTune() {
+    if (lm === null) return;
+    const text = $('ft-text').value;
+    let options;
+    let examples;
+    try {
+      if (text.trim() === '') {
+        throw new InputError('Paste some text to fine-tune on: the text box is empty.');
+      }
+      options = {
+        rank: wholeFrom('ft-rank', 'LoRA rank', 1),
+        steps: wholeFrom('ft-steps', 'Steps', 1),
+        batchSize: wholeFrom('ft-batch', 'Batch size', 1),
+        learningRate: learningRateFrom('ft-lr'),
+      };
+      const length = lm.preprocessor.sequenceLength;
+      examples = textExamples(lm.tokenizer, text, length);
+      if (examples.length < options.batchSize) {
+        const tokens = lm.tokenizer.encode(text).length;
+        throw new InputError(
+          `The text is too short for one batch: expected at least ${options.batchSize} ` +
+            `examples (batch size ${options.batchSize}; paragraphs separated by a blank line, a ` +
+            `paragraph over ${length - 1} tokens is cut), received ${examples.length} ` +
+            `(${tokens} tokens). Paste more text or lower the batch size.`,
+        );
+      }
+    } catch (e) {
+      if (!(e instanceof InputError)) throw e;
+      ftStatus(e.message);
+      ftState('error');
+      return;
+    }
+    training = new AbortController();
+    const losses = [];
+    const bar = $('ft-progress');
+    const curve = $('ft-curve');
+    bar.value = 0;
+    bar.hidden = false;
+    curve.textContent = '';
+    $('ft-button').textContent = 'Stop';
+    for (const id of ['ft-rank', 'ft-steps', 'ft-batch', 'ft-lr', 'ft-text', 'lm-generate']) {
+      $(id).disabled = true;
+    }
+    ftState('training', {step: 0, steps: options.steps, loss: ''});
+    ftStatus(
+      `${examples.length} examples · starting on ${tf.getBackend()}…` +
+        (adapted ? ' (the adapters of the last run train on; their rank stays)' : ''),
+    );
+    const run = lm;
+    try {
+      const result = await tfAttention.finetune(run, examples, {
+        ...options,
+        signal: training.signal,
+        // awaited by finetune before its next step, which then yields to the event loop: the
+        // bar, the status and the curve are painted between steps, and Stop is heard
+        onProgress: async (p) => {
+          losses.push(p.loss);
+          bar.value = p.step / p.steps;
+          ftStatus(
+            `step ${p.step}/${p.steps} · loss ${p.loss.toFixed(4)} · ` +
+              `${Math.round(p.tokensPerSecond).toLocaleString('en')} tokens/s · ` +
+              `${clock(p.remainingMs)} left`,
+          );
+          curve.innerHTML = lossCurveSvg(losses, p.steps);
+          ftState('training', {step: p.step, loss: p.loss});
+        },
+      });
+      if (lm !== run) return; // the model was dropped while it trained (a backend switch)
+      adapted = true;
+      const n = result.losses.length;
+      const stopped = n < options.steps;
+      const first = result.losses[0];
+      const last = result.losses[n - 1];
+      ftStatus(
+        (stopped ? `stopped after ${n} of ${options.steps} steps` : `${n} steps`) +
+          ` in ${clock(result.ms)} on ${tf.getBackend()}` +
+          (n > 0 ? `, loss ${first.toFixed(4)} → ${last.toFixed(4)}` : '') +
+          ` · ${result.tokens.toLocaleString('en')} tokens · the prompt box above now generates ` +
+          'from the fine-tuned model',
+      );
+      ftState(stopped ? 'stopped' : 'trained', {step: n});
+    } catch (e) {
+      if (lm !== run) return; // its weights went with the backend: the page says so in #keras
+      ftStatus(`Error: ${e && e.message ? e.message : e}`);
+      ftState('error');
+    } finally {
+      training = null;
+      $('ft-button').textContent = 'Start';
+      for (const id of ['ft-steps', 'ft-batch', 'ft-lr', 'ft-text', 'lm-generate']) {
+        $(id).disabled = false;
+      }
+      $('ft-rank').disabled = adapted;
+    }
+  }
+
   function kerasJob(job) {
     kerasQueue = kerasQueue.then(job).catch((e) => {
       kerasState('error');
@@ -493,6 +722,7 @@
       drop.classList.remove('over');
       const items = Array.from(e.dataTransfer.items || []);
       const entries = items.map((i) => (i.webkitGetAsEntry ? i.webkitGetAsEntry() : null));
+      if (training !== null) training.abort(); // a new model: the run in progress stops
       kerasJob(async () => {
         const files = entries.every((x) => x !== null)
           ? (await Promise.all(entries.map((x) => entryFiles(x, '')))).flat()
@@ -501,9 +731,18 @@
       });
     });
     for (const id of ['keras-files', 'keras-folder']) {
-      $(id).addEventListener('change', (e) => kerasJob(() => loadKerasFiles(e.target.files)));
+      $(id).addEventListener('change', (e) => {
+        if (training !== null) training.abort(); // a new model: the run in progress stops
+        kerasJob(() => loadKerasFiles(e.target.files));
+      });
     }
     $('lm-generate').addEventListener('click', () => kerasJob(generateFromPrompt));
+    $('ft-text').value = SAMPLE_TEXT;
+    // Start queues a run; while one runs the button is Stop, which aborts it between steps
+    $('ft-button').addEventListener('click', () => {
+      if (training !== null) training.abort();
+      else kerasJob(fineTune);
+    });
   }
 
   function clearResult() {

@@ -17,7 +17,7 @@ import {
 } from './causal_lm_batches';
 import {KerasAdam} from './keras_adam';
 import {learningRateSchedule, ScheduleName} from './schedules';
-import {trainStep} from './train_step';
+import {trainStepAsync} from './train_step';
 
 /** What {@link finetune} trains: a preset as `loadKerasHubPreset` returns it. */
 export interface FinetunePreset {
@@ -212,7 +212,7 @@ export async function finetune(
       if (inEpoch === 0) order = shuffled(examples, rng);
       const texts = order.slice(inEpoch * batchSize, (inEpoch + 1) * batchSize);
       const batch = packCausalLm(tokenizer, preprocessor, texts, sequenceLength);
-      losses.push(trainStep(model, batch, optimizer));
+      losses.push(await trainStepAsync(model, batch, optimizer));
       tokens += batch.sampleWeight.flat().reduce((a, b) => a + b, 0);
       const elapsedMs = Date.now() - began;
       await options.onProgress?.({

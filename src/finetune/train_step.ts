@@ -30,8 +30,11 @@ export interface LossAndGradients {
   grads: tf.Tensor[];
 }
 
-/** The batch's loss and the gradients of `model`'s trainable weights (training mode). */
-export function lossAndGradients(model: LayersModel, batch: CausalLmBatch): LossAndGradients {
+/** The loss as a scalar tensor (the caller reads and disposes it) and the gradients. */
+function lossTensorAndGradients(
+  model: LayersModel,
+  batch: CausalLmBatch,
+): {loss: tf.Scalar; variables: LayerVariable[]; grads: tf.Tensor[]} {
   const variables = model.trainableWeights;
   if (variables.length === 0) {
     throw new Error(
@@ -51,13 +54,19 @@ export function lossAndGradients(model: LayersModel, batch: CausalLmBatch): Loss
       const logits = model.apply([ids, mask], {training: true}) as tf.Tensor;
       return causalLmLoss(logits, y, sw);
     }, values);
-    const loss = value.dataSync()[0];
-    value.dispose();
-    return {loss, variables, grads: values.map((v) => grads[v.name])};
+    return {loss: value, variables, grads: values.map((v) => grads[v.name])};
   } finally {
     restoreTileGradient();
     tf.dispose([ids, mask, y, sw]);
   }
+}
+
+/** The batch's loss and the gradients of `model`'s trainable weights (training mode). */
+export function lossAndGradients(model: LayersModel, batch: CausalLmBatch): LossAndGradients {
+  const {loss, variables, grads} = lossTensorAndGradients(model, batch);
+  const value = loss.dataSync()[0];
+  loss.dispose();
+  return {loss: value, variables, grads};
 }
 
 /** One step: the loss before the update (as Keras' `train_on_batch` returns it). */
@@ -69,4 +78,26 @@ export function trainStep(model: LayersModel, batch: CausalLmBatch, optimizer: K
     tf.dispose(grads);
   }
   return loss;
+}
+
+/**
+ * {@link trainStep} with the loss read asynchronously (`data()`, after the update is queued):
+ * tfjs-backend-webgpu's synchronous read loses the device in a page (SwiftShader's WebGPU).
+ */
+export async function trainStepAsync(
+  model: LayersModel,
+  batch: CausalLmBatch,
+  optimizer: KerasAdam,
+): Promise<number> {
+  const {loss, variables, grads} = lossTensorAndGradients(model, batch);
+  try {
+    try {
+      optimizer.apply(variables, grads);
+    } finally {
+      tf.dispose(grads);
+    }
+    return (await loss.data())[0];
+  } finally {
+    loss.dispose();
+  }
 }
