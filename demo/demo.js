@@ -527,29 +527,6 @@
     return n;
   }
 
-  // The text cut into the examples finetune trains on (it takes them as an array): paragraphs
-  // (split at blank lines), a paragraph longer than the sequence length (with the start and end
-  // tokens) cut at whitespace, as finetune cuts a single string.
-  function textExamples(tokenizer, text, sequenceLength) {
-    const room = Math.max(1, sequenceLength - 1);
-    const out = [];
-    for (const paragraph of text.split(/\n\s*\n/)) {
-      if (paragraph.trim() === '') continue;
-      let piece = '';
-      for (const word of paragraph.split(/(?<=\s)(?=\S)/)) {
-        const next = piece + word;
-        if (piece !== '' && tokenizer.encode(next.trimEnd()).length > room) {
-          out.push(piece.trimEnd());
-          piece = word;
-        } else {
-          piece = next;
-        }
-      }
-      if (piece.trim() !== '') out.push(piece.trimEnd());
-    }
-    return out;
-  }
-
   function clock(ms) {
     const s = Math.max(0, Math.round(ms / 1000));
     return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
@@ -605,7 +582,7 @@
         learningRate: learningRateFrom('ft-lr'),
       };
       const length = lm.preprocessor.sequenceLength;
-      examples = textExamples(lm.tokenizer, text, length);
+      examples = tfAttention.textExamples(lm.tokenizer, text, length);
       if (examples.length < options.batchSize) {
         const tokens = lm.tokenizer.encode(text).length;
         throw new InputError(

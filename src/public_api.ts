@@ -273,7 +273,7 @@ export type {
 export {KerasAdam} from './finetune/keras_adam';
 export type {KerasAdamOptions, LearningRate} from './finetune/keras_adam';
 export {causalLmLoss} from './finetune/causal_lm_loss';
-export {packCausalLm} from './finetune/causal_lm_batches';
+export {packCausalLm, textExamples} from './finetune/causal_lm_batches';
 export type {PackingPreprocessor, PackingTokenizer} from './finetune/causal_lm_batches';
 export type {CausalLmBatch} from './finetune/train_step';
 export type {ScheduleName} from './finetune/schedules';

@@ -101,7 +101,13 @@ export function packCausalLm(
 
 /**
  * A text cut into training examples that each fit `sequenceLength` tokens (with the start and
- * end tokens): paragraphs (split at blank lines), a paragraph too long cut at whitespace.
+ * end tokens): paragraphs (split at blank lines), a paragraph too long cut at whitespace. What
+ * `finetune` does with a single string; a page can count the examples before training.
+ *
+ * ```js
+ * const examples = textExamples(tokenizer, text, 128); // e.g. ['First paragraph.', ...]
+ * if (examples.length < 4) throw new Error(`expected 4 examples, received ${examples.length}`);
+ * ```
  */
 export function textExamples(
   tokenizer: PackingTokenizer,
