@@ -12,6 +12,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type {LayersModel} from '@tensorflow/tfjs-layers';
 
+import {takeArena} from '../kernels/weight_arena';
 import {onModelDispose} from '../layers/engine/model_dispose';
 import {StepMemory, stepMemory} from './step_memory';
 
@@ -76,8 +77,9 @@ export function runMemory(model: LayersModel, program: object): RunMemory {
     return {memory: own, done: () => own.dispose(), reason: null};
   }
   if (k == null) {
-    // kept: the weights it copies in become their tensors' values (held once)
-    const found = stepMemory(true);
+    // kept: on the memory the model's weights were loaded into, if any (read where they are),
+    // and the weights it copies in become their tensors' values (held once)
+    const found = stepMemory(true, takeArena(model));
     if (found.memory == null) return {memory: null, done: null, reason: found.reason};
     const made: Kept = {
       memory: found.memory,

@@ -14,9 +14,8 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 
-import {stepKernelsHeapBase} from '../kernels/step_kernels';
 import type {StepKernels} from '../kernels/step_kernels_api';
-import {WeightAliases} from './weight_aliases';
+import {WeightArena} from '../kernels/weight_arena';
 
 /** The parts of tfjs' wasm backend (BackendWasm) used here. */
 interface WasmBackend {
@@ -112,6 +111,7 @@ const noCounts = (): StepMemoryCounts => ({
  */
 export function stepMemory(
   aliasWeights = false,
+  arena: WeightArena | null = null,
 ): {memory: StepMemory; reason: null} | {memory: null; reason: string} {
   const name = tf.getBackend();
   if (name === 'wasm') {
@@ -121,7 +121,7 @@ export function stepMemory(
       : {memory: heap, reason: null};
   }
   if (name === 'cpu' || name === 'tensorflow') {
-    return {memory: ownMemory(aliasWeights), reason: null};
+    return {memory: ownMemory(aliasWeights, arena), reason: null};
   }
   return {
     memory: null,
@@ -302,14 +302,16 @@ function packer(
   };
 }
 
-const PAGE = 65536;
-
-function ownMemory(aliasWeights: boolean): StepMemory {
-  const memory = new WebAssembly.Memory({initial: 1});
-  const aliases = aliasWeights ? new WeightAliases(memory) : null;
-  // offset 0 means "absent" to the kernels, and the package's SIMD modules, which the kernels may
-  // instantiate on this memory, keep their own data below 1024 / below the step module's base
-  let top = Math.max(1024, stepKernelsHeapBase());
+/**
+ * A memory of its own, on `arena`'s memory and from its first free byte on: a new arena, or the
+ * one a loader filled with the model's weights (their tensors' values are views of it: each read
+ * where it is, no copy).
+ */
+function ownMemory(aliasWeights: boolean, given: WeightArena | null): StepMemory {
+  const arena = given ?? new WeightArena();
+  const memory = arena.memory;
+  const aliases = aliasWeights || given != null ? arena.aliases : null;
+  let top = arena.top;
   /** Where the kept buffers end, and where the run in progress began (its buffers above). */
   let keptTop = top;
   let runFrom = -1;
@@ -320,20 +322,9 @@ function ownMemory(aliasWeights: boolean): StepMemory {
   const alloc = (bytes: number) => {
     const at = top;
     top = (top + bytes + 15) & ~15;
-    const pages = Math.ceil(top / PAGE) - memory.buffer.byteLength / PAGE;
-    if (pages > 0) {
-      // by half the memory's size or more: each grow may copy or remap the whole memory (GPT-2
-      // small's weights in steps of their sizes: 190 ms of growing), and pages never written
-      // take no resident memory; past what the engine allows, what is needed
-      const more = Math.max(pages, Math.ceil(memory.buffer.byteLength / PAGE / 2));
-      try {
-        memory.grow(more);
-      } catch {
-        memory.grow(pages);
-      }
-      counts.grows++;
-      aliases?.follow();
-    }
+    // grown by half or more at a time (GPT-2 small's weights in steps of their sizes: 190 ms of
+    // growing), every weight's view followed
+    if (arena.reserve(top)) counts.grows++;
     counts.allocated++;
     // a fresh memory is zeroed; a former run's bytes are not
     if (at < written) new Uint8Array(memory.buffer, at, Math.min(bytes, written - at)).fill(0);
@@ -361,6 +352,12 @@ function ownMemory(aliasWeights: boolean): StepMemory {
     const known = weights.get(t.id);
     if (known != null && known.data === t.dataId) return known.at;
     if (known != null) aliases?.release(known.data);
+    // loaded into this memory (weight_arena.ts), or its copy here already its values: read in place
+    const held = known == null ? (aliases?.offsetOf(t) ?? null) : null;
+    if (held != null) {
+      weights.set(t.id, {at: held, data: t.dataId});
+      return held;
+    }
     const int8 = t.dtype === 'bool';
     const at = known?.at ?? keep(t.size * (int8 ? 1 : 4));
     if (int8) new Uint8Array(memory.buffer, at, t.size).set(t.dataSync() as Uint8Array);

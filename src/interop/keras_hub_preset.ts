@@ -17,6 +17,8 @@ import type {JsonObject} from '../layers/engine/contract';
 import {snakeCase} from '../layers/engine/contract';
 import {buildKerasHubParts} from '../hub_models/build';
 import {checkWeightsFit, weightCounts} from '../kernels/backend_capacity';
+import {stepKernelsReady} from '../kernels/step_kernels';
+import {setArenaOf, weightArenaFor, withWeightArena} from '../kernels/weight_arena';
 import type {BuiltKerasHubModel} from '../hub_models/build';
 import type {HubWeightReader, KerasHubFamily} from '../hub_models/family';
 import {isObject} from '../layers/engine/json_object';
@@ -183,9 +185,16 @@ async function load(opened: Opened, options: LoadKerasHubPresetOptions): Promise
         ),
       ),
     );
-    // the weights stream from their files into the model's variables as it is bound
+    // the weights stream from their files into the model's variables as it is bound: on cpu
+    // and tfjs-node into a weight arena, where the compiled step reads them without a copy
+    // (quantized while loading: the quantizer makes the tensors)
     const readers = hubWeightReaders(datasets, options.onProgress);
-    parts = buildModel(configs.className, configs.json, readers, options.quantize);
+    const arena =
+      options.quantize == null ? weightArenaFor(datasets.map(({dataset: d}) => d)) : null;
+    if (arena != null) await stepKernelsReady(); // the step module's base: where the arena starts
+    const build = () => buildModel(configs.className, configs.json, readers, options.quantize);
+    parts = arena == null ? build() : withWeightArena(arena, build);
+    if (arena != null && arena.held > 0) setArenaOf(parts.model, arena);
   } finally {
     closeWeights(datasets);
   }

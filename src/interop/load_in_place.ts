@@ -13,6 +13,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import {layers, LayersModel, LayerVariable, models} from '@tensorflow/tfjs-layers';
 
 import type {WeightsStream, WeightsTarget} from '../io/model_folder';
+import {arenaTakes, currentWeightArena} from '../kernels/weight_arena';
 import {entryBytes} from '../io/weight_bytes';
 
 type FromConfig = (
@@ -148,6 +149,15 @@ export function writeWeight(
       `weight '${v.originalName}' (${v.dtype}) cannot take ${dtype === 'bool' ? 'int8' : dtype} ` +
         `values; expected ${v.dtype === 'bool' ? 'int8 values (an int8 layer)' : 'float or int32 values'}`,
     );
+  }
+  // loading into a weight arena (cpu, tfjs-node's int8 bytes): the tensor's values are a view of
+  // its buffer there, which the compiled step reads where it is
+  const arena = currentWeightArena();
+  if (arena != null && v.constraint == null && v.dtype === dtype && arenaTakes(dtype)) {
+    tf.tidy(() => {
+      v.write(arena.holdWeight(shape, dtype as 'float32' | 'bool', fill));
+    });
+    return;
   }
   const view = inPlaceBytes(v, dtype);
   if (view != null) {

@@ -1,8 +1,9 @@
 /**
  * Weights held once on tfjs' cpu and tensorflow backends. The compiled step copies each weight
- * into a memory of its own there (step_memory.ts); kept with the model between `generate` calls
- * (kept_step_memory.ts), that copy and the tensor's own values were the weights twice over. Once
- * a weight is copied in, its tensor's values (the backend's typed array: tfjs-cpu's `data`
+ * into a memory of its own there (generate/step_memory.ts); kept with the model between
+ * `generate` calls (generate/kept_step_memory.ts), that copy and the tensor's own values were the
+ * weights twice over. Once a weight is copied in (or loaded into such a memory from the start:
+ * weight_arena.ts), its tensor's values (the backend's typed array: tfjs-cpu's `data`
  * entry; tfjs-node's `tensorMap` entry while no TensorFlow op has taken them into a TensorFlow
  * tensor) become a view of the copy, and the tensor's former array is left to the garbage
  * collector: one memory for both.
@@ -91,6 +92,12 @@ export class WeightAliases {
       const cls = v.float ? Float32Array : Uint8Array;
       data.values = new cls(this.memory.buffer, v.at, v.size);
     }
+  }
+
+  /** Where `t`'s values are in the memory (a view of it), or null. */
+  offsetOf(t: tf.Tensor): number | null {
+    const values = this.held(t.dataId)?.values as Typed | null | undefined;
+    return values != null && values.buffer === this.memory.buffer ? values.byteOffset : null;
   }
 
   /** The tensor of `dataId`, if it still reads the memory, gets its values as an array of its own. */
