@@ -11,20 +11,9 @@ import * as tf from '@tensorflow/tfjs';
 import {generate, releaseGenerateMemory} from '../../src';
 import {stepMemory, type StepMemory} from '../../src/generate/step_memory';
 import {int8Tensor, int8ValuesOf} from '../../src/ops/int8';
+import {heldValues} from '../helpers/backend_values';
 import {describeBackends, expectNoLeak} from '../helpers/backends';
 import {lcg} from '../helpers/data';
-
-/** The backend's values of `t` (cpu's `data`, tfjs-node's `tensorMap`), or null. */
-function heldValues(t: tf.Tensor): ArrayBufferView | null {
-  const b = tf.backend() as unknown as {
-    data?: {has(id: tf.DataId): boolean; get(id: tf.DataId): {values?: unknown}};
-    tensorMap?: {has(id: tf.DataId): boolean; get(id: tf.DataId): {values?: unknown}};
-  };
-  const store = b.data ?? b.tensorMap;
-  if (store == null || !store.has(t.dataId)) return null;
-  const v = store.get(t.dataId).values;
-  return ArrayBuffer.isView(v) ? v : null;
-}
 
 const onMemory = (t: tf.Tensor, m: StepMemory) => heldValues(t)?.buffer === m.memory.buffer;
 

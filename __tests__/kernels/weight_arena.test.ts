@@ -22,22 +22,11 @@ import {
   weightArenaFor,
   withWeightArena,
 } from '../../src/kernels/weight_arena';
+import {heldValues} from '../helpers/backend_values';
 import {describeBackends} from '../helpers/backends';
 import {lcg} from '../helpers/data';
 
 const FIXTURES = path.join(__dirname, '..', 'fixtures');
-
-/** The backend's values of `t` (cpu's `data`, tfjs-node's `tensorMap`), or null. */
-function heldValues(t: tf.Tensor): ArrayBufferView | null {
-  const b = tf.backend() as unknown as {
-    data?: {has(id: tf.DataId): boolean; get(id: tf.DataId): {values?: unknown}};
-    tensorMap?: {has(id: tf.DataId): boolean; get(id: tf.DataId): {values?: unknown}};
-  };
-  const store = b.data ?? b.tensorMap;
-  if (store == null || !store.has(t.dataId)) return null;
-  const v = store.get(t.dataId).values;
-  return ArrayBuffer.isView(v) ? v : null;
-}
 
 const fillWith = (src: Uint8Array) => (out: Uint8Array, at: number) => out.set(src, at);
 

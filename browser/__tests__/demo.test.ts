@@ -7,12 +7,13 @@
  * heatmap colour map. The screenshot goes to reports/demo.png; UPDATE_DEMO_SCREENSHOT=1 writes it
  * to docs/demo.png (committed) instead, so a test run leaves the checkout unchanged.
  */
-import {ChildProcess, spawn} from 'child_process';
+import type {ChildProcess} from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
 import {Browser, chromium, Page} from 'playwright-core';
 import {PNG} from 'pngjs';
+import {startDemoServer} from './demo_server';
 
 const root = path.resolve(__dirname, '..', '..');
 
@@ -42,23 +43,9 @@ interface Shown {
 
 /** Starts `node demo/serve.mjs --port 0` and resolves to the URL it prints. */
 function startServer(): Promise<string> {
-  server = spawn(process.execPath, [path.join(root, 'demo', 'serve.mjs'), '--port', '0'], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`no URL from the demo server: ${out}`)), 60000);
-    server.stdout?.on('data', (d) => {
-      out += String(d);
-      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[0]);
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`the demo server exited (${code}): ${out}`)));
-  });
+  const started = startDemoServer(root);
+  server = started.server;
+  return started.url;
 }
 
 /** Waits until the page shows the result (or the error) for `input` on `backend`. */

@@ -11,10 +11,11 @@
  * long run between steps; a backend switch during a run drops the model and resets the part.
  * On webgl; on wasm; on webgpu when the Chromium has a WebGPU adapter (SwiftShader).
  */
-import {ChildProcess, spawn} from 'child_process';
+import type {ChildProcess} from 'child_process';
 import * as path from 'path';
 
 import {Browser, Page} from 'playwright-core';
+import {startDemoServer} from './demo_server';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const {launchChromium} = require('../chromium.js');
@@ -32,23 +33,9 @@ let browser: Browser;
 let webgpu = false;
 
 function startServer(): Promise<string> {
-  server = spawn(process.execPath, [path.join(root, 'demo', 'serve.mjs'), '--port', '0'], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`no URL from the demo server: ${out}`)), 60000);
-    server.stdout?.on('data', (d) => {
-      out += String(d);
-      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[0]);
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`the demo server exited (${code}): ${out}`)));
-  });
+  const started = startDemoServer(root);
+  server = started.server;
+  return started.url;
 }
 
 /** Waits until `#id`'s data-state is one of `states`; returns it. */

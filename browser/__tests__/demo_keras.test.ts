@@ -7,11 +7,12 @@
  * fixtures/browser_lm.py). A picked keras-hub preset folder loads through loadKerasHubPreset and
  * generates keras-hub's greedy text; a lone config.json is answered with its error, never a crash. The page's other features are covered by demo.test.ts.
  */
-import {ChildProcess, spawn} from 'child_process';
+import type {ChildProcess} from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
 import {Browser, Page} from 'playwright-core';
+import {startDemoServer} from './demo_server';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const {launchChromium} = require('../chromium.js');
@@ -30,23 +31,9 @@ let page: Page;
 const errors: string[] = [];
 
 function startServer(): Promise<string> {
-  server = spawn(process.execPath, [path.join(root, 'demo', 'serve.mjs'), '--port', '0'], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`no URL from the demo server: ${out}`)), 60000);
-    server.stdout?.on('data', (d) => {
-      out += String(d);
-      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[0]);
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`the demo server exited (${code}): ${out}`)));
-  });
+  const started = startDemoServer(root);
+  server = started.server;
+  return started.url;
 }
 
 async function kerasState(states: string[]): Promise<string> {
