@@ -8,6 +8,7 @@
  * allocates its values and runs it.
  */
 import type {GraphLayer, GraphNode} from '../layers/engine/contract';
+import {isLoraLayer} from '../layers/core/lora';
 import type {StepPlan} from './graph_plan';
 import {ProgramBuilder, StepProgram} from './program_builder';
 import type {StepDecline, StepValue} from './step_program';
@@ -31,6 +32,13 @@ export function compileStep(plan: StepPlan): CompileResult {
   ): StepValue[] | StepDecline {
     const compile = stepRuleOf(layer.getClassName());
     if (compile == null) return {declined: 'its class has no compile rule'};
+    if (isLoraLayer(layer) && layer.lora != null) {
+      return {
+        declined:
+          `it has LoRA adapters (rank ${layer.lora.rank}); the eager stepper applies them ` +
+          '(mergeLora(model) merges float ones into their weights, which compile)',
+      };
+    }
     try {
       return compile(layer, inputs, builder.emit, node);
     } catch (e) {
