@@ -396,6 +396,34 @@ function savedOrder(f: Fixture, own: LayerVariable[]): LayerVariable[] {
   return ordered;
 }
 
+describeBackends("LoRA's initial A and B on Dense, Embedding and ReversibleEmbedding", () => {
+  // Keras' he_uniform: limit sqrt(6 / fan_in), fan_in = A.shape[0] (Dense: inputDim 64; an
+  // embedding's A [inputDim, rank]: the vocabulary 96); zeros for B
+  const made: [string, () => LoraLayer, number][] = [
+    ['Dense', () => new Dense({units: 8}), 64],
+    ['QuantizedDense', () => new QuantizedDense({units: 8}), 64],
+    ['Embedding', () => new Embedding({inputDim: 96, outputDim: 8}), 96],
+    ['QuantizedEmbedding', () => new QuantizedEmbedding({inputDim: 96, outputDim: 8}), 96],
+    ['ReversibleEmbedding', () => new ReversibleEmbedding({inputDim: 96, outputDim: 8}), 96],
+  ];
+  it.each(made)('%s: B zeros, A he_uniform within sqrt(6 / fan_in)', (name, make, fanIn) => {
+    const layer = make();
+    const probe = name.endsWith('Dense') ? tf.zeros([1, 64]) : tf.zeros([1, 2], 'int32');
+    tf.dispose([run(layer, probe), probe]);
+    layer.enableLora(8);
+    const a = Array.from(layer.lora!.a.read().dataSync());
+    const b = Array.from(layer.lora!.b.read().dataSync());
+    expect(b.every((v) => v === 0)).toBe(true);
+    const limit = Math.sqrt(6 / fanIn);
+    const maxAbs = Math.max(...a.map(Math.abs));
+    // 512 or 768 uniform draws: the largest lies above 0.95 · limit unless the limit is another
+    expect(maxAbs).toBeLessThanOrEqual(limit);
+    expect(maxAbs).toBeGreaterThan(0.95 * limit);
+    expect(layer.lora!.alpha).toBe(8);
+    layer.dispose();
+  });
+});
+
 describeBackends('LoRA on Dense and Embedding in a model', () => {
   /** ids -> Embedding 'tokens' -> Dense 'query' -> Dense 'value'. */
   function model(): tf.LayersModel {
