@@ -7,8 +7,11 @@
  * is independent of the batch, the step's length and the memory: the runtime (compiled_step.ts)
  * allocates its values and runs it.
  */
+import type {layers} from '@tensorflow/tfjs-layers';
+
+import {isLoraLayer, type LoraLayer} from '../layers/core/lora';
 import type {GraphLayer, GraphNode} from '../layers/engine/contract';
-import {isLoraLayer} from '../layers/core/lora';
+import {kerasFlattenedLayers} from '../layers/engine/keras_layer_order';
 import type {StepPlan} from './graph_plan';
 import {ProgramBuilder, StepProgram} from './program_builder';
 import type {StepDecline, StepValue} from './step_program';
@@ -32,10 +35,15 @@ export function compileStep(plan: StepPlan): CompileResult {
   ): StepValue[] | StepDecline {
     const compile = stepRuleOf(layer.getClassName());
     if (compile == null) return {declined: 'its class has no compile rule'};
-    if (isLoraLayer(layer) && layer.lora != null) {
+    // the layer, or a sublayer its rule reads the weights of (a TransformerDecoder's Dense)
+    const adapted = [layer, ...kerasFlattenedLayers(layer as unknown as layers.Layer)].find(
+      (l) => isLoraLayer(l) && l.lora != null,
+    ) as LoraLayer | undefined;
+    if (adapted != null) {
+      const which = adapted === layer ? 'it has' : `its sublayer '${adapted.name}' has`;
       return {
         declined:
-          `it has LoRA adapters (rank ${layer.lora.rank}); the eager stepper applies them ` +
+          `${which} LoRA adapters (rank ${adapted.lora?.rank}); the eager stepper applies them ` +
           '(mergeLora(model) merges float ones into their weights, which compile)',
       };
     }

@@ -7,6 +7,7 @@ import * as tf from '@tensorflow/tfjs-core';
 // tfjs-layers registers its Dense on import; this module extends it
 import '@tensorflow/tfjs-layers';
 import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {DenseLayerArgs} from '@tensorflow/tfjs-layers/dist/layers/core';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {addBias} from '../../kernels/bias_add';
@@ -34,7 +35,8 @@ type DenseLike = layers.Layer & {
   kernelConstraint?: unknown;
 };
 
-const TfjsDense = tfjsClass<DenseLike>('Dense');
+/** tfjs' class, taking tfjs' arguments. */
+const TfjsDense = tfjsClass<DenseLike>('Dense') as new (args: DenseLayerArgs) => DenseLike;
 
 /**
  * tfjs' `Dense` (`y = activation(x · kernel + bias)`, kernel `[inputDim, units]`), with Keras 3's

@@ -7,6 +7,7 @@ import * as tf from '@tensorflow/tfjs-core';
 // tfjs-layers registers its Embedding on import; this module extends it
 import '@tensorflow/tfjs-layers';
 import type {layers, LayerVariable} from '@tensorflow/tfjs-layers';
+import type {EmbeddingLayerArgs} from '@tensorflow/tfjs-layers/dist/layers/embeddings';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
 import {
@@ -30,7 +31,10 @@ type EmbeddingLike = layers.Layer & {
   embeddingsConstraint?: unknown;
 };
 
-const TfjsEmbedding = tfjsClass<EmbeddingLike>('Embedding');
+/** tfjs' class, taking tfjs' arguments. */
+const TfjsEmbedding = tfjsClass<EmbeddingLike>('Embedding') as new (
+  args: EmbeddingLayerArgs,
+) => EmbeddingLike;
 
 /**
  * tfjs' `Embedding` (rows of `embeddings [inputDim, outputDim]` at the ids), with Keras 3's LoRA:
