@@ -4,7 +4,7 @@
  * `save_own_variables` does), then loaded by Keras 3.15.1 (fixtures/lora_layers_keras_check.py,
  * which records Keras' predictions of the files in
  * __tests__/fixtures/lora/layers/js/keras_check.json). Write the files again with
- * `SAVE_LORA_LAYERS_FIXTURE=1 npx jest __tests__/interop/lora_layers_keras_file.test.ts`, then run
+ * `SAVE_LORA_LAYERS_FIXTURE=1 npx jest __tests__/interop/keras_file_save_lora_layers.test.ts`, then run
  * the script.
  *
  * - float: Keras' predictions of the merged file equal the package's predictions with the
