@@ -17,7 +17,7 @@ describe('the compiled step and LoRA on Dense / ReversibleEmbedding', () => {
   it.each([
     [
       'feedforward_intermediate_dense',
-      /its sublayer 'feedforward_intermediate_dense' has LoRA adapters \(rank 2\)/,
+      /feedforward_intermediate_dense: it has LoRA adapters \(rank 2\)/,
     ],
     [
       'token_embedding',
