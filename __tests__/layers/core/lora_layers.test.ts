@@ -24,6 +24,7 @@ import {
   enableLora,
   int8Tensor,
   int8ValuesOf,
+  loadLoraWeights,
   LoraLayer,
   mergeLora,
   QuantizedDense,
@@ -489,16 +490,35 @@ describeBackends('LoRA on Dense and Embedding in a model', () => {
     m.dispose();
   });
 
-  it("saveLoraWeights refuses an adapted Embedding (keras-hub's .lora.h5 holds lora_kernel_* only)", async () => {
+  it("saveLoraWeights refuses an adapted Embedding (keras-hub's .lora.h5 holds lora_kernel_* only); Dense adapters go both ways", async () => {
     const m = model();
     enableLora(m, 2, {targets: ['tokens', 'query']});
     await expect(saveLoraWeights(m)).rejects.toThrow(
       /layer 'tokens' has LoRA on an embedding table .*keras-hub's .lora.h5 files cannot hold/,
     );
     disableLora(m);
+    // Dense targets: lora_kernel_a / _b, as keras-hub writes them; read back into the same targets
     enableLora(m, 2, {targets: ['query', 'value']});
+    const layers = m.layers.filter(
+      (l) => (l as unknown as LoraLayer).lora != null,
+    ) as unknown as LoraLayer[];
+    layers.forEach((l, i) => {
+      const b = l.lora!.b;
+      const t = tf.randomNormal(b.shape as number[], 0, 1, 'float32', 60 + i);
+      b.write(t);
+      t.dispose();
+    });
+    const saved = layers.map((l) => [l.lora!.a.read().arraySync(), l.lora!.b.read().arraySync()]);
     const bytes = await saveLoraWeights(m);
-    expect(bytes.length).toBeGreaterThan(0);
+    disableLora(m);
+    enableLora(m, 2, {targets: ['query', 'value']});
+    await loadLoraWeights(m, bytes);
+    const again = m.layers.filter(
+      (l) => (l as unknown as LoraLayer).lora != null,
+    ) as unknown as LoraLayer[];
+    expect(again.map((l) => [l.lora!.a.read().arraySync(), l.lora!.b.read().arraySync()])).toEqual(
+      saved,
+    );
     m.dispose();
   });
 });

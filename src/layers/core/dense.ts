@@ -28,10 +28,18 @@ import {tfjsClass} from './tfjs_classes';
 
 /** What this module reads of tfjs' Dense. */
 type DenseLike = layers.Layer & {
+  /** Output width. */
   units: number;
+  /** The kernel `[inputDim, units]`, at build. */
   kernel: LayerVariable | null;
+  /** The bias `[units]`, at build when the layer has one. */
   bias: LayerVariable | null;
-  activation: {apply(x: tf.Tensor): tf.Tensor} | null;
+  /** The output activation (tfjs'). */
+  activation: {
+    /** The activation of `x`. */
+    apply(x: tf.Tensor): tf.Tensor;
+  } | null;
+  /** tfjs' `kernelConstraint` (LoRA refuses a constrained kernel, as Keras does). */
   kernelConstraint?: unknown;
 };
 

@@ -25,9 +25,13 @@ import {tfjsClass} from './tfjs_classes';
 
 /** What this module reads of tfjs' Embedding. */
 type EmbeddingLike = layers.Layer & {
+  /** Vocabulary size. */
   inputDim: number;
+  /** Row width. */
   outputDim: number;
+  /** The table `[inputDim, outputDim]`, at build. */
   embeddings: LayerVariable | null;
+  /** tfjs' `embeddingsConstraint` (LoRA refuses a constrained table, as Keras does). */
   embeddingsConstraint?: unknown;
 };
 
