@@ -213,6 +213,8 @@ describe('enableLora on a keras-hub preset', () => {
       class: string;
       a: {shape: number[]; values: number[]};
       b: {shape: number[]; values: number[]};
+      grad_a: {shape: number[]; values: number[]};
+      grad_b: {shape: number[]; values: number[]};
     }[];
     logits: {shape: number[]; values: number[]};
   }
@@ -220,7 +222,7 @@ describe('enableLora on a keras-hub preset', () => {
   describe.each(['gpt2', 'llama3', 'llama3_int8'] as const)(
     'Dense and ReversibleEmbedding targets on %s (fixtures/lora_layers.py)',
     (c) => {
-      it("adapts keras-hub's layers, trains keras-hub's weights and gives its logits (1e-5)", async () => {
+      it("adapts keras-hub's layers, trains keras-hub's weights, gives its logits (1e-5) and gradients", async () => {
         const f = JSON.parse(
           fs.readFileSync(path.join(LORA_DIR, 'layers', `preset_${c}.json`), 'utf8'),
         ) as PresetTargets;
@@ -250,6 +252,22 @@ describe('enableLora on a keras-hub preset', () => {
         expect(logits.shape).toEqual(f.logits.shape);
         expectClose(logits, f.logits.values, 1e-5, 0);
         logits.dispose();
+        expect(tf.memory().numTensors).toBe(before);
+        // the training path (a gradient recorded: the blocks' plain products): keras-hub's
+        // gradients of mean(logits²) w.r.t. each A and B (1e-5 absolute, 1e-4 relative)
+        const vars = f.adapters.flatMap((a) => {
+          const l = weighted[a.index] as unknown as LoraLayer;
+          return [l.lora!.a.read(), l.lora!.b.read()] as tf.Variable[];
+        });
+        const {value, grads} = tf.variableGrads(
+          () => tf.mean(tf.square(logitsOf(model, batch))) as tf.Scalar,
+          vars,
+        );
+        f.adapters.forEach((a, k) => {
+          expectClose(grads[vars[2 * k].name], a.grad_a.values, 1e-5, 1e-4);
+          expectClose(grads[vars[2 * k + 1].name], a.grad_b.values, 1e-5, 1e-4);
+        });
+        tf.dispose([value, ...Object.values(grads)]);
         expect(tf.memory().numTensors).toBe(before);
         disableLora(model);
         expect(model.weights.map((w) => w.trainable)).toEqual(trainable);
