@@ -260,7 +260,9 @@ export type {
 
 export {DEFAULT_LORA_TARGETS, disableLora, enableLora, mergeLora} from './layers/core/lora_model';
 export type {EnableLoraOptions} from './layers/core/lora_model';
-export type {LoraLayer, LoraOptions, LoraWeights} from './layers/core/lora';
+export type {LoraLayer, LoraOptions, LoraWeightKind, LoraWeights} from './layers/core/lora';
+export {Dense} from './layers/core/dense';
+export {Embedding} from './layers/core/embedding';
 export {loadLoraWeights, saveLoraWeights} from './interop/lora_weights_file';
 export {kerasHubWeightsFile} from './interop/keras_hub_weights_file';
 export {finetune} from './finetune/finetune';

@@ -12,6 +12,7 @@ import '../../src';
 import {FAMILY_LAYER_CLASSES} from '../../src/hub_models/register_layers';
 import {
   LAYER_CLASSES as GENERIC_LAYER_CLASSES,
+  LORA_TFJS_CLASSES,
   MASKED_TFJS_CLASSES,
 } from '../../src/layers/register';
 import {describeBackends, useBackend} from '../helpers/backends';
@@ -51,18 +52,20 @@ describe('layer harness coverage', () => {
 
   it('has a case for every class src/layers/register.ts registers, and for no other', () => {
     // what register.ts registers: LAYER_CLASSES and the tfjs layers it replaces for Keras'
-    // masks (MASKED_TFJS_CLASSES, tested against Keras in their own files), in one loop
+    // masks (MASKED_TFJS_CLASSES) and for LoRA (LORA_TFJS_CLASSES), tested against Keras in
+    // their own files, in one loop
     const source = fs.readFileSync(
       path.join(__dirname, '..', '..', 'src', 'layers', 'register.ts'),
       'utf8',
     );
     expect(source.match(/registerClass\(/g)).toEqual(['registerClass(']);
     expect(source).toMatch(
-      /for \(const cls of \[\.\.\.LAYER_CLASSES, \.\.\.MASKED_TFJS_CLASSES\]\) \{\s*tf\.serialization\.registerClass\(/,
+      /for \(const cls of \[\.\.\.LAYER_CLASSES, \.\.\.MASKED_TFJS_CLASSES, \.\.\.LORA_TFJS_CLASSES\]\) \{\s*tf\.serialization\.registerClass\(/,
     );
     const map = tf.serialization.SerializationMap.getMap().classNameMap;
     for (const cls of LAYER_CLASSES) expect(map[cls.className]?.[0]).toBe(cls);
     for (const cls of MASKED_TFJS_CLASSES) expect(map[cls.className]?.[0]).toBe(cls);
+    for (const cls of LORA_TFJS_CLASSES) expect(map[cls.className]?.[0]).toBe(cls);
     expect(LAYER_CLASSES.length).toBeGreaterThanOrEqual(15);
 
     const before = tf.memory().numTensors;

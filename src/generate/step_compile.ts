@@ -7,7 +7,11 @@
  * is independent of the batch, the step's length and the memory: the runtime (compiled_step.ts)
  * allocates its values and runs it.
  */
+import type {layers} from '@tensorflow/tfjs-layers';
+
+import {isLoraLayer, type LoraLayer} from '../layers/core/lora';
 import type {GraphLayer, GraphNode} from '../layers/engine/contract';
+import {kerasFlattenedLayers} from '../layers/engine/keras_layer_order';
 import type {StepPlan} from './graph_plan';
 import {ProgramBuilder, StepProgram} from './program_builder';
 import type {StepDecline, StepValue} from './step_program';
@@ -31,11 +35,25 @@ export function compileStep(plan: StepPlan): CompileResult {
   ): StepValue[] | StepDecline {
     const compile = stepRuleOf(layer.getClassName());
     if (compile == null) return {declined: 'its class has no compile rule'};
+    let compiled: StepValue[] | StepDecline;
     try {
-      return compile(layer, inputs, builder.emit, node);
+      compiled = compile(layer, inputs, builder.emit, node);
     } catch (e) {
       return {declined: (e as Error).message};
     }
+    if ('declined' in compiled) return compiled; // a rule's own reason (an EinsumDense's LoRA)
+    // the layer, or a sublayer its rule read the weights of (a TransformerDecoder's Dense), with
+    // LoRA's adapters, which no rule compiles
+    const adapted = [layer, ...kerasFlattenedLayers(layer as unknown as layers.Layer)].find(
+      (l) => isLoraLayer(l) && l.lora != null,
+    ) as LoraLayer | undefined;
+    if (adapted == null) return compiled;
+    const which = adapted === layer ? 'it has' : `its sublayer '${adapted.name}' has`;
+    return {
+      declined:
+        `${which} LoRA adapters (rank ${adapted.lora?.rank}); the eager stepper applies them ` +
+        '(mergeLora(model) merges float ones into their weights, which compile)',
+    };
   }
   const builder = new ProgramBuilder((layer, inputs) => compileLayer(layer, inputs, null));
 

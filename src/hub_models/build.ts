@@ -33,6 +33,7 @@ import {
 import {withQuantizationMode} from '../layers/core/quantization';
 import {checkInt4Scales} from '../layers/core/quantize_model';
 import {familyOfClass, kerasHubClassNames} from './registry';
+import {Dense} from '../layers/core/dense';
 
 /** The config keys of each task kind (besides name, trainable, dtype). */
 const TASK_KEYS: Readonly<Record<TaskKind, readonly string[]>> = {
@@ -289,7 +290,7 @@ function graphModel(
     const pooled = tfl.layers
       .dropout({name: 'classifier_dropout', rate})
       .apply(graph.outputs.pooled_output) as SymbolicTensor;
-    const dense = tfl.layers.dense({
+    const dense = new Dense({
       name: 'logits',
       units: numClasses,
       activation: activation as 'linear',

@@ -16,6 +16,7 @@ import {reshapeTo} from '../ops/reshape';
 import {denseRows} from '../layers/core/dense_rows';
 import {formatShape, Shape} from '../layers/engine/shapes';
 import {kerasMaskOf, TransformerBlock} from '../layers/hub/transformer_block';
+import {Dense} from '../layers/core/dense';
 
 /** The inputs of a gated rotary decoder block, by role. */
 export const GATED_ROTARY_DECODER_ROLES = [
@@ -108,7 +109,7 @@ export abstract class GatedRotaryDecoder<
     this.selfAttention = this.addSublayer(this.makeSelfAttention(), shape);
     this.selfAttentionNorm = this.addSublayer(this.makeNorm('self_attention_layernorm'), shape);
     const dense = (name: string, units: number) =>
-      layers.dense({
+      new Dense({
         name,
         units,
         useBias: false,

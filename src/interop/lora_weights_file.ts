@@ -43,6 +43,7 @@ export async function saveLoraWeights(model: layers.Layer): Promise<Uint8Array> 
     if (w == null) {
       throw new Error(`saveLoraWeights: LoRA was disabled on layer '${layer.name}' since`);
     }
+    if (w.kind !== 'kernel') throw new Error(embeddingRefused('saveLoraWeights', layer));
     const [a, b] = await Promise.all([w.a.read().data(), w.b.read().data()]);
     lora[String(index)] = {
       vars: {
@@ -64,6 +65,20 @@ export async function saveLoraWeights(model: layers.Layer): Promise<Uint8Array> 
 
 function fail(message: string): never {
   throw new Error(`loadLoraWeights: ${message}`);
+}
+
+/**
+ * The refusal of an adapted embedding: keras-hub 0.32's `save_lora_weights` and
+ * `load_lora_weights` read each layer's `lora_kernel_a` / `lora_kernel_b`, which an Embedding's
+ * LoRA (`lora_embeddings_a` / `lora_embeddings_b`) does not have: keras-hub fails there
+ * (AttributeError), so no `.lora.h5` holds them.
+ */
+function embeddingRefused(where: string, layer: LoraLayer): string {
+  return (
+    `${where}: layer '${layer.name}' has LoRA on an embedding table (lora_embeddings_a / _b), ` +
+    "which keras-hub's .lora.h5 files cannot hold (its save_lora_weights and load_lora_weights " +
+    "read lora_kernel_a / _b only); save the model's weights instead (LoRA merged)"
+  );
 }
 
 /**
@@ -113,6 +128,7 @@ export async function loadLoraWeights(
   try {
     for (const {index, layer} of adapted) {
       if (!isLoraLayer(layer) || layer.lora == null) fail(`layer '${layer.name}' lost its LoRA`);
+      if (layer.lora.kind !== 'kernel') throw new Error(embeddingRefused('loadLoraWeights', layer));
       for (const part of ['a', 'b'] as const) {
         const v = layer.lora[part];
         const {shape, values: data} = read(`/lora/${index}/vars/lora_kernel_${part}`);

@@ -7,7 +7,9 @@ import './engine/model_dispose';
 import {AdditiveAttention} from './attention/additive_attention';
 import {CachedMultiHeadAttention} from './hub/cached_multi_head_attention';
 import {Attention, DotProductAttention} from './attention/dot_product_attention';
+import {Dense} from './core/dense';
 import {EinsumDense} from './core/einsum_dense';
+import {Embedding} from './core/embedding';
 import {GroupQueryAttention} from './attention/group_query_attention';
 import {GetItem} from './core/get_item';
 import {GlobalAveragePooling1D} from './core/global_average_pooling';
@@ -59,7 +61,13 @@ export const LAYER_CLASSES: ReadonlyArray<
  */
 export const MASKED_TFJS_CLASSES = [GlobalAveragePooling1D, Softmax, ...MERGE_CLASSES] as const;
 
-for (const cls of [...LAYER_CLASSES, ...MASKED_TFJS_CLASSES]) {
+/**
+ * tfjs' `Dense` and `Embedding`, extended with Keras 3's LoRA (`enableLora`) and registered under
+ * tfjs' names, so that loaded models get it; without LoRA they are tfjs' classes as they are.
+ */
+export const LORA_TFJS_CLASSES = [Dense, Embedding] as const;
+
+for (const cls of [...LAYER_CLASSES, ...MASKED_TFJS_CLASSES, ...LORA_TFJS_CLASSES]) {
   tf.serialization.registerClass(
     cls as tf.serialization.SerializableConstructor<tf.serialization.Serializable>,
   );

@@ -6,6 +6,9 @@
  * targets; refusals; disableLora / mergeLora give every weight back its `trainable` and take A and
  * B off; a merge keeps the logits (1e-5 absolute, logits of magnitude ~1).
  */
+import * as fs from 'fs';
+import * as path from 'path';
+
 import * as tf from '@tensorflow/tfjs';
 import type {LayersModel, LayerVariable} from '@tensorflow/tfjs-layers';
 
@@ -15,6 +18,7 @@ import {
   EinsumDense,
   enableLora,
   type KerasHubPreset,
+  type LoraLayer,
   mergeLora,
 } from '../../../src';
 import {loraLayersOf, loraRankOf} from '../../../src/layers/core/lora_model';
@@ -22,7 +26,7 @@ import {kerasWeightedLayers} from '../../../src/layers/engine/keras_layer_order'
 import {useBackend} from '../../helpers/backends';
 import {expectClose} from '../../helpers/close';
 import {lcg} from '../../helpers/data';
-import {batchOf, loadLoraCase, loraExpected} from '../../helpers/lora_fixture';
+import {batchOf, loadLoraCase, LORA_DIR, loraExpected} from '../../helpers/lora_fixture';
 
 const trainableNames = (m: LayersModel) => m.trainableWeights.map((w) => w.originalName);
 const loraWeightNames = (m: LayersModel) =>
@@ -197,6 +201,81 @@ describe('enableLora on a keras-hub preset', () => {
     });
   });
 
+  /** fixtures/lora_layers.py: keras-hub's enable_lora on Dense and ReversibleEmbedding targets. */
+  interface PresetTargets {
+    rank: number;
+    targets: string[];
+    lora_enabled_layers: number[];
+    trainable: string[];
+    adapters: {
+      index: number;
+      name: string;
+      class: string;
+      a: {shape: number[]; values: number[]};
+      b: {shape: number[]; values: number[]};
+      grad_a: {shape: number[]; values: number[]};
+      grad_b: {shape: number[]; values: number[]};
+    }[];
+    logits: {shape: number[]; values: number[]};
+  }
+
+  describe.each(['gpt2', 'llama3', 'llama3_int8'] as const)(
+    'Dense and ReversibleEmbedding targets on %s (fixtures/lora_layers.py)',
+    (c) => {
+      it("adapts keras-hub's layers, trains keras-hub's weights, gives its logits (1e-5) and gradients", async () => {
+        const f = JSON.parse(
+          fs.readFileSync(path.join(LORA_DIR, 'layers', `preset_${c}.json`), 'utf8'),
+        ) as PresetTargets;
+        const batch = batchOf(loraExpected(c));
+        const preset = await loadLoraCase(c);
+        const model = preset.model;
+        const trainable = model.weights.map((w) => w.trainable);
+        const adapted = enableLora(model, f.rank, {targets: f.targets});
+        const weighted = kerasWeightedLayers(model);
+        expect(adapted.map((l) => weighted.indexOf(l))).toEqual(f.lora_enabled_layers);
+        expect(adapted.map((l) => l.name)).toEqual(f.adapters.map((a) => a.name));
+        expect(trainableNames(model).sort()).toEqual([...f.trainable].sort());
+        for (const a of f.adapters) {
+          const layer = weighted[a.index] as unknown as LoraLayer;
+          for (const [v, values] of [
+            [layer.lora!.a, a.a],
+            [layer.lora!.b, a.b],
+          ] as const) {
+            expect(v.shape).toEqual(values.shape);
+            const t = tf.tensor(values.values, values.shape);
+            v.write(t);
+            t.dispose();
+          }
+        }
+        const before = tf.memory().numTensors;
+        const logits = logitsOf(model, batch);
+        expect(logits.shape).toEqual(f.logits.shape);
+        expectClose(logits, f.logits.values, 1e-5, 0);
+        logits.dispose();
+        expect(tf.memory().numTensors).toBe(before);
+        // the training path (a gradient recorded: the blocks' plain products): keras-hub's
+        // gradients of mean(logits²) w.r.t. each A and B (1e-5 absolute, 1e-4 relative)
+        const vars = f.adapters.flatMap((a) => {
+          const l = weighted[a.index] as unknown as LoraLayer;
+          return [l.lora!.a.read(), l.lora!.b.read()] as tf.Variable[];
+        });
+        const {value, grads} = tf.variableGrads(
+          () => tf.mean(tf.square(logitsOf(model, batch))) as tf.Scalar,
+          vars,
+        );
+        f.adapters.forEach((a, k) => {
+          expectClose(grads[vars[2 * k].name], a.grad_a.values, 1e-5, 1e-4);
+          expectClose(grads[vars[2 * k + 1].name], a.grad_b.values, 1e-5, 1e-4);
+        });
+        tf.dispose([value, ...Object.values(grads)]);
+        expect(tf.memory().numTensors).toBe(before);
+        disableLora(model);
+        expect(model.weights.map((w) => w.trainable)).toEqual(trainable);
+        preset.dispose();
+      });
+    },
+  );
+
   it('on the int8 Llama 3: adapts the same layers; mergeLora refuses the int8 kernels, disableLora undoes', async () => {
     const e = loraExpected('llama3_int8');
     const preset = await loadLoraCase('llama3_int8');
@@ -227,7 +306,7 @@ describe('enableLora on a keras-hub preset', () => {
       dense.apply(tf.zeros([1, 3]));
     });
     expect(() => enableLora(dense, 2)).toThrow(
-      "enableLora: expected a model or a layer that takes LoRA (EinsumDense, ...), received Dense 'd'",
+      "enableLora: expected a model or a layer that takes LoRA (EinsumDense, Dense, Embedding, ...), received Dense 'd' ('d' is tfjs' own Dense, made by tf.layers.dense: make it with this package's Dense, new Dense({...}), which loaded models have)",
     );
     dense.dispose();
   });

@@ -24,6 +24,8 @@ import {
   WeightTerm,
 } from '../family';
 import {BertTokenizer} from './bert_tokenizer';
+import {Dense} from '../../layers/core/dense';
+import {Embedding} from '../../layers/core/embedding';
 
 const CLS = 'BertBackbone';
 
@@ -100,7 +102,7 @@ export const BERT: KerasHubFamily = {
       sequenceLength: maxLength,
       initializer: 'zeros',
     });
-    const segmentEmbedding = tf.layers.embedding({
+    const segmentEmbedding = new Embedding({
       name: 'segment_embedding',
       inputDim: segments,
       outputDim: hidden,
@@ -120,7 +122,7 @@ export const BERT: KerasHubFamily = {
       name: 'cls_token',
       index: [{start: null, stop: null, step: null}, 0],
     }).apply(x) as SymbolicTensor;
-    const pooledDense = tf.layers.dense({
+    const pooledDense = new Dense({
       name: 'pooled_dense',
       units: hidden,
       activation: 'tanh',

@@ -14,6 +14,7 @@ import {kerasMaskOf, TransformerBlock} from '../../layers/hub/transformer_block'
 import {checkHeads} from '../llama3/llama_attention';
 import {booleanOption, CachedGemma3Attention, positiveInteger} from './gemma3_attention';
 import {Gemma3RMSNormalization} from './gemma3_rms_norm';
+import {Dense} from '../../layers/core/dense';
 
 /** Options of {@link Gemma3DecoderBlock} (keras-hub's arguments, camelCase). */
 export interface Gemma3DecoderBlockArgs {
@@ -377,7 +378,7 @@ export class Gemma3DecoderBlock extends TransformerBlock {
       this.feedForwardDense.set(
         name,
         this.addSublayer(
-          layers.dense({name, units, useBias: false, kernelInitializer: 'glorotUniform'}),
+          new Dense({name, units, useBias: false, kernelInitializer: 'glorotUniform'}),
           input,
         ),
       );

@@ -26,6 +26,7 @@ import {Gemma3RMSNormalization} from './gemma3_rms_norm';
 import {GEMMA3_STEP_RULES} from './gemma3_step_rules';
 import {Gemma3Tokenizer} from './gemma3_tokenizer';
 import {UnitNormalization} from './unit_normalization';
+import {Dense} from '../../layers/core/dense';
 
 const CLS = 'Gemma3Backbone';
 
@@ -222,7 +223,7 @@ export const GEMMA3: KerasHubFamily = {
         paddingMask,
       ]) as SymbolicTensor;
       const dense = (name: string, units: number) =>
-        tf.layers.dense({name, units, useBias: false, kernelInitializer: 'zeros'});
+        new Dense({name, units, useBias: false, kernelInitializer: 'zeros'});
       const projected = dense('embedding_projection', o.embeddingDim).apply(
         dense('pooling_dense_1', o.poolingDim).apply(pooled),
       ) as SymbolicTensor;

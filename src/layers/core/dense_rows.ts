@@ -12,15 +12,24 @@ import {addBias} from '../../kernels/bias_add';
 import {mm} from '../../kernels/matmul';
 import {recordingGradients} from '../../ops/gradient_recording';
 
-/** `layer.call(rows)` for a float tfjs Dense, with a plain product while recording gradients. */
+/**
+ * `layer.call(rows)` for a float tfjs Dense, with a plain product while recording gradients
+ * (a Dense with LoRA's adapters runs its own call, which adds them).
+ */
 export function denseRows(layer: layers.Layer, rows: tf.Tensor): tf.Tensor {
   const d = layer as unknown as {
     kernel?: LayerVariable | null;
     bias?: LayerVariable | null;
     activation?: {apply(x: tf.Tensor): tf.Tensor};
     quantizationMode?: unknown;
+    lora?: unknown;
   };
-  if (!recordingGradients() || d.quantizationMode !== undefined || d.kernel == null) {
+  if (
+    !recordingGradients() ||
+    d.quantizationMode !== undefined ||
+    d.kernel == null ||
+    d.lora != null
+  ) {
     return layer.call(rows, {}) as tf.Tensor;
   }
   let y = mm(rows, d.kernel.read());

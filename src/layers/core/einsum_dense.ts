@@ -30,7 +30,7 @@ import {checkConstructorArgs} from '../engine/constructor_args';
 import {INT8_DTYPE, int8Projection} from '../../ops/int8';
 import type {Int4Layout} from '../../ops/int4';
 import {einsumInt4Product, Int4KernelView, int4KernelView} from './einsum_int4';
-import {einsumLoraTerm, mergedFloatKernel, mergedInt8Weights} from './einsum_lora';
+import {einsumLoraTerm} from './einsum_lora';
 import {
   AddWeight,
   addInt4Params,
@@ -55,6 +55,9 @@ import {
   LoraLayer,
   LoraOptions,
   LoraWeights,
+  mergedFloatKernel,
+  mergedInt8Weights,
+  mergeFloatLora,
   removeLoraWeights,
 } from './lora';
 
@@ -183,7 +186,6 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
   /** LoRA's weights while enabled ({@link EinsumDense.enableLora}), else null. */
   lora: LoraWeights | null = null;
   /** Whether the kernel trained before LoRA froze it. */
-  private kernelTrainedBeforeLora = true;
   /** int4: the kernel's `[rows, cols]` view, at build. */
   private int4View: Int4KernelView | null = null;
 
@@ -399,20 +401,15 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
    * ```
    */
   enableLora(rank: number, options?: LoraOptions): void {
-    const kernel = this.kernel;
     this.lora = addLoraWeights(
       this,
       this.addWeight.bind(this),
-      kernel,
+      this.kernel,
       this.kernelShape(),
       rank,
       options,
       this.projection.kernelConstraint != null,
     );
-    if (kernel != null) {
-      this.kernelTrainedBeforeLora = kernel.trainable;
-      kernel.trainable = false;
-    }
   }
 
   /** Removes LoRA's weights, leaving the kernel as it was (and training as it did before). */
@@ -420,7 +417,6 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
     if (this.lora == null) return;
     removeLoraWeights(this, this.lora);
     this.lora = null;
-    if (this.kernel != null) this.kernel.trainable = this.kernelTrainedBeforeLora;
   }
 
   /**
@@ -429,16 +425,8 @@ export class EinsumDense extends layers.Layer implements Int8Layer, LoraLayer {
    */
   mergeLora(): void {
     if (this.lora == null) return;
-    if (this.quantizationMode != null) {
-      throw new Error(
-        `EinsumDense '${this.name}': mergeLora takes a float kernel; this one is ` +
-          `${this.quantizationMode} (saving it merges the update as Keras does)`,
-      );
-    }
-    const merged = this.mergedKernel();
-    (this.kernel as LayerVariable).write(merged);
-    merged.dispose();
-    this.disableLora();
+    mergeFloatLora(this, this.lora, this.quantizationMode, `EinsumDense '${this.name}'`);
+    this.lora = null;
   }
 
   /** The kernel with LoRA's update merged in, float32 (what Keras saves), as a new tensor. */

@@ -73,8 +73,9 @@ export function enableLora(
   if (weighted.length === 0) {
     if (!isLoraLayer(target)) {
       throw new Error(
-        `enableLora: expected a model or a layer that takes LoRA (EinsumDense, ...), received ` +
-          `${target?.getClassName?.() ?? typeof target} '${target?.name}'`,
+        `enableLora: expected a model or a layer that takes LoRA (EinsumDense, Dense, ` +
+          `Embedding, ...), received ${target?.getClassName?.() ?? typeof target} ` +
+          `'${target?.name}'${tfjsOwnHint(target)}`,
       );
     }
     target.enableLora(rank, layerOptions);
@@ -100,9 +101,10 @@ export function enableLora(
   }[];
   if (chosen.length === 0) {
     const seen = [...new Set(weighted.map((l) => l.name))].slice(0, 20);
+    const named = weighted.find((l) => names.includes(l.name));
     throw new Error(
       `enableLora: no layer of '${target.name}' named ${names.join(', ')} takes LoRA; its ` +
-        `layers with weights are named ${seen.join(', ')}`,
+        `layers with weights are named ${seen.join(', ')}${named ? tfjsOwnHint(named) : ''}`,
     );
   }
   const trainable = new Map<LayerVariable, boolean>();
@@ -116,6 +118,19 @@ export function enableLora(
   }
   enabled.set(target, {rank, layers: chosen, trainable});
   return chosen.map((c) => c.layer);
+}
+
+/**
+ * The hint for tfjs' own Dense / Embedding (made by `tf.layers.dense` / `tf.layers.embedding`),
+ * which have no LoRA: the package's classes of those names do, and loaded models have them.
+ */
+function tfjsOwnHint(layer: layers.Layer): string {
+  const cls = layer?.getClassName?.();
+  if ((cls !== 'Dense' && cls !== 'Embedding') || isLoraLayer(layer)) return '';
+  return (
+    ` ('${layer.name}' is tfjs' own ${cls}, made by tf.layers.${cls.toLowerCase()}: make it ` +
+    `with this package's ${cls}, new ${cls}({...}), which loaded models have)`
+  );
 }
 
 /** Undoes {@link enableLora} on a model or layer: A and B removed, every weight trains as before. */

@@ -29,6 +29,17 @@ import {
   QuantizationMode,
   quantizationModeOf,
 } from './quantization';
+import {
+  addLoraWeights,
+  LoraLayer,
+  loraMergedFloat,
+  LoraOptions,
+  loraOutput,
+  loraSavedWeights,
+  LoraWeights,
+  mergeFloatLora,
+  removeLoraWeights,
+} from './lora';
 
 /** Options of {@link QuantizedDense}. */
 export interface QuantizedDenseArgs extends LayerArgs {
@@ -89,6 +100,10 @@ const int4Layout = (inputDim: number, units: number, blockSize: number): Int4Lay
  * - `kernel_scale` `[units]` float32, one per output channel: `float kernel ≈ kernel / kernelScale`
  *   (`layer.kernelScale.read()`); not trainable.
  *
+ * LoRA ({@link QuantizedDense.enableLora}, Keras' `enable_lora` on an int8 / int4 Dense): float32
+ * `lora_kernel_a` `[inputDim, rank]` and `lora_kernel_b` `[rank, units]`, and
+ * `(alpha / rank) · (x A) B` added after the quantized product, before the bias.
+ *
  * @example
  * ```ts
  * import * as tf from '@tensorflow/tfjs';
@@ -100,7 +115,7 @@ const int4Layout = (inputDim: number, units: number, blockSize: number): Int4Lay
  * const y = int8.predict(tf.ones([2, 16])) as tf.Tensor; // [2, 4]
  * ```
  */
-export class QuantizedDense extends layers.Layer implements Int8Layer {
+export class QuantizedDense extends layers.Layer implements Int8Layer, LoraLayer {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -169,6 +184,8 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
   kernelZero: LayerVariable | null = null;
   /** int4 grouped: the group of each input row `[inputDim]`. */
   gIdx: LayerVariable | null = null;
+  /** LoRA's weights while enabled ({@link QuantizedDense.enableLora}), else null. */
+  lora: LoraWeights | null = null;
 
   constructor(args: QuantizedDenseArgs) {
     checkConstructorArgs('QuantizedDense', args);
@@ -268,6 +285,73 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
     return [...shape.slice(0, -1), this.units];
   }
 
+  private where(): string {
+    return `QuantizedDense '${this.name}'`;
+  }
+
+  /**
+   * Keras' `enable_lora(rank, lora_alpha, a_initializer, b_initializer)` on an int8 / int4
+   * Dense: adds float32 `lora_kernel_a` `[inputDim, rank]` (heUniform) and `lora_kernel_b`
+   * `[rank, units]` (zeros), both trainable; the call then adds `(alpha / rank) · (x A) B` after
+   * its quantized product, before the bias and the activation. Refuses a layer not built or
+   * already enabled.
+   *
+   * Args:
+   * - `rank`: the rank of A and B (a positive integer).
+   * - `options.alpha`: the scale's numerator; default the rank.
+   * - `options.aInitializer` / `options.bInitializer`: default `heUniform` / `zeros`.
+   */
+  enableLora(rank: number, options?: LoraOptions): void {
+    const inputDim = this.int4Layout()?.rows ?? (this.kernel?.shape[0] as number | undefined);
+    const shape = this.kernel != null && inputDim != null ? [inputDim, this.units] : null;
+    this.lora = addLoraWeights(
+      this,
+      this.addWeight.bind(this),
+      this.kernel,
+      shape,
+      rank,
+      options,
+      false,
+    );
+  }
+
+  /** Removes LoRA's weights, leaving the quantized kernel as it was. */
+  disableLora(): void {
+    if (this.lora == null) return;
+    removeLoraWeights(this, this.lora);
+    this.lora = null;
+  }
+
+  /**
+   * Refused (the kernel is quantized): saving the layer merges the update as Keras does
+   * ({@link QuantizedDense.mergedWeights}); {@link QuantizedDense.disableLora} removes A and B.
+   */
+  mergeLora(): void {
+    if (this.lora == null) return;
+    mergeFloatLora(this, this.lora, this.quantizationMode, this.where());
+  }
+
+  /** Refused: the kernel is quantized (see {@link QuantizedDense.mergedWeights}). */
+  mergedKernel(): tf.Tensor {
+    return loraMergedFloat(this.lora, this.quantizationMode, this.kernel, this.where());
+  }
+
+  /**
+   * The weights Keras saves in place of this layer's own while LoRA is on
+   * (`_get_kernel_with_merged_lora`), as new tensors: the kernel dequantized, the update added
+   * and quantized again as Keras quantizes it, with its new scale (int4: and zero points).
+   */
+  mergedWeights(): Map<LayerVariable, tf.Tensor> {
+    return loraSavedWeights(
+      this.lora,
+      this.quantizationMode,
+      this.kernel,
+      this.int8Weights()[0],
+      this.int4Weights()[0],
+      this.where(),
+    );
+  }
+
   /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
@@ -297,6 +381,9 @@ export class QuantizedDense extends layers.Layer implements Int8Layer {
         int4 != null
           ? int4MatMul(rows, int4TensorsOf(int4), int4.layout)
           : int8Projection(rows, kernel, this.kernelScale.read() as tf.Tensor1D);
+      // Keras' int8 / int4 call: LoRA's own product after the quantized one, before the bias
+      if (this.lora != null)
+        y = tf.add(y, loraOutput(tf.matMul(rows, this.lora.a.read()), this.lora));
       if (this.bias != null) y = tf.add(y, this.bias.read());
       y = this.activation.apply(y);
       return reshapeTo(y, [...x.shape.slice(0, -1), this.units]);

@@ -22,6 +22,17 @@ import {
   QuantizationMode,
   quantizationModeOf,
 } from './quantization';
+import {
+  addLoraWeights,
+  LoraLayer,
+  loraMergedFloat,
+  LoraOptions,
+  loraRows,
+  loraSavedWeights,
+  LoraWeights,
+  mergeFloatLora,
+  removeLoraWeights,
+} from './lora';
 
 /** Options of {@link QuantizedEmbedding}. */
 export interface QuantizedEmbeddingArgs extends LayerArgs {
@@ -63,6 +74,10 @@ const KEPT = [
  * - `embeddings_scale` `[inputDim]` float32, one per row: `float row ≈ row / scale`
  *   (`layer.embeddingsScale.read()`); not trainable.
  *
+ * LoRA ({@link QuantizedEmbedding.enableLora}, Keras' `enable_lora` on an int8 / int4
+ * Embedding): float32 `lora_embeddings_a` `[inputDim, rank]` and `lora_embeddings_b`
+ * `[rank, outputDim]`, and `(alpha / rank) · A[ids] @ B` added to the dequantized rows.
+ *
  * @example
  * ```ts
  * import * as tf from '@tensorflow/tfjs';
@@ -74,7 +89,7 @@ const KEPT = [
  * const y = int8.predict(tf.zeros([1, 5], 'int32')) as tf.Tensor; // [1, 5, 8]
  * ```
  */
-export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
+export class QuantizedEmbedding extends layers.Layer implements Int8Layer, LoraLayer {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -144,6 +159,8 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
   embeddings: LayerVariable | null = null;
   /** The per-row scale `[inputDim]` (`float row ≈ row / scale`), at build. */
   embeddingsScale: LayerVariable | null = null;
+  /** LoRA's weights while enabled ({@link QuantizedEmbedding.enableLora}), else null. */
+  lora: LoraWeights | null = null;
 
   constructor(args: QuantizedEmbeddingArgs) {
     checkConstructorArgs('QuantizedEmbedding', args);
@@ -236,6 +253,75 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
     return [...singleShape(inputShape, this.name), this.outputDim];
   }
 
+  private where(): string {
+    return `QuantizedEmbedding '${this.name}'`;
+  }
+
+  /**
+   * Keras' `enable_lora(rank, lora_alpha, a_initializer, b_initializer)` on an int8 / int4
+   * Embedding: adds float32 `lora_embeddings_a` `[inputDim, rank]` (heUniform) and
+   * `lora_embeddings_b` `[rank, outputDim]` (zeros), both trainable; the call then adds
+   * `(alpha / rank) · A[ids] @ B` to the dequantized rows. Refuses a layer not built or already
+   * enabled.
+   *
+   * Args:
+   * - `rank`: the rank of A and B (a positive integer).
+   * - `options.alpha`: the scale's numerator; default the rank.
+   * - `options.aInitializer` / `options.bInitializer`: default `heUniform` / `zeros`.
+   */
+  enableLora(rank: number, options?: LoraOptions): void {
+    const shape = this.embeddings != null ? [this.inputDim, this.outputDim] : null;
+    this.lora = addLoraWeights(
+      this,
+      this.addWeight.bind(this),
+      this.embeddings,
+      shape,
+      rank,
+      options,
+      false,
+      'embeddings',
+    );
+  }
+
+  /** Removes LoRA's weights, leaving the quantized table as it was. */
+  disableLora(): void {
+    if (this.lora == null) return;
+    removeLoraWeights(this, this.lora);
+    this.lora = null;
+  }
+
+  /**
+   * Refused (the table is quantized): saving the layer merges the update as Keras does
+   * ({@link QuantizedEmbedding.mergedWeights}); {@link QuantizedEmbedding.disableLora} removes
+   * A and B.
+   */
+  mergeLora(): void {
+    if (this.lora == null) return;
+    mergeFloatLora(this, this.lora, this.quantizationMode, this.where());
+  }
+
+  /** Refused: the table is quantized (see {@link QuantizedEmbedding.mergedWeights}). */
+  mergedKernel(): tf.Tensor {
+    return loraMergedFloat(this.lora, this.quantizationMode, this.embeddings, this.where());
+  }
+
+  /**
+   * The weights Keras saves in place of this layer's own while LoRA is on
+   * (`_get_embeddings_with_merged_lora`), as new tensors: the table dequantized, the update
+   * added and quantized again per row as Keras quantizes it, with its new scale (int4: and zero
+   * points).
+   */
+  mergedWeights(): Map<LayerVariable, tf.Tensor> {
+    return loraSavedWeights(
+      this.lora,
+      this.quantizationMode,
+      this.embeddings,
+      this.int8Weights()[0],
+      this.int4Weights()[0],
+      this.where(),
+    );
+  }
+
   /** A tensor in, a tensor out; a symbolic tensor in (functional model), a symbolic tensor out. */
   override apply(inputs: tf.Tensor, kwargs?: Kwargs): tf.Tensor;
   override apply(inputs: SymbolicTensor, kwargs?: Kwargs): SymbolicTensor;
@@ -260,8 +346,12 @@ export class QuantizedEmbedding extends layers.Layer implements Int8Layer {
       }
       const ids = idsAsInt32(x, `Layer '${this.name}'`);
       const int4 = this.int4Weights()[0];
-      if (int4 != null) return int4Lookup(int4TensorsOf(int4), int4.layout, ids);
-      return int8Lookup(this.embeddings.read(), this.embeddingsScale.read(), ids);
+      const rows =
+        int4 != null
+          ? int4Lookup(int4TensorsOf(int4), int4.layout, ids)
+          : int8Lookup(this.embeddings.read(), this.embeddingsScale.read(), ids);
+      // Keras' int8 / int4 call: LoRA's rows added to the dequantized ones
+      return this.lora != null ? tf.add(rows, loraRows(ids, this.lora)) : rows;
     });
   }
 

@@ -33,6 +33,18 @@ import {
   QuantizationMode,
   quantizationModeOf,
 } from '../core/quantization';
+import {
+  addLoraWeights,
+  LoraLayer,
+  loraMergedFloat,
+  LoraOptions,
+  loraRows,
+  loraSavedWeights,
+  loraTransposedOutput,
+  LoraWeights,
+  mergeFloatLora,
+  removeLoraWeights,
+} from '../core/lora';
 
 /** Options of {@link ReversibleEmbedding}. */
 export interface ReversibleEmbeddingArgs extends LayerArgs {
@@ -102,6 +114,12 @@ const KNOWN = [
  *   the hidden states quantized to int8 per token (`int4ReverseInputQuantization`), multiplied by
  *   the dequantized table in float32 (per channel: by the int4 values, then divided by the
  *   table's scale) and divided by their scale (ops/int4_products.ts).
+ * - LoRA ({@link ReversibleEmbedding.enableLora}, Keras' `Embedding.enable_lora`, which
+ *   keras-hub's class inherits): `lora_embeddings_a` `[inputDim, rank]` and `lora_embeddings_b`
+ *   `[rank, outputDim]` adapt the table. Forward, every form adds `(alpha / rank) · A[ids] @ B`
+ *   to the rows. Reverse, as Keras: a float tied layer's logits use the updated table
+ *   (`x · (embeddings + (alpha / rank) · A @ B)ᵀ`); an untied layer's `reverse_embeddings` and an
+ *   int8 / int4 layer's quantized table (Keras reads `_embeddings`) take no update.
  *
  * @example
  * ```ts
@@ -114,7 +132,7 @@ const KNOWN = [
  * const logits = emb.apply(h, {reverse: true}); // [1, 3, 100]
  * ```
  */
-export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
+export class ReversibleEmbedding extends layers.Layer implements Int8Layer, LoraLayer {
   /**
    * The name the class is registered under for tfjs serialization (a saved model's `className`).
    * @nocollapse
@@ -200,6 +218,8 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
   gIdx: LayerVariable | null = null;
   /** int4 grouped, untied: the reverse table's zero points `[groups, inputDim]` (float32). */
   reverseEmbeddingsZero: LayerVariable | null = null;
+  /** LoRA's weights while enabled ({@link ReversibleEmbedding.enableLora}), else null. */
+  lora: LoraWeights | null = null;
 
   constructor(args: ReversibleEmbeddingArgs) {
     super(args);
@@ -393,7 +413,8 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
       const table = (this.embeddings as LayerVariable).read(); // [V, D]
       const scale = this.embeddingsScale?.read() ?? null; // [V] when int8
       if (x.dtype !== 'float32') {
-        return scale != null ? int8Lookup(table, scale, x) : embeddingLookup(table, x); // [..., D]
+        const rows = scale != null ? int8Lookup(table, scale, x) : embeddingLookup(table, x); // [..., D]
+        return this.withLoraRows(rows, x);
       }
       const rows = tf.reshape(x, [-1, this.outputDim]); // [N, D]
       if (scale != null) {
@@ -408,9 +429,13 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
       }
       // tied: x · tableᵀ as a product with a transposed operand, never a transposed copy of the
       // table (which every decoding step would make again)
-      const product = this.tieWeights
+      let product = this.tieWeights
         ? weightProduct(rows, table, true)
         : weightProduct(rows, (this.reverseEmbeddings as LayerVariable).read()); // [N, V]
+      // Keras' tied reverse call reads the table with LoRA's update: x · (table + ΔW)ᵀ
+      if (this.lora != null && this.tieWeights) {
+        product = tf.add(product, loraTransposedOutput(rows as tf.Tensor2D, this.lora));
+      }
       return this.softCap(tf.reshape(product, [...x.shape.slice(0, -1), this.inputDim])); // [..., V]
     });
   }
@@ -422,7 +447,9 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
    */
   private int4Call(x: tf.Tensor, int4: Int4Weight[]): tf.Tensor {
     const [table, reverse] = int4;
-    if (x.dtype !== 'float32') return int4Lookup(int4TensorsOf(table), table.layout, x);
+    if (x.dtype !== 'float32') {
+      return this.withLoraRows(int4Lookup(int4TensorsOf(table), table.layout, x), x);
+    }
     const rows = tf.reshape(x, [-1, this.outputDim]) as tf.Tensor2D; // [N, D]
     const q = this.int4ReverseInputQuantization ? absMaxQuantize(rows, -1) : null;
     const inputs = (q?.values ?? rows) as tf.Tensor2D;
@@ -432,6 +459,82 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer {
         : int4MatMulT(inputs, int4TensorsOf(table), table.layout); // [N, V]
     if (q != null) logits = tf.div(logits, q.scale);
     return this.softCap(tf.reshape(logits, [...x.shape.slice(0, -1), this.inputDim]));
+  }
+
+  /** Forward rows plus LoRA's `(alpha / rank) · A[ids] @ B`, or the rows without LoRA. */
+  private withLoraRows(rows: tf.Tensor, ids: tf.Tensor): tf.Tensor {
+    return this.lora == null ? rows : tf.add(rows, loraRows(ids, this.lora));
+  }
+
+  private where(): string {
+    return `ReversibleEmbedding '${this.name}'`;
+  }
+
+  /**
+   * Keras' `enable_lora(rank, lora_alpha, a_initializer, b_initializer)` (Embedding's, which
+   * keras-hub's ReversibleEmbedding inherits): adds float32 `lora_embeddings_a` `[inputDim, rank]`
+   * (heUniform) and `lora_embeddings_b` `[rank, outputDim]` (zeros), both trainable, and freezes
+   * the table (an untied `reverse_embeddings` keeps training). Forward rows then take
+   * `(alpha / rank) · A[ids] @ B`; a float tied layer's logits use the updated table; an untied
+   * or int8 / int4 layer's logits take no update (as in Keras). Refuses a layer not built or
+   * already enabled.
+   *
+   * Args:
+   * - `rank`: the rank of A and B (a positive integer).
+   * - `options.alpha`: the scale's numerator; default the rank.
+   * - `options.aInitializer` / `options.bInitializer`: default `heUniform` / `zeros`.
+   */
+  enableLora(rank: number, options?: LoraOptions): void {
+    const shape = this.embeddings != null ? [this.inputDim, this.outputDim] : null;
+    this.lora = addLoraWeights(
+      this,
+      this.addWeight.bind(this),
+      this.embeddings,
+      shape,
+      rank,
+      options,
+      false,
+      'embeddings',
+    );
+  }
+
+  /** Removes LoRA's weights, leaving the table as it was (and training as it did before). */
+  disableLora(): void {
+    if (this.lora == null) return;
+    removeLoraWeights(this, this.lora);
+    this.lora = null;
+  }
+
+  /**
+   * Adds `(alpha / rank) · A @ B` into a float table, then removes A and B; refused for an int8 /
+   * int4 table (saving it merges the update as Keras does: {@link ReversibleEmbedding.mergedWeights}).
+   */
+  mergeLora(): void {
+    if (this.lora == null) return;
+    mergeFloatLora(this, this.lora, this.quantizationMode, this.where());
+    this.lora = null;
+  }
+
+  /** The float table with LoRA's update merged in (what Keras saves), as a new tensor. */
+  mergedKernel(): tf.Tensor {
+    return loraMergedFloat(this.lora, this.quantizationMode, this.embeddings, this.where());
+  }
+
+  /**
+   * The weights Keras saves in place of this layer's own while LoRA is on
+   * (`_get_embeddings_with_merged_lora`), as new tensors: float, the table with the update
+   * merged in; int8 / int4, the table dequantized, the update added and quantized again, with
+   * its new scale (int4: and zero points). An untied `reverse_embeddings` is saved as it is.
+   */
+  mergedWeights(): Map<LayerVariable, tf.Tensor> {
+    return loraSavedWeights(
+      this.lora,
+      this.quantizationMode,
+      this.embeddings,
+      this.int8Weights()[0],
+      this.int4Weights()[0],
+      this.where(),
+    );
   }
 
   /** Its int4 weights (when int4): the table; untied, the reverse table (sharing its g_idx). */

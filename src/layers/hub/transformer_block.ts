@@ -27,6 +27,8 @@ import {
 } from '../engine/config_objects';
 import {formatShape, isShapeList, Shape} from '../engine/shapes';
 import {blockOptions, TransformerBlockArgs} from './transformer_block_args';
+import {Dense} from '../core/dense';
+import {isLoraLayer} from '../core/lora';
 
 export type {TransformerBlockArgs} from './transformer_block_args';
 
@@ -126,7 +128,7 @@ export abstract class TransformerBlock extends CompositeLayer {
   protected buildFeedForward(shape: Shape, normFirst: boolean): void {
     const width = shape[shape.length - 1] as number;
     const dense = (name: string, units: number, activation: string) =>
-      layers.dense({
+      new Dense({
         name,
         units,
         activation: activation as 'relu',
@@ -194,9 +196,11 @@ export abstract class TransformerBlock extends CompositeLayer {
    */
   private denseRows(layer: layers.Layer | null, rows: tf.Tensor, activation: string): tf.Tensor {
     const dense = layer as layers.Layer;
-    // an int8 layer (QuantizedDense) computes Keras' int8 product itself
+    // an int8 layer (QuantizedDense) computes Keras' int8 product itself, and a layer with
+    // LoRA's adapters adds them itself
     const int8 = 'quantizationMode' in dense;
-    if (int8) return dense.call(rows, {}) as tf.Tensor;
+    if (int8 || (isLoraLayer(dense) && dense.lora != null))
+      return dense.call(rows, {}) as tf.Tensor;
     // while a gradient is recorded (fine-tuning): no fused product (dense_rows.ts)
     if (recordingGradients()) return denseRows(dense, rows);
     // by name, not by `weights`' order (a frozen kernel moves behind a trainable bias there)
