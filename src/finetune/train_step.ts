@@ -11,6 +11,7 @@ import {useSharedIdentity} from '../kernels/shared_identity';
 import {useFastTileGradient} from '../kernels/tile_gradient';
 import {ReversibleEmbedding} from '../layers/hub/reversible_embedding';
 import {causalLmLoss, type FrozenHead, headLoss} from './causal_lm_loss';
+import {leanVariableGrads} from './lean_gradients';
 import type {KerasAdam} from './keras_adam';
 
 /** One batch as keras-hub's `CausalLMPreprocessor` makes it (x, y, sample_weight). */
@@ -112,7 +113,8 @@ export function lossAndGradients(
   try {
     const split = splitAtHead(model);
     const head = split == null ? null : frozenHead(split.head);
-    const {value, grads} = tf.variableGrads(() => {
+    // the backward pass' saved tensors and gradients freed as it goes (lean_gradients.ts)
+    const {value, grads} = leanVariableGrads(() => {
       if (split != null && head != null) {
         const hidden = split.backbone.apply([ids, mask], {training: true}) as tf.Tensor;
         return headLoss(hidden, head, y, sw, chunkRows);
@@ -122,7 +124,7 @@ export function lossAndGradients(
     }, values);
     const loss = value.dataSync()[0];
     value.dispose();
-    return {loss, variables, grads: values.map((v) => grads[v.name])};
+    return {loss, variables, grads};
   } finally {
     restoreIdentity();
     restoreTileGradient();
