@@ -67,9 +67,13 @@ export interface FrozenHead {
   softCap: number | null;
 }
 
-/** The rows per chunk of {@link headLoss}: logits of about 16 MB (4M float32 values) at a time. */
+/**
+ * The rows per chunk of {@link headLoss}: logits of about 8 MiB (2M float32 values) at a time
+ * (41 rows of GPT-2's 50,257); a chunk holds a few such tensors at once (the logits, their
+ * log-softmax, the one-hot targets, the gradient).
+ */
 export function defaultChunkRows(vocab: number): number {
-  return Math.max(1, Math.floor(2 ** 22 / vocab));
+  return Math.max(1, Math.floor(2 ** 21 / vocab));
 }
 
 /**
