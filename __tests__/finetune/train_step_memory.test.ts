@@ -3,8 +3,9 @@
  * vocabulary, 16 wide, 4 x 128 positions (whole logits 8 MiB, every other tensor under 0.3 MiB):
  * a frozen tied ReversibleEmbedding as input and head, one trainable Dense between. With the head
  * frozen the step takes the chunked head loss (16 rows a chunk): its peak tf.memory().numBytes
- * above the weights stays under half the whole logits, where the same step with the head trainable (the
- * whole logits) goes over them; the Dense's gradients agree between the two (1e-5 relative).
+ * above the weights stays under half the whole logits, where the same step with the head
+ * trainable (the whole logits) goes over them; the Dense's gradients agree between the two (1e-5
+ * relative). A head with a weight besides its table keeps the whole logits.
  */
 import * as tf from '@tensorflow/tfjs';
 import * as tfl from '@tensorflow/tfjs-layers';
@@ -66,6 +67,20 @@ describeBackends('the training step with a frozen head', () => {
     expect(chunked.peak).toBeLessThan(logitBytes / 2);
     expect(whole.peak).toBeGreaterThan(logitBytes);
     chunked.grads.forEach((g, i) => expect(relativeError(g, whole.grads[i])).toBeLessThan(1e-5));
+    model.dispose();
+  });
+
+  it('keeps the whole logits for a head with a weight besides its table', async () => {
+    const {model, emb} = tinyCausalLm();
+    const wholeLogits = async () => {
+      const p = await tf.profile(() => tf.dispose(lossAndGradients(model, batch(), 16).grads));
+      return p.kernels.some((k) => k.outputShapes.some((s) => s?.join() === [B * T, V].join()));
+    };
+    expect(await wholeLogits()).toBe(false);
+    // a frozen weight the chunked head would not know of (an adapter its reverse call might add)
+    const add = (emb as unknown as {addWeight: (...a: unknown[]) => unknown}).addWeight;
+    add.call(emb, 'extra', [1], 'float32', tfl.initializers.zeros(), undefined, false);
+    expect(await wholeLogits()).toBe(true);
     model.dispose();
   });
 });

@@ -71,9 +71,15 @@ function splitAtHead(model: LayersModel): SplitModel | null {
   return split;
 }
 
-/** The head's table as the chunked loss reads it, or null while the head has trainable weights. */
+/**
+ * The head's table as the chunked loss reads it, or null while the head has trainable weights or
+ * any weight besides its table(s) (an adapter, say, that its reverse call would add).
+ */
 function frozenHead(head: ReversibleEmbedding): FrozenHead | null {
   if (head.trainableWeights.length > 0) return null;
+  if (!head.weights.every((w) => w === head.embeddings || w === head.reverseEmbeddings)) {
+    return null;
+  }
   const table = head.tieWeights ? head.embeddings : head.reverseEmbeddings;
   if (table == null) return null;
   return {
