@@ -183,10 +183,10 @@ describeBackends('headLoss', () => {
     tf.dispose([h, table, yt, wt]);
   });
 
-  it('picks chunks of about 2M logits', () => {
-    expect(defaultChunkRows(50257)).toBe(41);
-    expect(defaultChunkRows(2 ** 23)).toBe(1);
-    expect(defaultChunkRows(7)).toBe(299593);
+  it('picks chunks of about 8M logits', () => {
+    expect(defaultChunkRows(50257)).toBe(166);
+    expect(defaultChunkRows(2 ** 24)).toBe(1);
+    expect(defaultChunkRows(7)).toBe(1198372);
   });
 
   it('refuses shapes and chunk sizes that do not fit, saying what it expected', () => {

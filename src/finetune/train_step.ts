@@ -93,7 +93,7 @@ function frozenHead(head: ReversibleEmbedding): FrozenHead | null {
  * The batch's loss and the gradients of `model`'s trainable weights (training mode). A causal LM
  * whose head is a frozen float `ReversibleEmbedding` (GPT-2's tied embedding under LoRA) never
  * makes its whole logits `[batch · length, vocab]`: the head and the loss run `chunkRows`
- * positions at a time (default: about 8 MiB of logits a chunk; causal_lm_loss.ts' `headLoss`).
+ * positions at a time (default: about 32 MiB of logits a chunk; causal_lm_loss.ts' `headLoss`).
  */
 export function lossAndGradients(
   model: LayersModel,
