@@ -47,6 +47,34 @@ describeBackends('a LoRA training step against keras-hub', () => {
       expect(tf.memory().numTensors).toBe(before);
     });
 
+    it('gives the same loss and gradients with the head in chunks of 3 rows (1e-5 relative)', () => {
+      const {loss, variables, grads} = lossAndGradients(preset.model, batchOf(e), 3);
+      expect(Math.abs(loss - e.loss) / e.loss).toBeLessThan(1e-5);
+      for (const g of e.gradients) {
+        const at = variables.findIndex((v) => v.originalName === g.path);
+        const err = relativeError(grads[at].dataSync(), g.values);
+        if (err > 1e-5) throw new Error(`${g.path}: gradient off by ${err} (relative)`);
+      }
+      tf.dispose(grads);
+    });
+
+    it(`${c === 'llama3_int8' ? 'makes' : 'never makes'} the whole logits (int8 heads keep them)`, async () => {
+      const batch = batchOf(e);
+      const vocab = preset.model.outputs[0].shape[2] as number;
+      const positions = batch.tokenIds.length * batch.tokenIds[0].length;
+      const p = await tf.profile(() => tf.dispose(lossAndGradients(preset.model, batch, 2).grads));
+      const whole = p.kernels.filter((k) =>
+        k.outputShapes.some(
+          (s) =>
+            s != null &&
+            s[s.length - 1] === vocab &&
+            s.reduce((a, b) => a * b, 1) === positions * vocab,
+        ),
+      );
+      // the chunked head's largest logits are [2, vocab]
+      expect(whole.length > 0).toBe(c === 'llama3_int8');
+    });
+
     const runs: [string, (r: OptimizerRun) => KerasAdam][] = [
       ['adam', (r) => new KerasAdam({learningRate: r.config.learning_rate})],
       [
