@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import {initializers, layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
+import {layers, LayerVariable, SymbolicTensor} from '@tensorflow/tfjs-layers';
 import type {LayerArgs} from '@tensorflow/tfjs-layers/dist/engine/topology';
 import type {Kwargs} from '@tensorflow/tfjs-layers/dist/types';
 
@@ -16,16 +16,10 @@ import {positiveNumber, refuseUnknownOptions} from './layer_options';
 import {defineContract, impliedProduct, LayerContract, MASK_ZERO} from '../engine/contract';
 import {alwaysPositionWise} from '../engine/decoding_checks';
 import {HUB_NEEDS_KERAS3} from './hub_contract';
-import type {Int4Layout} from '../../ops/int4';
-import {int4Lookup, int4MatMul, int4MatMulT} from '../../ops/int4_products';
-import {absMaxQuantize, INT8_DTYPE, int8Dense} from '../../ops/int8';
+import {int8Dense} from '../../ops/int8';
 import {
   AddWeight,
-  addInt4Params,
-  addInt4Table,
-  addInt4Values,
   int4BlockSizeOf,
-  int4TensorsOf,
   Int4Weight,
   Int8Layer,
   int8Lookup,
@@ -45,6 +39,13 @@ import {
   mergeFloatLora,
   removeLoraWeights,
 } from '../core/lora';
+import {
+  addInt4Tables,
+  addInt8Tables,
+  int4Call,
+  int4ReverseLayout,
+  int4TableLayout,
+} from './reversible_embedding_quantized';
 
 /** Options of {@link ReversibleEmbedding}. */
 export interface ReversibleEmbeddingArgs extends LayerArgs {
@@ -245,79 +246,26 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer, Lora
     this.supportsMasking = true;
   }
 
-  /** The int4 table's layout `[inputDim, outputDim]`: packed and grouped along the hidden axis. */
-  private tableLayout(): Int4Layout {
-    const [V, D] = [this.inputDim, this.outputDim];
-    return {rows: V, cols: D, packAxis: 1, groupAxis: 1, blockSize: this.int4BlockSize};
-  }
-
-  /** The int4 reverse table's `[outputDim, inputDim]`: packed and grouped along the hidden axis. */
-  private reverseLayout(): Int4Layout {
-    const [V, D] = [this.inputDim, this.outputDim];
-    return {rows: D, cols: V, packAxis: 0, groupAxis: 0, blockSize: this.int4BlockSize};
-  }
-
-  /** Keras' int4 variables, in its order (see the class). */
-  private buildInt4(): void {
-    const add: AddWeight = this.addWeight.bind(this);
-    const t = addInt4Table(add, this.tableLayout());
-    [this.embeddings, this.embeddingsScale, this.embeddingsZero, this.gIdx] = [
-      t.embeddings,
-      t.scale,
-      t.zero,
-      t.gIdx,
-    ];
-    if (!this.tieWeights) {
-      const reverse = this.reverseLayout();
-      this.reverseEmbeddings = addInt4Values(add, 'reverse_embeddings', reverse);
-      // Keras makes the reverse zero point float32 and reuses the table's g_idx
-      const r = addInt4Params(
-        add,
-        reverse,
-        {scale: 'reverse_embeddings_scale', zero: 'reverse_embeddings_zero', gIdx: 'g_idx'},
-        {zeroDtype: 'float32', gIdx: this.gIdx},
-      );
-      [this.reverseEmbeddingsScale, this.reverseEmbeddingsZero] = [r.scale, r.zero];
-    }
-    this.built = true;
-  }
-
   override build(): void {
-    if (this.quantizationMode === 'int4') {
-      this.buildInt4();
-      return;
-    }
-    if (this.quantizationMode === 'int8') {
-      // Keras' int8 variables, in its order
-      const [zeros, ones] = [initializers.zeros(), initializers.ones()];
-      const [V, D] = [this.inputDim, this.outputDim];
-      this.embeddings = this.addWeight('embeddings', [V, D], INT8_DTYPE, zeros, undefined, false);
-      this.embeddingsScale = this.addWeight(
-        'embeddings_scale',
-        [V],
-        'float32',
-        ones,
-        undefined,
-        false,
-      );
-      if (!this.tieWeights) {
-        this.reverseEmbeddings = this.addWeight(
-          'reverse_embeddings',
-          [D, V],
-          INT8_DTYPE,
-          zeros,
-          undefined,
-          false,
-        );
-        this.reverseEmbeddingsScale = this.addWeight(
-          'reverse_embeddings_scale',
-          [V],
-          'float32',
-          ones,
-          undefined,
-          false,
-        );
-      }
+    const mode = this.quantizationMode;
+    if (mode != null) {
+      const add: AddWeight = this.addWeight.bind(this);
+      const [V, D, tied] = [this.inputDim, this.outputDim, this.tieWeights];
+      const t =
+        mode === 'int4'
+          ? addInt4Tables(add, V, D, this.int4BlockSize, tied)
+          : addInt8Tables(add, V, D, tied);
+      [this.embeddings, this.embeddingsScale, this.embeddingsZero, this.gIdx] = [
+        t.embeddings,
+        t.embeddingsScale,
+        t.embeddingsZero,
+        t.gIdx,
+      ];
+      [this.reverseEmbeddings, this.reverseEmbeddingsScale, this.reverseEmbeddingsZero] = [
+        t.reverseEmbeddings,
+        t.reverseEmbeddingsScale,
+        t.reverseEmbeddingsZero,
+      ];
       this.built = true;
       return;
     }
@@ -440,25 +388,11 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer, Lora
     });
   }
 
-  /**
-   * Keras' int4 `_int4_call`: forward, the rows at the ids dequantized; reverse, the hidden
-   * states quantized to int8 per token (when `int4ReverseInputQuantization`), the product with
-   * the table (tied: transposed) and the division by their scale.
-   */
+  /** Keras' int4 call (reversible_embedding_quantized.ts), LoRA's rows forward, the soft cap reverse. */
   private int4Call(x: tf.Tensor, int4: Int4Weight[]): tf.Tensor {
-    const [table, reverse] = int4;
-    if (x.dtype !== 'float32') {
-      return this.withLoraRows(int4Lookup(int4TensorsOf(table), table.layout, x), x);
-    }
-    const rows = tf.reshape(x, [-1, this.outputDim]) as tf.Tensor2D; // [N, D]
-    const q = this.int4ReverseInputQuantization ? absMaxQuantize(rows, -1) : null;
-    const inputs = (q?.values ?? rows) as tf.Tensor2D;
-    let logits: tf.Tensor =
-      reverse != null
-        ? int4MatMul(inputs, int4TensorsOf(reverse), reverse.layout)
-        : int4MatMulT(inputs, int4TensorsOf(table), table.layout); // [N, V]
-    if (q != null) logits = tf.div(logits, q.scale);
-    return this.softCap(tf.reshape(logits, [...x.shape.slice(0, -1), this.inputDim]));
+    const [D, V] = [this.outputDim, this.inputDim];
+    const out = int4Call(x, int4, D, V, this.int4ReverseInputQuantization);
+    return x.dtype !== 'float32' ? this.withLoraRows(out, x) : this.softCap(out);
   }
 
   /** Forward rows plus LoRA's `(alpha / rank) · A[ids] @ B`, or the rows without LoRA. */
@@ -547,7 +481,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer, Lora
         scale: this.embeddingsScale,
         zero: this.embeddingsZero,
         gIdx: this.gIdx,
-        layout: this.tableLayout(),
+        layout: int4TableLayout(this.inputDim, this.outputDim, this.int4BlockSize),
       },
     ];
     if (this.reverseEmbeddings != null && this.reverseEmbeddingsScale != null) {
@@ -556,7 +490,7 @@ export class ReversibleEmbedding extends layers.Layer implements Int8Layer, Lora
         scale: this.reverseEmbeddingsScale,
         zero: this.reverseEmbeddingsZero,
         gIdx: this.gIdx,
-        layout: this.reverseLayout(),
+        layout: int4ReverseLayout(this.inputDim, this.outputDim, this.int4BlockSize),
       });
     }
     return out;
