@@ -8,6 +8,28 @@ import * as tf from '@tensorflow/tfjs-core';
 
 import {weightProduct} from '../kernels/matmul';
 
+/** Refuses `y` or `sampleWeight` not `[batch, length]` (`whose`: where those sizes come from). */
+function checkTargets(
+  fn: string,
+  whose: string,
+  batch: number,
+  length: number,
+  y: tf.Tensor,
+  sampleWeight: tf.Tensor,
+): void {
+  for (const [name, t] of [
+    ['y', y],
+    ['sampleWeight', sampleWeight],
+  ] as const) {
+    if (t.shape.join() !== [batch, length].join()) {
+      throw new Error(
+        `${fn}: expected ${name} [${batch}, ${length}] (${whose} batch and length), ` +
+          `received [${t.shape}]`,
+      );
+    }
+  }
+}
+
 /**
  * The loss of `logits` `[batch, length, vocab]` against the next ids `y` `[batch, length]`
  * (int32), each position weighted by `sampleWeight` `[batch, length]`: a scalar.
@@ -19,17 +41,7 @@ export function causalLmLoss(logits: tf.Tensor, y: tf.Tensor, sampleWeight: tf.T
     );
   }
   const [batch, length, vocab] = logits.shape as [number, number, number];
-  for (const [name, t] of [
-    ['y', y],
-    ['sampleWeight', sampleWeight],
-  ] as const) {
-    if (t.shape.join() !== [batch, length].join()) {
-      throw new Error(
-        `causalLmLoss: expected ${name} [${batch}, ${length}] (the logits' batch and length), ` +
-          `received [${t.shape}]`,
-      );
-    }
-  }
+  checkTargets('causalLmLoss', "the logits'", batch, length, y, sampleWeight);
   return tf.tidy(() => {
     const count = batch * length;
     const ids = tf.reshape(tf.cast(y, 'int32'), [count]);
@@ -105,17 +117,7 @@ export function headLoss(
         `(the hidden states' width), received [${head.table.shape}]`,
     );
   }
-  for (const [name, t] of [
-    ['y', y],
-    ['sampleWeight', sampleWeight],
-  ] as const) {
-    if (t.shape.join() !== [batch, length].join()) {
-      throw new Error(
-        `headLoss: expected ${name} [${batch}, ${length}] (the hidden states' batch and length), ` +
-          `received [${t.shape}]`,
-      );
-    }
-  }
+  checkTargets('headLoss', "the hidden states'", batch, length, y, sampleWeight);
   const count = batch * length;
   const rowsPerChunk = chunkRows ?? defaultChunkRows(vocab);
   if (!Number.isInteger(rowsPerChunk) || rowsPerChunk < 1) {

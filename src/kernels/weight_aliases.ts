@@ -52,11 +52,6 @@ export class WeightAliases {
       name === 'cpu' || name === 'tensorflow' ? (tf.backend() as unknown as BackendData) : null;
   }
 
-  /** How many tensors read their values from the memory now. */
-  get size(): number {
-    return this.views.size;
-  }
-
   /** The backend's record of `dataId`, or null once the data was freed. */
   private held(dataId: tf.DataId): HeldData | null {
     const store = this.backend?.data ?? this.backend?.tensorMap;
